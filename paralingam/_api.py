@@ -1,0 +1,181 @@
+"""``paralingam.fit``: validate, standardise, search the order, estimate edges."""
+
+import time
+
+import numpy as np
+
+from . import _backends
+from ._result import FitResult
+from ._validation import as_data_matrix, check_positive
+from .adjacency import ols_adjacency
+from .policy import COLLINEAR_TOL, EXPLAINED_TOL
+
+DEFAULT_GAMMA0 = 1e-4
+DEFAULT_C = 2.0
+DRIFT_TOL = 1e-8
+
+
+def standardise_rows(X):
+    """Population-standardised copy of ``X`` with one variable per row.
+
+    Returns
+    -------
+    Z : ndarray, shape (n_features, n_samples), C-contiguous float64
+    cov : ndarray, shape (n_features, n_features)
+        ``Z @ Z.T / n``: the correlation matrix, unit diagonal.
+    """
+    Z = np.ascontiguousarray(X.T, dtype=np.float64)
+    Z -= Z.mean(axis=1, keepdims=True)
+    Z /= np.sqrt((Z * Z).mean(axis=1, keepdims=True))
+    cov = covariance_of_rows(Z)
+    return Z, cov
+
+
+def covariance_of_rows(Z):
+    """``Z @ Z.T / n`` with an exact unit diagonal, symmetric."""
+    cov = Z @ Z.T / Z.shape[1]
+    cov = 0.5 * (cov + cov.T)
+    np.fill_diagonal(cov, 1.0)
+    return cov
+
+
+def fit(
+    X,
+    *,
+    backend="auto",
+    threshold=True,
+    gamma0=None,
+    c=None,
+    dtype=None,
+    collinear_tol=COLLINEAR_TOL,
+    explained_tol=EXPLAINED_TOL,
+    n_threads=None,
+):
+    """Learn a causal order and edge weights with ParaLiNGAM.
+
+    The order is identical to lingam 1.13's ``DirectLiNGAM`` (``pwling``)
+    wherever that is defined; degenerate data follow the documented policy
+    of :mod:`paralingam.policy`.
+
+    Parameters
+    ----------
+    X : array-like or pandas.DataFrame, shape (n_samples, n_features)
+        Observations, one column per variable.
+    backend : {"auto", "cpu", "cuda"}
+        ``"auto"`` uses CUDA when pycuda and a GPU are usable, else the CPU.
+    threshold : bool
+        Use the threshold mechanism (early stopping of workers). The order is
+        the same either way; ``False`` compares every pair.
+    gamma0 : float, optional
+        First threshold of each iteration (default 1e-4).
+    c : float, optional
+        Factor by which the threshold is raised, > 1 (default 2).
+    dtype : {None, "float64", "float32"}
+        Arithmetic of the comparisons. The CPU backend computes in float64.
+    collinear_tol, explained_tol : float
+        Tolerances of the degenerate-data policy (:mod:`paralingam.policy`).
+    n_threads : int, optional
+        CPU threads (default: all cores, or ``OMP_NUM_THREADS``).
+
+    Returns
+    -------
+    FitResult
+        ``causal_order``, ``adjacency_matrix`` (least squares on the order),
+        ``names`` and ``stats``.
+
+    Raises
+    ------
+    ValueError
+        On invalid data or parameters; the message names the problem.
+    RuntimeError
+        When ``backend="cuda"`` cannot run here.
+    """
+    times = {}
+    t0 = time.perf_counter()
+    data, names = as_data_matrix(X)
+    gamma0 = check_positive("gamma0", DEFAULT_GAMMA0 if gamma0 is None else gamma0)
+    c = check_positive("c", DEFAULT_C if c is None else c, above=1.0)
+    collinear_tol = check_positive("collinear_tol", collinear_tol)
+    explained_tol = check_positive("explained_tol", explained_tol)
+    if n_threads is not None and (not isinstance(n_threads, int) or n_threads < 1):
+        raise ValueError(f"n_threads must be a positive integer; got {n_threads!r}")
+    if dtype not in (None, "float64", "float32", np.float64, np.float32):
+        raise ValueError(f"dtype must be 'float64' or 'float32'; got {dtype!r}")
+    name = _backends.resolve_backend(backend)
+    times["validate"] = time.perf_counter() - t0
+
+    if name == "cpu":
+        if dtype in ("float32", np.float32):
+            raise ValueError("the CPU backend computes in float64; use dtype='float64' or None")
+        order, explained, per_it, n_rederived = _search_cpu(
+            data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times)
+    else:  # pragma: no cover - needs a GPU
+        from . import _cuda
+        order, explained, per_it, n_rederived = _cuda.search(
+            data, threshold=threshold, gamma0=gamma0, c=c, dtype=dtype,
+            collinear_tol=collinear_tol, explained_tol=explained_tol, times=times)
+
+    t0 = time.perf_counter()
+    B = ols_adjacency(data, order)
+    times["adjacency"] = time.perf_counter() - t0
+
+    pairs = [r * (r - 1) // 2 for r in per_it["remaining"]]
+    total_pairs = sum(pairs)
+    stats = {
+        "backend": name,
+        "explained": explained,
+        "remaining": per_it["remaining"],
+        "compared": per_it["compared"],
+        "pairs": pairs,
+        "gamma": per_it["gamma"],
+        "rounds": per_it["rounds"],
+        "comparisons_saved": 1.0 - sum(per_it["compared"]) / total_pairs if total_pairs else 0.0,
+        "n_rederived": n_rederived,
+        "time": times,
+    }
+    if explained:
+        _warn_explained(explained, names)
+    return FitResult(order, B, names, stats)
+
+
+def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times):
+    from . import _cpu
+
+    t0 = time.perf_counter()
+    Z, cov = standardise_rows(data)
+    times["standardise"] = time.perf_counter() - t0
+
+    def rederive(alive):
+        # Re-standardise the remaining rows from the data and recompute
+        # their covariance block: the update algebra drifted.
+        rows = Z[alive]
+        rows -= rows.mean(axis=1, keepdims=True)
+        rows /= np.sqrt((rows * rows).mean(axis=1, keepdims=True))
+        Z[alive] = rows
+        cov[np.ix_(alive, alive)] = covariance_of_rows(rows)
+
+    t0 = time.perf_counter()
+    result = _cpu.search_order(
+        Z, cov, threshold=threshold, gamma0=gamma0, c=c, collinear_tol=collinear_tol,
+        explained_tol=explained_tol, drift_tol=DRIFT_TOL, n_threads=n_threads or 0,
+        rederive=rederive)
+    times["search"] = time.perf_counter() - t0
+    return result
+
+
+def _warn_explained(explained, names):
+    import warnings
+
+    label = (lambda i: str(i)) if names is None else (lambda i: f"{names[i]!r}")
+    pairs = ", ".join(f"{label(v)} (after {label(r)})" for v, r in explained.items())
+    warnings.warn(
+        f"{len(explained)} variable(s) are fully explained by earlier ones (exact linear "
+        f"dependence) and were placed right after the root that completed them: {pairs}. "
+        "See paralingam.policy.",
+        DegenerateDataWarning,
+        stacklevel=3,
+    )
+
+
+class DegenerateDataWarning(UserWarning):
+    """Some variables are exact linear combinations of others."""

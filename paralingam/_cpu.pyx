@@ -1,0 +1,384 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: initializedcheck=False, nonecheck=False
+"""ParaLiNGAM causal-order search on the CPU (paper Algs. 3-4, Sec. 4.5).
+
+One worker per remaining variable. Workers run in OpenMP threads; a worker
+compares itself with its next uncompared partner (a pair lock taken with an
+atomic compare-and-swap makes sure each unordered pair is compared exactly
+once), sends the partner its result ``-I`` (messaging), and stops as soon as
+its score passes the threshold ``gamma``. Between rounds the scheduler raises
+``gamma`` by the factor ``c`` until a worker finishes all its comparisons at
+or under it; that worker set contains the root.
+
+The data are standardised once and the covariance computed once; after each
+root the data and the covariance are updated with the algebra of Sec. 4.5
+(no pass over the samples is needed for the covariance). The data update also
+returns the mean, variance and correlation with the root of every updated
+row; if any drifts from (0, 1, 0) by more than ``drift_tol`` the covariance
+and the standardisation are re-derived from the data.
+
+Determinism: which worker computes a pair depends on timing, but each pair is
+always computed in the orientation (lower index, higher index), and the
+scores that pick the root are summed in index order after the rounds, so the
+root never depends on thread timing.
+"""
+
+import numpy as np
+cimport numpy as cnp
+from cython.parallel cimport prange, parallel
+from libc.math cimport sqrt, fabs, log, pi, INFINITY
+cimport openmp
+
+cnp.import_array()
+
+cdef extern from "_cpu_kernels.h" nogil:
+    void pl_row_moments(const double *x, Py_ssize_t n, double *out)
+    void pl_pair_moments(const double *xa, const double *xb, double rho,
+                         double inv_s, Py_ssize_t n, double *out)
+    void pl_regress_row(double *x, const double *xr, double rho, double inv_s,
+                        Py_ssize_t n, double *out)
+    int pl_claim(int *state)
+    int pl_load_int(const int *p)
+    void pl_store_int(int *p, int v)
+    void pl_add_int(int *p, int v)
+    double pl_load_double(const double *p)
+    void pl_add_double(double *p, double v)
+    void pl_count(long long *p)
+
+cdef double K1 = 79.047
+cdef double K2 = 7.4129
+cdef double GAMMA = 0.37457
+cdef double LOG2 = 0.6931471805599453
+
+
+cdef inline double entropy_from_moments(double lc, double g, Py_ssize_t n) noexcept nogil:
+    cdef double h_gauss = 0.5 * (1.0 + log(2.0 * pi))
+    cdef double a = lc / n - LOG2 - GAMMA
+    cdef double b = g / n
+    return h_gauss - K1 * a * a - K2 * b * b
+
+
+cdef struct Search:
+    # problem
+    double *X          # (p, n) standardised rows, original variable index
+    double *cov        # (p, p) covariance (= correlation) of the rows
+    Py_ssize_t n
+    Py_ssize_t p
+    double collinear_tol
+    # per-iteration worker state, local index 0..r-1 (stride p)
+    int *idx           # worker -> original index of its variable, ascending
+    double *weight     # size of the collinear group each worker represents
+    int r              # number of workers
+    int *state         # (r, r) pair lock: 0 free, 1 claimed, 2 done (upper triangle)
+    double *stat       # (r, r) I(a, b); stat[b, a] = -stat[a, b]
+    double *score      # partial scores, updated by atomics
+    int *ndone         # comparisons known to each worker
+    int *cursor        # next partner offset of each worker
+    double *hx         # entropy of each remaining variable
+    long long compared # pairs computed in this iteration (atomic)
+
+
+cdef inline void compare_pair(Search *s, int a, int b) noexcept nogil:
+    """Compare local pair a < b, store I(a, b) and message both workers."""
+    cdef int ia = s.idx[a]
+    cdef int ib = s.idx[b]
+    cdef double rho = s.cov[ia * s.p + ib]
+    cdef double f = 1.0 - rho * rho
+    cdef double m[4]
+    cdef double stat = 0.0
+    cdef double inv_s, contrib
+    if f > s.collinear_tol:
+        inv_s = 1.0 / sqrt(f)
+        pl_pair_moments(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, m)
+        stat = (s.hx[b] + entropy_from_moments(m[0], m[1], s.n)) - (
+            s.hx[a] + entropy_from_moments(m[2], m[3], s.n))
+    s.stat[a * s.p + b] = stat
+    s.stat[b * s.p + a] = -stat
+    pl_store_int(&s.state[a * s.p + b], 2)
+    if stat < 0.0:
+        pl_add_double(&s.score[a], s.weight[b] * stat * stat)
+    elif stat > 0.0:
+        pl_add_double(&s.score[b], s.weight[a] * stat * stat)
+    pl_add_int(&s.ndone[a], 1)
+    pl_add_int(&s.ndone[b], 1)
+    pl_count(&s.compared)
+
+
+cdef void run_worker(Search *s, int w, double gamma) noexcept nogil:
+    """Compare worker w with its partners until it passes gamma or runs out.
+
+    Partners are visited cyclically from w + 1 (the paper's C = [2..r, 1]).
+    A partner whose pair is claimed or done is skipped for good: its result
+    arrives as a message. A worker that finds no free pair returns; the
+    scheduler runs it again in the next round if it is still unfinished.
+    """
+    cdef int r = s.r
+    cdef int t, a, b
+    while True:
+        if pl_load_double(&s.score[w]) > gamma:
+            return
+        if pl_load_int(&s.ndone[w]) >= r - 1:
+            return
+        while s.cursor[w] < r - 1:
+            t = (w + 1 + s.cursor[w]) % r
+            s.cursor[w] += 1
+            if t < w:
+                a = t
+                b = w
+            else:
+                a = w
+                b = t
+            if pl_load_int(&s.state[a * s.p + b]) == 0 and pl_claim(&s.state[a * s.p + b]):
+                compare_pair(s, a, b)
+                break
+        else:
+            return
+
+
+cdef double ordered_score(Search *s, int w) noexcept nogil:
+    """Score of a finished worker, summed in index order (deterministic)."""
+    cdef double total = 0.0, v
+    cdef int j
+    for j in range(s.r):
+        v = s.stat[w * s.p + j]
+        if v < 0.0:
+            total += s.weight[j] * v * v
+    return total
+
+
+cdef inline int find_group(int *parent, int k) noexcept nogil:
+    while parent[k] != k:
+        parent[k] = parent[parent[k]]
+        k = parent[k]
+    return k
+
+
+def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
+                 double gamma0=1e-4, double c=2.0, double collinear_tol=1e-10,
+                 double explained_tol=1e-10, double drift_tol=1e-8,
+                 int n_threads=0, rederive=None):
+    """Causal order of standardised rows ``X`` (p, n) with covariance ``cov``.
+
+    Both arrays are modified in place. ``rederive(alive)`` is called with the
+    original indices of the remaining variables when the covariance drifts; it
+    must re-standardise those rows of ``X`` and recompute their block of
+    ``cov`` from the data.
+
+    Returns
+    -------
+    order : list of int
+    explained : dict
+        ``{variable: root}`` for fully explained variables.
+    per_iteration : dict of lists
+        ``remaining``, ``compared``, ``gamma`` and ``rounds`` per iteration.
+    n_rederived : int
+        How many times the covariance was re-derived.
+    """
+    cdef Py_ssize_t p = X.shape[0]
+    cdef Py_ssize_t n = X.shape[1]
+    cdef Search s
+    cdef int k, i, j, ia, ib, ga, gb, r, root_local, root, n_active, rounds, nthreads
+    cdef double gamma, best, v, f, rho, drift, mean, var, corr, inv_s
+    cdef double min_unfinished
+
+    nthreads = n_threads if n_threads > 0 else openmp.omp_get_max_threads()
+    s.X = &X[0, 0]
+    s.cov = &cov[0, 0]
+    s.n = n
+    s.p = p
+    s.collinear_tol = collinear_tol
+
+    alive_arr = np.arange(p, dtype=np.intc)   # remaining variables, ascending
+    parent_arr = np.zeros(p, dtype=np.intc)   # collinear groups (union-find)
+    group_arr = np.zeros(p, dtype=np.intc)
+    idx_arr = np.zeros(p, dtype=np.intc)
+    weight_arr = np.zeros(p, dtype=np.float64)
+    state_arr = np.zeros((p, p), dtype=np.intc)
+    stat_arr = np.zeros((p, p), dtype=np.float64)
+    score_arr = np.zeros(p, dtype=np.float64)
+    ndone_arr = np.zeros(p, dtype=np.intc)
+    cursor_arr = np.zeros(p, dtype=np.intc)
+    hx_arr = np.zeros(p, dtype=np.float64)
+    frac_arr = np.ones(p, dtype=np.float64)
+    active_arr = np.zeros(p, dtype=np.intc)
+    drift_arr = np.zeros(p, dtype=np.float64)
+    gone_arr = np.zeros(p, dtype=np.intc)  # 1 once ordered, 2 when just explained
+    moments_arr = np.zeros((p, 4), dtype=np.float64)  # one scratch row per task
+    cdef int[::1] alive = alive_arr
+    cdef int[::1] parent = parent_arr
+    cdef int[::1] group = group_arr
+    cdef int[::1] idx = idx_arr
+    cdef double[::1] weight = weight_arr
+    cdef int[:, ::1] state = state_arr
+    cdef double[:, ::1] stat = stat_arr
+    cdef double[::1] score = score_arr
+    cdef int[::1] ndone = ndone_arr
+    cdef int[::1] cursor = cursor_arr
+    cdef double[::1] hx = hx_arr
+    cdef double[::1] frac = frac_arr
+    cdef int[::1] active = active_arr
+    cdef double[::1] drift_v = drift_arr
+    cdef int[::1] gone = gone_arr
+    cdef double[:, ::1] mom = moments_arr
+    s.idx = &idx[0]
+    s.weight = &weight[0]
+    s.state = &state[0, 0]
+    s.stat = &stat[0, 0]
+    s.score = &score[0]
+    s.ndone = &ndone[0]
+    s.cursor = &cursor[0]
+    s.hx = &hx[0]
+
+    order = []
+    explained = {}
+    per_iteration = {"remaining": [], "compared": [], "gamma": [], "rounds": []}
+    n_rederived = 0
+    r = <int>p
+
+    while r > 0:
+        if r == 1:
+            order.append(alive[0])
+            break
+
+        with nogil:
+            # Collinear groups: one worker per group, its first member.
+            for k in range(r):
+                parent[k] = k
+            for k in range(r):
+                ia = alive[k]
+                for j in range(k + 1, r):
+                    rho = cov[ia, alive[j]]
+                    if 1.0 - rho * rho <= collinear_tol:
+                        ga = find_group(&parent[0], k)
+                        gb = find_group(&parent[0], j)
+                        if ga < gb:
+                            parent[gb] = ga
+                        elif gb < ga:
+                            parent[ga] = gb
+            for k in range(r):
+                group[k] = find_group(&parent[0], k)  # its first member
+            s.r = 0
+            for k in range(r):
+                if group[k] == k:
+                    parent[k] = s.r  # now: the worker of group k
+                    idx[s.r] = alive[k]
+                    weight[s.r] = 0.0
+                    s.r = s.r + 1
+            for k in range(r):
+                weight[parent[group[k]]] += 1.0
+
+            # Entropy of every worker's variable; reset worker state.
+            for k in prange(s.r, schedule="static", num_threads=nthreads):
+                pl_row_moments(s.X + idx[k] * n, n, &mom[k, 0])
+                hx[k] = entropy_from_moments(mom[k, 0], mom[k, 1], n)
+                score[k] = 0.0
+                ndone[k] = 0
+                cursor[k] = 0
+                for j in range(s.r):
+                    state[k, j] = 0
+                    stat[k, j] = 0.0
+            s.compared = 0
+            gamma = gamma0 if threshold else INFINITY
+            rounds = 0
+            root_local = 0
+
+            # Scheduler (paper Alg. 4 with the GPU relaxation of Sec. 5.3).
+            while s.r > 1:
+                n_active = 0
+                min_unfinished = INFINITY
+                for k in range(s.r):
+                    if ndone[k] < s.r - 1:
+                        if score[k] <= gamma:
+                            active[n_active] = k
+                            n_active = n_active + 1
+                        elif score[k] < min_unfinished:
+                            min_unfinished = score[k]
+                if n_active == 0:
+                    # Every worker is finished or above gamma. A finished
+                    # worker at or under gamma beats every other: stop.
+                    best = INFINITY
+                    root_local = -1
+                    for k in range(s.r):
+                        if ndone[k] >= s.r - 1:
+                            v = ordered_score(&s, k)
+                            if v < best:
+                                best = v
+                                root_local = k
+                    if root_local >= 0 and (best <= gamma or min_unfinished == INFINITY):
+                        break
+                    while min_unfinished > gamma:
+                        gamma = gamma * c
+                    continue
+                rounds = rounds + 1
+                for i in prange(n_active, schedule="dynamic", num_threads=nthreads):
+                    run_worker(&s, active[i], gamma)
+
+        root = idx[root_local]
+        order.append(root)
+        gone[root] = 1
+        per_iteration["remaining"].append(r)
+        per_iteration["compared"].append(s.compared)
+        per_iteration["gamma"].append(gamma)
+        per_iteration["rounds"].append(rounds)
+
+        # UpdateData (Alg. 5): regress the root out, detect explained rows.
+        with nogil:
+            for k in prange(r, schedule="static", num_threads=nthreads):
+                i = alive[k]
+                drift_v[k] = 0.0
+                if i == root:
+                    continue
+                rho = cov[i, root]
+                f = 1.0 - rho * rho
+                if f < 0.0:
+                    f = 0.0
+                frac[i] = frac[i] * f
+                if frac[i] <= explained_tol:
+                    gone[i] = 2
+                    continue
+                inv_s = 1.0 / sqrt(f)
+                pl_regress_row(s.X + i * n, s.X + root * n, rho, inv_s, n, &mom[k, 0])
+                mean = mom[k, 0] / n
+                var = mom[k, 1] / n - mean * mean
+                corr = mom[k, 2] / n
+                drift = fabs(mean)
+                if fabs(var - 1.0) > drift:
+                    drift = fabs(var - 1.0)
+                if fabs(corr) > drift:
+                    drift = fabs(corr)
+                drift_v[k] = drift
+
+        drift = 0.0
+        j = 0
+        for k in range(r):
+            i = alive[k]
+            if gone[i] == 2:
+                gone[i] = 1
+                order.append(i)
+                explained[i] = root
+            elif gone[i] == 0:
+                if drift_v[k] > drift:
+                    drift = drift_v[k]
+                alive[j] = i
+                j = j + 1
+        r = j
+
+        # UpdateCovMat (Alg. 6) on the remaining block.
+        with nogil:
+            for k in prange(r, schedule="static", num_threads=nthreads):
+                ia = alive[k]
+                for j in range(k + 1, r):
+                    ib = alive[j]
+                    v = (cov[ia, ib] - cov[ia, root] * cov[ib, root]) / sqrt(
+                        (1.0 - cov[ia, root] * cov[ia, root])
+                        * (1.0 - cov[ib, root] * cov[ib, root]))
+                    cov[ia, ib] = v
+                    cov[ib, ia] = v
+        for k in range(r):
+            cov[alive[k], alive[k]] = 1.0
+
+        if drift > drift_tol and r > 1 and rederive is not None:
+            rederive(alive_arr[:r].copy())
+            n_rederived += 1
+
+    return [int(v) for v in order], explained, per_iteration, n_rederived

@@ -1,0 +1,184 @@
+"""Plain numpy DirectLiNGAM causal-order search: the oracle of every test.
+
+This module follows lingam 1.13's ``DirectLiNGAM`` with ``measure="pwling"``
+step by step and favours readability over speed. It must not import lingam.
+
+The math, per iteration over the remaining variables ``U``:
+
+* every variable is standardised with its population (ddof=0) mean and std;
+* ``x_i`` is regressed on ``x_j`` with the coefficient
+  ``cov(x_i, x_j, bias=True) / var(x_j)`` and the residual is divided by its
+  own population std;
+* the pairwise statistic is
+  ``I(i, j) = H(x_j) + H(r_i^(j)) - H(x_i) - H(r_j^(i))`` with the
+  Hyvarinen-Smith maximum-entropy approximation ``H``;
+* the score of ``i`` is ``sum_j min(0, I(i, j))**2`` and the root is the
+  argmin, ties going to the earliest remaining variable;
+* the root is regressed out of every remaining variable.
+
+Degenerate data (the policy shared by every backend, see ``paralingam.policy``):
+
+* a pair whose squared correlation leaves ``1 - rho**2 <= collinear_tol`` is
+  collinear; linked variables form a group that is represented by its first
+  member. Only representatives are compared and can become the root, and a
+  representative's score counts each group by its size:
+  ``score(a) = sum_G |G| min(0, I(a, rep(G)))**2``. (In exact arithmetic the
+  members of a group are copies of each other, so this is lingam's score with
+  its ties broken towards the earliest column, instead of by rounding noise.)
+* a variable whose remaining-variance fraction (the product of the
+  ``1 - rho**2`` factors of the roots regressed out of it) falls to
+  ``explained_tol`` or below is *fully explained*: it leaves the search and is
+  placed right after the root that completed it (ascending column index when a
+  root completes several).
+"""
+
+import numpy as np
+
+from .policy import COLLINEAR_TOL, EXPLAINED_TOL
+
+K1 = 79.047
+K2 = 7.4129
+GAMMA = 0.37457
+H_GAUSS = 0.5 * (1.0 + np.log(2.0 * np.pi))
+
+
+def entropy(u):
+    """Maximum-entropy approximation of the differential entropy.
+
+    Parameters
+    ----------
+    u : ndarray, shape (..., n_samples)
+        Standardised samples, one variable per row.
+
+    Returns
+    -------
+    ndarray, shape (...)
+    """
+    # log(cosh(u)) written so that it cannot overflow for large |u|.
+    log_cosh = np.logaddexp(u, -u) - np.log(2.0)
+    return (
+        H_GAUSS
+        - K1 * (log_cosh.mean(axis=-1) - GAMMA) ** 2
+        - K2 * (u * np.exp(-0.5 * u * u)).mean(axis=-1) ** 2
+    )
+
+
+def standardise(Xu):
+    """Population-standardised columns."""
+    return (Xu - Xu.mean(axis=0)) / Xu.std(axis=0)
+
+
+def collinear_groups(Z, collinear_tol=COLLINEAR_TOL):
+    """First member of each variable's collinear group.
+
+    Parameters
+    ----------
+    Z : ndarray, shape (n_samples, r)
+        Standardised data.
+
+    Returns
+    -------
+    ndarray of int, shape (r,)
+        ``group[k]``: the smallest column linked to ``k`` through a chain of
+        pairs with ``1 - rho**2 <= collinear_tol`` (``k`` itself if none).
+    """
+    cov = np.cov(Z.T, bias=True).reshape(Z.shape[1], Z.shape[1])
+    var = np.diag(cov)
+    linked = 1.0 - cov**2 / np.outer(var, var) <= collinear_tol
+    group = np.arange(Z.shape[1])
+    for k in range(Z.shape[1]):  # grow each group from its first member
+        if group[k] != k:
+            continue
+        todo = [k]
+        while todo:
+            j = todo.pop()
+            for m in np.flatnonzero(linked[j] & (group == np.arange(Z.shape[1]))):
+                if m > k:
+                    group[m] = k
+                    todo.append(m)
+    return group
+
+
+def pairwise_statistics(Z):
+    """Likelihood-ratio statistics ``I(i, j)`` of all ordered pairs.
+
+    Parameters
+    ----------
+    Z : ndarray, shape (n_samples, r)
+        Standardised data of variables no two of which are collinear.
+
+    Returns
+    -------
+    ndarray, shape (r, r)
+        ``I[i, j]``; the diagonal is zero.
+    """
+    Z = Z.T  # one variable per row
+    r = Z.shape[0]
+    cov = np.cov(Z, bias=True).reshape(r, r)
+    var = np.diag(cov)
+    h_x = entropy(Z)
+    # h_res[i, j] = H of the standardised residual of x_i regressed on x_j.
+    h_res = np.zeros((r, r))
+    for i in range(r):
+        res = Z[i] - (cov[i] / var)[:, None] * Z
+        res[i] = Z[i]  # the self-pair is unused; keep it finite
+        res /= res.std(axis=1, keepdims=True)
+        h_res[i] = entropy(res)
+    stat = (h_x[None, :] + h_res) - (h_x[:, None] + h_res.T)
+    np.fill_diagonal(stat, 0.0)
+    return stat
+
+
+def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL):
+    """Estimate the causal order of ``X`` with DirectLiNGAM (pwling).
+
+    Parameters
+    ----------
+    X : array-like, shape (n_samples, n_features)
+        Data, one column per variable. Columns must not be constant.
+    collinear_tol, explained_tol : float
+        Tolerances of the degenerate-data policy (module docstring).
+
+    Returns
+    -------
+    order : list of int
+        Column indices, root first.
+    explained : dict
+        ``{variable: root}`` for every variable found fully explained, with
+        the root whose regression completed it.
+    """
+    X_ = np.array(X, dtype=np.float64, copy=True)
+    n_features = X_.shape[1]
+    remaining = list(range(n_features))  # kept in ascending order
+    frac = np.ones(n_features)  # remaining-variance fraction per variable
+    order, explained = [], {}
+
+    while remaining:
+        if len(remaining) == 1:
+            order.append(remaining.pop())
+            break
+        Z = standardise(X_[:, remaining])
+        group = collinear_groups(Z, collinear_tol)
+        reps = np.flatnonzero(group == np.arange(len(remaining)))
+        size = np.bincount(group)[reps]
+        stat = pairwise_statistics(Z[:, reps])
+        scores = (np.minimum(0.0, stat) ** 2 * size[None, :]).sum(axis=1)
+        root = remaining[reps[int(np.argmin(scores))]]  # first minimum: earliest
+        order.append(root)
+        remaining.remove(root)
+
+        xr = X_[:, root]
+        done = []
+        for i in remaining:
+            xi = X_[:, i]
+            cov = np.cov(xi, xr, bias=True)
+            frac[i] *= max(0.0, 1.0 - cov[0, 1] ** 2 / (cov[0, 0] * cov[1, 1]))
+            if frac[i] <= explained_tol:
+                done.append(i)
+            else:
+                X_[:, i] = xi - (cov[0, 1] / np.var(xr)) * xr
+        for i in done:
+            remaining.remove(i)
+            order.append(i)
+            explained[i] = root
+    return order, explained

@@ -1,0 +1,53 @@
+"""Build paralingam: Cython extensions plus the CUDA sources in kernels/.
+
+The CPU backend is compiled with OpenMP and -ffast-math (compile step only,
+see paralingam/_cpu_kernels.h) and, unless PARALINGAM_PORTABLE=1, for the
+building machine's own instruction set so glibc's AVX2/AVX-512 vector math is
+used. kernels/*.cu ship inside the package as ``paralingam.kernels`` so an
+installed wheel finds them for PyCUDA's run-time compilation.
+"""
+
+import os
+import sys
+
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+portable = os.environ.get("PARALINGAM_PORTABLE", "0") == "1"
+cpu_flags = ["-O3", "-ffast-math", "-fopenmp"] + ([] if portable else ["-march=native"])
+
+extensions = [
+    Extension(
+        "paralingam._cpu",
+        ["paralingam/_cpu.pyx"],
+        include_dirs=[np.get_include(), "paralingam"],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=cpu_flags,
+        extra_link_args=["-fopenmp"],
+        # glibc's vector math library, which -ffast-math loops call.
+        libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
+        depends=["paralingam/_cpu_kernels.h"],
+    ),
+]
+
+setup(
+    name="paralingam",
+    version="0.1.0",
+    description="ParaLiNGAM: fast DirectLiNGAM causal discovery on CPU and GPU",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=["paralingam", "paralingam.kernels", "paralingam.data"],
+    package_dir={"paralingam.kernels": "kernels"},
+    package_data={"paralingam.kernels": ["*.cu", "*.cuh"], "paralingam.data": ["*.csv"]},
+    ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}),
+    install_requires=["numpy>=1.23"],
+    extras_require={
+        "cuda": ["pycuda>=2024.1"],
+        "test": ["pytest>=7", "hypothesis>=6", "lingam==1.13.0"],
+        "bench": ["lingam==1.13.0"],
+    },
+    entry_points={"console_scripts": ["paralingam=paralingam.cli:main"]},
+    zip_safe=False,
+)
