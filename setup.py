@@ -17,6 +17,18 @@ from setuptools import Extension, setup
 portable = os.environ.get("PARALINGAM_PORTABLE", "0") == "1"
 cpu_flags = ["-O3", "-ffast-math", "-fopenmp"] + ([] if portable else ["-march=native"])
 
+def nvtx_include_dir():
+    """CUDA's include folder when it has the header-only NVTX3, else None."""
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    for root in filter(None, roots):
+        inc = os.path.join(root, "include")
+        if os.path.exists(os.path.join(inc, "nvtx3", "nvToolsExt.h")):
+            return inc
+    return None
+
+
+nvtx_inc = nvtx_include_dir()
+
 extensions = [
     Extension(
         "paralingam._cpu",
@@ -28,6 +40,18 @@ extensions = [
         # glibc's vector math library, which -ffast-math loops call.
         libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
         depends=["paralingam/_cpu_kernels.h"],
+    ),
+    # Host scheduler of the CUDA backend. It binds libcuda at run time
+    # (dlopen), so it builds and imports without CUDA; NVTX ranges are
+    # compiled in when the header-only NVTX3 is found.
+    Extension(
+        "paralingam._scheduler",
+        ["paralingam/_scheduler.pyx"],
+        include_dirs=[np.get_include()] + ([nvtx_inc] if nvtx_inc else []),
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+        + ([("PARALINGAM_NVTX", "1")] if nvtx_inc else []),
+        extra_compile_args=["-O2"],
+        libraries=["dl"] if sys.platform.startswith("linux") else [],
     ),
 ]
 

@@ -50,6 +50,7 @@ def fit(
     collinear_tol=COLLINEAR_TOL,
     explained_tol=EXPLAINED_TOL,
     n_threads=None,
+    threads_per_block=None,
 ):
     """Learn a causal order and edge weights with ParaLiNGAM.
 
@@ -76,6 +77,8 @@ def fit(
         Tolerances of the degenerate-data policy (:mod:`paralingam.policy`).
     n_threads : int, optional
         CPU threads (default: all cores, or ``OMP_NUM_THREADS``).
+    threads_per_block : int, optional
+        CUDA threads per worker block (power of two, 32..1024; default 256).
 
     Returns
     -------
@@ -101,6 +104,9 @@ def fit(
         raise ValueError(f"n_threads must be a positive integer; got {n_threads!r}")
     if dtype not in (None, "float64", "float32", np.float64, np.float32):
         raise ValueError(f"dtype must be 'float64' or 'float32'; got {dtype!r}")
+    if threads_per_block is not None and threads_per_block not in (32, 64, 128, 256, 512, 1024):
+        raise ValueError(
+            f"threads_per_block must be a power of two in 32..1024; got {threads_per_block!r}")
     name = _backends.resolve_backend(backend)
     times["validate"] = time.perf_counter() - t0
 
@@ -112,8 +118,9 @@ def fit(
     else:  # pragma: no cover - needs a GPU
         from . import _cuda
         order, explained, per_it, n_rederived = _cuda.search(
-            data, threshold=threshold, gamma0=gamma0, c=c, dtype=dtype,
-            collinear_tol=collinear_tol, explained_tol=explained_tol, times=times)
+            data, threshold=threshold, gamma0=gamma0, c=c, dtype=dtype or "float32",
+            collinear_tol=collinear_tol, explained_tol=explained_tol, drift_tol=DRIFT_TOL,
+            times=times, threads_per_block=threads_per_block)
 
     t0 = time.perf_counter()
     B = ols_adjacency(data, order)
@@ -131,6 +138,7 @@ def fit(
         "rounds": per_it["rounds"],
         "comparisons_saved": 1.0 - sum(per_it["compared"]) / total_pairs if total_pairs else 0.0,
         "n_rederived": n_rederived,
+        "float64_redo": per_it.get("float64_redo", []),
         "time": times,
     }
     if explained:

@@ -9,7 +9,9 @@ def make_lingam_data(n_features, n_samples, *, density="sparse", random_state=No
     Each variable gets a number of parents drawn uniformly from
     ``[1, 0.2 p]`` (sparse) or ``[0.25 p, 0.5 p]`` (dense), edge weights from
     ``+-[0.5, 0.95]``, and noise ``sign(e) |e|**q`` with Gaussian ``e`` and
-    ``q`` from ``[0.5, 0.8]`` or ``[1.2, 2]``. Columns are shuffled.
+    ``q`` from ``[0.5, 0.8]`` or ``[1.2, 2]``. Each variable is scaled to unit
+    variance as it is generated (``B`` is scaled with it), and columns are
+    shuffled.
 
     Parameters
     ----------
@@ -42,6 +44,12 @@ def make_lingam_data(n_features, n_samples, *, density="sparse", random_state=No
     X = np.zeros((n_samples, p))
     for i in range(p):
         X[:, i] = X @ B[i] + noise[:, i]
+        # Rescale each variable before it feeds its children: without this the
+        # variance grows geometrically along the order and, past p ~ 100, the
+        # noise of late variables falls under float64 resolution.
+        scale = X[:, i].std()
+        X[:, i] /= scale
+        B[i] /= scale
     perm = rng.permutation(p)  # column perm[k] of the model becomes column k
     inverse = np.argsort(perm)
     return X[:, perm], B[np.ix_(perm, perm)], inverse[np.arange(p)]
