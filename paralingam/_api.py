@@ -24,7 +24,9 @@ def standardise_rows(X):
     cov : ndarray, shape (n_features, n_features)
         ``Z @ Z.T / n``: the correlation matrix, unit diagonal.
     """
-    Z = np.ascontiguousarray(X.T, dtype=np.float64)
+    # An explicit copy: for a Fortran-ordered X, X.T is already C-contiguous
+    # and ascontiguousarray would return a view that the lines below modify.
+    Z = np.array(X.T, dtype=np.float64, order="C", copy=True)
     Z -= Z.mean(axis=1, keepdims=True)
     Z /= np.sqrt((Z * Z).mean(axis=1, keepdims=True))
     cov = covariance_of_rows(Z)

@@ -1,0 +1,71 @@
+"""Shared fixtures and the ``gpu`` marker of the paralingam test suite."""
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+DATA_DIR = Path(__file__).parent / "data"
+
+
+@functools.lru_cache(maxsize=1)
+def _cuda_reason():
+    from paralingam import _backends
+
+    return _backends.cuda_unavailable_reason()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip ``@pytest.mark.gpu`` tests unless the CUDA backend can run."""
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    if not gpu_items:
+        return
+    reason = _cuda_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"needs the CUDA backend: {reason}")
+    for item in gpu_items:
+        item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def ecoli():
+    """E. coli core flux samples (first 1000 rows): ``(X, names)``."""
+    with np.load(DATA_DIR / "ecoli_core_subset.npz") as f:  # no pickle needed
+        X = np.array(f["X"], dtype=np.float64)
+        names = [str(s) for s in f["names"]]
+    assert X.shape == (1000, 87) and len(names) == 87
+    return X, names
+
+
+@functools.lru_cache(maxsize=None)
+def _lingam_data(p, n, density, seed):
+    from paralingam.datasets import make_lingam_data
+
+    X, B, order = make_lingam_data(p, n, density=density, random_state=seed)
+    # make_lingam_data returns a Fortran-ordered array; keep a C-ordered copy.
+    X = np.ascontiguousarray(X)
+    for a in (X, B, order):
+        a.setflags(write=False)
+    return X, B, order
+
+
+@functools.lru_cache(maxsize=None)
+def _reference_on(p, n, density, seed):
+    from paralingam import reference
+
+    order, explained = reference.causal_order(_lingam_data(p, n, density, seed)[0])
+    return order, explained
+
+
+@pytest.fixture(scope="session")
+def lingam_data():
+    """``lingam_data(p, n, density, seed) -> (X, B, true_order)``, read-only, cached."""
+    return _lingam_data
+
+
+@pytest.fixture(scope="session")
+def reference_on():
+    """``reference_on(p, n, density, seed) -> (order, explained)``, cached."""
+    return _reference_on
