@@ -19,7 +19,8 @@
 //   update_cov    covariance update (Alg. 6), or recomputation after drift,
 //                 and the collinear scan
 //
-// Compile-time constant: WARPS, warps per block of the worker kernel.
+// Compile-time constants: WARPS, warps per block of the worker kernel, and
+// MIN_BLOCKS (see below).
 //
 // The worker kernel is the paper's Alg. 7 with a persistent grid: every warp
 // is a comparison engine that takes the next active worker in round robin,
@@ -37,6 +38,11 @@ extern "C" {
 
 #ifndef WARPS
 #define WARPS 8
+#endif
+// Compile-time constant MIN_BLOCKS: worker blocks per SM the register
+// allocation must allow (0: let the compiler choose).
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 0
 #endif
 #define FULL 0xffffffffu
 // Scores are summed by atomics in an order that depends on timing, and again
@@ -142,7 +148,7 @@ extern "C" __global__ void init_search(PlSearch *s)
         c->done = 0; c->state = PL_RUNNING; c->root = -1; c->n_cand = 0; c->rounds = 0;
         c->collinear = 0; c->n_rederived = 0; c->seq = 0;
         c->drift_bits = 0; c->compared = 0; c->gamma = s->gamma0;
-        c->n_active = 0; c->n_exhausted = 0; c->rr = 0;
+        c->n_active = 0;
     }
 }
 
@@ -224,8 +230,8 @@ __device__ void collinear_groups(PlSearch *s, int r)
     for (int k = threadIdx.x; k < r; k += blockDim.x) flag[k] = s->linked[s->alive[k]];
     __syncthreads();
     const int total = block_scan(flag, pos, r);
-    // list of linked positions in `exhausted` (free until the reset)
-    int *list = s->exhausted;
+    // list of linked positions in `ndone` (free until the reset)
+    int *list = s->ndone;
     for (int k = threadIdx.x; k < r; k += blockDim.x)
         if (flag[k]) list[pos[k]] = k;
     if (threadIdx.x == 0) m = total;
@@ -264,6 +270,15 @@ __device__ void first_collinear_pair(PlSearch *s, int r, int *out)
             const double v = s->cov[(size_t)s->alive[a] * p + s->alive[b]];
             if (1.0 - v * v <= s->collinear_tol) { out[0] = s->alive[a]; out[1] = s->alive[b]; return; }
         }
+    }
+}
+
+// Mark active positions 0..n_active-1 live (one block).
+__device__ void set_live(PlSearch *s, int n_active)
+{
+    for (int q = threadIdx.x; q < (n_active + 31) / 32; q += blockDim.x) {
+        const int left = n_active - 32 * q;
+        s->live[q] = left >= 32 ? 0xffffffffu : (1u << left) - 1u;
     }
 }
 
@@ -357,27 +372,33 @@ extern "C" __global__ void __launch_bounds__(1024) prep(PlSearch *s)
         collinear_groups(s, r);
         __syncthreads();
     }
-    // Prior knowledge: only candidates can be roots; other variables are not
-    // workers (they are partners of every candidate). Handled by pk_status.
-    int *is_rep = s->cursor, *wnum = s->scratch;
-    for (int k = threadIdx.x; k < r; k += blockDim.x) is_rep[k] = (s->label[k] == k);
-    __syncthreads();
-    const int nw = block_scan(is_rep, wnum, r);
-    for (int k = threadIdx.x; k < r; k += blockDim.x) {
-        if (is_rep[k]) { s->idx[wnum[k]] = s->alive[k]; s->weight[wnum[k]] = 0.0; }
+    // 4. Workers: one per group, its first member (every variable when no
+    // pair is collinear), with the group's size as weight.
+    int nw = r;
+    if (c->collinear) {
+        int *is_rep = s->cursor, *wnum = s->scratch;
+        for (int k = threadIdx.x; k < r; k += blockDim.x) is_rep[k] = (s->label[k] == k);
+        __syncthreads();
+        nw = block_scan(is_rep, wnum, r);
+        for (int k = threadIdx.x; k < r; k += blockDim.x) {
+            if (is_rep[k]) { s->idx[wnum[k]] = s->alive[k]; s->weight[wnum[k]] = 0.0; }
+        }
+        __syncthreads();
+        for (int k = threadIdx.x; k < r; k += blockDim.x) atomicAdd(&s->weight[wnum[s->label[k]]], 1.0);
+    } else {
+        for (int k = threadIdx.x; k < r; k += blockDim.x) { s->idx[k] = s->alive[k]; s->weight[k] = 1.0; }
     }
     __syncthreads();
-    for (int k = threadIdx.x; k < r; k += blockDim.x) atomicAdd(&s->weight[wnum[s->label[k]]], 1.0);
-    __syncthreads();
-    // 4. Reset the workers.
+    // 5. Reset the workers; all of them work in the first round.
     for (int w = threadIdx.x; w < nw; w += blockDim.x) {
         s->score[w] = 0.0; s->err[w] = 0.0; s->ndone[w] = 0; s->cursor[w] = 0;
-        s->exhausted[w] = 0; s->final_score[w] = -1.0; s->final_err[w] = 0.0; s->active[w] = w;
+        s->final_score[w] = -1.0; s->final_err[w] = 0.0; s->active[w] = w;
     }
+    set_live(s, nw);
     for (int k = threadIdx.x; k < r; k += blockDim.x) s->linked[s->alive[k]] = 0;
     if (threadIdx.x == 0) {
-        c->nw = nw; c->epoch += 1; c->gamma = s->gamma0; c->n_active = nw; c->n_exhausted = 0;
-        c->rr = 0; c->rounds = 0; c->compared = 0; c->drift_bits = 0; c->collinear = 0; c->n_cand = 0;
+        c->nw = nw; c->epoch += 1; c->gamma = s->gamma0; c->n_active = nw;
+        c->rounds = 0; c->compared = 0; c->drift_bits = 0; c->collinear = 0; c->n_cand = 0;
         c->done = 0; c->state = PL_RUNNING;
         if (nw == 1) {  // one group left: its first member is the root, no comparison needed
             c->done = 1; c->state = PL_DECIDED; c->root = s->idx[0];
@@ -404,7 +425,21 @@ __device__ void entropy_body(PlSearch *s, double *out, double *out_err)
 
 extern "C" __global__ void entropy_f32(PlSearch *s) { if (!s->ctl->done) entropy_body<float>(s, s->hx, s->hx_err); }
 extern "C" __global__ void entropy_f64(PlSearch *s) { if (!s->ctl->done) entropy_body<double>(s, s->hx, s->hx_err); }
-extern "C" __global__ void entropy64(PlSearch *s) { entropy_body<double>(s, s->hx64, nullptr); }
+// Double entropies for a re-decision: one block per worker, because a
+// warp alone on a row is bound by the latency of double exp / log1p.
+extern "C" __global__ void __launch_bounds__(256) entropy64(PlSearch *s)
+{
+    __shared__ double sh[32];
+    const int w = blockIdx.x, n = (int)s->n;
+    if (w >= s->ctl->nw) return;
+    const double *x = s->X64 + (size_t)s->idx[w] * s->ld;
+    double a = 0.0, l = 0.0, g = 0.0;
+    for (int k = threadIdx.x; k < n; k += blockDim.x) pl_terms(x[k], a, l, g);
+    a = block_sum(a, sh);
+    l = block_sum(l, sh);
+    g = block_sum(g, sh);
+    if (threadIdx.x == 0) s->hx64[w] = entropy_of((a + l) / n - PL_LN2, g / n);
+}
 
 // ---------------------------------------------------------------- the worker kernel
 
@@ -463,9 +498,32 @@ __device__ __forceinline__ void message(PlSearch *s, int x, int y, double v, dou
     if (s->use_float && v < e) atomicAdd(&s->err[x], s->weight[y] * square_bound(v, e));
 }
 
-__device__ __forceinline__ void mark_exhausted(PlSearch *s, int w)
+// First live position at or after `from` (cyclically), or -1 when no active
+// worker has work left. The whole warp reads 32 words of the bitmask at once.
+__device__ __forceinline__ int next_live(const unsigned *live, int n_active, int from)
 {
-    if (atomicExch(&s->exhausted[w], 1) == 0) atomicAdd(&s->ctl->n_exhausted, 1);
+    const int lane = threadIdx.x & 31;
+    const int nwords = (n_active + 31) >> 5, w0 = from >> 5;
+    for (int base = 0; base <= nwords; base += 32) {
+        const int k = base + lane;  // word k after w0; k == nwords: w0 again, bits before `from`
+        unsigned bits = 0;
+        if (k <= nwords) {
+            int q = w0 + k;
+            if (q >= nwords) q -= nwords;
+            bits = ld_volatile(&live[q]);
+            if (k == 0) bits &= ~0u << (from & 31);
+            if (k == nwords) bits &= (1u << (from & 31)) - 1u;
+        }
+        const unsigned any = __ballot_sync(FULL, bits != 0);
+        if (any) {
+            const int first = __ffs(any) - 1;
+            const unsigned b = __shfl_sync(FULL, bits, first);
+            int q = w0 + base + first;
+            if (q >= nwords) q -= nwords;
+            return (q << 5) + __ffs(b) - 1;
+        }
+    }
+    return -1;
 }
 
 template <typename T>
@@ -478,29 +536,39 @@ __device__ void worker_body(PlSearch *s)
     const size_t p = s->p;
     const double stop = c->gamma * (1.0 + REL_MARGIN);
     const unsigned busy = 2u * (unsigned)c->epoch;
+    // Warps start spread over the active workers and stay on one until it is
+    // out of work (score above gamma, or every partner claimed), then move
+    // to the next live one.
+    int pos = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) % n_active;
     for (;;) {
-        int a = -1, b = -1;
+        pos = next_live(s->live, n_active, pos);
+        if (pos < 0) return;
+        int a = -1, b = -1, move = 0;
         if (lane == 0) {
-            for (;;) {
-                if (ld_volatile(&c->n_exhausted) >= n_active) break;
-                const int w = s->active[(unsigned)atomicAdd(&c->rr, 1) % (unsigned)n_active];
-                if (ld_volatile(&s->exhausted[w])) continue;
-                if (ld_volatile(&s->score[w]) > stop) { mark_exhausted(s, w); continue; }
-                const int cur = atomicAdd(&s->cursor[w], 1);
-                if (cur >= nw - 1) { mark_exhausted(s, w); continue; }
+            const int w = s->active[pos];
+            int cur = nw;
+            if (ld_volatile(&s->score[w]) <= stop) cur = atomicAdd(&s->cursor[w], 1);
+            if (cur >= nw - 1) {
+                atomicAnd(&s->live[pos >> 5], ~(1u << (pos & 31)));  // out of work this round
+                move = 1;
+            } else {
                 int t = w + 1 + cur;  // partners cyclically from w + 1 (paper: C = [2..r, 1])
                 if (t >= nw) t -= nw;
                 const int lo = min(w, t), hi = max(w, t);
                 unsigned *lk = &s->lock[lo * p + hi];
                 const unsigned old = ld_volatile(lk);
-                if (old >= busy || atomicCAS(lk, old, busy) != old) continue;  // the partner has it
-                a = lo; b = hi;
-                break;
+                if (old < busy && atomicCAS(lk, old, busy) == old) { a = lo; b = hi; }
+                // else the partner holds the pair: its result arrives as a message
             }
+        }
+        move = __shfl_sync(FULL, move, 0);
+        if (move) {
+            pos = (pos + 1 == n_active) ? 0 : pos + 1;
+            continue;
         }
         a = __shfl_sync(FULL, a, 0);
         b = __shfl_sync(FULL, b, 0);
-        if (a < 0) return;
+        if (a < 0) continue;
         double I, e;
         compare_pair<T>(s, a, b, s->hx, I, e);
         int finished = 0;
@@ -521,8 +589,8 @@ __device__ void worker_body(PlSearch *s)
     }
 }
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32) worker_f32(PlSearch *s) { worker_body<float>(s); }
-extern "C" __global__ void __launch_bounds__(WARPS * 32) worker_f64(PlSearch *s) { worker_body<double>(s); }
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) worker_f32(PlSearch *s) { worker_body<float>(s); }
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) worker_f64(PlSearch *s) { worker_body<double>(s); }
 
 // ---------------------------------------------------------------- root selection
 
@@ -580,6 +648,13 @@ __device__ void record_iteration(PlSearch *s, double score, int redo)
 
 // After a round (1 block): the paper's scheduler (Alg. 4 with the GPU
 // relaxation of Sec. 5.3). Publishes the status in every case.
+//
+// Float comparisons: a decided root is certified against every other worker
+// whose score could be below it within the error bounds. Rivals that did not
+// finish are settled in float first: gamma is raised past the root's upper
+// bound plus their error and another round runs, so their partial scores
+// grow (or they finish). Only finished rivals that stay too close are
+// re-decided in double (PL_REDO).
 extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
 {
     PlControl *c = s->ctl;
@@ -606,8 +681,9 @@ extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
     }
     block_argmin(best, best_w);
     block_argmin(min_unf, unf_w);
-    __shared__ int s_decide;
-    __shared__ double s_best, s_min_unf;
+    __shared__ int s_decide, s_unsettled;
+    __shared__ double s_best, s_target;
+    __shared__ unsigned long long s_max_err;
     if (threadIdx.x == 0) {
         c->rounds += 1;
         const bool any_fin = best_w != 0x7fffffff, any_unf = unf_w != 0x7fffffff;
@@ -615,87 +691,121 @@ extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
         // finished worker at or under either bound beats all of them.
         s_decide = any_fin && (best <= gamma || !any_unf || best < min_unf * (1.0 - REL_MARGIN));
         s_best = best;
-        s_min_unf = min_unf;
-        if (s_decide) c->root = best_w;  // a worker for now
+        s_target = min_unf;  // a round must include the least unfinished worker
+        s_unsettled = 0;
+        s_max_err = 0ull;
     }
     __syncthreads();
-    if (s_decide) {
-        const int root_w = c->root;
-        int n_cand = 1;
-        if (s->use_float) {
-            // Certify: the root is the double root unless another worker's
-            // score could be below it within the float error bounds.
-            const double upper = s_best + s->final_err[root_w];
-            int *flag = s->cursor, *pos = s->scratch;  // cursor: free once decided
-            __syncthreads();
-            for (int w = threadIdx.x; w < nw; w += blockDim.x) {
-                const bool fin = s->final_score[w] >= 0.0;
-                const double lower = fin ? s->final_score[w] - s->final_err[w] : s->score[w] - s->err[w];
-                flag[w] = (w == root_w) || (w < root_w ? lower <= upper : lower < upper);
+    int n_cand = 1;
+    if (s_decide && s->use_float) {
+        // Certify: another worker is a candidate if its score could be at or
+        // below the root's within the bounds (ties go to the lower index).
+        const double upper = s_best + s->final_err[best_w];
+        int *flag = s->label, *pos = s->scratch;  // label: free once the groups are formed
+        for (int w = threadIdx.x; w < nw; w += blockDim.x) {
+            const bool fin = s->final_score[w] >= 0.0;
+            const double lower = fin ? s->final_score[w] - s->final_err[w] : s->score[w] - s->err[w];
+            flag[w] = (w == best_w) || (w < best_w ? lower <= upper : lower < upper);
+            if (flag[w] && !fin) {
+                atomicAdd(&s_unsettled, 1);
+                atomicMax(&s_max_err, (unsigned long long)__double_as_longlong(s->err[w]));
             }
-            __syncthreads();
-            n_cand = block_scan(flag, pos, nw);
+        }
+        __syncthreads();
+        n_cand = block_scan(flag, pos, nw);
+        if (s_unsettled) {
+            if (threadIdx.x == 0) {
+                s_decide = 0;  // settle the unfinished rivals in float first
+                s_target = (upper + __longlong_as_double((long long)s_max_err)) * (1.0 + 1e-6);
+            }
+        } else {
             for (int w = threadIdx.x; w < nw; w += blockDim.x)
                 if (flag[w]) s->cand[pos[w]] = w;
         }
+        __syncthreads();
+    }
+    if (s_decide) {
         if (threadIdx.x == 0) {
             c->done = 1;
             c->n_cand = n_cand;
             if (n_cand > 1) {
                 c->state = PL_REDO;
-                record_iteration(s, s_best, 1);
+                c->root = best_w;  // a worker: select64 decides
+                record_iteration(s, s_best, n_cand);
             } else {
                 c->state = PL_DECIDED;
-                c->root = s->idx[root_w];
+                c->root = s->idx[best_w];
                 record_iteration(s, s_best, 0);
             }
             publish(s);
         }
         return;
     }
-    // Raise gamma until some unfinished worker is under it; those work next.
+    // Raise gamma by c until the target is under it; the unfinished workers
+    // under gamma work next.
     __shared__ double s_gamma;
     if (threadIdx.x == 0) {
         double g = gamma;
-        while (s_min_unf > g) g *= s->c;
+        while (s_target > g) g *= s->c;
         c->gamma = g;
         s_gamma = g;
     }
     __syncthreads();
     const double next = s_gamma * (1.0 + REL_MARGIN);
-    int *flag = s->scratch, *pos = s->label;  // label: free once the groups are formed
+    int *flag = s->scratch, *pos = s->label;
     for (int w = threadIdx.x; w < nw; w += blockDim.x)
         flag[w] = s->final_score[w] < 0.0 && s->score[w] <= next;
     __syncthreads();
     const int n_active = block_scan(flag, pos, nw);
-    for (int w = threadIdx.x; w < nw; w += blockDim.x) {
-        if (flag[w]) { s->active[pos[w]] = w; s->exhausted[w] = 0; }
-    }
+    for (int w = threadIdx.x; w < nw; w += blockDim.x)
+        if (flag[w]) s->active[pos[w]] = w;
+    set_live(s, n_active);
     __syncthreads();
     if (threadIdx.x == 0) {
         c->n_active = n_active;
-        c->n_exhausted = 0;
-        c->rr = 0;
         publish(s);
     }
 }
 
 // ---------------------------------------------------------------- re-deciding in double
 
-// Candidate cand[blockIdx.y] against every partner: I in double.
+// Candidate cand[blockIdx.y] against partner blockIdx.x: I in double, one
+// block per pair (see entropy64). A pair the float round compared with
+// I~ >= e (its error bound) needs no double value: I >= 0 then, and it adds
+// nothing to the score in either precision.
 extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s)
 {
+    __shared__ double sh[32];
     const PlControl *c = s->ctl;
-    const int k = blockIdx.y;
-    if (k >= c->n_cand) return;
-    const int j = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const int nw = c->nw, x = s->cand[k];
-    if (j >= nw) return;
-    double I = 0.0, e;
-    if (j != x) compare_pair<double>(s, min(x, j), max(x, j), s->hx64, I, e);
+    const int k = blockIdx.y, j = blockIdx.x;
+    if (k >= c->n_cand || j >= c->nw) return;
+    const int x = s->cand[k];
+    const size_t p = s->p, ld = s->ld;
+    const int lo = min(x, j), hi = max(x, j), n = (int)s->n;
+    if (j != x && ld_volatile(&s->lock[lo * p + hi]) == 2u * (unsigned)c->epoch &&
+        s->stat[x * p + j] >= s->stat_err[lo * p + hi])
+        return;
+    double I = 0.0;
+    const double rho = s->cov[(size_t)s->idx[lo] * p + s->idx[hi]];
+    const double f = 1.0 - rho * rho;
+    if (j != x && f > s->collinear_tol) {
+        const double inv_s = 1.0 / sqrt(f);
+        const double *xa = s->X64 + (size_t)s->idx[lo] * ld, *xb = s->X64 + (size_t)s->idx[hi] * ld;
+        double au = 0, lu = 0, gu = 0, av = 0, lv = 0, gv = 0;
+        for (int q = threadIdx.x; q < n; q += blockDim.x) {
+            const double va = xa[q], vb = xb[q];
+            pl_terms((va - rho * vb) * inv_s, au, lu, gu);
+            pl_terms((vb - rho * va) * inv_s, av, lv, gv);
+        }
+        au = block_sum(au, sh); lu = block_sum(lu, sh); gu = block_sum(gu, sh);
+        av = block_sum(av, sh); lv = block_sum(lv, sh); gv = block_sum(gv, sh);
+        // I(lo, hi) = H(x_hi) + H(r_lo^(hi)) - H(x_lo) - H(r_hi^(lo))
+        I = (s->hx64[hi] + entropy_of((au + lu) / n - PL_LN2, gu / n)) -
+            (s->hx64[lo] + entropy_of((av + lv) / n - PL_LN2, gv / n));
+    }
     // stat rows of candidates are overwritten: this iteration's float
     // results are no longer needed.
-    if ((threadIdx.x & 31) == 0) s->stat[(size_t)x * s->p + j] = (x < j) ? I : -I;
+    if (threadIdx.x == 0) s->stat[x * p + j] = (x < j) ? I : -I;
 }
 
 extern "C" __global__ void __launch_bounds__(1024) select64(PlSearch *s)

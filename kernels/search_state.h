@@ -39,7 +39,7 @@ typedef struct {
 
 typedef struct {
     int r, nw, epoch, iteration, n_order;
-    int n_active, n_exhausted, rr;     /* work distribution of a round */
+    int n_active;                      /* active workers of this round */
     int done, state, root, n_cand, rounds;
     int collinear;                     /* some remaining pair is collinear */
     int n_rederived, seq;
@@ -80,7 +80,7 @@ typedef struct {
     double *err;           /* partial error bound of the score (atomics) */
     int *ndone;            /* comparisons known to each worker */
     int *cursor;           /* next partner offset */
-    int *exhausted;        /* out of work for this round */
+    unsigned int *live;    /* bit k: active[k] may still have work in this round */
     int *active;           /* workers of this round (n_active of them) */
     double *final_score;   /* score of a finished worker, summed in index order; -1 unfinished */
     double *final_err;     /* its error bound */
@@ -92,7 +92,7 @@ typedef struct {
     /* per iteration */
     int *it_r;
     int *it_rounds;
-    int *it_redo;
+    int *it_redo;          /* candidates re-decided in double (0: none) */
     long long *it_compared;
     double *it_gamma;
     double *it_score;

@@ -31,6 +31,10 @@ import numpy as np
 # to 32768 on an H100; the bound keeps a factor of about 3 over that.
 FLOAT_MOMENT_ERR = 5e-7
 DEFAULT_WARPS = 8  # warps per worker block (threads_per_block = 256)
+# Worker blocks per SM the register allocation must allow (0: compiler's
+# choice, 62 registers, no spills). The sweep in tools/bench_gpu.py found no
+# difference between 0, 4 and 5 at p=1000, n=8192 (benchmarks/NOTES.md).
+DEFAULT_MIN_BLOCKS = 0
 HEADERS = ("compare.cuh", "search_state.h")
 
 
@@ -98,8 +102,8 @@ def kernel_source():
 
 
 @functools.lru_cache(maxsize=None)
-def _module(ctx_handle, warps):
-    """Compiled and loaded kernels for one context and worker block size."""
+def _module(ctx_handle, warps, min_blocks):
+    """Compiled and loaded kernels for one context and worker block shape."""
     import pycuda.driver as drv
     from pycuda.compiler import compile as nvcc_compile
 
@@ -108,18 +112,20 @@ def _module(ctx_handle, warps):
     major, minor = drv.Context.get_device().compute_capability()
     cubin = nvcc_compile(
         kernel_source(),
-        options=[f"-DWARPS={warps}", "-std=c++17", "-O3"],
+        options=[f"-DWARPS={warps}", f"-DMIN_BLOCKS={min_blocks}", "-std=c++17", "-O3"],
         arch=f"sm_{major}{minor}",
         no_extern_c=True,
     )
     return _scheduler.Module(cubin, warps)
 
 
-def module(threads_per_block=None):
+def module(threads_per_block=None, min_blocks=None):
     """The kernels for the current context (compiled or from the cache)."""
     ctx = _context()
     warps = (threads_per_block or DEFAULT_WARPS * 32) // 32
-    return _module(ctx.handle, warps)
+    if min_blocks is None:  # the default scaled to the block size: 40 warps per SM
+        min_blocks = max(1, DEFAULT_MIN_BLOCKS * DEFAULT_WARPS // warps) if DEFAULT_MIN_BLOCKS else 0
+    return _module(ctx.handle, warps, min(min_blocks, 2048 // (32 * warps)))
 
 
 def device_properties():
@@ -153,7 +159,7 @@ class _Workspace:
         "order": np.int32, "explained_by": np.int32, "pk_status": np.int8,
         "label": np.int32, "scratch": np.int32, "idx": np.int32, "weight": np.float64,
         "hx": np.float64, "hx_err": np.float64, "hx64": np.float64, "score": np.float64,
-        "err": np.float64, "ndone": np.int32, "cursor": np.int32, "exhausted": np.int32,
+        "err": np.float64, "ndone": np.int32, "cursor": np.int32, "live": np.uint32,
         "active": np.int32, "final_score": np.float64, "final_err": np.float64,
         "cand": np.int32, "it_r": np.int32, "it_rounds": np.int32, "it_redo": np.int32,
         "it_compared": np.int64, "it_gamma": np.float64, "it_score": np.float64,
@@ -241,7 +247,7 @@ def _note_fault(exc):
 
 def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, drift_tol,
            times, threads_per_block=None, blocks=None, stop_on_degenerate=False,
-           profile=False, inject_fault=""):
+           profile=False, inject_fault="", min_blocks=None):
     """Causal-order search of ``data`` (n_samples, n_features) on the GPU.
 
     Returns
@@ -259,7 +265,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
 
     use_float = dtype in (None, "float32", np.float32)
     t0 = time.perf_counter()
-    mod = module(threads_per_block)
+    mod = module(threads_per_block, min_blocks)
     times["compile"] = time.perf_counter() - t0
 
     n, p = data.shape
@@ -301,19 +307,22 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     iters = out["iterations"]
     n_order = out["n_order"]
     order = ws.read("order", n_order)
+    redo = ws.read("it_redo", iters)
     explained_by = ws.read("explained_by", p)
     per_iteration = {
         "remaining": ws.read("it_r", iters).tolist(),
         "compared": ws.read("it_compared", iters).tolist(),
         "gamma": ws.read("it_gamma", iters).tolist(),
         "rounds": ws.read("it_rounds", iters).tolist(),
-        "float64_redo": ws.read("it_redo", iters).astype(bool).tolist(),
+        "float64_redo": (redo > 0).tolist(),
+        "float64_candidates": redo.tolist(),
         "score": ws.read("it_score", iters).tolist(),
     }
     times["readback"] = time.perf_counter() - t0
     if out["gpu_time"]:
         for name, secs in out["gpu_time"].items():
             times[f"gpu_{name}"] = secs
+        per_iteration["gpu_rounds_s"] = out["gpu_rounds"]
     explained = {int(v): int(explained_by[v]) for v in np.flatnonzero(explained_by >= 0)}
     degenerate = None
     if out["state"] == _scheduler.STATE_DEGENERATE:

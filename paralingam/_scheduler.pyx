@@ -96,7 +96,7 @@ cdef extern from "search_state.h":
         double *err
         int *ndone
         int *cursor
-        int *exhausted
+        unsigned int *live
         int *active
         double *final_score
         double *final_err
@@ -384,7 +384,7 @@ cdef fill_search(PlSearch *h, dict dev, dict cfg):
     h.err = <double *><uintptr_t>dev["err"]
     h.ndone = <int *><uintptr_t>dev["ndone"]
     h.cursor = <int *><uintptr_t>dev["cursor"]
-    h.exhausted = <int *><uintptr_t>dev["exhausted"]
+    h.live = <unsigned int *><uintptr_t>dev["live"]
     h.active = <int *><uintptr_t>dev["active"]
     h.final_score = <double *><uintptr_t>dev["final_score"]
     h.final_err = <double *><uintptr_t>dev["final_err"]
@@ -463,6 +463,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef CUevent e
     cdef float ms
     cdef CUresult rc_end
+    gpu_rounds = None
     global inflight_len
     inflight_len = 0
     if profile:
@@ -519,8 +520,8 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     n_events += 1
                 if state == PL_REDO:
                     n_cand = st.n_cand
-                    launch(m, K_ENTROPY64, (nw + 7) // 8, 1, 256, 1, params)
-                    launch(m, K_PAIRS64, (nw + 7) // 8, n_cand, 256, 1, params)
+                    launch(m, K_ENTROPY64, nw, 1, 256, 1, params)
+                    launch(m, K_PAIRS64, nw, n_cand, 256, 1, params)
                     launch(m, K_SELECT64, 1, 1, 1024, 1, params)
                 if profile and n_events < max_events:
                     ph[n_events] = 3
@@ -542,9 +543,12 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
             if rc_end != 0:
                 fail_in_flight(rc_end)
         gpu_time = {name: 0.0 for name in PHASES}
+        gpu_rounds = []  # rounds phase of each iteration
         for k in range(n_events - 1):
             check(drv.event_elapsed(&ms, <CUevent>ev[k], <CUevent>ev[k + 1]), b"cuEventElapsedTime")
             gpu_time[PHASES[ph[k]]] += ms * 1e-3
+            if ph[k] == 1:
+                gpu_rounds.append(ms * 1e-3)
     finally:
         if profile:
             for k in range(max_events):
@@ -557,6 +561,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
         "n_order": int(st.n_order),
         "rounds": rounds,
         "gpu_time": gpu_time if profile else None,
+        "gpu_rounds": gpu_rounds if profile else None,
     }
 
 

@@ -123,6 +123,8 @@ def main():
     ap.add_argument("--peers", nargs="*", default=[], metavar="PxN",
                     help="sizes to run lingam and culingam on (e.g. 50x1024)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--sweep", action="store_true",
+                    help="also time p=1000, n=8192 for worker block shapes (threads, min blocks/SM)")
     ap.add_argument("--json", default="bench_gpu.json")
     args = ap.parse_args()
 
@@ -149,6 +151,25 @@ def main():
     row.update(run_case(X, args.repeats))
     rows.append(row)
     print(f"{row['case']:>24}: {row['search_s'] * 1e3:9.1f} ms", flush=True)
+
+    sweep = []
+    if args.sweep:
+        X, _, _ = make_lingam_data(1000, 8192, density="sparse", random_state=103)
+        data = np.ascontiguousarray(X)
+        kw = dict(threshold=True, gamma0=paralingam._api.DEFAULT_GAMMA0, c=paralingam._api.DEFAULT_C,
+                  dtype="float32", collinear_tol=1e-10, explained_tol=1e-10,
+                  drift_tol=paralingam._api.DRIFT_TOL)
+        for threads, min_blocks in ((256, 0), (256, 4), (256, 5), (128, 10), (512, 2)):
+            ts = []
+            for _ in range(3):
+                times = {}
+                _cuda.search(data, times=times, threads_per_block=threads, min_blocks=min_blocks, **kw)
+                ts.append(times["search"])
+            entry = {"threads_per_block": threads, "min_blocks": min_blocks,
+                     "search_s": statistics.median(ts)}
+            sweep.append(entry)
+            print(f"sweep p=1000 n=8192 threads={threads} min_blocks={min_blocks}: "
+                  f"{entry['search_s'] * 1e3:.1f} ms", flush=True)
 
     peers = []
     for size in args.peers:
@@ -188,7 +209,7 @@ def main():
         r.pop("order")
     Path(args.json).write_text(json.dumps({
         "device": props["name"], "host": platform.node(), "floor_sample_pairs_per_s": floor,
-        "rows": rows, "peers": peers}, indent=1))
+        "rows": rows, "peers": peers, "sweep": sweep}, indent=1))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ if [ "$mode" != "tests" ]; then
     if [ "$mode" = "full" ]; then
         python3 tools/bench_gpu.py --peers 50x1024 --json "$out/bench_gpu.json" 2>&1 | tee "$out/bench_gpu.log" | tail -45
     else
-        python3 tools/bench_gpu.py --quick --json "$out/bench_gpu.json" 2>&1 | tee "$out/bench_gpu.log" | tail -12
+        python3 tools/bench_gpu.py --quick ${BENCH_ARGS:-} --json "$out/bench_gpu.json" 2>&1 | tee "$out/bench_gpu.log" | tail -20
     fi
 fi
 exit $status

@@ -87,7 +87,8 @@ def mod_cubin():
     from pycuda.compiler import compile as nvcc_compile
 
     major, minor = drv.Context.get_device().compute_capability()
-    return nvcc_compile(_cuda.kernel_source(), options=[f"-DWARPS={_cuda.DEFAULT_WARPS}", "-std=c++17", "-O3"],
+    return nvcc_compile(_cuda.kernel_source(), options=[f"-DWARPS={_cuda.DEFAULT_WARPS}", f"-DMIN_BLOCKS={_cuda.DEFAULT_MIN_BLOCKS}",
+                                 "-std=c++17", "-O3"],
                         arch=f"sm_{major}{minor}", no_extern_c=True)
 
 
@@ -107,12 +108,26 @@ def phase_breakdown(p, n, density, seed):
     _cuda.search(data, times=times_plain, **kwargs)
     wall_plain = time.perf_counter() - t0
     rounds = per_it["rounds"]
+    # efficiency of the rounds by remaining variables: sample pairs compared
+    # per second of round time, against the floor (filled in by main)
+    r = np.array(per_it["remaining"])
+    comp = np.array(per_it["compared"], dtype=float) * n
+    secs = np.array(per_it["gpu_rounds_s"][: len(r)])  # the last pass only finds r <= 1
+    buckets = []
+    for lo, hi in ((2, 50), (50, 100), (100, 200), (200, 400), (400, 700), (700, 10**9)):
+        m = (r >= lo) & (r < hi)
+        if m.any():
+            buckets.append({"r": f"{lo}-{hi if hi < 10**9 else ''}", "iterations": int(m.sum()),
+                            "rounds_s": float(secs[m].sum()), "sample_pairs": float(comp[m].sum()),
+                            "float64_redo": int((np.array(per_it["float64_candidates"])[m] > 0).sum()),
+                            "mean_candidates": float(np.mean([c for c in np.array(per_it["float64_candidates"])[m] if c] or [0]))})
     return {
         "case": f"{density} p={p} n={n}", "wall_profiled_s": wall, "wall_s": wall_plain,
         "search_s": times_plain["search"],
         "gpu": {k[4:]: v for k, v in times.items() if k.startswith("gpu_")},
         "iterations": len(rounds), "rounds_per_iteration": float(np.mean(rounds)) if rounds else 0.0,
         "max_rounds": int(max(rounds, default=0)), "float64_redo": int(sum(per_it["float64_redo"])),
+        "buckets": buckets,
         "comparisons_saved": 1.0 - sum(per_it["compared"]) / max(1, sum(r * (r - 1) // 2 for r in per_it["remaining"])),
     }
 
@@ -121,7 +136,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=2000)
     ap.add_argument("--json", default="profile.json")
-    ap.add_argument("--cases", nargs="*", default=["sparse:100:1024", "sparse:1000:8192"],
+    ap.add_argument("--cases", nargs="*", default=["sparse:100:1024", "sparse:500:4096", "sparse:1000:8192"],
                     help="density:p:n fits to break down by phase")
     args = ap.parse_args()
 
@@ -142,6 +157,20 @@ def main():
               f"{g['rounds'] * 1e3:.1f} ms | {g['redo'] * 1e3:.1f} ms | {g['update'] * 1e3:.1f} ms | "
               f"{r['iterations']} | {r['rounds_per_iteration']:.1f} (max {r['max_rounds']}) | "
               f"{r['float64_redo']} | {100 * r['comparisons_saved']:.0f}% |")
+    floor = None
+    try:
+        import bench_gpu  # noqa: E402 (tools/ on sys.path when run as a script)
+        floor = bench_gpu.mufu_floor()
+    except Exception:
+        pass
+    for r in phases:
+        print(f"\n{r['case']}: rounds by remaining variables r")
+        print("| r | iterations | round time | % of floor | fp64 redo | mean candidates |")
+        print("|---|---|---|---|---|---|")
+        for b in r["buckets"]:
+            eff = b["sample_pairs"] / b["rounds_s"] / floor if floor and b["rounds_s"] else float("nan")
+            print(f"| {b['r']} | {b['iterations']} | {b['rounds_s'] * 1e3:.1f} ms | {100 * eff:.0f}% | "
+                  f"{b['float64_redo']} | {b['mean_candidates']:.1f} |")
     Path(args.json).write_text(json.dumps({"launch_costs_s": costs, "phases": phases}, indent=1))
 
 
