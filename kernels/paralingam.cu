@@ -245,6 +245,7 @@ __device__ void collinear_groups(PlSearch *s, int r)
             const int x = (int)(q / mm), y = (int)(q % mm);
             if (y <= x) continue;
             const int a = list[x], b = list[y];
+            if (s->use_prior && s->pk_status[a] != s->pk_status[b]) continue;  // one rule per group
             const double v = s->cov[(size_t)s->alive[a] * p + s->alive[b]];
             if (1.0 - v * v > s->collinear_tol) continue;
             const int la = ld_volatile(&s->label[a]), lb = ld_volatile(&s->label[b]);
@@ -267,6 +268,7 @@ __device__ void first_collinear_pair(PlSearch *s, int r, int *out)
     for (int a = 0; a < r; ++a) {
         if (!s->linked[s->alive[a]]) continue;
         for (int b = a + 1; b < r; ++b) {
+            if (s->use_prior && s->pk_status[a] != s->pk_status[b]) continue;
             const double v = s->cov[(size_t)s->alive[a] * p + s->alive[b]];
             if (1.0 - v * v <= s->collinear_tol) { out[0] = s->alive[a]; out[1] = s->alive[b]; return; }
         }
@@ -291,14 +293,19 @@ __device__ void stop_degenerate(PlSearch *s, int kind, int a, int b)
     st->detail[0] = kind; st->detail[1] = a; st->detail[2] = b;
 }
 
-extern "C" __global__ void __launch_bounds__(1024) prep(PlSearch *s)
+// mode 1: steps 1-2 (order, remaining set); mode 2: steps 3-5 (workers);
+// mode 3: both. With prior knowledge the host runs mode 1, reads the
+// remaining set, writes pk_status and runs mode 2.
+extern "C" __global__ void __launch_bounds__(1024) prep(PlSearch *s, int mode)
 {
     PlControl *c = s->ctl;
     __shared__ int s_first_explained, s_stop;
-    if (threadIdx.x == 0) s_stop = (c->state == PL_DEGENERATE);
+    if (threadIdx.x == 0) s_stop = (c->state == PL_DEGENERATE) || (!(mode & 1) && c->state == PL_FINISHED);
     __syncthreads();
-    if (s_stop) return;  // keep the degenerate report for the host
+    if (s_stop) return;  // keep the final report for the host
     int r = c->r;
+    if (!(mode & 1)) goto workers;
+    {
 
     // 1. The previous root and the variables it explained join the order.
     const int root = c->root;
@@ -358,6 +365,9 @@ extern "C" __global__ void __launch_bounds__(1024) prep(PlSearch *s)
         }
         return;
     }
+    if (!(mode & 2)) return;
+    }
+workers:
     // 3. Collinear groups (one worker per group: its first member).
     for (int k = threadIdx.x; k < r; k += blockDim.x) s->label[k] = k;
     __syncthreads();
@@ -373,7 +383,8 @@ extern "C" __global__ void __launch_bounds__(1024) prep(PlSearch *s)
         __syncthreads();
     }
     // 4. Workers: one per group, its first member (every variable when no
-    // pair is collinear), with the group's size as weight.
+    // pair is collinear), with the group's size as weight and the group's
+    // prior-knowledge status.
     int nw = r;
     if (c->collinear) {
         int *is_rep = s->cursor, *wnum = s->scratch;
@@ -381,27 +392,41 @@ extern "C" __global__ void __launch_bounds__(1024) prep(PlSearch *s)
         __syncthreads();
         nw = block_scan(is_rep, wnum, r);
         for (int k = threadIdx.x; k < r; k += blockDim.x) {
-            if (is_rep[k]) { s->idx[wnum[k]] = s->alive[k]; s->weight[wnum[k]] = 0.0; }
+            if (!is_rep[k]) continue;
+            s->idx[wnum[k]] = s->alive[k];
+            s->weight[wnum[k]] = 0.0;
+            s->kind[wnum[k]] = s->use_prior ? s->pk_status[k] : PL_CANDIDATE;
         }
         __syncthreads();
         for (int k = threadIdx.x; k < r; k += blockDim.x) atomicAdd(&s->weight[wnum[s->label[k]]], 1.0);
     } else {
-        for (int k = threadIdx.x; k < r; k += blockDim.x) { s->idx[k] = s->alive[k]; s->weight[k] = 1.0; }
+        for (int k = threadIdx.x; k < r; k += blockDim.x) {
+            s->idx[k] = s->alive[k];
+            s->weight[k] = 1.0;
+            s->kind[k] = s->use_prior ? s->pk_status[k] : PL_CANDIDATE;
+        }
     }
     __syncthreads();
-    // 5. Reset the workers; all of them work in the first round.
+    // 5. Reset the workers; every candidate works in the first round.
+    int *flag = s->scratch, *pos = s->label;
     for (int w = threadIdx.x; w < nw; w += blockDim.x) {
         s->score[w] = 0.0; s->err[w] = 0.0; s->ndone[w] = 0; s->cursor[w] = 0;
-        s->final_score[w] = -1.0; s->final_err[w] = 0.0; s->active[w] = w;
+        s->final_score[w] = -1.0; s->final_err[w] = 0.0;
+        flag[w] = s->kind[w] == PL_CANDIDATE;
     }
-    set_live(s, nw);
+    __syncthreads();
+    const int n_active = block_scan(flag, pos, nw);
+    for (int w = threadIdx.x; w < nw; w += blockDim.x)
+        if (flag[w]) s->active[pos[w]] = w;
+    set_live(s, n_active);
     for (int k = threadIdx.x; k < r; k += blockDim.x) s->linked[s->alive[k]] = 0;
+    __syncthreads();
     if (threadIdx.x == 0) {
-        c->nw = nw; c->epoch += 1; c->gamma = s->gamma0; c->n_active = nw;
+        c->nw = nw; c->epoch += 1; c->gamma = s->gamma0; c->n_active = n_active;
         c->rounds = 0; c->compared = 0; c->drift_bits = 0; c->collinear = 0; c->n_cand = 0;
         c->done = 0; c->state = PL_RUNNING;
-        if (nw == 1) {  // one group left: its first member is the root, no comparison needed
-            c->done = 1; c->state = PL_DECIDED; c->root = s->idx[0];
+        if (n_active == 1) {  // one candidate group: it is the root, no comparison needed
+            c->done = 1; c->state = PL_DECIDED; c->root = s->idx[s->active[0]];
             s->it_score[c->iteration] = 0.0; s->it_gamma[c->iteration] = s->gamma0;
             s->it_rounds[c->iteration] = 0; s->it_compared[c->iteration] = 0; s->it_redo[c->iteration] = 0;
         }
@@ -443,10 +468,11 @@ extern "C" __global__ void __launch_bounds__(256) entropy64(PlSearch *s)
 
 // ---------------------------------------------------------------- the worker kernel
 
-// I(a, b) of workers a < b and its error bound: every lane gets them.
+// I(a, b) of workers a < b and its error bound, and the entropies hu, hv of
+// the residuals of a on b and of b on a: every lane gets them.
 template <typename T>
 __device__ __forceinline__ void compare_pair(const PlSearch *s, int a, int b, const double *hx,
-                                             double &I, double &e)
+                                             double &I, double &e, double &hu, double &hv)
 {
     const size_t p = s->p, ld = s->ld;
     const int n = (int)s->n;
@@ -455,6 +481,7 @@ __device__ __forceinline__ void compare_pair(const PlSearch *s, int a, int b, co
     const double f = 1.0 - rho * rho;
     I = 0.0;
     e = 0.0;
+    hu = hv = 0.0;
     if (f <= s->collinear_tol) return;  // collinear: contributes nothing (paralingam.policy)
     const double inv_s = 1.0 / sqrt(f);
     double m[4];
@@ -469,7 +496,20 @@ __device__ __forceinline__ void compare_pair(const PlSearch *s, int a, int b, co
         pl_pair_moments(s->X64 + ia * ld, s->X64 + ib * ld, rho, inv_s, n, m);
     }
     // I(a, b) = H(x_b) + H(r_a^(b)) - H(x_a) - H(r_b^(a))
-    I = (hx[b] + entropy_of(m[0], m[1])) - (hx[a] + entropy_of(m[2], m[3]));
+    hu = entropy_of(m[0], m[1]);
+    hv = entropy_of(m[2], m[3]);
+    I = (hx[b] + hu) - (hx[a] + hv);
+}
+
+// I(w, t) seen from candidate w when t is not a candidate (prior knowledge):
+// the usual statistic, except that a partner in V_j stands in for its own
+// residual: I(w, t) = H(x_t) + H(r_w^(t)) - H(x_w) - H(x_t) (lingam).
+__device__ __forceinline__ double partner_stat(const PlSearch *s, int w, int t, double I_ab,
+                                               double hu, double hv, const double *hx)
+{
+    const bool w_first = w < t;  // (a, b) = (w, t): r_w^(t) is u; else it is v
+    if (s->kind[t] == PL_IN_VJ) return (w_first ? hu : hv) - hx[w];
+    return w_first ? I_ab : -I_ab;
 }
 
 // Score of a finished worker x summed in index order over its partners
@@ -569,18 +609,28 @@ __device__ void worker_body(PlSearch *s)
         a = __shfl_sync(FULL, a, 0);
         b = __shfl_sync(FULL, b, 0);
         if (a < 0) continue;
-        double I, e;
-        compare_pair<T>(s, a, b, s->hx, I, e);
+        double I, e, hu, hv;
+        compare_pair<T>(s, a, b, s->hx, I, e, hu, hv);
         int finished = 0;
         if (lane == 0) {
-            s->stat[a * p + b] = I;
-            s->stat[b * p + a] = -I;
             if (s->use_float) s->stat_err[a * p + b] = e;
-            __threadfence();  // results visible before anyone counts them
-            message(s, a, b, I, e);
-            message(s, b, a, -I, e);
+            if (s->kind[a] == PL_CANDIDATE && s->kind[b] == PL_CANDIDATE) {
+                s->stat[a * p + b] = I;
+                s->stat[b * p + a] = -I;
+                __threadfence();  // results visible before anyone counts them
+                message(s, a, b, I, e);
+                message(s, b, a, -I, e);
+                finished = (atomicAdd(&s->ndone[a], 1) + 1 == nw - 1) |
+                           ((atomicAdd(&s->ndone[b], 1) + 1 == nw - 1) << 1);
+            } else {  // prior knowledge: only the candidate's side counts
+                const int w = s->kind[a] == PL_CANDIDATE ? a : b, t = a + b - w;
+                const double v = partner_stat(s, w, t, I, hu, hv, s->hx);
+                s->stat[w * p + t] = v;
+                __threadfence();
+                message(s, w, t, v, e);
+                if (atomicAdd(&s->ndone[w], 1) + 1 == nw - 1) finished = (w == a) ? 1 : 2;
+            }
             atomicAdd(&c->compared, 1ull);
-            finished = (atomicAdd(&s->ndone[a], 1) + 1 == nw - 1) | ((atomicAdd(&s->ndone[b], 1) + 1 == nw - 1) << 1);
         }
         finished = __shfl_sync(FULL, finished, 0);
         if (finished) __threadfence();
@@ -671,6 +721,7 @@ extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
     double best = INFINITY, min_unf = INFINITY;
     int best_w = 0x7fffffff, unf_w = 0x7fffffff;
     for (int w = threadIdx.x; w < nw; w += blockDim.x) {
+        if (s->kind[w] != PL_CANDIDATE) continue;  // prior knowledge: never the root
         const double f = s->final_score[w];
         if (f >= 0.0) {
             if (f < best) { best = f; best_w = w; }
@@ -705,7 +756,8 @@ extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
         for (int w = threadIdx.x; w < nw; w += blockDim.x) {
             const bool fin = s->final_score[w] >= 0.0;
             const double lower = fin ? s->final_score[w] - s->final_err[w] : s->score[w] - s->err[w];
-            flag[w] = (w == best_w) || (w < best_w ? lower <= upper : lower < upper);
+            flag[w] = (w == best_w) ||
+                      (s->kind[w] == PL_CANDIDATE && (w < best_w ? lower <= upper : lower < upper));
             if (flag[w] && !fin) {
                 atomicAdd(&s_unsettled, 1);
                 atomicMax(&s_max_err, (unsigned long long)__double_as_longlong(s->err[w]));
@@ -754,7 +806,7 @@ extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
     const double next = s_gamma * (1.0 + REL_MARGIN);
     int *flag = s->scratch, *pos = s->label;
     for (int w = threadIdx.x; w < nw; w += blockDim.x)
-        flag[w] = s->final_score[w] < 0.0 && s->score[w] <= next;
+        flag[w] = s->kind[w] == PL_CANDIDATE && s->final_score[w] < 0.0 && s->score[w] <= next;
     __syncthreads();
     const int n_active = block_scan(flag, pos, nw);
     for (int w = threadIdx.x; w < nw; w += blockDim.x)
@@ -800,12 +852,14 @@ extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s)
         au = block_sum(au, sh); lu = block_sum(lu, sh); gu = block_sum(gu, sh);
         av = block_sum(av, sh); lv = block_sum(lv, sh); gv = block_sum(gv, sh);
         // I(lo, hi) = H(x_hi) + H(r_lo^(hi)) - H(x_lo) - H(r_hi^(lo))
-        I = (s->hx64[hi] + entropy_of((au + lu) / n - PL_LN2, gu / n)) -
-            (s->hx64[lo] + entropy_of((av + lv) / n - PL_LN2, gv / n));
+        const double hu = entropy_of((au + lu) / n - PL_LN2, gu / n);
+        const double hv = entropy_of((av + lv) / n - PL_LN2, gv / n);
+        I = (s->hx64[hi] + hu) - (s->hx64[lo] + hv);
+        I = partner_stat(s, x, j, I, hu, hv, s->hx64);  // as seen from x
     }
     // stat rows of candidates are overwritten: this iteration's float
     // results are no longer needed.
-    if (threadIdx.x == 0) s->stat[x * p + j] = (x < j) ? I : -I;
+    if (threadIdx.x == 0) s->stat[x * p + j] = I;
 }
 
 extern "C" __global__ void __launch_bounds__(1024) select64(PlSearch *s)

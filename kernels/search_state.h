@@ -24,6 +24,11 @@ enum {
 
 enum { PL_DEP_COLLINEAR = 1, PL_DEP_EXPLAINED = 2 };
 
+/* Prior-knowledge status of a variable (paralingam.prior): only candidates
+ * can be the root; a candidate compares itself with the others alone, and
+ * for a partner in V_j the partner stands in for its own residual. */
+enum { PL_OTHER = 0, PL_IN_VJ = 1, PL_CANDIDATE = 2 };
+
 typedef struct {
     int seq;        /* bumped by every select: the host waits for it */
     int state;      /* PL_* */
@@ -67,12 +72,13 @@ typedef struct {
     int *linked;           /* 1: has a collinear partner among the remaining */
     int *order;            /* causal order so far (length n_order) */
     int *explained_by;     /* root that completed a fully explained variable, else -1 */
-    signed char *pk_status;/* prior knowledge: 1 candidate, 2 in V_j, 0 other */
+    signed char *pk_status;/* prior knowledge of each position: PL_CANDIDATE, PL_IN_VJ, PL_OTHER */
     /* per position / worker */
     int *label;            /* collinear group (smallest position) of each position */
     int *scratch;          /* prefix sums */
     int *idx;              /* worker -> variable */
     double *weight;        /* worker -> size of its collinear group */
+    int *kind;             /* worker -> prior-knowledge status (PL_CANDIDATE without prior knowledge) */
     double *hx;            /* entropy of each worker's variable (float or double math) */
     double *hx_err;        /* its error bound (float math) */
     double *hx64;          /* entropy in double (re-decisions) */

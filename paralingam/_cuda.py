@@ -158,6 +158,7 @@ class _Workspace:
         "alive": np.int32, "gone": np.int32, "frac": np.float64, "linked": np.int32,
         "order": np.int32, "explained_by": np.int32, "pk_status": np.int8,
         "label": np.int32, "scratch": np.int32, "idx": np.int32, "weight": np.float64,
+        "kind": np.int32,
         "hx": np.float64, "hx_err": np.float64, "hx64": np.float64, "score": np.float64,
         "err": np.float64, "ndone": np.int32, "cursor": np.int32, "live": np.uint32,
         "active": np.int32, "final_score": np.float64, "final_err": np.float64,
@@ -247,8 +248,11 @@ def _note_fault(exc):
 
 def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, drift_tol,
            times, threads_per_block=None, blocks=None, stop_on_degenerate=False,
-           profile=False, inject_fault="", min_blocks=None):
+           profile=False, inject_fault="", min_blocks=None, candidates=None):
     """Causal-order search of ``data`` (n_samples, n_features) on the GPU.
+
+    ``candidates`` (prior knowledge, ``paralingam.prior``) is called with the
+    remaining variables at the start of every iteration.
 
     Returns
     -------
@@ -284,13 +288,14 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         "collinear_tol": collinear_tol, "explained_tol": explained_tol, "drift_tol": drift_tol,
         "moment_err": FLOAT_MOMENT_ERR if use_float else 0.0,
         "use_float": int(use_float), "stop_on_degenerate": int(stop_on_degenerate),
+        "use_prior": int(candidates is not None),
     }
     if blocks is None:
         blocks = device_properties()["multiprocessors"] * mod.worker_blocks_per_sm(use_float)
     t0 = time.perf_counter()
     try:
         out = _scheduler.search(mod, ws.dev, cfg, ws.status, worker_blocks=int(blocks),
-                                profile=profile, inject_fault=inject_fault)
+                                profile=profile, inject_fault=inject_fault, candidates=candidates)
     except _scheduler.CudaError as exc:
         try:
             drv.Context.synchronize()  # non-sticky errors leave the context usable

@@ -60,6 +60,10 @@ cdef extern from "stdio.h" nogil:
 
 cdef extern from "search_state.h":
     enum:
+        PL_OTHER
+        PL_IN_VJ
+        PL_CANDIDATE
+    enum:
         PL_RUNNING
         PL_DECIDED
         PL_REDO
@@ -70,7 +74,7 @@ cdef extern from "search_state.h":
         int detail[3]
         int n_rederived, n_order
     ctypedef struct PlControl:
-        pass
+        int r, done, state
     ctypedef struct PlSearch:
         float *X32
         double *X64
@@ -89,6 +93,7 @@ cdef extern from "search_state.h":
         int *scratch
         int *idx
         double *weight
+        int *kind
         double *hx
         double *hx_err
         double *hx64
@@ -365,7 +370,7 @@ cdef fill_search(PlSearch *h, dict dev, dict cfg):
     h.moment_err = cfg["moment_err"]
     h.use_float = cfg["use_float"]
     h.stop_on_degenerate = cfg["stop_on_degenerate"]
-    h.use_prior = 0
+    h.use_prior = cfg.get("use_prior", 0)
     h.alive = <int *><uintptr_t>dev["alive"]
     h.gone = <int *><uintptr_t>dev["gone"]
     h.frac = <double *><uintptr_t>dev["frac"]
@@ -377,6 +382,7 @@ cdef fill_search(PlSearch *h, dict dev, dict cfg):
     h.scratch = <int *><uintptr_t>dev["scratch"]
     h.idx = <int *><uintptr_t>dev["idx"]
     h.weight = <double *><uintptr_t>dev["weight"]
+    h.kind = <int *><uintptr_t>dev["kind"]
     h.hx = <double *><uintptr_t>dev["hx"]
     h.hx_err = <double *><uintptr_t>dev["hx_err"]
     h.hx64 = <double *><uintptr_t>dev["hx64"]
@@ -408,7 +414,7 @@ PHASES = ("prepare", "rounds", "redo", "update")
 
 
 def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_blocks,
-           bint profile=False, str inject_fault=""):
+           bint profile=False, str inject_fault="", candidates=None):
     """Run a causal-order search; the data are already on the device (X64).
 
     Parameters
@@ -430,6 +436,11 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     inject_fault : str
         Test hook: ``"launch"`` makes a launch fail, ``"kernel"`` runs a
         kernel that faults, during the first iteration.
+    candidates : callable, optional
+        Prior knowledge (``cfg["use_prior"]``): ``candidates(alive)`` gives
+        two bool arrays over the remaining variables ``alive`` (ascending):
+        candidates for the root and members of V_j. Called once per
+        iteration, between the two halves of ``prep``.
 
     Returns
     -------
@@ -454,6 +465,17 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef char label[64]
     cdef void *params[1]
     params[0] = &d_search
+    cdef int prep_mode = 3
+    cdef void *prep_params[2]
+    prep_params[0] = &d_search
+    prep_params[1] = &prep_mode
+    cdef bint use_prior = candidates is not None
+    cdef CUdeviceptr d_ctl = dev["ctl"], d_alive = dev["alive"], d_pk = dev["pk_status"]
+    cdef PlControl ctl_host
+    alive_host = np.zeros(max(p, 1), dtype=np.int32)
+    pk_host = np.zeros(max(p, 1), dtype=np.int8)
+    cdef int[::1] alive_v = alive_host
+    cdef signed char[::1] pk_v = pk_host
     # profiling: one event per phase boundary, elapsed summed per phase
     cdef int n_events = 0, max_events = 5 * (p + 2) if profile else 0
     events = np.zeros(max(max_events, 1), dtype=np.uintp)
@@ -485,7 +507,25 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     ph[n_events] = 0
                     check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
                     n_events += 1
-                launch(m, K_PREP, 1, 1, 1024, 1, params)
+                if use_prior:
+                    # order and remaining set, then the host's prior-knowledge
+                    # statuses of the remaining variables, then the workers
+                    prep_mode = 1
+                    launch(m, K_PREP, 1, 1, 1024, 1, prep_params)
+                    check(drv.stream_sync(NULL), b"prep")
+                    check(drv.dtoh(&ctl_host, d_ctl, sizeof(PlControl)), b"cuMemcpyDtoH(control)")
+                    if not ctl_host.done and ctl_host.r > 1:
+                        check(drv.dtoh(&alive_v[0], d_alive, ctl_host.r * sizeof(int)),
+                              b"cuMemcpyDtoH(alive)")
+                        with gil:
+                            is_cand, in_vj = candidates(alive_host[:ctl_host.r].copy())
+                            pk_host[:ctl_host.r] = np.where(
+                                is_cand, PL_CANDIDATE, np.where(in_vj, PL_IN_VJ, PL_OTHER))
+                        check(drv.htod(d_pk, &pk_v[0], ctl_host.r), b"cuMemcpyHtoD(prior knowledge)")
+                    prep_mode = 2
+                    launch(m, K_PREP, 1, 1, 1024, 1, prep_params)
+                else:
+                    launch(m, K_PREP, 1, 1, 1024, 1, prep_params)
                 launch(m, k_entropy, (r_host + 7) // 8, 1, 256, 1, params)
                 if fault_mode == 1 and it == 0:
                     note_launch(KERNEL_NAMES[k_worker])
