@@ -290,6 +290,35 @@ def test_unknown_everywhere_means_no_prior_knowledge():
 
 
 # --------------------------------------------------------------------------
+# The reference's building blocks
+# --------------------------------------------------------------------------
+
+def test_collinear_groups_form_within_one_status(lingam_data):
+    base = lingam_data(4, 300, "sparse", 1106)[0]
+    Z = reference.standardise(np.column_stack([base, base[:, 1], -base[:, 1], 2 * base[:, 3]]))
+    assert reference.collinear_groups(Z).tolist() == [0, 1, 2, 3, 1, 1, 3]
+    C, V, O = reference.CANDIDATE, reference.IN_VJ, reference.OTHER
+    status = np.array([C, C, O, V, V, C, V])
+    assert reference.collinear_groups(Z, status=status).tolist() == [0, 1, 2, 3, 4, 1, 3]
+
+
+def test_pairwise_statistics_with_v_j_and_collinear_partners(lingam_data):
+    base = lingam_data(4, 300, "dense", 1107)[0]
+    Z = reference.standardise(np.column_stack([base, 3 * base[:, 2]]))  # 4 copies 2
+    in_vj = np.array([False, False, False, True, True])
+    stat = reference.pairwise_statistics(Z, in_vj=in_vj)
+    plain = reference.pairwise_statistics(Z)
+    assert np.isfinite(stat).all() and np.isfinite(plain).all()
+    assert stat[2, 4] == stat[4, 2] == plain[2, 4] == 0.0  # collinear: no information
+    np.testing.assert_array_equal(stat[:, :3], plain[:, :3])  # only V_j partners change
+    np.testing.assert_allclose(plain, -plain.T, atol=1e-15)
+    for i in range(3):  # I(i, j) = H(r_i^(j)) - H(x_i) for the V_j partner j = 3
+        res = Z[:, i] - np.mean(Z[:, i] * Z[:, 3]) * Z[:, 3]
+        want = reference.entropy(res / res.std()) - reference.entropy(Z[:, i])
+        assert stat[i, 3] == pytest.approx(want, abs=1e-12)
+
+
+# --------------------------------------------------------------------------
 # Orders against lingam.DirectLiNGAM on small data
 # --------------------------------------------------------------------------
 
@@ -305,6 +334,8 @@ LINGAM_CASES = [
     (14, 700, "sparse", 1118, "true", False),
     (11, 500, "sparse", 1119, "wrong", True),
     (13, 900, "dense", 1120, "random", True),
+    (8, 500, "dense", 1124, "vj", True),
+    (12, 600, "sparse", 1125, "vj", True),
 ]
 
 
@@ -317,6 +348,14 @@ def make_prior(kind, B, order, rng, soft):
         if soft:
             pk[int(order[1]), :] = 0  # the second variable claimed exogenous
             pk[int(order[1]), int(order[1])] = -1
+        return pk
+    if kind == "vj":  # three variables claimed exogenous, the rest in V_j
+        pk = -np.ones((p, p), dtype=int)
+        exogenous = rng.choice(p, 3, replace=False)
+        rest = np.setdiff1d(np.arange(p), exogenous)
+        pk[exogenous, :] = 0
+        pk[np.ix_(rest, exogenous)] = 0
+        np.fill_diagonal(pk, -1)
         return pk
     if soft:  # random entries, mostly unknown
         return rng.choice([-1, 0, 1], size=(p, p), p=[0.85, 0.1, 0.05])
@@ -384,14 +423,15 @@ def test_random_soft_prior_knowledge_fails_like_lingam(lingam_data):
 # --------------------------------------------------------------------------
 
 def soft_prior(B, order, rng):
-    """Soft prior knowledge: exogenous variables, sinks, some true paths and
-    variables claimed unreachable from the exogenous ones (``V_j``)."""
+    """Soft prior knowledge: four variables claimed exogenous, most others
+    claimed unreachable from them (``V_j``), true sinks and true paths. The
+    claims need not be true: the order must follow them as lingam's does."""
     p = len(order)
     pk = -np.ones((p, p), dtype=int)
-    for v in order[:3]:
-        pk[v, :] = 0  # exogenous
-    for v in rng.choice(order[3:], 8, replace=False):
-        pk[v, order[:3]] = 0  # no path from the exogenous ones (need not be true)
+    exogenous = rng.choice(p, 4, replace=False)
+    pk[exogenous, :] = 0
+    for v in rng.choice(np.setdiff1d(np.arange(p), exogenous), 30, replace=False):
+        pk[v, exogenous] = 0
     for v in order[-3:]:
         pk[:, v] = 0  # sinks
     edges = np.argwhere(B != 0)
@@ -477,12 +517,17 @@ def degenerate_priors(p):
     pk = pk.copy()
     pk[p, :] = 0
     pks.append(("soft: copy with its original", pk, True))
-    # Soft: only 0 exogenous; the copy of 2 known to have no path from 0: V_j.
+    # Soft: 0 and 1 exogenous; the copies (not their originals) known to have
+    # no path from them: V_j partners collinear with "other" partners.
     pk = -np.ones((q, q), dtype=int)
-    pk[0, :] = 0
-    pk[p, 0] = 0
-    pk[p + 1, 0] = 0
+    pk[[0, 1], :] = 0
+    pk[p:, [0, 1]] = 0
     pks.append(("soft: copies in V_j", pk, True))
+    # Soft: as above and the originals in V_j too: V_j groups of two.
+    pk = pk.copy()
+    pk[[2, 4], [0, 1]] = 0
+    pk[[2, 4], [1, 0]] = 0
+    pks.append(("soft: copies and originals in V_j", pk, True))
     # Strong: the copy of 2 must come after 2's original, and 4's copy first.
     pk = -np.ones((q, q), dtype=int)
     pk[p, 2] = 1
