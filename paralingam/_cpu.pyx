@@ -96,32 +96,6 @@ cdef struct Search:
     long long compared # pairs computed in this iteration (atomic)
 
 
-cdef inline void compare_pair(Search *s, int a, int b) noexcept nogil:
-    """Compare local pair a < b, store I(a, b) and message both workers."""
-    cdef int ia = s.idx[a]
-    cdef int ib = s.idx[b]
-    cdef double rho = s.cov[ia * s.p + ib]
-    cdef double f = 1.0 - rho * rho
-    cdef double m[4]
-    cdef double stat = 0.0
-    cdef double inv_s, contrib
-    if f > s.collinear_tol:
-        inv_s = 1.0 / sqrt(f)
-        pl_pair_moments(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, m)
-        stat = (s.hx[b] + entropy_from_moments(m[0], m[1], s.n)) - (
-            s.hx[a] + entropy_from_moments(m[2], m[3], s.n))
-    s.stat[a * s.p + b] = stat
-    s.stat[b * s.p + a] = -stat
-    pl_store_int(&s.state[a * s.p + b], 2)
-    if stat < 0.0:
-        pl_add_double(&s.score[a], s.weight[b] * stat * stat)
-    elif stat > 0.0:
-        pl_add_double(&s.score[b], s.weight[a] * stat * stat)
-    pl_add_int(&s.ndone[a], 1)
-    pl_add_int(&s.ndone[b], 1)
-    pl_count(&s.compared)
-
-
 cdef inline void compare_partner(Search *s, int w, int t) noexcept nogil:
     """Compare candidate w with non-candidate t: I(w, t), for w's score only.
 
@@ -149,6 +123,32 @@ cdef inline void compare_partner(Search *s, int w, int t) noexcept nogil:
     if stat < 0.0:
         pl_add_double(&s.score[w], s.weight[t] * stat * stat)
     pl_add_int(&s.ndone[w], 1)
+    pl_count(&s.compared)
+
+
+cdef inline void compare_pair(Search *s, int a, int b) noexcept nogil:
+    """Compare local pair a < b, store I(a, b) and message both workers."""
+    cdef int ia = s.idx[a]
+    cdef int ib = s.idx[b]
+    cdef double rho = s.cov[ia * s.p + ib]
+    cdef double f = 1.0 - rho * rho
+    cdef double m[4]
+    cdef double stat = 0.0
+    cdef double inv_s, contrib
+    if f > s.collinear_tol:
+        inv_s = 1.0 / sqrt(f)
+        pl_pair_moments(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, m)
+        stat = (s.hx[b] + entropy_from_moments(m[0], m[1], s.n)) - (
+            s.hx[a] + entropy_from_moments(m[2], m[3], s.n))
+    s.stat[a * s.p + b] = stat
+    s.stat[b * s.p + a] = -stat
+    pl_store_int(&s.state[a * s.p + b], 2)
+    if stat < 0.0:
+        pl_add_double(&s.score[a], s.weight[b] * stat * stat)
+    elif stat > 0.0:
+        pl_add_double(&s.score[b], s.weight[a] * stat * stat)
+    pl_add_int(&s.ndone[a], 1)
+    pl_add_int(&s.ndone[b], 1)
     pl_count(&s.compared)
 
 
@@ -213,7 +213,9 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     Both arrays are modified in place. ``rederive(alive)`` is called with the
     original indices of the remaining variables when the covariance drifts; it
     must re-standardise those rows of ``X`` and recompute their block of
-    ``cov`` from the data. ``candidates(alive)`` (prior knowledge, e.g.
+    ``cov`` from the data.
+
+    ``candidates(alive)`` (prior knowledge, e.g.
     ``paralingam.prior.PriorKnowledge.candidates``; None for none) is called
     once per iteration with the original indices of the remaining variables,
     ascending, and returns two bool arrays aligned with them: which may be
@@ -232,7 +234,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     cdef Py_ssize_t p = X.shape[0]
     cdef Py_ssize_t n = X.shape[1]
     cdef Search s
-    cdef int k, i, j, ia, ib, ga, gb, r, root_local, root, n_active, rounds, nthreads, nw
+    cdef int k, i, j, ia, ib, ga, gb, r, root_local, root, n_active, rounds, nthreads
+    cdef int nw, first_worker  # candidate groups (prior knowledge) and the first one
     cdef double gamma, best, v, f, rho, drift, mean, var, corr, inv_s
     cdef double min_unfinished
 
@@ -250,7 +253,6 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     weight_arr = np.zeros(p, dtype=np.float64)
     status_arr = np.full(p, CANDIDATE, dtype=np.intc)  # per alive position
     kind_arr = np.zeros(p, dtype=np.intc)  # per worker-local variable
-    workers_arr = np.zeros(p, dtype=np.intc)  # local indices of the candidates
     state_arr = np.zeros((p, p), dtype=np.intc)
     stat_arr = np.zeros((p, p), dtype=np.float64)
     score_arr = np.zeros(p, dtype=np.float64)
@@ -269,7 +271,6 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     cdef double[::1] weight = weight_arr
     cdef int[::1] status = status_arr
     cdef int[::1] kind = kind_arr
-    cdef int[::1] workers = workers_arr
     cdef int[:, ::1] state = state_arr
     cdef double[:, ::1] stat = stat_arr
     cdef double[::1] score = score_arr
@@ -328,6 +329,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                 group[k] = find_group(&parent[0], k)  # its first member
             s.r = 0
             nw = 0
+            first_worker = 0
             for k in range(r):
                 if group[k] == k:
                     parent[k] = s.r  # now: the local index of group k
@@ -335,7 +337,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                     weight[s.r] = 0.0
                     kind[s.r] = status[k]
                     if status[k] == CANDIDATE:
-                        workers[nw] = s.r
+                        if nw == 0:
+                            first_worker = s.r
                         nw = nw + 1
                     s.r = s.r + 1
             for k in range(r):
@@ -354,15 +357,16 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             s.compared = 0
             gamma = gamma0 if threshold else INFINITY
             rounds = 0
-            root_local = workers[0]
+            root_local = first_worker
 
             # Scheduler (paper Alg. 4 with the GPU relaxation of Sec. 5.3).
             # A single candidate group is the root with no comparison.
             while nw > 1:
                 n_active = 0
                 min_unfinished = INFINITY
-                for i in range(nw):
-                    k = workers[i]
+                for k in range(s.r):
+                    if kind[k] != CANDIDATE:  # no worker (prior knowledge)
+                        continue
                     if ndone[k] < s.r - 1:
                         if score[k] <= gamma:
                             active[n_active] = k
@@ -374,9 +378,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                     # worker at or under gamma beats every other: stop.
                     best = INFINITY
                     root_local = -1
-                    for i in range(nw):
-                        k = workers[i]
-                        if ndone[k] >= s.r - 1:
+                    for k in range(s.r):
+                        if ndone[k] >= s.r - 1 and kind[k] == CANDIDATE:
                             v = ordered_score(&s, k)
                             if v < best:
                                 best = v
