@@ -145,10 +145,13 @@ def fit(
             candidates)
     else:  # pragma: no cover - needs a GPU
         from . import _cuda
+        # candidates is passed only with prior knowledge, so that an engine
+        # without the keyword still runs searches without it.
+        extra = {} if candidates is None else {"candidates": candidates}
         order, explained, per_it, n_rederived = _cuda.search(
             data, threshold=threshold, gamma0=gamma0, c=c, dtype=dtype or "float32",
             collinear_tol=collinear_tol, explained_tol=explained_tol, drift_tol=DRIFT_TOL,
-            times=times, threads_per_block=threads_per_block, candidates=candidates)
+            times=times, threads_per_block=threads_per_block, **extra)
 
     t0 = time.perf_counter()
     B = ols_adjacency(data, order)

@@ -556,3 +556,32 @@ def test_planted_copies_with_prior_knowledge_match_reference(lingam_data, densit
             assert res.causal_order == ref_order, label
             assert res.stats["explained"] == ref_explained, label
             assert np.isfinite(res.adjacency_matrix).all(), label
+
+
+# --------------------------------------------------------------------------
+# Plumbing to the CUDA engine
+# --------------------------------------------------------------------------
+
+def test_fit_passes_candidates_to_the_cuda_engine(lingam_data, monkeypatch):
+    # No GPU needed: a stand-in engine records what fit passes to it.
+    from paralingam import _backends, _cuda
+
+    X = lingam_data(5, 300, "sparse", 1151)[0]
+    calls = []
+
+    def fake_search(data, **kwargs):
+        calls.append(kwargs)
+        per_it = {"remaining": [5, 4, 3, 2], "compared": [0] * 4, "gamma": [0.0] * 4,
+                  "rounds": [0] * 4}
+        return [0, 1, 2, 3, 4], {}, per_it, 0
+
+    monkeypatch.setattr(_backends, "resolve_backend", lambda name: "cuda")
+    monkeypatch.setattr(_cuda, "search", fake_search)
+    pk = -np.ones((5, 5))
+    pk[2, 4] = 1  # 4 before 2
+    paralingam.fit(X, prior_knowledge=pk, apply_prior_knowledge_softly=False)
+    paralingam.fit(X)
+    with_prior, without = calls
+    assert "candidates" not in without  # engines without the keyword still run
+    is_candidate, in_vj = with_prior["candidates"](np.arange(5))
+    assert is_candidate.tolist() == [True, True, False, True, True] and not in_vj.any()
