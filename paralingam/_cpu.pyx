@@ -22,9 +22,10 @@ groups get a worker and can give the root; every other remaining group is
 still a partner of each candidate. A candidate-candidate pair is compared
 under the pair lock with messaging as above; a candidate-non-candidate pair
 is compared by the candidate's worker alone (no lock, no message: the
-partner has no score), with the partner's own values standing in for its
-residual when it is in ``V_j``. Collinear groups only form among variables
-of the same status. A single candidate is the root with no comparison.
+partner has no score), always in the orientation (candidate, partner) and
+with the partner's own values standing in for its residual when it is in
+``V_j``. Collinear groups only form among variables of the same status. A
+single candidate group is the root with no comparison.
 
 Determinism: which worker computes a pair depends on timing, but each pair is
 always computed in the orientation (lower index, higher index), and the
@@ -83,10 +84,10 @@ cdef struct Search:
     Py_ssize_t p
     double collinear_tol
     # per-iteration worker state, local index 0..r-1 (stride p)
-    int *idx           # worker -> original index of its variable, ascending
+    int *idx           # group -> original index of its first member, ascending
     double *weight     # size of the collinear group each worker represents
     int *kind          # prior-knowledge status of each: CANDIDATE, IN_VJ or OTHER
-    int r              # number of workers
+    int r              # number of groups (the CANDIDATE ones have workers)
     int *state         # (r, r) pair lock: 0 free, 1 claimed, 2 done (upper triangle)
     double *stat       # (r, r) I(a, b); stat[b, a] = -stat[a, b]
     double *score      # partial scores, updated by atomics
