@@ -441,12 +441,13 @@ def soft_prior(B, order, rng):
     return pk
 
 
-def statuses_seen(pk, soft, order, explained=()):
-    """Replay the candidate rule along ``order``: which situations occurred."""
+def statuses_seen(pk, soft, order):
+    """Replay the candidate rule along ``order`` (no variable explained):
+    which situations occurred."""
     prior = PriorKnowledge(pk, soft=soft)
-    alive = sorted(set(order) - set(explained))
+    alive = sorted(order)
     seen = set()
-    for root in [v for v in order if v not in explained][:-1]:
+    for root in order[:-1]:
         is_candidate, in_vj = prior.candidates(alive)
         if is_candidate.sum() > 1:
             seen.add("several candidates")
