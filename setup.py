@@ -47,11 +47,13 @@ extensions = [
     Extension(
         "paralingam._scheduler",
         ["paralingam/_scheduler.pyx"],
-        include_dirs=[np.get_include()] + ([nvtx_inc] if nvtx_inc else []),
+        # kernels/search_state.h: the search state shared with the kernels
+        include_dirs=[np.get_include(), "kernels"] + ([nvtx_inc] if nvtx_inc else []),
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
         + ([("PARALINGAM_NVTX", "1")] if nvtx_inc else []),
         extra_compile_args=["-O2"],
         libraries=["dl"] if sys.platform.startswith("linux") else [],
+        depends=["kernels/search_state.h"],
     ),
 ]
 
@@ -64,7 +66,7 @@ setup(
     python_requires=">=3.10",
     packages=["paralingam", "paralingam.kernels", "paralingam.data"],
     package_dir={"paralingam.kernels": "kernels"},
-    package_data={"paralingam.kernels": ["*.cu", "*.cuh"], "paralingam.data": ["*.csv"]},
+    package_data={"paralingam.kernels": ["*.cu", "*.cuh", "*.h"], "paralingam.data": ["*.csv"]},
     ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}),
     install_requires=["numpy>=1.23"],
     extras_require={

@@ -1,358 +1,846 @@
-// ParaLiNGAM on the GPU (paper Sec. 5, Algs. 6-7), compiled at run time by PyCUDA.
+// ParaLiNGAM on the GPU (paper Sec. 5), compiled at run time by PyCUDA.
 //
-// Compile-time constants (passed as -D by paralingam/_cuda.py):
-//   BLOCK  threads per block (a power of two, 64..1024)
-//   REAL   float or double: the arithmetic of the comparisons. The data are
-//          kept in both precisions; the covariance, scores and messages are
-//          always double.
-// Fast intrinsics: with REAL=float the entropy terms use __expf/__logf (the
-// special-function unit: 3 operations per residual sample, 6 per sample pair).
-// Their absolute error (~1e-7 per term) is far below what the certified-root
-// check of the host scheduler allows for; REAL=double uses exp/log1p.
+// Every kernel takes the search state (kernels/search_state.h) and keeps it
+// on the device; the Cython host scheduler (paralingam/_scheduler.pyx) only
+// launches kernels and, after each threshold round, waits for the status
+// that `select_root` publishes in mapped host memory. One iteration:
 //
-// Layout: X rows are variables (row stride ld), cov is p x p (original
-// variable indices). Per iteration, worker w in [0, r) stands for variable
-// idx[w] and carries weight[w] (the size of its collinear group). Pair locks
-// and results are r x r, upper triangle (a < b), row stride r.
+//   prep          append the last root (and the variables it explained) to the
+//                 order, compact the remaining set, form collinear groups,
+//                 reset the workers            (1 block)
+//   entropy_*     H(x) of every worker's variable
+//   worker_*      one threshold round (persistent grid, see below)
+//   select_root   decide the root, or raise gamma and pick the next round's
+//                 workers; certify float roots; publish the status (1 block)
+//   [entropy64, pairs64, select64: re-decide an uncertain float root]
+//   update_data   regress the root out of the remaining rows (Alg. 5) and
+//                 measure their drift from (mean 0, var 1, corr 0)
+//   restandardise re-standardise the rows if they drifted
+//   update_cov    covariance update (Alg. 6), or recomputation after drift,
+//                 and the collinear scan
+//
+// Compile-time constant: WARPS, warps per block of the worker kernel.
+//
+// The worker kernel is the paper's Alg. 7 with a persistent grid: every warp
+// is a comparison engine that takes the next active worker in round robin,
+// checks its score against the threshold, claims its next uncompared partner
+// (pair lock by atomicCAS: each unordered pair is compared once in an
+// iteration), compares the pair and messages both sides (score atomics;
+// the partner receives -I). Several warps can serve one worker at once, so
+// a worker with many comparisons left (the root, typically) is spread over
+// the whole GPU instead of running one comparison at a time.
+#include "compare.cuh"
 
-#ifndef BLOCK
-#define BLOCK 256
+extern "C" {
+#include "search_state.h"
+}
+
+#ifndef WARPS
+#define WARPS 8
 #endif
-#ifndef REAL
-#define REAL float
-#endif
-
-#define K1 79.047
-#define K2 7.4129
-#define GAMMA_H 0.37457
-#define LOG2 0.6931471805599453
-
-__device__ __forceinline__ float log_cosh_term(float a) { return a + __logf(1.0f + __expf(-2.0f * a)); }
-__device__ __forceinline__ float gauss_term(float u) { return u * __expf(-0.5f * u * u); }
-__device__ __forceinline__ double log_cosh_term(double a) { return a + log1p(exp(-2.0 * a)); }
-__device__ __forceinline__ double gauss_term(double u) { return u * exp(-0.5 * u * u); }
-
-__device__ __forceinline__ double entropy_from_moments(double lc, double g, int n)
-{
-    const double h_gauss = 0.5 * (1.0 + log(2.0 * 3.141592653589793));
-    double a = lc / n - LOG2 - GAMMA_H;
-    double b = g / n;
-    return h_gauss - K1 * a * a - K2 * b * b;
-}
-
-// Sum `v` over the block; the result is valid in thread 0.
-template <typename T>
-__device__ __forceinline__ T block_sum(T v, T *shared)
-{
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    __syncthreads();
-    if (lane == 0) shared[warp] = v;
-    __syncthreads();
-    v = (threadIdx.x < BLOCK / 32) ? shared[threadIdx.x] : (T)0;
-    if (warp == 0)
-        for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
-    return v;
-}
-
-// ---- entropy of each worker's variable ----
-extern "C" __global__ void row_entropy(const REAL *X, int ld, int n, const int *idx, double *hx)
-{
-    __shared__ REAL sh[32];
-    const REAL *x = X + (size_t)idx[blockIdx.x] * ld;
-    REAL lc = 0, g = 0;
-    for (int k = threadIdx.x; k < n; k += BLOCK) {
-        REAL u = x[k];
-        lc += log_cosh_term(u < 0 ? -u : u);
-        g += gauss_term(u);
-    }
-    lc = block_sum(lc, sh);
-    g = block_sum(g, sh);
-    if (threadIdx.x == 0) hx[blockIdx.x] = entropy_from_moments((double)lc, (double)g, n);
-}
-
-// ---- the worker kernel: one block per worker (paper Alg. 7) ----
-// A worker checks its score against gamma, takes its next free partner
-// (atomicCAS on the pair lock: each unordered pair is compared once), compares
-// the pair in the orientation (lower worker, higher worker), stores I and
-// messages both scores. It leaves when its score passes gamma, when it has
-// all r - 1 results, or when every remaining pair is held by other workers
-// (their results arrive as messages). finish[0] is raised when a worker holds
-// all its results with a score at or under gamma.
-// Ill-conditioned pairs (1 - rho^2 < WIDE_F, the residual amplifies rounding
-// of the data by more than 1 / sqrt(WIDE_F)) are computed from the double
-// rows X64 whatever REAL is, so float32 errors stay bounded.
+#define FULL 0xffffffffu
+// Scores are summed by atomics in an order that depends on timing, and again
+// in index order once a worker is finished. Threshold tests on the atomic
+// sums carry this relative margin so that rounding can never stop the true
+// root (whose ordered score is <= gamma).
+#define REL_MARGIN 1e-9
+// Float pairs with 1 - rho^2 under this value form their residuals in double.
 #define WIDE_F 0.01
 
+// ---------------------------------------------------------------- helpers
+
 template <typename T>
-__device__ __forceinline__ void pair_moments(const T *xa, const T *xb, T rr, T inv_s, int n,
-                                             T *sh, double m[4])
-{
-    T lc_ab = 0, g_ab = 0, lc_ba = 0, g_ba = 0;
-    for (int k = threadIdx.x; k < n; k += BLOCK) {
-        T va = xa[k], vb = xb[k];
-        T u = (va - rr * vb) * inv_s;
-        T v = (vb - rr * va) * inv_s;
-        lc_ab += log_cosh_term(u < 0 ? -u : u);
-        g_ab += gauss_term(u);
-        lc_ba += log_cosh_term(v < 0 ? -v : v);
-        g_ba += gauss_term(v);
-    }
-    m[0] = (double)block_sum(lc_ab, sh);
-    m[1] = (double)block_sum(g_ab, sh);
-    m[2] = (double)block_sum(lc_ba, sh);
-    m[3] = (double)block_sum(g_ba, sh);
-}
+__device__ __forceinline__ T ld_volatile(const T *p) { return *(const volatile T *)p; }
 
-extern "C" __global__ void __launch_bounds__(BLOCK) worker(
-    const REAL *X, const double *X64, int ld, int n, const int *idx, const double *weight,
-    const double *hx, const double *cov, int p, int r, int *state, double *stat, double *score,
-    double *absneg, int *ndone, int *cursor, double gamma, double collinear_tol,
-    volatile int *finish, unsigned long long *compared)
+__device__ __forceinline__ double block_sum(double v, double *sh)
 {
-    __shared__ int s_partner;
-    const int w = blockIdx.x;
-    for (;;) {
-        if (threadIdx.x == 0) {
-            int partner = -1;
-            double sc = atomicAdd(&score[w], 0.0);
-            int done = atomicAdd(&ndone[w], 0);
-            if (done >= r - 1) {
-                if (sc <= gamma) *finish = 1;
-            } else if (sc <= gamma) {
-                while (cursor[w] < r - 1) {
-                    int t = (w + 1 + cursor[w]) % r;
-                    cursor[w] += 1;
-                    int a = min(w, t), b = max(w, t);
-                    int *lock = &state[(size_t)a * r + b];
-                    if (*(volatile int *)lock == 0 && atomicCAS(lock, 0, 1) == 0) {
-                        partner = t;
-                        break;
-                    }
-                }
-            }
-            s_partner = partner;
-        }
-        __syncthreads();
-        const int t = s_partner;
-        __syncthreads();
-        if (t < 0) return;
-
-        const int a = min(w, t), b = max(w, t);
-        const int ia = idx[a], ib = idx[b];
-        const double rho = cov[(size_t)ia * p + ib];
-        const double f = 1.0 - rho * rho;
-        double I = 0.0;
-        if (f > collinear_tol) {
-            __shared__ REAL sh[32];
-            __shared__ double sh64[32];
-            double m[4];
-            if (sizeof(REAL) < sizeof(double) && f < WIDE_F)
-                pair_moments<double>(X64 + (size_t)ia * ld, X64 + (size_t)ib * ld, rho,
-                                     1.0 / sqrt(f), n, sh64, m);
-            else
-                pair_moments<REAL>(X + (size_t)ia * ld, X + (size_t)ib * ld, (REAL)rho,
-                                   (REAL)(1.0 / sqrt(f)), n, sh, m);
-            if (threadIdx.x == 0)
-                I = (hx[b] + entropy_from_moments(m[0], m[1], n)) -
-                    (hx[a] + entropy_from_moments(m[2], m[3], n));
-        }
-        if (threadIdx.x == 0) {
-            stat[(size_t)a * r + b] = I;
-            stat[(size_t)b * r + a] = -I;
-            __threadfence();
-            atomicExch(&state[(size_t)a * r + b], 2);
-            if (I < 0.0) {
-                atomicAdd(&score[a], weight[b] * I * I);
-                atomicAdd(&absneg[a], -weight[b] * I);
-            } else if (I > 0.0) {
-                atomicAdd(&score[b], weight[a] * I * I);
-                atomicAdd(&absneg[b], weight[a] * I);
-            }
-            // Message the partner; if this completes it under gamma, say so
-            // for it (it may already have left the kernel).
-            int other = (a == w) ? b : a;
-            int done_other = atomicAdd(&ndone[other], 1) + 1;
-            atomicAdd(&ndone[w], 1);
-            if (done_other >= r - 1 && atomicAdd(&score[other], 0.0) <= gamma) *finish = 1;
-            atomicAdd(compared, 1ull);
-        }
-        __syncthreads();
-    }
-}
-
-// ---- root selection: one block ----
-// Finished workers' scores summed in index order (deterministic), argmin with
-// ties to the lowest worker, and the smallest partial score of unfinished
-// workers (to raise gamma). Certification: with |I| known to within eps, a
-// score S built from negative I's of total weighted size A is known to within
-// E = 2 eps A + eps^2 W. The root is certain when every other worker's lower
-// bound (S - E; partial scores only grow) exceeds the root's upper bound.
-// out: [best, min_unfinished], iout: [root, n_finished, certain].
-extern "C" __global__ void select_root(const double *stat, const double *weight,
-                                       const double *score, const double *absneg,
-                                       const int *ndone, int r, double eps, double wsum,
-                                       double *out, int *iout, double *final_score)
-{
-    for (int w = threadIdx.x; w < r; w += BLOCK) {
-        double total = -1.0;
-        if (ndone[w] >= r - 1) {
-            total = 0.0;
-            for (int j = 0; j < r; ++j) {
-                double v = stat[(size_t)w * r + j];
-                if (v < 0.0) total += weight[j] * v * v;
-            }
-        }
-        final_score[w] = total;
-    }
+    v = pl_warp_sum(v);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     __syncthreads();
-    if (threadIdx.x == 0) {
-        double best = 1e300, min_unf = 1e300;
-        int root = -1, nfin = 0;
-        for (int w = 0; w < r; ++w) {
-            double v = final_score[w];
-            if (v >= 0.0) {
-                ++nfin;
-                if (v < best) { best = v; root = w; }
-            } else if (score[w] < min_unf) {
-                min_unf = score[w];
-            }
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    v = (threadIdx.x < (blockDim.x >> 5)) ? sh[threadIdx.x] : 0.0;
+    return pl_warp_sum(v);  // valid in warp 0
+}
+
+// Exclusive prefix sum of flag over 0..count-1 by one block; out[k] = number
+// of flags before k. Returns the total (all threads).
+__device__ int block_scan(const int *flag, int *out, int count)
+{
+    __shared__ int warp_tot[32];
+    __shared__ int carry;
+    if (threadIdx.x == 0) carry = 0;
+    __syncthreads();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
+    for (int base = 0; base < count; base += blockDim.x) {
+        const int k = base + threadIdx.x;
+        const int f = (k < count) ? flag[k] : 0;
+        int v = f;
+        for (int off = 1; off < 32; off <<= 1) {
+            const int t = __shfl_up_sync(FULL, v, off);
+            if (lane >= off) v += t;
         }
-        int certain = 1;
-        if (root >= 0 && eps > 0.0) {
-            double upper = best + 2.0 * eps * absneg[root] + eps * eps * wsum;
-            for (int w = 0; w < r && certain; ++w) {
-                if (w == root) continue;
-                double s = final_score[w] >= 0.0 ? final_score[w] : score[w];
-                double lower = s - 2.0 * eps * absneg[w] - eps * eps * wsum;
-                // ties go to the lower index: a lower-index rival must be
-                // strictly worse, a higher-index one at least as bad.
-                if (w < root ? lower <= upper : lower < upper) certain = 0;
+        if (lane == 31) warp_tot[warp] = v;
+        __syncthreads();
+        if (warp == 0) {
+            int w = (lane < nwarp) ? warp_tot[lane] : 0;
+            for (int off = 1; off < 32; off <<= 1) {
+                const int t = __shfl_up_sync(FULL, w, off);
+                if (lane >= off) w += t;
             }
+            if (lane < nwarp) warp_tot[lane] = w;
         }
-        out[0] = best; out[1] = min_unf;
-        iout[0] = root; iout[1] = nfin; iout[2] = certain;
+        __syncthreads();
+        const int before = carry + (warp > 0 ? warp_tot[warp - 1] : 0) + v - f;
+        if (k < count) out[k] = before;
+        __syncthreads();
+        if (threadIdx.x == 0) carry += warp_tot[nwarp - 1];
+        __syncthreads();
+    }
+    return carry;
+}
+
+// Entropy approximation from its two moments.
+__device__ __forceinline__ double entropy_of(double m1, double m2)
+{
+    return PL_H_GAUSS - PL_K1 * (m1 - PL_BETA) * (m1 - PL_BETA) - PL_K2 * m2 * m2;
+}
+
+// Bound on |H_float - H_double| when each moment is off by at most D.
+__device__ __forceinline__ double entropy_bound(double m1, double m2, double D)
+{
+    return 2.0 * PL_K1 * fabs(m1 - PL_BETA) * D + 2.0 * PL_K2 * fabs(m2) * D + (PL_K1 + PL_K2) * D * D;
+}
+
+// Bound on |min(0, I)^2 - min(0, I~)^2| when |I - I~| <= e (e = 0: exact).
+__device__ __forceinline__ double square_bound(double v, double e)
+{
+    return (v < e) ? 2.0 * fmax(0.0, -v) * e + e * e : 0.0;
+}
+
+__device__ __forceinline__ bool is_float(float) { return true; }
+__device__ __forceinline__ bool is_float(double) { return false; }
+__device__ __forceinline__ const float *rows(const PlSearch *s, float) { return s->X32; }
+__device__ __forceinline__ const double *rows(const PlSearch *s, double) { return s->X64; }
+
+// ---------------------------------------------------------------- set-up
+
+extern "C" __global__ void init_search(PlSearch *s)
+{
+    if (s->magic != PL_MAGIC) __trap();  // host and device disagree on the state layout
+    const int p = (int)s->p;
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < p; k += gridDim.x * blockDim.x) {
+        s->alive[k] = k;
+        s->gone[k] = 0;
+        s->frac[k] = 1.0;
+        s->linked[k] = 0;
+        s->explained_by[k] = -1;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        PlControl *c = s->ctl;
+        c->r = p; c->nw = 0; c->epoch = 0; c->iteration = 0; c->n_order = 0;
+        c->done = 0; c->state = PL_RUNNING; c->root = -1; c->n_cand = 0; c->rounds = 0;
+        c->collinear = 0; c->n_rederived = 0; c->seq = 0;
+        c->drift_bits = 0; c->compared = 0; c->gamma = s->gamma0;
+        c->n_active = 0; c->n_exhausted = 0; c->rr = 0;
     }
 }
 
-// ---- UpdateData (Alg. 5) in both precisions, with the drift monitor ----
-// One block per remaining variable k (alive[k] != root). frac and explained
-// are per original variable. drift[k] = max(|mean|, |var - 1|, |corr(x, root)|).
-extern "C" __global__ void update_data(double *X64, float *X32, int ld, int n, const int *alive,
-                                       int root, const double *cov, int p, double *frac,
-                                       double explained_tol, int *explained, double *drift)
+// One block per row: population mean and std in double, standardise in place.
+extern "C" __global__ void standardise(PlSearch *s)
 {
     __shared__ double sh[32];
-    const int i = alive[blockIdx.x];
-    if (i == root) { if (threadIdx.x == 0) { explained[blockIdx.x] = 0; drift[blockIdx.x] = 0.0; } return; }
-    const double rho = cov[(size_t)i * p + root];
-    double f = 1.0 - rho * rho;
-    if (f < 0.0) f = 0.0;
-    const double fr = frac[i] * f;
-    if (fr <= explained_tol) {
-        if (threadIdx.x == 0) { frac[i] = fr; explained[blockIdx.x] = 1; drift[blockIdx.x] = 0.0; }
-        return;
-    }
-    const double inv_s = 1.0 / sqrt(f);
-    double *x = X64 + (size_t)i * ld;
-    const double *xr = X64 + (size_t)root * ld;
-    double s = 0.0, ss = 0.0, sr = 0.0;
-    for (int k = threadIdx.x; k < n; k += BLOCK) {
-        double v = (x[k] - rho * xr[k]) * inv_s;
-        x[k] = v;
-        X32[(size_t)i * ld + k] = (float)v;
-        s += v; ss += v * v; sr += v * xr[k];
-    }
-    s = block_sum(s, sh);
-    ss = block_sum(ss, sh);
-    sr = block_sum(sr, sh);
-    if (threadIdx.x == 0) {
-        frac[i] = fr;
-        explained[blockIdx.x] = 0;
-        double mean = s / n, var = ss / n - mean * mean, corr = sr / n;
-        double d = fabs(mean);
-        d = fmax(d, fabs(var - 1.0));
-        d = fmax(d, fabs(corr));
-        drift[blockIdx.x] = d;
-    }
-}
-
-// ---- UpdateCovMat (Alg. 6) and the collinear scan of the new block ----
-// Thread per (k, j), k < j < r over the remaining variables alive[0..r).
-// Collinear pairs (1 - rho^2 <= tol) are appended to pairs (capacity cap).
-extern "C" __global__ void update_cov(double *cov, int p, const int *alive, int r, int root,
-                                      double collinear_tol, int *n_pairs, int *pairs, int cap)
-{
-    const int k = blockIdx.y * blockDim.y + threadIdx.y;
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= r || j >= r || j <= k) return;
-    const int ia = alive[k], ib = alive[j];
-    double v = cov[(size_t)ia * p + ib];
-    if (root >= 0) {
-        const double ra = cov[(size_t)ia * p + root], rb = cov[(size_t)ib * p + root];
-        v = (v - ra * rb) / sqrt((1.0 - ra * ra) * (1.0 - rb * rb));
-    }
-    if (1.0 - v * v <= collinear_tol) {
-        int slot = atomicAdd(n_pairs, 1);
-        if (slot < cap) { pairs[2 * slot] = k; pairs[2 * slot + 1] = j; }
-    }
-    if (root >= 0) {
-        // write after every thread of this launch has read the root column:
-        // the root's own row/column is never written (root is not alive).
-        cov[(size_t)ia * p + ib] = v;
-        cov[(size_t)ib * p + ia] = v;
-    }
-}
-
-// ---- initial standardisation and covariance ----
-// One block per variable: population mean/std of row i of X64 (n samples),
-// standardised in place, float copy written.
-extern "C" __global__ void standardise(double *X64, float *X32, int ld, int n)
-{
-    __shared__ double sh[32];
-    double *x = X64 + (size_t)blockIdx.x * ld;
-    double s = 0.0;
-    for (int k = threadIdx.x; k < n; k += BLOCK) s += x[k];
-    s = block_sum(s, sh);
     __shared__ double s_mean, s_inv;
-    if (threadIdx.x == 0) s_mean = s / n;
+    const int n = (int)s->n;
+    double *x = s->X64 + (size_t)blockIdx.x * s->ld;
+    float *x32 = s->X32 + (size_t)blockIdx.x * s->ld;
+    double acc = 0.0;
+    for (int k = threadIdx.x; k < n; k += blockDim.x) acc += x[k];
+    acc = block_sum(acc, sh);
+    if (threadIdx.x == 0) s_mean = acc / n;
     __syncthreads();
     const double mean = s_mean;
-    double ss = 0.0;
-    for (int k = threadIdx.x; k < n; k += BLOCK) { double d = x[k] - mean; ss += d * d; }
-    ss = block_sum(ss, sh);
-    if (threadIdx.x == 0) s_inv = 1.0 / sqrt(ss / n);
+    acc = 0.0;
+    for (int k = threadIdx.x; k < n; k += blockDim.x) { const double d = x[k] - mean; acc += d * d; }
+    acc = block_sum(acc, sh);
+    if (threadIdx.x == 0) s_inv = 1.0 / sqrt(acc / n);
     __syncthreads();
     const double inv = s_inv;
-    for (int k = threadIdx.x; k < n; k += BLOCK) {
-        double v = (x[k] - mean) * inv;
+    for (int k = threadIdx.x; k < n; k += blockDim.x) {
+        const double v = (x[k] - mean) * inv;
         x[k] = v;
-        X32[(size_t)blockIdx.x * ld + k] = (float)v;
+        x32[k] = (float)v;
     }
 }
 
-// cov[ia, ib] = <x_ia, x_ib> / n for the listed rows; 16 x 16 tiles.
-extern "C" __global__ void covariance(const double *X64, int ld, int n, const int *rows, int m,
-                                      double *cov, int p)
+// cov[i, j] = <x_i, x_j> / n for the remaining variables i, j (positions
+// alive[0..r)), one 16 x 16 tile of positions per block; rows that left the
+// search (gone != 0, or `skip`) are left alone. Used for the first covariance
+// and to re-derive it after drift.
+__device__ void covariance_tile(PlSearch *s, int r, int skip)
 {
     __shared__ double ta[16][17], tb[16][17];
     const int bi = blockIdx.y * 16, bj = blockIdx.x * 16;
-    if (bj + 15 < bi) return;  // lower triangle of tiles: mirrored below
-    const int ty = threadIdx.y, tx = threadIdx.x;
+    if (bj + 15 < bi) return;  // lower triangle: mirrored
+    const int ty = threadIdx.y, tx = threadIdx.x, n = (int)s->n;
+    const size_t ld = s->ld;
+    const int ra = bi + ty < r ? s->alive[bi + ty] : -1;
+    const int rb = bj + ty < r ? s->alive[bj + ty] : -1;
     double acc = 0.0;
     for (int k0 = 0; k0 < n; k0 += 16) {
-        int ra = bi + ty, rb = bj + ty, kk = k0 + tx;
-        ta[ty][tx] = (ra < m && kk < n) ? X64[(size_t)rows[ra] * ld + kk] : 0.0;
-        tb[ty][tx] = (rb < m && kk < n) ? X64[(size_t)rows[rb] * ld + kk] : 0.0;
+        const int kk = k0 + tx;
+        ta[ty][tx] = (ra >= 0 && kk < n) ? s->X64[ra * ld + kk] : 0.0;
+        tb[ty][tx] = (rb >= 0 && kk < n) ? s->X64[rb * ld + kk] : 0.0;
         __syncthreads();
 #pragma unroll
         for (int q = 0; q < 16; ++q) acc += ta[ty][q] * tb[tx][q];
         __syncthreads();
     }
     const int i = bi + ty, j = bj + tx;
-    if (i < m && j < m && i <= j) {
-        double v = (i == j) ? 1.0 : acc / n;
-        cov[(size_t)rows[i] * p + rows[j]] = v;
-        cov[(size_t)rows[j] * p + rows[i]] = v;
+    if (i >= r || j >= r || j < i) return;
+    const int vi = s->alive[i], vj = s->alive[j];
+    if (vi == skip || vj == skip || s->gone[vi] || s->gone[vj]) return;
+    const size_t p = s->p;
+    if (i == j) { s->cov[vi * p + vi] = 1.0; return; }
+    const double v = acc / n;
+    s->cov[vi * p + vj] = v;
+    s->cov[vj * p + vi] = v;
+    if (1.0 - v * v <= s->collinear_tol) { s->linked[vi] = 1; s->linked[vj] = 1; s->ctl->collinear = 1; }
+}
+
+extern "C" __global__ void covariance(PlSearch *s) { covariance_tile(s, (int)s->p, -1); }
+
+// ---------------------------------------------------------------- iteration start
+
+// Label propagation over the remaining variables that have a collinear
+// partner: every position ends with the smallest position of its group.
+__device__ void collinear_groups(PlSearch *s, int r)
+{
+    __shared__ int changed;
+    __shared__ int m;
+    const size_t p = s->p;
+    int *flag = s->cursor;      // free until the workers are reset
+    int *pos = s->scratch;
+    for (int k = threadIdx.x; k < r; k += blockDim.x) flag[k] = s->linked[s->alive[k]];
+    __syncthreads();
+    const int total = block_scan(flag, pos, r);
+    // list of linked positions in `exhausted` (free until the reset)
+    int *list = s->exhausted;
+    for (int k = threadIdx.x; k < r; k += blockDim.x)
+        if (flag[k]) list[pos[k]] = k;
+    if (threadIdx.x == 0) m = total;
+    __syncthreads();
+    const int mm = m;
+    do {
+        __syncthreads();
+        if (threadIdx.x == 0) changed = 0;
+        __syncthreads();
+        for (long long q = threadIdx.x; q < (long long)mm * mm; q += blockDim.x) {
+            const int x = (int)(q / mm), y = (int)(q % mm);
+            if (y <= x) continue;
+            const int a = list[x], b = list[y];
+            const double v = s->cov[(size_t)s->alive[a] * p + s->alive[b]];
+            if (1.0 - v * v > s->collinear_tol) continue;
+            const int la = ld_volatile(&s->label[a]), lb = ld_volatile(&s->label[b]);
+            if (la != lb) {
+                const int lo = min(la, lb);
+                atomicMin(&s->label[a], lo);
+                atomicMin(&s->label[b], lo);
+                changed = 1;
+            }
+        }
+        __syncthreads();
+    } while (changed);
+}
+
+// First pair of remaining variables that is collinear (on_collinear="error").
+__device__ void first_collinear_pair(PlSearch *s, int r, int *out)
+{
+    if (threadIdx.x != 0) return;
+    const size_t p = s->p;
+    for (int a = 0; a < r; ++a) {
+        if (!s->linked[s->alive[a]]) continue;
+        for (int b = a + 1; b < r; ++b) {
+            const double v = s->cov[(size_t)s->alive[a] * p + s->alive[b]];
+            if (1.0 - v * v <= s->collinear_tol) { out[0] = s->alive[a]; out[1] = s->alive[b]; return; }
+        }
     }
+}
+
+__device__ void stop_degenerate(PlSearch *s, int kind, int a, int b)
+{
+    PlControl *c = s->ctl;
+    c->done = 1;
+    c->state = PL_DEGENERATE;
+    PlStatus *st = s->status;
+    st->detail[0] = kind; st->detail[1] = a; st->detail[2] = b;
+}
+
+extern "C" __global__ void __launch_bounds__(1024) prep(PlSearch *s)
+{
+    PlControl *c = s->ctl;
+    __shared__ int s_first_explained, s_stop;
+    if (threadIdx.x == 0) s_stop = (c->state == PL_DEGENERATE);
+    __syncthreads();
+    if (s_stop) return;  // keep the degenerate report for the host
+    int r = c->r;
+
+    // 1. The previous root and the variables it explained join the order.
+    const int root = c->root;
+    if (root >= 0) {
+        int *flag = s->cursor, *pos = s->scratch;
+        for (int k = threadIdx.x; k < r; k += blockDim.x) {
+            const int v = s->alive[k];
+            flag[k] = (v != root && s->gone[v] == 1);
+        }
+        __syncthreads();
+        const int n_expl = block_scan(flag, pos, r);
+        const int base = c->n_order;
+        if (threadIdx.x == 0) {
+            s->order[base] = root;
+            s->gone[root] = 2;
+            s_first_explained = -1;
+        }
+        __syncthreads();
+        for (int k = threadIdx.x; k < r; k += blockDim.x) {
+            if (!flag[k]) continue;
+            const int v = s->alive[k];
+            s->order[base + 1 + pos[k]] = v;
+            s->explained_by[v] = root;
+            s->gone[v] = 2;
+            if (pos[k] == 0) s_first_explained = v;
+        }
+        __syncthreads();
+        if (s->stop_on_degenerate && n_expl > 0) {
+            if (threadIdx.x == 0) stop_degenerate(s, PL_DEP_EXPLAINED, s_first_explained, root);
+            return;
+        }
+        // compact alive: keep variables still searching (order preserved)
+        for (int k = threadIdx.x; k < r; k += blockDim.x) flag[k] = (s->gone[s->alive[k]] == 0);
+        __syncthreads();
+        const int r_new = block_scan(flag, pos, r);
+        int *tmp = s->label;
+        for (int k = threadIdx.x; k < r; k += blockDim.x)
+            if (flag[k]) tmp[pos[k]] = s->alive[k];
+        __syncthreads();
+        for (int k = threadIdx.x; k < r_new; k += blockDim.x) s->alive[k] = tmp[k];
+        if (threadIdx.x == 0) {
+            c->n_order = base + 1 + n_expl;
+            c->r = r_new;
+            c->root = -1;
+            c->iteration += 1;  // iteration k searches the (k+1)-th root
+        }
+        __syncthreads();
+        r = r_new;
+    }
+    if (threadIdx.x == 0) s->it_r[c->iteration] = r;
+    // 2. Done?
+    if (r <= 1) {
+        if (threadIdx.x == 0) {
+            if (r == 1) { s->order[c->n_order] = s->alive[0]; s->gone[s->alive[0]] = 2; c->n_order += 1; c->r = 0; }
+            c->done = 1;
+            c->state = PL_FINISHED;
+        }
+        return;
+    }
+    // 3. Collinear groups (one worker per group: its first member).
+    for (int k = threadIdx.x; k < r; k += blockDim.x) s->label[k] = k;
+    __syncthreads();
+    if (c->collinear) {
+        if (s->stop_on_degenerate) {
+            __shared__ int pair[2];
+            first_collinear_pair(s, r, pair);
+            __syncthreads();
+            if (threadIdx.x == 0) stop_degenerate(s, PL_DEP_COLLINEAR, pair[0], pair[1]);
+            return;
+        }
+        collinear_groups(s, r);
+        __syncthreads();
+    }
+    // Prior knowledge: only candidates can be roots; other variables are not
+    // workers (they are partners of every candidate). Handled by pk_status.
+    int *is_rep = s->cursor, *wnum = s->scratch;
+    for (int k = threadIdx.x; k < r; k += blockDim.x) is_rep[k] = (s->label[k] == k);
+    __syncthreads();
+    const int nw = block_scan(is_rep, wnum, r);
+    for (int k = threadIdx.x; k < r; k += blockDim.x) {
+        if (is_rep[k]) { s->idx[wnum[k]] = s->alive[k]; s->weight[wnum[k]] = 0.0; }
+    }
+    __syncthreads();
+    for (int k = threadIdx.x; k < r; k += blockDim.x) atomicAdd(&s->weight[wnum[s->label[k]]], 1.0);
+    __syncthreads();
+    // 4. Reset the workers.
+    for (int w = threadIdx.x; w < nw; w += blockDim.x) {
+        s->score[w] = 0.0; s->err[w] = 0.0; s->ndone[w] = 0; s->cursor[w] = 0;
+        s->exhausted[w] = 0; s->final_score[w] = -1.0; s->final_err[w] = 0.0; s->active[w] = w;
+    }
+    for (int k = threadIdx.x; k < r; k += blockDim.x) s->linked[s->alive[k]] = 0;
+    if (threadIdx.x == 0) {
+        c->nw = nw; c->epoch += 1; c->gamma = s->gamma0; c->n_active = nw; c->n_exhausted = 0;
+        c->rr = 0; c->rounds = 0; c->compared = 0; c->drift_bits = 0; c->collinear = 0; c->n_cand = 0;
+        c->done = 0; c->state = PL_RUNNING;
+        if (nw == 1) {  // one group left: its first member is the root, no comparison needed
+            c->done = 1; c->state = PL_DECIDED; c->root = s->idx[0];
+            s->it_score[c->iteration] = 0.0; s->it_gamma[c->iteration] = s->gamma0;
+            s->it_rounds[c->iteration] = 0; s->it_compared[c->iteration] = 0; s->it_redo[c->iteration] = 0;
+        }
+    }
+}
+
+// One warp per worker: entropy of its variable (and its float error bound).
+template <typename T>
+__device__ void entropy_body(PlSearch *s, double *out, double *out_err)
+{
+    const PlControl *c = s->ctl;
+    const int w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (w >= c->nw) return;
+    double m[2];
+    pl_series_moments(rows(s, T(0)) + (size_t)s->idx[w] * s->ld, (int)s->n, m);
+    if ((threadIdx.x & 31) == 0) {
+        out[w] = entropy_of(m[0], m[1]);
+        if (out_err) out_err[w] = is_float(T(0)) ? entropy_bound(m[0], m[1], s->moment_err) : 0.0;
+    }
+}
+
+extern "C" __global__ void entropy_f32(PlSearch *s) { if (!s->ctl->done) entropy_body<float>(s, s->hx, s->hx_err); }
+extern "C" __global__ void entropy_f64(PlSearch *s) { if (!s->ctl->done) entropy_body<double>(s, s->hx, s->hx_err); }
+extern "C" __global__ void entropy64(PlSearch *s) { entropy_body<double>(s, s->hx64, nullptr); }
+
+// ---------------------------------------------------------------- the worker kernel
+
+// I(a, b) of workers a < b and its error bound: every lane gets them.
+template <typename T>
+__device__ __forceinline__ void compare_pair(const PlSearch *s, int a, int b, const double *hx,
+                                             double &I, double &e)
+{
+    const size_t p = s->p, ld = s->ld;
+    const int n = (int)s->n;
+    const int ia = s->idx[a], ib = s->idx[b];
+    const double rho = s->cov[ia * p + ib];
+    const double f = 1.0 - rho * rho;
+    I = 0.0;
+    e = 0.0;
+    if (f <= s->collinear_tol) return;  // collinear: contributes nothing (paralingam.policy)
+    const double inv_s = 1.0 / sqrt(f);
+    double m[4];
+    if (is_float(T(0))) {
+        if (f < WIDE_F)
+            pl_pair_moments_wide(s->X64 + ia * ld, s->X64 + ib * ld, rho, inv_s, n, m);
+        else
+            pl_pair_moments(s->X32 + ia * ld, s->X32 + ib * ld, rho, (float)inv_s, n, m);
+        e = s->hx_err[a] + s->hx_err[b] + entropy_bound(m[0], m[1], s->moment_err) +
+            entropy_bound(m[2], m[3], s->moment_err);
+    } else {
+        pl_pair_moments(s->X64 + ia * ld, s->X64 + ib * ld, rho, inv_s, n, m);
+    }
+    // I(a, b) = H(x_b) + H(r_a^(b)) - H(x_a) - H(r_b^(a))
+    I = (hx[b] + entropy_of(m[0], m[1])) - (hx[a] + entropy_of(m[2], m[3]));
+}
+
+// Score of a finished worker x summed in index order over its partners
+// (lane-strided, fixed reduction tree: the same on every run).
+__device__ void finalize(PlSearch *s, int x)
+{
+    const int nw = s->ctl->nw, lane = threadIdx.x & 31;
+    const size_t p = s->p;
+    double S = 0.0, E = 0.0;
+    for (int j = lane; j < nw; j += 32) {
+        if (j == x) continue;
+        const double v = __ldcg(&s->stat[x * p + j]);
+        const double e = s->use_float ? __ldcg(&s->stat_err[(size_t)min(x, j) * p + max(x, j)]) : 0.0;
+        if (v < 0.0) S += s->weight[j] * v * v;
+        E += s->weight[j] * square_bound(v, e);
+    }
+    S = pl_warp_sum(S);
+    E = pl_warp_sum(E);
+    if (lane == 0) { s->final_err[x] = E; __threadfence(); s->final_score[x] = S; }
+}
+
+// Message side x (value v = I(x, y)) with partner y.
+__device__ __forceinline__ void message(PlSearch *s, int x, int y, double v, double e)
+{
+    if (v < 0.0) atomicAdd(&s->score[x], s->weight[y] * v * v);
+    if (s->use_float && v < e) atomicAdd(&s->err[x], s->weight[y] * square_bound(v, e));
+}
+
+__device__ __forceinline__ void mark_exhausted(PlSearch *s, int w)
+{
+    if (atomicExch(&s->exhausted[w], 1) == 0) atomicAdd(&s->ctl->n_exhausted, 1);
+}
+
+template <typename T>
+__device__ void worker_body(PlSearch *s)
+{
+    PlControl *c = s->ctl;
+    if (ld_volatile(&c->done)) return;
+    const int lane = threadIdx.x & 31;
+    const int nw = c->nw, n_active = c->n_active;
+    const size_t p = s->p;
+    const double stop = c->gamma * (1.0 + REL_MARGIN);
+    const unsigned busy = 2u * (unsigned)c->epoch;
+    for (;;) {
+        int a = -1, b = -1;
+        if (lane == 0) {
+            for (;;) {
+                if (ld_volatile(&c->n_exhausted) >= n_active) break;
+                const int w = s->active[(unsigned)atomicAdd(&c->rr, 1) % (unsigned)n_active];
+                if (ld_volatile(&s->exhausted[w])) continue;
+                if (ld_volatile(&s->score[w]) > stop) { mark_exhausted(s, w); continue; }
+                const int cur = atomicAdd(&s->cursor[w], 1);
+                if (cur >= nw - 1) { mark_exhausted(s, w); continue; }
+                int t = w + 1 + cur;  // partners cyclically from w + 1 (paper: C = [2..r, 1])
+                if (t >= nw) t -= nw;
+                const int lo = min(w, t), hi = max(w, t);
+                unsigned *lk = &s->lock[lo * p + hi];
+                const unsigned old = ld_volatile(lk);
+                if (old >= busy || atomicCAS(lk, old, busy) != old) continue;  // the partner has it
+                a = lo; b = hi;
+                break;
+            }
+        }
+        a = __shfl_sync(FULL, a, 0);
+        b = __shfl_sync(FULL, b, 0);
+        if (a < 0) return;
+        double I, e;
+        compare_pair<T>(s, a, b, s->hx, I, e);
+        int finished = 0;
+        if (lane == 0) {
+            s->stat[a * p + b] = I;
+            s->stat[b * p + a] = -I;
+            if (s->use_float) s->stat_err[a * p + b] = e;
+            __threadfence();  // results visible before anyone counts them
+            message(s, a, b, I, e);
+            message(s, b, a, -I, e);
+            atomicAdd(&c->compared, 1ull);
+            finished = (atomicAdd(&s->ndone[a], 1) + 1 == nw - 1) | ((atomicAdd(&s->ndone[b], 1) + 1 == nw - 1) << 1);
+        }
+        finished = __shfl_sync(FULL, finished, 0);
+        if (finished) __threadfence();
+        if (finished & 1) finalize(s, a);
+        if (finished & 2) finalize(s, b);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32) worker_f32(PlSearch *s) { worker_body<float>(s); }
+extern "C" __global__ void __launch_bounds__(WARPS * 32) worker_f64(PlSearch *s) { worker_body<double>(s); }
+
+// ---------------------------------------------------------------- root selection
+
+// (value, index) minimum with ties to the lower index, over one block.
+__device__ void block_argmin(double &v, int &i)
+{
+    __shared__ double sv[32];
+    __shared__ int si[32];
+    for (int off = 16; off > 0; off >>= 1) {
+        const double ov = __shfl_xor_sync(FULL, v, off);
+        const int oi = __shfl_xor_sync(FULL, i, off);
+        if (ov < v || (ov == v && oi < i)) { v = ov; i = oi; }
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0) { sv[warp] = v; si[warp] = i; }
+    __syncthreads();
+    v = lane < nwarp ? sv[lane] : INFINITY;
+    i = lane < nwarp ? si[lane] : 0x7fffffff;
+    for (int off = 16; off > 0; off >>= 1) {
+        const double ov = __shfl_xor_sync(FULL, v, off);
+        const int oi = __shfl_xor_sync(FULL, i, off);
+        if (ov < v || (ov == v && oi < i)) { v = ov; i = oi; }
+    }
+}
+
+__device__ void publish(PlSearch *s)
+{
+    PlControl *c = s->ctl;
+    PlStatus *st = s->status;
+    st->state = c->done ? c->state : PL_RUNNING;
+    st->iteration = c->iteration;
+    st->r = c->r;
+    st->nw = c->nw;
+    st->n_cand = c->n_cand;
+    st->root = (c->state == PL_DECIDED) ? c->root : -1;
+    st->n_rederived = c->n_rederived;
+    st->n_order = c->n_order;
+    __threadfence_system();
+    c->seq += 1;
+    *(volatile int *)&st->seq = c->seq;
+    __threadfence_system();
+}
+
+__device__ void record_iteration(PlSearch *s, double score, int redo)
+{
+    PlControl *c = s->ctl;
+    const int it = c->iteration;
+    s->it_score[it] = score;
+    s->it_gamma[it] = c->gamma;
+    s->it_rounds[it] = c->rounds;
+    s->it_compared[it] = (long long)c->compared;
+    s->it_redo[it] = redo;
+}
+
+// After a round (1 block): the paper's scheduler (Alg. 4 with the GPU
+// relaxation of Sec. 5.3). Publishes the status in every case.
+extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
+{
+    PlControl *c = s->ctl;
+    __shared__ int s_done;
+    if (threadIdx.x == 0) s_done = c->done;
+    __syncthreads();
+    if (s_done) {
+        if (threadIdx.x == 0) publish(s);
+        return;
+    }
+    const int nw = c->nw;
+    const double gamma = c->gamma;
+    // Finished workers (ordered scores) and the least partial score of the others.
+    double best = INFINITY, min_unf = INFINITY;
+    int best_w = 0x7fffffff, unf_w = 0x7fffffff;
+    for (int w = threadIdx.x; w < nw; w += blockDim.x) {
+        const double f = s->final_score[w];
+        if (f >= 0.0) {
+            if (f < best) { best = f; best_w = w; }
+        } else {
+            const double sc = s->score[w];
+            if (sc < min_unf) { min_unf = sc; unf_w = w; }
+        }
+    }
+    block_argmin(best, best_w);
+    block_argmin(min_unf, unf_w);
+    __shared__ int s_decide;
+    __shared__ double s_best, s_min_unf;
+    if (threadIdx.x == 0) {
+        c->rounds += 1;
+        const bool any_fin = best_w != 0x7fffffff, any_unf = unf_w != 0x7fffffff;
+        // Every unfinished worker stopped above gamma (or above min_unf): a
+        // finished worker at or under either bound beats all of them.
+        s_decide = any_fin && (best <= gamma || !any_unf || best < min_unf * (1.0 - REL_MARGIN));
+        s_best = best;
+        s_min_unf = min_unf;
+        if (s_decide) c->root = best_w;  // a worker for now
+    }
+    __syncthreads();
+    if (s_decide) {
+        const int root_w = c->root;
+        int n_cand = 1;
+        if (s->use_float) {
+            // Certify: the root is the double root unless another worker's
+            // score could be below it within the float error bounds.
+            const double upper = s_best + s->final_err[root_w];
+            int *flag = s->cursor, *pos = s->scratch;  // cursor: free once decided
+            __syncthreads();
+            for (int w = threadIdx.x; w < nw; w += blockDim.x) {
+                const bool fin = s->final_score[w] >= 0.0;
+                const double lower = fin ? s->final_score[w] - s->final_err[w] : s->score[w] - s->err[w];
+                flag[w] = (w == root_w) || (w < root_w ? lower <= upper : lower < upper);
+            }
+            __syncthreads();
+            n_cand = block_scan(flag, pos, nw);
+            for (int w = threadIdx.x; w < nw; w += blockDim.x)
+                if (flag[w]) s->cand[pos[w]] = w;
+        }
+        if (threadIdx.x == 0) {
+            c->done = 1;
+            c->n_cand = n_cand;
+            if (n_cand > 1) {
+                c->state = PL_REDO;
+                record_iteration(s, s_best, 1);
+            } else {
+                c->state = PL_DECIDED;
+                c->root = s->idx[root_w];
+                record_iteration(s, s_best, 0);
+            }
+            publish(s);
+        }
+        return;
+    }
+    // Raise gamma until some unfinished worker is under it; those work next.
+    __shared__ double s_gamma;
+    if (threadIdx.x == 0) {
+        double g = gamma;
+        while (s_min_unf > g) g *= s->c;
+        c->gamma = g;
+        s_gamma = g;
+    }
+    __syncthreads();
+    const double next = s_gamma * (1.0 + REL_MARGIN);
+    int *flag = s->scratch, *pos = s->label;  // label: free once the groups are formed
+    for (int w = threadIdx.x; w < nw; w += blockDim.x)
+        flag[w] = s->final_score[w] < 0.0 && s->score[w] <= next;
+    __syncthreads();
+    const int n_active = block_scan(flag, pos, nw);
+    for (int w = threadIdx.x; w < nw; w += blockDim.x) {
+        if (flag[w]) { s->active[pos[w]] = w; s->exhausted[w] = 0; }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        c->n_active = n_active;
+        c->n_exhausted = 0;
+        c->rr = 0;
+        publish(s);
+    }
+}
+
+// ---------------------------------------------------------------- re-deciding in double
+
+// Candidate cand[blockIdx.y] against every partner: I in double.
+extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s)
+{
+    const PlControl *c = s->ctl;
+    const int k = blockIdx.y;
+    if (k >= c->n_cand) return;
+    const int j = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int nw = c->nw, x = s->cand[k];
+    if (j >= nw) return;
+    double I = 0.0, e;
+    if (j != x) compare_pair<double>(s, min(x, j), max(x, j), s->hx64, I, e);
+    // stat rows of candidates are overwritten: this iteration's float
+    // results are no longer needed.
+    if ((threadIdx.x & 31) == 0) s->stat[(size_t)x * s->p + j] = (x < j) ? I : -I;
+}
+
+extern "C" __global__ void __launch_bounds__(1024) select64(PlSearch *s)
+{
+    PlControl *c = s->ctl;
+    const int n_cand = c->n_cand, nw = c->nw, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const size_t p = s->p;
+    __shared__ double total[1024 / 32];
+    double best = INFINITY;
+    int best_k = 0x7fffffff;
+    for (int k0 = 0; k0 < n_cand; k0 += blockDim.x >> 5) {
+        const int k = k0 + warp;
+        double S = 0.0;
+        if (k < n_cand) {
+            const int x = s->cand[k];
+            for (int j = lane; j < nw; j += 32) {
+                const double v = s->stat[x * p + j];
+                if (j != x && v < 0.0) S += s->weight[j] * v * v;
+            }
+        }
+        S = pl_warp_sum(S);
+        __syncthreads();
+        if (lane == 0) total[warp] = k < n_cand ? S : INFINITY;
+        __syncthreads();
+        if (threadIdx.x == 0)
+            for (int q = 0; q < (int)(blockDim.x >> 5) && k0 + q < n_cand; ++q)
+                if (total[q] < best) { best = total[q]; best_k = k0 + q; }  // candidates ascending: ties to the first
+    }
+    if (threadIdx.x == 0) {
+        c->root = s->idx[s->cand[best_k]];
+        c->state = PL_DECIDED;
+        s->it_score[c->iteration] = best;
+    }
+}
+
+// ---------------------------------------------------------------- UpdateData and UpdateCovMat
+
+// One block per remaining position: regress the root out of the row (Alg. 5),
+// in double and float; detect fully explained variables; measure the drift
+// max(|mean|, |var - 1|, |corr(x, root)|) of the updated row.
+extern "C" __global__ void update_data(PlSearch *s)
+{
+    __shared__ double sh[32];
+    PlControl *c = s->ctl;
+    const int r = c->r, k = blockIdx.x;
+    if (c->state != PL_DECIDED || k >= r) return;
+    const int root = c->root, i = s->alive[k];
+    if (i == root) return;
+    const size_t p = s->p, ld = s->ld;
+    const int n = (int)s->n;
+    const double rho = s->cov[(size_t)i * p + root];
+    const double f = fmax(0.0, 1.0 - rho * rho);
+    const double fr = s->frac[i] * f;
+    if (fr <= s->explained_tol) {
+        if (threadIdx.x == 0) { s->frac[i] = fr; s->gone[i] = 1; }
+        return;
+    }
+    const double inv_s = 1.0 / sqrt(f);
+    double *x = s->X64 + i * ld;
+    float *x32 = s->X32 + i * ld;
+    const double *xr = s->X64 + (size_t)root * ld;
+    double s1 = 0.0, s2 = 0.0, sr = 0.0;
+    for (int q = threadIdx.x; q < n; q += blockDim.x) {
+        const double y = xr[q];
+        const double v = (x[q] - rho * y) * inv_s;
+        x[q] = v;
+        x32[q] = (float)v;
+        s1 += v; s2 += v * v; sr += v * y;
+    }
+    s1 = block_sum(s1, sh);
+    s2 = block_sum(s2, sh);
+    sr = block_sum(sr, sh);
+    if (threadIdx.x == 0) {
+        s->frac[i] = fr;
+        const double mean = s1 / n, var = s2 / n - mean * mean, corr = sr / n;
+        const double drift = fmax(fabs(mean), fmax(fabs(var - 1.0), fabs(corr)));
+        atomicMax(&c->drift_bits, (unsigned long long)__double_as_longlong(drift));
+    }
+}
+
+__device__ __forceinline__ bool drifted(const PlSearch *s)
+{
+    return s->ctl->drift_bits > (unsigned long long)__double_as_longlong(s->drift_tol);
+}
+
+// After drift: re-standardise every remaining row from its data.
+extern "C" __global__ void restandardise(PlSearch *s)
+{
+    __shared__ double sh[32];
+    __shared__ double s_mean, s_inv;
+    PlControl *c = s->ctl;
+    const int k = blockIdx.x;
+    if (c->state != PL_DECIDED || k >= c->r || !drifted(s)) return;
+    if (k == 0 && threadIdx.x == 0) c->n_rederived += 1;
+    const int i = s->alive[k];
+    if (i == c->root || s->gone[i]) return;
+    const int n = (int)s->n;
+    double *x = s->X64 + (size_t)i * s->ld;
+    float *x32 = s->X32 + (size_t)i * s->ld;
+    double acc = 0.0;
+    for (int q = threadIdx.x; q < n; q += blockDim.x) acc += x[q];
+    acc = block_sum(acc, sh);
+    if (threadIdx.x == 0) s_mean = acc / n;
+    __syncthreads();
+    const double mean = s_mean;
+    acc = 0.0;
+    for (int q = threadIdx.x; q < n; q += blockDim.x) { const double d = x[q] - mean; acc += d * d; }
+    acc = block_sum(acc, sh);
+    if (threadIdx.x == 0) s_inv = 1.0 / sqrt(acc / n);
+    __syncthreads();
+    for (int q = threadIdx.x; q < n; q += blockDim.x) {
+        const double v = (x[q] - mean) * s_inv;
+        x[q] = v;
+        x32[q] = (float)v;
+    }
+}
+
+// 16 x 16 tiles of remaining positions: the covariance of the updated rows,
+// by the update algebra (Alg. 6) or, after drift, from the data; and the
+// collinear scan. (The first covariance, kernel `covariance`, scans too.)
+extern "C" __global__ void update_cov(PlSearch *s)
+{
+    PlControl *c = s->ctl;
+    const int r = c->r;
+    if (c->state != PL_DECIDED) return;
+    const int root = c->root;
+    if (drifted(s)) {
+        covariance_tile(s, r, root);
+        return;
+    }
+    const int k = blockIdx.y * 16 + threadIdx.y, j = blockIdx.x * 16 + threadIdx.x;
+    if (k >= r || j >= r || j <= k) return;
+    const int ia = s->alive[k], ib = s->alive[j];
+    if (ia == root || ib == root || s->gone[ia] || s->gone[ib]) return;
+    const size_t p = s->p;
+    // the root's row and column are only read: no write races with them
+    const double ra = s->cov[ia * p + root], rb = s->cov[ib * p + root];
+    const double v = (s->cov[ia * p + ib] - ra * rb) / sqrt((1.0 - ra * ra) * (1.0 - rb * rb));
+    s->cov[ia * p + ib] = v;
+    s->cov[ib * p + ia] = v;
+    if (1.0 - v * v <= s->collinear_tol) { s->linked[ia] = 1; s->linked[ib] = 1; c->collinear = 1; }
+}
+
+// Fault injection for the error-handling tests: an illegal address.
+extern "C" __global__ void fault(PlSearch *s)
+{
+    if (threadIdx.x == 0) *(volatile int *)(s->magic) = 1;
 }

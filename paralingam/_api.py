@@ -54,6 +54,7 @@ def fit(
     explained_tol=EXPLAINED_TOL,
     n_threads=None,
     threads_per_block=None,
+    blocks=None,
     prior_knowledge=None,
     apply_prior_knowledge_softly=False,
 ):
@@ -83,7 +84,11 @@ def fit(
     n_threads : int, optional
         CPU threads (default: all cores, or ``OMP_NUM_THREADS``).
     threads_per_block : int, optional
-        CUDA threads per worker block (power of two, 32..1024; default 256).
+        CUDA backend: threads per block of the worker kernel (a multiple of
+        32 up to 1024; default 256).
+    blocks : int, optional
+        CUDA backend: blocks of the persistent worker kernel (default: as
+        many as are resident at once, from the device's occupancy).
     prior_knowledge : array-like, shape (n_features, n_features), optional
         Prior knowledge of the causal order, with the rules of lingam's
         ``DirectLiNGAM(prior_knowledge=...)`` (:mod:`paralingam.prior`).
@@ -126,9 +131,13 @@ def fit(
         raise ValueError(f"n_threads must be a positive integer; got {n_threads!r}")
     if dtype not in (None, "float64", "float32", np.float64, np.float32):
         raise ValueError(f"dtype must be 'float64' or 'float32'; got {dtype!r}")
-    if threads_per_block is not None and threads_per_block not in (32, 64, 128, 256, 512, 1024):
+    if threads_per_block is not None and (
+            not isinstance(threads_per_block, int) or threads_per_block % 32
+            or not 32 <= threads_per_block <= 1024):
         raise ValueError(
-            f"threads_per_block must be a power of two in 32..1024; got {threads_per_block!r}")
+            f"threads_per_block must be a multiple of 32 in 32..1024; got {threads_per_block!r}")
+    if blocks is not None and (not isinstance(blocks, int) or blocks < 1):
+        raise ValueError(f"blocks must be a positive integer; got {blocks!r}")
     candidates = None
     if prior_knowledge is not None:
         prior = PriorKnowledge(
@@ -148,10 +157,10 @@ def fit(
         # candidates is passed only with prior knowledge, so that an engine
         # without the keyword still runs searches without it.
         extra = {} if candidates is None else {"candidates": candidates}
-        order, explained, per_it, n_rederived = _cuda.search(
+        order, explained, per_it, n_rederived, _ = _cuda.search(
             data, threshold=threshold, gamma0=gamma0, c=c, dtype=dtype or "float32",
             collinear_tol=collinear_tol, explained_tol=explained_tol, drift_tol=DRIFT_TOL,
-            times=times, threads_per_block=threads_per_block, **extra)
+            times=times, threads_per_block=threads_per_block, blocks=blocks, **extra)
 
     t0 = time.perf_counter()
     B = ols_adjacency(data, order)
@@ -170,6 +179,7 @@ def fit(
         "comparisons_saved": 1.0 - sum(per_it["compared"]) / total_pairs if total_pairs else 0.0,
         "n_rederived": n_rederived,
         "float64_redo": per_it.get("float64_redo", []),
+        "scores": per_it.get("score", []),
         "time": times,
     }
     if explained:

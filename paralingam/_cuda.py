@@ -1,28 +1,53 @@
 """CUDA backend: PyCUDA owns the context, memory and compilation.
 
-The kernels (``kernels/paralingam.cu``, shipped as ``paralingam.kernels``) are
-compiled at run time with PyCUDA's ``compile``, whose disk cache is keyed by
-the source, the options and the nvcc version, so a second process does not
-recompile. Loaded modules are memoized per context, precision and block size.
-The per-iteration loop runs in the Cython scheduler (``_scheduler.pyx``).
+The kernels (``kernels/paralingam.cu`` with its headers, shipped as the
+package ``paralingam.kernels``) are compiled at run time with PyCUDA's
+``compile``, whose disk cache is keyed by the source, the options and the
+nvcc version: a second process does not recompile. The two headers are
+inlined first, so the key covers their text without PyCUDA running the
+preprocessor on every call. Loaded modules are memoized per context and
+block size, and the device buffers of a search are kept per problem shape,
+so repeated fits (bootstrap resamples) reuse both. The per-iteration loop
+runs in the Cython scheduler (``_scheduler.pyx``).
+
+Float comparisons (the default) are certified: every pairwise statistic
+carries an error bound derived from ``FLOAT_MOMENT_ERR``, and an iteration
+whose float scores cannot separate the root from a rival within those
+bounds is re-decided in double for the rival candidates, so the order is
+the double-precision order.
 """
 
 import functools
+import re
 import time
 from importlib import resources
 
 import numpy as np
 
-# |I| error bound of a float32 comparison (see kernels/paralingam.cu,
-# select_root): iterations whose root is not certain under it are redone in
-# float64.
-FLOAT32_EPS = 5e-5
-DEFAULT_BLOCK = 256
-PAIR_CAP_PER_VARIABLE = 8
+# Bound on |float - double| of one entropy moment (mean log cosh u, or mean
+# u exp(-u^2/2)) as the float kernels compute them. tools/probe_float.py
+# measured at most 1.0e-7 (pairs) and 1.8e-7 (single rows, before the
+# compensated sums) over 20 000 pairs of six distributions with n from 300
+# to 32768 on an H100; the bound keeps a factor of about 3 over that.
+FLOAT_MOMENT_ERR = 5e-7
+DEFAULT_WARPS = 8  # warps per worker block (threads_per_block = 256)
+HEADERS = ("compare.cuh", "search_state.h")
+
+
+class GPUMemoryError(MemoryError):
+    """The problem does not fit in the GPU's free memory."""
+
+
+# Set after a kernel fault: CUDA keeps such errors (illegal address, trap)
+# for the rest of the process, so the backend is unusable until a restart.
+_FAULT = None
 
 
 def unavailable_reason():
     """Why the CUDA backend cannot run here, or None when it can."""
+    if _FAULT is not None:
+        return (f"a GPU kernel fault earlier in this process left CUDA unusable until the "
+                f"process restarts ({_FAULT})")
     try:
         import pycuda.driver as drv
     except ImportError as exc:
@@ -61,12 +86,20 @@ def _context(device=0):
 
 
 def kernel_source():
-    return resources.files("paralingam.kernels").joinpath("paralingam.cu").read_text()
+    """``kernels/paralingam.cu`` with its two headers inlined."""
+    pkg = resources.files("paralingam.kernels")
+    src = pkg.joinpath("paralingam.cu").read_text()
+    for header in HEADERS:
+        text = pkg.joinpath(header).read_text()
+        src, count = re.subn(rf'^#include "{re.escape(header)}"$', lambda _: text, src, flags=re.M)
+        if count != 1:
+            raise RuntimeError(f"kernels/paralingam.cu must include {header} exactly once")
+    return src
 
 
 @functools.lru_cache(maxsize=None)
-def _module(ctx_handle, real, block):
-    """Compiled and loaded kernels for one context, precision and block size."""
+def _module(ctx_handle, warps):
+    """Compiled and loaded kernels for one context and worker block size."""
     import pycuda.driver as drv
     from pycuda.compiler import compile as nvcc_compile
 
@@ -75,115 +108,218 @@ def _module(ctx_handle, real, block):
     major, minor = drv.Context.get_device().compute_capability()
     cubin = nvcc_compile(
         kernel_source(),
-        options=[f"-DREAL={real}", f"-DBLOCK={block}", "-std=c++17", "-O3"],
+        options=[f"-DWARPS={warps}", "-std=c++17", "-O3"],
         arch=f"sm_{major}{minor}",
         no_extern_c=True,
     )
-    return _scheduler.Module(cubin, block)
+    return _scheduler.Module(cubin, warps)
 
 
-def modules(dtype, block):
-    """(module for the comparisons, float64 module) in the current context."""
+def module(threads_per_block=None):
+    """The kernels for the current context (compiled or from the cache)."""
     ctx = _context()
-    m64 = _module(ctx.handle, "double", block)
-    if dtype in ("float64", np.float64):
-        return m64, m64
-    return _module(ctx.handle, "float", block), m64
+    warps = (threads_per_block or DEFAULT_WARPS * 32) // 32
+    return _module(ctx.handle, warps)
 
 
-def _mapped(shape, dtype):
+def device_properties():
+    """Multiprocessor count and free/total memory of the current device."""
     import pycuda.driver as drv
 
-    arr = drv.pagelocked_zeros(shape, dtype, mem_flags=drv.host_alloc_flags.DEVICEMAP)
-    return arr, int(arr.base.get_device_pointer())
+    _context()
+    dev = drv.Context.get_device()
+    free, total = drv.mem_get_info()
+    return {
+        "name": dev.name(),
+        "multiprocessors": dev.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT),
+        "free": free,
+        "total": total,
+    }
+
+
+def bytes_needed(p, n, use_float):
+    """Device memory a search of p variables and n samples allocates."""
+    ld = (n + 31) // 32 * 32
+    pairs = p * p * (4 + 8 + (8 if use_float else 0))  # lock, stat, stat_err
+    return p * ld * 12 + p * p * 8 + pairs + p * 160 + 4096
+
+
+class _Workspace:
+    """Device buffers of a search, kept for the next search of the same shape."""
+
+    # name: (dtype, length as a function of p)
+    PER_VARIABLE = {
+        "alive": np.int32, "gone": np.int32, "frac": np.float64, "linked": np.int32,
+        "order": np.int32, "explained_by": np.int32, "pk_status": np.int8,
+        "label": np.int32, "scratch": np.int32, "idx": np.int32, "weight": np.float64,
+        "hx": np.float64, "hx_err": np.float64, "hx64": np.float64, "score": np.float64,
+        "err": np.float64, "ndone": np.int32, "cursor": np.int32, "exhausted": np.int32,
+        "active": np.int32, "final_score": np.float64, "final_err": np.float64,
+        "cand": np.int32, "it_r": np.int32, "it_rounds": np.int32, "it_redo": np.int32,
+        "it_compared": np.int64, "it_gamma": np.float64, "it_score": np.float64,
+    }
+
+    def __init__(self, p, ld, use_float):
+        import pycuda.driver as drv
+
+        from . import _scheduler
+
+        self.p, self.ld = p, ld
+        self.keep = []
+        self.dev = {}
+
+        def alloc(name, nbytes):
+            buf = drv.mem_alloc(max(int(nbytes), 8))
+            self.keep.append(buf)
+            self.dev[name] = int(buf)
+
+        alloc("X64", p * ld * 8)
+        alloc("X32", p * ld * 4)
+        alloc("cov", p * p * 8)
+        alloc("lock", p * p * 4)
+        alloc("stat", p * p * 8)
+        alloc("stat_err", p * p * 8 if use_float else 8)
+        for name, dt in self.PER_VARIABLE.items():
+            alloc(name, (p + 1) * np.dtype(dt).itemsize)
+        alloc("ctl", 256)
+        alloc("search", 2 * _scheduler.layout_size())
+        self.status = drv.pagelocked_zeros(16, np.int32, mem_flags=drv.host_alloc_flags.DEVICEMAP)
+        self.dev["status_dev"] = int(self.status.base.get_device_pointer())
+        self.epochs = 0
+
+    def read(self, name, count):
+        import pycuda.driver as drv
+
+        out = np.empty(count, dtype=self.PER_VARIABLE[name])
+        if count:
+            drv.memcpy_dtoh(out, self.dev[name])
+        return out
+
+
+_WORKSPACES = {}
+
+
+def _workspace(key, needed):
+    """The buffers for ``key = (context, p, ld, use_float)``, allocated once.
+
+    Buffers of other shapes are freed first, so one search's memory is held
+    at a time; a shape that does not fit raises GPUMemoryError.
+    """
+    import pycuda.driver as drv
+
+    ws = _WORKSPACES.get(key)
+    if ws is not None:
+        return ws
+    clear_cache()
+    free, total = drv.mem_get_info()
+    if needed > free:
+        props = device_properties()
+        _, p, ld, use_float = key
+        raise GPUMemoryError(
+            f"the CUDA backend needs {needed:,} bytes of GPU memory for {p} variables "
+            f"(row stride {ld} samples, {'float' if use_float else 'double'} comparisons); "
+            f"{free:,} of {total:,} bytes are free on {props['name']}")
+    ws = _WORKSPACES[key] = _Workspace(key[1], key[2], key[3])
+    return ws
+
+
+def clear_cache():
+    """Free the kept device buffers (they are re-allocated on the next fit)."""
+    for ws in _WORKSPACES.values():
+        for buf in ws.keep:
+            buf.free()
+    _WORKSPACES.clear()
+
+
+def _note_fault(exc):
+    """Record a sticky kernel fault: later fits report it instead of failing obscurely."""
+    global _FAULT
+    _FAULT = str(exc)
+    _WORKSPACES.clear()  # their memory went with the context
+    _module.cache_clear()
 
 
 def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, drift_tol,
-           times, threads_per_block=None):
-    """Causal-order search of ``data`` (n_samples, n_features) on the GPU."""
+           times, threads_per_block=None, blocks=None, stop_on_degenerate=False,
+           profile=False, inject_fault=""):
+    """Causal-order search of ``data`` (n_samples, n_features) on the GPU.
+
+    Returns
+    -------
+    order, explained, per_iteration, n_rederived
+        As the CPU engine; ``per_iteration`` also has ``float64_redo`` and
+        ``score``; ``times`` gets ``compile``, ``upload``, ``search`` and
+        (``profile=True``) ``gpu_<phase>``.
+    degenerate : tuple or None
+        ``(kind, a, b)`` when ``stop_on_degenerate`` stopped the search.
+    """
     import pycuda.driver as drv
 
     from . import _scheduler
 
-    block = threads_per_block or DEFAULT_BLOCK
-    if block not in (32, 64, 128, 256, 512, 1024):
-        raise ValueError(f"threads_per_block must be a power of two in 32..1024; got {block}")
+    use_float = dtype in (None, "float32", np.float32)
     t0 = time.perf_counter()
-    m32, m64 = modules(dtype, block)
+    mod = module(threads_per_block)
     times["compile"] = time.perf_counter() - t0
 
     n, p = data.shape
     ld = (n + 31) // 32 * 32
-    needed = p * ld * 12 + p * p * 20 + p * 64
-    free, total = drv.mem_get_info()
-    if needed > free:
-        raise MemoryError(
-            f"the CUDA backend needs {needed / 2**20:.0f} MiB of GPU memory for "
-            f"{p} variables x {n} samples; {free / 2**20:.0f} MiB of {total / 2**20:.0f} MiB "
-            "are free")
-
     t0 = time.perf_counter()
-    X64_host = np.zeros((p, ld))
-    X64_host[:, :n] = data.T
-    X64 = drv.to_device(X64_host)
-    X32 = drv.mem_alloc(p * ld * 4)
-    cov = drv.mem_alloc(p * p * 8)
-    rows = drv.to_device(np.arange(p, dtype=np.int32))
-    m64.launch("standardise", (p,), (block,), [("p", int(X64)), ("p", int(X32)), ("i", ld), ("i", n)])
-    tiles = (p + 15) // 16
+    ws = _workspace((_context().handle, p, ld, use_float), bytes_needed(p, n, use_float))
+    X = np.zeros((p, ld))
+    X[:, :n] = data.T
+    drv.memcpy_htod(ws.dev["X64"], X)
+    drv.memset_d32(ws.dev["lock"], 0, p * p)  # epochs restart with every search
+    times["upload"] = time.perf_counter() - t0
 
-    def covariance(rows_dev, m):
-        g = (m + 15) // 16
-        m64.launch("covariance", (g, g), (16, 16), [
-            ("p", int(X64)), ("i", ld), ("i", n), ("p", int(rows_dev)), ("i", m),
-            ("p", int(cov)), ("i", p)])
-
-    covariance(rows, p)
-    drv.Context.synchronize()
-    times["standardise"] = time.perf_counter() - t0
-    del tiles
-
-    dev = {"X32": int(X32), "X64": int(X64), "cov": int(cov)}
-    keep = [X64, X32, cov, rows]
-    for name, nbytes in [("idx", 4 * p), ("weight", 8 * p), ("alive", 4 * p), ("hx", 8 * p),
-                         ("state", 4 * p * p), ("stat", 8 * p * p), ("score", 8 * p),
-                         ("absneg", 8 * p), ("ndone", 4 * p), ("cursor", 4 * p),
-                         ("final_score", 8 * p)]:
-        buf = drv.mem_alloc(max(nbytes, 8))
-        keep.append(buf)
-        dev[name] = int(buf)
-    frac = drv.to_device(np.ones(p))
-    keep.append(frac)
-    dev["frac"] = int(frac)
-
-    pair_cap = PAIR_CAP_PER_VARIABLE * p
-    host = {}
-    for name, shape, dt in [("finish", 1, np.int32), ("out", 2, np.float64),
-                            ("iout", 3, np.int32), ("compared", 1, np.uint64),
-                            ("explained", p, np.int32), ("drift", p, np.float64),
-                            ("n_pairs", 1, np.int32), ("pairs", 2 * pair_cap, np.int32)]:
-        host[name], host[name + "_dev"] = _mapped(shape, dt)
-
-    def rederive(alive):
-        # The update algebra drifted: re-standardise the remaining rows from
-        # the data and recompute their covariance block.
-        Xh = drv.from_device(X64, (p, ld), np.float64)
-        sub = Xh[alive, :n]
-        sub -= sub.mean(axis=1, keepdims=True)
-        sub /= np.sqrt((sub * sub).mean(axis=1, keepdims=True))
-        Xh[alive, :n] = sub
-        drv.memcpy_htod(X64, Xh)
-        drv.memcpy_htod(X32, Xh.astype(np.float32))
-        rows_dev = drv.to_device(np.asarray(alive, dtype=np.int32))
-        covariance(rows_dev, len(alive))
-        drv.Context.synchronize()
-
+    cfg = {
+        "p": p, "n": n, "ld": ld,
+        "gamma0": float(gamma0) if threshold else float("inf"), "c": float(c),
+        "collinear_tol": collinear_tol, "explained_tol": explained_tol, "drift_tol": drift_tol,
+        "moment_err": FLOAT_MOMENT_ERR if use_float else 0.0,
+        "use_float": int(use_float), "stop_on_degenerate": int(stop_on_degenerate),
+    }
+    if blocks is None:
+        blocks = device_properties()["multiprocessors"] * mod.worker_blocks_per_sm(use_float)
     t0 = time.perf_counter()
-    eps = 0.0 if m32 is m64 else FLOAT32_EPS
-    result = _scheduler.search(
-        m32, m64, dev, host, p, n, ld, threshold=threshold, gamma0=gamma0, c=c,
-        collinear_tol=collinear_tol, explained_tol=explained_tol, drift_tol=drift_tol,
-        eps=eps, pair_cap=pair_cap, rederive=rederive)
+    try:
+        out = _scheduler.search(mod, ws.dev, cfg, ws.status, worker_blocks=int(blocks),
+                                profile=profile, inject_fault=inject_fault)
+    except _scheduler.CudaError as exc:
+        try:
+            drv.Context.synchronize()  # non-sticky errors leave the context usable
+        except drv.Error:
+            _note_fault(exc)
+            raise _scheduler.CudaError(
+                f"{exc}; CUDA keeps such a fault for the rest of the process, so the CUDA "
+                "backend is unavailable until Python restarts (backend='auto' now uses the CPU)",
+                exc.code) from exc
+        raise
     times["search"] = time.perf_counter() - t0
-    del keep
-    return result
+
+    t0 = time.perf_counter()
+    iters = out["iterations"]
+    n_order = out["n_order"]
+    order = ws.read("order", n_order)
+    explained_by = ws.read("explained_by", p)
+    per_iteration = {
+        "remaining": ws.read("it_r", iters).tolist(),
+        "compared": ws.read("it_compared", iters).tolist(),
+        "gamma": ws.read("it_gamma", iters).tolist(),
+        "rounds": ws.read("it_rounds", iters).tolist(),
+        "float64_redo": ws.read("it_redo", iters).astype(bool).tolist(),
+        "score": ws.read("it_score", iters).tolist(),
+    }
+    times["readback"] = time.perf_counter() - t0
+    if out["gpu_time"]:
+        for name, secs in out["gpu_time"].items():
+            times[f"gpu_{name}"] = secs
+    explained = {int(v): int(explained_by[v]) for v in np.flatnonzero(explained_by >= 0)}
+    degenerate = None
+    if out["state"] == _scheduler.STATE_DEGENERATE:
+        kind, a, b = out["detail"]
+        degenerate = ("collinear" if kind == 1 else "explained", a, b)
+    elif out["state"] != _scheduler.STATE_FINISHED or n_order != p:
+        raise RuntimeError(f"the GPU search ended in state {out['state']} with "
+                           f"{n_order} of {p} variables ordered")
+    return [int(v) for v in order], explained, per_iteration, out["n_rederived"], degenerate

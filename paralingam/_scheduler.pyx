@@ -1,26 +1,29 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False
-"""Host scheduler of the CUDA backend: the per-iteration loop in C.
+"""Host scheduler of the CUDA backend: the threshold loop in C, no Python inside.
 
 PyCUDA owns the context, the memory and the compilation (its disk cache);
 this module loads the compiled cubin into the current context and launches
-the kernels through the CUDA driver API, which it binds at run time with
-dlopen, so it builds and imports on machines without CUDA. Inside the loop
-there are no Python objects: launches, the threshold rounds (launch the
-worker kernel, then ``select_root``; one stream synchronisation; read the
-result from mapped pinned memory; raise gamma by c) and the data and
-covariance updates. Python is re-entered only to re-derive a drifted
-covariance (rare).
+kernels through the CUDA driver API, which it binds at run time with dlopen:
+it builds and imports on machines without CUDA (CI).
 
-NVTX ranges (``iteration k``, ``round gamma=...``) are compiled in when the
-NVTX3 headers were found at build time; they cost nothing unless a profiler
-such as Nsight Systems is attached.
+The search state lives on the device (``kernels/search_state.h``). Per
+iteration the scheduler launches ``prep`` and ``entropy``, then threshold
+rounds: ``worker`` and ``select_root``, after which it waits for the status
+that ``select_root`` publishes in mapped pinned memory (a spin on one word,
+no driver call). While the status says "running" it launches the next round
+(``select_root`` has already raised gamma by c on the device); once the root
+is decided it launches the re-decision kernels if the float root was not
+certified, and the update kernels, without waiting: the next iteration's
+kernels queue behind them.
+
+NVTX ranges (``iteration k``, ``round k``) are compiled in when the NVTX3
+headers were found at build time; they cost nothing unless a profiler such
+as Nsight Systems is attached.
 """
 
 from libc.stdint cimport uintptr_t
 from libc.string cimport memset
-from libc.stdio cimport snprintf
-from libc.math cimport INFINITY
 
 import numpy as np
 cimport numpy as cnp
@@ -44,14 +47,79 @@ cdef extern from *:
     #define PL_RANGE_PUSH(name) ((void)(name))
     #define PL_RANGE_POP() ((void)0)
     #endif
+    static inline int pl_load_acquire(const int *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+    static inline void pl_cpu_relax(void) { __builtin_ia32_pause(); }
     """
     void PL_RANGE_PUSH(const char *name) nogil
     void PL_RANGE_POP() nogil
+    int pl_load_acquire(const int *p) nogil
+    void pl_cpu_relax() nogil
+
+cdef extern from "stdio.h" nogil:
+    int snprintf(char *s, size_t n, const char *fmt, ...)
+
+cdef extern from "search_state.h":
+    enum:
+        PL_RUNNING
+        PL_DECIDED
+        PL_REDO
+        PL_FINISHED
+        PL_DEGENERATE
+    ctypedef struct PlStatus:
+        int seq, state, iteration, r, nw, n_cand, root
+        int detail[3]
+        int n_rederived, n_order
+    ctypedef struct PlControl:
+        pass
+    ctypedef struct PlSearch:
+        float *X32
+        double *X64
+        double *cov
+        long long p, n, ld
+        double gamma0, c, collinear_tol, explained_tol, drift_tol, moment_err
+        long long use_float, stop_on_degenerate, use_prior
+        int *alive
+        int *gone
+        double *frac
+        int *linked
+        int *order
+        int *explained_by
+        signed char *pk_status
+        int *label
+        int *scratch
+        int *idx
+        double *weight
+        double *hx
+        double *hx_err
+        double *hx64
+        double *score
+        double *err
+        int *ndone
+        int *cursor
+        int *exhausted
+        int *active
+        double *final_score
+        double *final_err
+        int *cand
+        unsigned int *lock
+        double *stat
+        double *stat_err
+        int *it_r
+        int *it_rounds
+        int *it_redo
+        long long *it_compared
+        double *it_gamma
+        double *it_score
+        PlControl *ctl
+        PlStatus *status
+        long long magic
+    long long PL_MAGIC
 
 ctypedef int CUresult
 ctypedef void *CUmodule
 ctypedef void *CUfunction
 ctypedef void *CUstream
+ctypedef void *CUevent
 ctypedef unsigned long long CUdeviceptr
 
 ctypedef CUresult (*fn_launch)(CUfunction, unsigned int, unsigned int, unsigned int,
@@ -60,27 +128,48 @@ ctypedef CUresult (*fn_launch)(CUfunction, unsigned int, unsigned int, unsigned 
 ctypedef CUresult (*fn_module_load)(CUmodule *, const void *) noexcept nogil
 ctypedef CUresult (*fn_module_unload)(CUmodule) noexcept nogil
 ctypedef CUresult (*fn_get_function)(CUfunction *, CUmodule, const char *) noexcept nogil
-ctypedef CUresult (*fn_sync)(CUstream) noexcept nogil
-ctypedef CUresult (*fn_memset32)(CUdeviceptr, unsigned int, size_t, CUstream) noexcept nogil
+ctypedef CUresult (*fn_stream)(CUstream) noexcept nogil
 ctypedef CUresult (*fn_htod)(CUdeviceptr, const void *, size_t) noexcept nogil
+ctypedef CUresult (*fn_dtoh)(void *, CUdeviceptr, size_t) noexcept nogil
+ctypedef CUresult (*fn_memset32)(CUdeviceptr, unsigned int, size_t) noexcept nogil
 ctypedef CUresult (*fn_error_name)(CUresult, const char **) noexcept nogil
+ctypedef CUresult (*fn_occupancy)(int *, CUfunction, int, size_t) noexcept nogil
+ctypedef CUresult (*fn_event_create)(CUevent *, unsigned int) noexcept nogil
+ctypedef CUresult (*fn_event_record)(CUevent, CUstream) noexcept nogil
+ctypedef CUresult (*fn_event_elapsed)(float *, CUevent, CUevent) noexcept nogil
+ctypedef CUresult (*fn_event_destroy)(CUevent) noexcept nogil
 
 cdef struct Driver:
     fn_launch launch
     fn_module_load module_load
     fn_module_unload module_unload
     fn_get_function get_function
-    fn_sync sync
-    fn_memset32 memset32
+    fn_stream stream_sync
+    fn_stream stream_query
     fn_htod htod
+    fn_dtoh dtoh
+    fn_memset32 memset32
     fn_error_name error_name
+    fn_occupancy occupancy
+    fn_event_create event_create
+    fn_event_record event_record
+    fn_event_elapsed event_elapsed
+    fn_event_destroy event_destroy
 
 cdef Driver drv
 cdef bint drv_loaded = False
+DEF CUDA_ERROR_NOT_READY = 600
 
 
 class CudaError(RuntimeError):
-    """A CUDA driver call failed; the message names the call or kernel."""
+    """A CUDA driver call or kernel failed; the message names the call or kernel.
+
+    ``code`` is the CUDA driver error code.
+    """
+
+    def __init__(self, message, code=0):
+        super().__init__(message)
+        self.code = code
 
 
 cdef void *_sym(void *lib, const char *name) except NULL:
@@ -102,10 +191,17 @@ def load_driver():
     drv.module_load = <fn_module_load>_sym(lib, b"cuModuleLoadData")
     drv.module_unload = <fn_module_unload>_sym(lib, b"cuModuleUnload")
     drv.get_function = <fn_get_function>_sym(lib, b"cuModuleGetFunction")
-    drv.sync = <fn_sync>_sym(lib, b"cuStreamSynchronize")
-    drv.memset32 = <fn_memset32>_sym(lib, b"cuMemsetD32Async")
+    drv.stream_sync = <fn_stream>_sym(lib, b"cuStreamSynchronize")
+    drv.stream_query = <fn_stream>_sym(lib, b"cuStreamQuery")
     drv.htod = <fn_htod>_sym(lib, b"cuMemcpyHtoD_v2")
+    drv.dtoh = <fn_dtoh>_sym(lib, b"cuMemcpyDtoH_v2")
+    drv.memset32 = <fn_memset32>_sym(lib, b"cuMemsetD32_v2")
     drv.error_name = <fn_error_name>_sym(lib, b"cuGetErrorName")
+    drv.occupancy = <fn_occupancy>_sym(lib, b"cuOccupancyMaxActiveBlocksPerMultiprocessor")
+    drv.event_create = <fn_event_create>_sym(lib, b"cuEventCreate")
+    drv.event_record = <fn_event_record>_sym(lib, b"cuEventRecord")
+    drv.event_elapsed = <fn_event_elapsed>_sym(lib, b"cuEventElapsedTime")
+    drv.event_destroy = <fn_event_destroy>_sym(lib, b"cuEventDestroy_v2")
     drv_loaded = True
 
 
@@ -117,334 +213,391 @@ cdef str error_text(CUresult rc):
 
 cdef int check(CUresult rc, const char *what) except -1 with gil:
     if rc != 0:
-        raise CudaError(f"{what.decode()}: {error_text(rc)}")
+        raise CudaError(f"{what.decode()}: {error_text(rc)}", rc)
     return 0
 
 
-DEF N_KERNELS = 7
+# Kernels of kernels/paralingam.cu, in the order of the K_* constants.
+DEF N_KERNELS = 16
 cdef const char *KERNEL_NAMES[N_KERNELS]
-KERNEL_NAMES[:] = [b"row_entropy", b"worker", b"select_root", b"update_data", b"update_cov",
-                   b"standardise", b"covariance"]
-DEF K_ENTROPY = 0
-DEF K_WORKER = 1
-DEF K_SELECT = 2
-DEF K_UPDATE_DATA = 3
-DEF K_UPDATE_COV = 4
-DEF K_STANDARDISE = 5
-DEF K_COVARIANCE = 6
+KERNEL_NAMES[:] = [b"init_search", b"standardise", b"covariance", b"prep", b"entropy_f32",
+                   b"entropy_f64", b"worker_f32", b"worker_f64", b"select_root",
+                   b"entropy64", b"pairs64", b"select64", b"update_data",
+                   b"restandardise", b"update_cov", b"fault"]
+DEF K_INIT = 0
+DEF K_STANDARDISE = 1
+DEF K_COVARIANCE = 2
+DEF K_PREP = 3
+DEF K_ENTROPY32 = 4
+DEF K_ENTROPY64_MODE = 5
+DEF K_WORKER32 = 6
+DEF K_WORKER64 = 7
+DEF K_SELECT = 8
+DEF K_ENTROPY64 = 9
+DEF K_PAIRS64 = 10
+DEF K_SELECT64 = 11
+DEF K_UPDATE_DATA = 12
+DEF K_RESTANDARDISE = 13
+DEF K_UPDATE_COV = 14
+DEF K_FAULT = 15
 
 
 cdef class Module:
-    """A cubin loaded into the current CUDA context, with its kernels."""
+    """A cubin loaded into the current CUDA context, with its kernels.
+
+    Parameters
+    ----------
+    cubin : bytes
+        Compiled ``kernels/paralingam.cu``.
+    warps : int
+        Warps per block of the worker kernel (the WARPS it was compiled with).
+    """
     cdef CUmodule mod
     cdef CUfunction fn[N_KERNELS]
-    cdef public int block
+    cdef readonly int warps
     cdef bytes image
 
-    def __cinit__(self, bytes cubin, int block):
+    def __cinit__(self, bytes cubin, int warps):
         load_driver()
         self.image = cubin
-        self.block = block
+        self.warps = warps
+        self.mod = NULL
         check(drv.module_load(&self.mod, <const char *>self.image), b"cuModuleLoadData")
         for k in range(N_KERNELS):
             check(drv.get_function(&self.fn[k], self.mod, KERNEL_NAMES[k]),
                   b"cuModuleGetFunction")
 
+    def worker_blocks_per_sm(self, bint use_float):
+        """Resident worker blocks per multiprocessor (occupancy)."""
+        cdef int blocks = 0
+        check(drv.occupancy(&blocks, self.fn[K_WORKER32 if use_float else K_WORKER64],
+                            self.warps * 32, 0), b"cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        return blocks
+
     def unload(self):
+        """Unload the module (the handle is invalid afterwards)."""
         if self.mod != NULL:
             drv.module_unload(self.mod)
             self.mod = NULL
 
-    def launch(self, str name, grid, block, args):
-        """Launch a kernel with integer/float arguments (setup paths only)."""
-        cdef int k = [n.decode() for n in KERNEL_NAMES[:N_KERNELS]].index(name)
-        cdef void *params[32]
-        holders = []
-        for j, (kind, value) in enumerate(args):
-            arr = np.array([value], dtype={"p": np.uint64, "i": np.int32, "d": np.float64}[kind])
-            holders.append(arr)
-            params[j] = <void *><uintptr_t>arr.ctypes.data
-        gx, gy = (grid + (1,))[:2]
-        bx, by = (block + (1,))[:2]
-        check(drv.launch(self.fn[k], gx, gy, 1, bx, by, 1, 0, NULL, params, NULL),
-              KERNEL_NAMES[k])
+
+# Kernels launched since the last status arrived: an asynchronous fault is
+# reported against them (it cannot be pinned on one kernel).
+cdef char inflight[512]
+cdef size_t inflight_len = 0
 
 
-cdef int launch(CUfunction *fns, int k, unsigned int gx, unsigned int gy, unsigned int bx,
+cdef void note_launch(const char *name) noexcept nogil:
+    global inflight_len
+    cdef int k
+    if inflight_len + 24 >= sizeof(inflight):
+        return
+    k = snprintf(inflight + inflight_len, sizeof(inflight) - inflight_len,
+                 b"%s%s", b", " if inflight_len else b"", name)
+    if k > 0:
+        inflight_len += k
+
+
+cdef int launch(Module m, int k, unsigned int gx, unsigned int gy, unsigned int bx,
                 unsigned int by, void **params) except -1 nogil:
-    return check(drv.launch(fns[k], gx, gy, 1, bx, by, 1, 0, NULL, params, NULL),
+    note_launch(KERNEL_NAMES[k])
+    return check(drv.launch(m.fn[k], gx, gy, 1, bx, by, 1, 0, NULL, params, NULL),
                  KERNEL_NAMES[k])
 
 
-cdef int sync(const char *after) except -1 nogil:
-    # An asynchronous kernel fault surfaces here; name the kernel it followed.
-    return check(drv.sync(NULL), after)
+cdef int fail_in_flight(CUresult rc) except -1 with gil:
+    names = (<bytes>inflight[:inflight_len]).decode()
+    raise CudaError(f"CUDA error in one of the kernels [{names}]: {error_text(rc)}", rc)
 
 
-cdef int find_group(int *parent, int k) noexcept nogil:
-    while parent[k] != k:
-        parent[k] = parent[parent[k]]
-        k = parent[k]
-    return k
+cdef int wait_status(PlStatus *st, int seq) except -1 nogil:
+    """Spin until the device publishes status number ``seq``.
+
+    Every few thousand spins the stream is queried: a kernel fault surfaces
+    there (named after the kernels in flight), and an idle stream with no new
+    status would be a scheduler bug, not something to wait for.
+    """
+    global inflight_len
+    cdef long spins = 0
+    cdef CUresult rc
+    while pl_load_acquire(&st.seq) < seq:
+        spins += 1
+        if spins & 4095 == 0:
+            rc = drv.stream_query(NULL)
+            if rc == 0:
+                if pl_load_acquire(&st.seq) >= seq:
+                    break
+                with gil:
+                    raise CudaError(f"the stream went idle without publishing status {seq} "
+                                    f"(have {st.seq}) after [{(<bytes>inflight[:inflight_len]).decode()}]")
+            elif rc != CUDA_ERROR_NOT_READY:
+                fail_in_flight(rc)
+        pl_cpu_relax()
+    inflight_len = 0
+    return 0
 
 
-def search(Module m32, Module m64, dict dev, dict host, int p, int n, int ld, *,
-           bint threshold, double gamma0, double c, double collinear_tol,
-           double explained_tol, double drift_tol, double eps, int pair_cap, rederive):
-    """Run the causal-order search on data already standardised on the device.
+STATE_RUNNING = PL_RUNNING
+STATE_DECIDED = PL_DECIDED
+STATE_REDO = PL_REDO
+STATE_FINISHED = PL_FINISHED
+STATE_DEGENERATE = PL_DEGENERATE
+
+
+def layout_size():
+    """sizeof(PlSearch) as this extension sees it (checked against the kernels)."""
+    return sizeof(PlSearch)
+
+
+cdef fill_search(PlSearch *h, dict dev, dict cfg):
+    memset(h, 0, sizeof(PlSearch))
+    h.X32 = <float *><uintptr_t>dev["X32"]
+    h.X64 = <double *><uintptr_t>dev["X64"]
+    h.cov = <double *><uintptr_t>dev["cov"]
+    h.p = cfg["p"]
+    h.n = cfg["n"]
+    h.ld = cfg["ld"]
+    h.gamma0 = cfg["gamma0"]
+    h.c = cfg["c"]
+    h.collinear_tol = cfg["collinear_tol"]
+    h.explained_tol = cfg["explained_tol"]
+    h.drift_tol = cfg["drift_tol"]
+    h.moment_err = cfg["moment_err"]
+    h.use_float = cfg["use_float"]
+    h.stop_on_degenerate = cfg["stop_on_degenerate"]
+    h.use_prior = 0
+    h.alive = <int *><uintptr_t>dev["alive"]
+    h.gone = <int *><uintptr_t>dev["gone"]
+    h.frac = <double *><uintptr_t>dev["frac"]
+    h.linked = <int *><uintptr_t>dev["linked"]
+    h.order = <int *><uintptr_t>dev["order"]
+    h.explained_by = <int *><uintptr_t>dev["explained_by"]
+    h.pk_status = <signed char *><uintptr_t>dev["pk_status"]
+    h.label = <int *><uintptr_t>dev["label"]
+    h.scratch = <int *><uintptr_t>dev["scratch"]
+    h.idx = <int *><uintptr_t>dev["idx"]
+    h.weight = <double *><uintptr_t>dev["weight"]
+    h.hx = <double *><uintptr_t>dev["hx"]
+    h.hx_err = <double *><uintptr_t>dev["hx_err"]
+    h.hx64 = <double *><uintptr_t>dev["hx64"]
+    h.score = <double *><uintptr_t>dev["score"]
+    h.err = <double *><uintptr_t>dev["err"]
+    h.ndone = <int *><uintptr_t>dev["ndone"]
+    h.cursor = <int *><uintptr_t>dev["cursor"]
+    h.exhausted = <int *><uintptr_t>dev["exhausted"]
+    h.active = <int *><uintptr_t>dev["active"]
+    h.final_score = <double *><uintptr_t>dev["final_score"]
+    h.final_err = <double *><uintptr_t>dev["final_err"]
+    h.cand = <int *><uintptr_t>dev["cand"]
+    h.lock = <unsigned int *><uintptr_t>dev["lock"]
+    h.stat = <double *><uintptr_t>dev["stat"]
+    h.stat_err = <double *><uintptr_t>dev["stat_err"]
+    h.it_r = <int *><uintptr_t>dev["it_r"]
+    h.it_rounds = <int *><uintptr_t>dev["it_rounds"]
+    h.it_redo = <int *><uintptr_t>dev["it_redo"]
+    h.it_compared = <long long *><uintptr_t>dev["it_compared"]
+    h.it_gamma = <double *><uintptr_t>dev["it_gamma"]
+    h.it_score = <double *><uintptr_t>dev["it_score"]
+    h.ctl = <PlControl *><uintptr_t>dev["ctl"]
+    h.status = <PlStatus *><uintptr_t>dev["status_dev"]
+    h.magic = PL_MAGIC
+
+
+# Phases timed with CUDA events when profiling.
+PHASES = ("prepare", "rounds", "redo", "update")
+
+
+def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_blocks,
+           bint profile=False, str inject_fault=""):
+    """Run a causal-order search; the data are already on the device (X64).
 
     Parameters
     ----------
-    m32, m64 : Module
-        Kernels compiled with REAL=float and REAL=double. ``m32`` may be the
-        same object as ``m64`` (``dtype="float64"``); then ``eps`` is 0.
+    m : Module
     dev : dict of int
-        Device pointers: X32, X64, cov, idx, weight, alive, hx, state, stat,
-        score, absneg, ndone, cursor, final_score, frac.
-    host : dict of ndarray
-        Mapped pinned arrays (device pointers under ``<name>_dev``): finish
-        (int32[1]), out (float64[2]), iout (int32[3]), compared (uint64[1]),
-        explained (int32[p]), drift (float64[p]), n_pairs (int32[1]),
-        pairs (int32[2 * pair_cap]).
-    rederive : callable(alive) -> None
-        Re-standardise the rows ``alive`` and recompute their covariance.
+        Device addresses of every buffer of ``PlSearch`` (see ``_cuda.py``),
+        plus ``"search"``: where to upload the filled ``PlSearch``.
+    cfg : dict
+        Sizes (``p``, ``n``, ``ld``) and parameters (``gamma0``, ``c``,
+        tolerances, ``moment_err``, ``use_float``, ``stop_on_degenerate``).
+    status_host : ndarray of int32
+        Mapped pinned memory holding the ``PlStatus`` (its device address is
+        ``dev["status_dev"]``).
+    worker_blocks : int
+        Grid of the persistent worker kernel.
+    profile : bool
+        Time the phases with CUDA events (``stats["gpu_time"]``).
+    inject_fault : str
+        Test hook: ``"launch"`` makes a launch fail, ``"kernel"`` runs a
+        kernel that faults, during the first iteration.
 
     Returns
     -------
-    order, explained, per_iteration, n_rederived
+    dict
+        ``state`` and ``detail`` (the final status), ``rounds`` (total),
+        ``gpu_time`` (seconds per phase when profiling).
     """
-    cdef CUdeviceptr X32 = dev["X32"], X64 = dev["X64"], cov = dev["cov"]
-    cdef CUdeviceptr d_idx = dev["idx"], d_weight = dev["weight"], d_alive = dev["alive"]
-    cdef CUdeviceptr d_hx = dev["hx"], d_state = dev["state"], d_stat = dev["stat"]
-    cdef CUdeviceptr d_score = dev["score"], d_absneg = dev["absneg"]
-    cdef CUdeviceptr d_ndone = dev["ndone"], d_cursor = dev["cursor"]
-    cdef CUdeviceptr d_final = dev["final_score"], d_frac = dev["frac"]
-    cdef CUdeviceptr h_finish = host["finish_dev"], h_out = host["out_dev"]
-    cdef CUdeviceptr h_iout = host["iout_dev"], h_compared = host["compared_dev"]
-    cdef CUdeviceptr h_explained = host["explained_dev"], h_drift = host["drift_dev"]
-    cdef CUdeviceptr h_npairs = host["n_pairs_dev"], h_pairs = host["pairs_dev"]
-    cdef int[::1] finish = host["finish"]
-    cdef double[::1] out = host["out"]
-    cdef int[::1] iout = host["iout"]
-    cdef unsigned long long[::1] compared = host["compared"]
-    cdef int[::1] explained_flag = host["explained"]
-    cdef double[::1] drift = host["drift"]
-    cdef int[::1] n_pairs = host["n_pairs"]
-    cdef int[::1] pairs = host["pairs"]
+    load_driver()
+    cdef PlSearch h
+    fill_search(&h, dev, cfg)
+    cdef CUdeviceptr d_search = dev["search"]
+    cdef PlStatus *st = <PlStatus *><uintptr_t>status_host.ctypes.data
+    cdef int p = cfg["p"]
+    cdef bint use_float = cfg["use_float"]
+    cdef int k_entropy = K_ENTROPY32 if use_float else K_ENTROPY64_MODE
+    cdef int k_worker = K_WORKER32 if use_float else K_WORKER64
+    cdef int wthreads = m.warps * 32
+    cdef int grid = worker_blocks
+    cdef int tiles = (p + 15) // 16
+    cdef int r_host = p, nw = p, n_cand, state = PL_RUNNING, seq = 0, it = 0, rounds = 0
+    cdef int fault_mode = 1 if inject_fault == "launch" else (2 if inject_fault == "kernel" else 0)
+    cdef char label[64]
+    cdef void *params[1]
+    params[0] = &d_search
+    # profiling: one event per phase boundary, elapsed summed per phase
+    cdef int n_events = 0, max_events = 5 * (p + 2) if profile else 0
+    events = np.zeros(max(max_events, 1), dtype=np.uintp)
+    phase_of = np.zeros(max(max_events, 1), dtype=np.int8)
+    cdef cnp.uintp_t[::1] ev = events
+    cdef signed char[::1] ph = phase_of
+    cdef CUevent e
+    cdef float ms
+    cdef CUresult rc_end
+    global inflight_len
+    inflight_len = 0
+    if profile:
+        for k in range(max_events):
+            check(drv.event_create(&e, 0), b"cuEventCreate")
+            ev[k] = <cnp.uintp_t>e
 
-    alive_arr = np.arange(p, dtype=np.int32)
-    idx_arr = np.zeros(p, dtype=np.int32)
-    weight_arr = np.zeros(p, dtype=np.float64)
-    parent_arr = np.zeros(p, dtype=np.int32)
-    group_arr = np.zeros(p, dtype=np.int32)
-    order_arr = np.zeros(p, dtype=np.int32)
-    expl_root_arr = np.full(p, -1, dtype=np.int32)
-    it_remaining = np.zeros(p, dtype=np.int64)
-    it_compared = np.zeros(p, dtype=np.int64)
-    it_gamma = np.zeros(p, dtype=np.float64)
-    it_rounds = np.zeros(p, dtype=np.int64)
-    it_fp64 = np.zeros(p, dtype=np.int8)
-    cdef int[::1] alive = alive_arr
-    cdef int[::1] idx = idx_arr
-    cdef double[::1] weight = weight_arr
-    cdef int[::1] parent = parent_arr
-    cdef int[::1] group = group_arr
-    cdef int[::1] order = order_arr
-    cdef int[::1] expl_root = expl_root_arr
-    cdef long long[::1] v_remaining = it_remaining
-    cdef long long[::1] v_compared = it_compared
-    cdef double[::1] v_gamma = it_gamma
-    cdef long long[::1] v_rounds = it_rounds
-    cdef signed char[::1] v_fp64 = it_fp64
-
-    cdef int r = p, n_order = 0, n_iter = 0, nw, k, j, ga, gb, root, rounds, passes
-    cdef int root_local, tile, n_rederived = 0
-    cdef double gamma, wsum, max_drift, eps_now
-    cdef CUfunction *f32 = &m32.fn[0]
-    cdef CUfunction *f64 = &m64.fn[0]
-    cdef CUfunction *fcur
-    cdef int blk32 = m32.block, blk64 = m64.block, blk
-    cdef bint only64 = m32 is m64, use64
-    cdef char label[96]
-    cdef void *params[24]
-    # kernel-argument storage (cuLaunchKernel takes pointers to the values)
-    cdef int a_ld = ld, a_n = n, a_p = p, a_r, a_root, a_cap = pair_cap, a_nw
-    cdef double a_gamma, a_tol = collinear_tol, a_etol = explained_tol, a_eps, a_wsum
-    cdef CUdeviceptr a_X
-
-    # Collinear scan of the full covariance (update_cov with root = -1).
-    with nogil:
-        check(drv.htod(d_alive, &alive[0], p * sizeof(int)), b"cuMemcpyHtoD")
-        n_pairs[0] = 0
-        a_r = r
-        a_root = -1
-        params[0] = &cov; params[1] = &a_p; params[2] = &d_alive; params[3] = &a_r
-        params[4] = &a_root; params[5] = &a_tol; params[6] = &h_npairs; params[7] = &h_pairs
-        params[8] = &a_cap
-        tile = 16
-        launch(f64, K_UPDATE_COV, (r + tile - 1) // tile, (r + tile - 1) // tile, tile, tile,
-               params)
-        sync(b"update_cov")
-
-    while r > 0:
-        if r == 1:
-            order[n_order] = alive[0]
-            n_order += 1
-            break
+    memset(st, 0, sizeof(PlStatus))
+    try:
         with nogil:
-            snprintf(label, sizeof(label), b"iteration %d (r=%d)", n_iter, r)
-            PL_RANGE_PUSH(label)
-            # Workers: one per collinear group (its first member).
-            for k in range(r):
-                parent[k] = k
-            if n_pairs[0] > pair_cap:
-                with gil:
-                    raise CudaError(f"more than {pair_cap} collinear pairs; raise pair_cap")
-            for j in range(n_pairs[0]):
-                ga = find_group(&parent[0], pairs[2 * j])
-                gb = find_group(&parent[0], pairs[2 * j + 1])
-                if ga < gb:
-                    parent[gb] = ga
-                elif gb < ga:
-                    parent[ga] = gb
-            for k in range(r):
-                group[k] = find_group(&parent[0], k)
-            nw = 0
-            for k in range(r):
-                if group[k] == k:
-                    parent[k] = nw
-                    idx[nw] = alive[k]
-                    weight[nw] = 0.0
-                    nw += 1
-            for k in range(r):
-                weight[parent[group[k]]] += 1.0
-            check(drv.htod(d_idx, &idx[0], nw * sizeof(int)), b"cuMemcpyHtoD")
-            check(drv.htod(d_weight, &weight[0], nw * sizeof(double)), b"cuMemcpyHtoD")
-            wsum = r
-
-            # ParaFindRoot: fp32 rounds (or fp64), certified or redone in fp64.
-            use64 = only64
-            eps_now = 0.0 if only64 else eps
-            passes = 0
-            rounds = 0
-            root_local = -1
+            check(drv.htod(d_search, &h, sizeof(PlSearch)), b"cuMemcpyHtoD(search state)")
+            launch(m, K_INIT, (p + 255) // 256, 1, 256, 1, params)
+            launch(m, K_STANDARDISE, p, 1, 256, 1, params)
+            launch(m, K_COVARIANCE, tiles, tiles, 16, 16, params)
             while True:
-                passes += 1
-                fcur = f64 if use64 else f32
-                blk = blk64 if use64 else blk32
-                a_X = X64 if use64 else X32
-                check(drv.memset32(d_state, 0, <size_t>nw * nw, NULL), b"cuMemsetD32")
-                check(drv.memset32(d_stat, 0, <size_t>2 * nw * nw, NULL), b"cuMemsetD32")
-                check(drv.memset32(d_score, 0, <size_t>2 * nw, NULL), b"cuMemsetD32")
-                check(drv.memset32(d_absneg, 0, <size_t>2 * nw, NULL), b"cuMemsetD32")
-                check(drv.memset32(d_ndone, 0, <size_t>nw, NULL), b"cuMemsetD32")
-                check(drv.memset32(d_cursor, 0, <size_t>nw, NULL), b"cuMemsetD32")
-                compared[0] = 0 if passes == 1 else compared[0]
-                params[0] = &a_X; params[1] = &a_ld; params[2] = &a_n; params[3] = &d_idx
-                params[4] = &d_hx
-                launch(fcur, K_ENTROPY, nw, 1, blk, 1, params)
-                gamma = gamma0 if threshold else INFINITY
-                a_nw = nw
+                snprintf(label, sizeof(label), b"iteration %d (r=%d)", it, r_host)
+                PL_RANGE_PUSH(label)
+                if profile and n_events < max_events:
+                    ph[n_events] = 0
+                    check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
+                    n_events += 1
+                launch(m, K_PREP, 1, 1, 1024, 1, params)
+                launch(m, k_entropy, (r_host + 7) // 8, 1, 256, 1, params)
+                if fault_mode == 1 and it == 0:
+                    note_launch(KERNEL_NAMES[k_worker])
+                    check(drv.launch(m.fn[k_worker], grid, 1, 1, 4096, 1, 1, 0, NULL, params,
+                                     NULL), KERNEL_NAMES[k_worker])
+                if fault_mode == 2 and it == 0:
+                    launch(m, K_FAULT, 1, 1, 32, 1, params)
+                if profile and n_events < max_events:
+                    ph[n_events] = 1
+                    check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
+                    n_events += 1
                 while True:
-                    rounds += 1
-                    snprintf(label, sizeof(label), b"round gamma=%.3g", gamma)
+                    snprintf(label, sizeof(label), b"round %d", rounds)
                     PL_RANGE_PUSH(label)
-                    finish[0] = 0
-                    a_gamma = gamma
-                    params[0] = &a_X; params[1] = &X64; params[2] = &a_ld; params[3] = &a_n
-                    params[4] = &d_idx; params[5] = &d_weight; params[6] = &d_hx
-                    params[7] = &cov; params[8] = &a_p; params[9] = &a_nw
-                    params[10] = &d_state; params[11] = &d_stat; params[12] = &d_score
-                    params[13] = &d_absneg; params[14] = &d_ndone; params[15] = &d_cursor
-                    params[16] = &a_gamma; params[17] = &a_tol; params[18] = &h_finish
-                    params[19] = &h_compared
-                    launch(fcur, K_WORKER, nw, 1, blk, 1, params)
-                    a_eps = eps_now
-                    a_wsum = wsum
-                    params[0] = &d_stat; params[1] = &d_weight; params[2] = &d_score
-                    params[3] = &d_absneg; params[4] = &d_ndone; params[5] = &a_nw
-                    params[6] = &a_eps; params[7] = &a_wsum; params[8] = &h_out
-                    params[9] = &h_iout; params[10] = &d_final
-                    launch(fcur, K_SELECT, 1, 1, blk, 1, params)
-                    sync(b"worker/select_root")
+                    launch(m, k_worker, grid, 1, wthreads, 1, params)
+                    launch(m, K_SELECT, 1, 1, 1024, 1, params)
+                    seq += 1
+                    rounds += 1
+                    wait_status(st, seq)
                     PL_RANGE_POP()
-                    if iout[0] >= 0 and (out[0] <= gamma or iout[1] == nw):
+                    state = st.state
+                    if state != PL_RUNNING:
                         break
-                    if rounds > 100000:
-                        with gil:
-                            raise CudaError("threshold rounds do not terminate")
-                    while out[1] > gamma:
-                        gamma = gamma * c
-                root_local = iout[0]
-                if iout[2] or use64:
+                r_host = st.r
+                nw = st.nw
+                if state == PL_FINISHED or state == PL_DEGENERATE:
+                    PL_RANGE_POP()
                     break
-                use64 = True  # too close for float32: decide this iteration in float64
-                eps_now = 0.0
-            root = idx[root_local]
-            PL_RANGE_POP()
-
-        order[n_order] = root
-        n_order += 1
-        v_remaining[n_iter] = r
-        v_compared[n_iter] = compared[0]
-        v_gamma[n_iter] = gamma
-        v_rounds[n_iter] = rounds
-        v_fp64[n_iter] = passes > 1
-        n_iter += 1
-
-        with nogil:
-            # UpdateData: regress the root out of every remaining row.
-            a_root = root
-            a_r = r
-            params[0] = &X64; params[1] = &X32; params[2] = &a_ld; params[3] = &a_n
-            params[4] = &d_alive; params[5] = &a_root; params[6] = &cov; params[7] = &a_p
-            params[8] = &d_frac; params[9] = &a_etol; params[10] = &h_explained
-            params[11] = &h_drift
-            launch(f64, K_UPDATE_DATA, r, 1, blk64, 1, params)
-            sync(b"update_data")
-            j = 0
-            max_drift = 0.0
-            for k in range(r):
-                if alive[k] == root:
-                    continue
-                if explained_flag[k]:
-                    order[n_order] = alive[k]
-                    n_order += 1
-                    expl_root[alive[k]] = root
-                else:
-                    if drift[k] > max_drift:
-                        max_drift = drift[k]
-                    alive[j] = alive[k]
-                    j += 1
-            r = j
-            if r > 0:
-                # UpdateCovMat on the new block, with its collinear scan.
-                check(drv.htod(d_alive, &alive[0], r * sizeof(int)), b"cuMemcpyHtoD")
-                n_pairs[0] = 0
-                a_r = r
-                params[0] = &cov; params[1] = &a_p; params[2] = &d_alive; params[3] = &a_r
-                params[4] = &a_root; params[5] = &a_tol; params[6] = &h_npairs
-                params[7] = &h_pairs; params[8] = &a_cap
-                launch(f64, K_UPDATE_COV, (r + tile - 1) // tile, (r + tile - 1) // tile,
-                       tile, tile, params)
-                sync(b"update_cov")
-        if r > 1 and max_drift > drift_tol:
-            rederive(alive_arr[:r].copy())
-            n_rederived += 1
-            with nogil:
-                n_pairs[0] = 0
-                a_root = -1
-                params[4] = &a_root
-                launch(f64, K_UPDATE_COV, (r + tile - 1) // tile, (r + tile - 1) // tile,
-                       tile, tile, params)
-                sync(b"update_cov")
-
-    explained = {int(v): int(expl_root_arr[v]) for v in np.flatnonzero(expl_root_arr >= 0)}
-    per_iteration = {
-        "remaining": it_remaining[:n_iter].tolist(),
-        "compared": it_compared[:n_iter].tolist(),
-        "gamma": it_gamma[:n_iter].tolist(),
-        "rounds": it_rounds[:n_iter].tolist(),
-        "float64_redo": it_fp64[:n_iter].astype(bool).tolist(),
+                if profile and n_events < max_events:
+                    ph[n_events] = 2
+                    check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
+                    n_events += 1
+                if state == PL_REDO:
+                    n_cand = st.n_cand
+                    launch(m, K_ENTROPY64, (nw + 7) // 8, 1, 256, 1, params)
+                    launch(m, K_PAIRS64, (nw + 7) // 8, n_cand, 256, 1, params)
+                    launch(m, K_SELECT64, 1, 1, 1024, 1, params)
+                if profile and n_events < max_events:
+                    ph[n_events] = 3
+                    check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
+                    n_events += 1
+                launch(m, K_UPDATE_DATA, r_host, 1, 256, 1, params)
+                launch(m, K_RESTANDARDISE, r_host, 1, 256, 1, params)
+                launch(m, K_UPDATE_COV, (r_host + 15) // 16, (r_host + 15) // 16, 16, 16, params)
+                PL_RANGE_POP()
+                it += 1
+                if it > p + 1:
+                    with gil:
+                        raise CudaError(f"the search did not finish within {p} iterations")
+            if profile and n_events < max_events:
+                ph[n_events] = 0
+                check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
+                n_events += 1
+            rc_end = drv.stream_sync(NULL)
+            if rc_end != 0:
+                fail_in_flight(rc_end)
+        gpu_time = {name: 0.0 for name in PHASES}
+        for k in range(n_events - 1):
+            check(drv.event_elapsed(&ms, <CUevent>ev[k], <CUevent>ev[k + 1]), b"cuEventElapsedTime")
+            gpu_time[PHASES[ph[k]]] += ms * 1e-3
+    finally:
+        if profile:
+            for k in range(max_events):
+                drv.event_destroy(<CUevent>ev[k])
+    return {
+        "state": int(state),
+        "detail": [int(st.detail[0]), int(st.detail[1]), int(st.detail[2])],
+        "iterations": int(st.iteration),
+        "n_rederived": int(st.n_rederived),
+        "n_order": int(st.n_order),
+        "rounds": rounds,
+        "gpu_time": gpu_time if profile else None,
     }
-    return order_arr[:n_order].tolist(), explained, per_iteration, n_rederived
+
+
+def empty_launch_and_poll(Module m, dict dev, cnp.ndarray status_host, int repeats):
+    """Launch + poll round trips for tools/profile_launch.py.
+
+    Launches ``select_root`` on a finished search state (it only republishes
+    the status) and spins until the status arrives, ``repeats`` times.
+
+    Returns
+    -------
+    float
+        Seconds per launch + poll round trip.
+    """
+    import time
+    cdef CUdeviceptr d_search = dev["search"]
+    cdef void *params[1]
+    params[0] = &d_search
+    cdef PlStatus *st = <PlStatus *><uintptr_t>status_host.ctypes.data
+    cdef int seq = st.seq, k
+    t0 = time.perf_counter()
+    with nogil:
+        for k in range(repeats):
+            launch(m, K_SELECT, 1, 1, 1024, 1, params)
+            seq += 1
+            wait_status(st, seq)
+    return (time.perf_counter() - t0) / repeats
+
+
+def launch_only(Module m, dict dev, int repeats):
+    """Host cost of one ``cuLaunchKernel`` of ``select_root`` from Cython (seconds)."""
+    import time
+    cdef CUdeviceptr d_search = dev["search"]
+    cdef void *params[1]
+    params[0] = &d_search
+    cdef int k
+    t0 = time.perf_counter()
+    with nogil:
+        for k in range(repeats):
+            launch(m, K_SELECT, 1, 1, 1024, 1, params)
+    elapsed = time.perf_counter() - t0
+    with nogil:
+        check(drv.stream_sync(NULL), b"cuStreamSynchronize")
+    return elapsed / repeats

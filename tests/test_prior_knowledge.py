@@ -574,7 +574,7 @@ def test_fit_passes_candidates_to_the_cuda_engine(lingam_data, monkeypatch):
         calls.append(kwargs)
         per_it = {"remaining": [5, 4, 3, 2], "compared": [0] * 4, "gamma": [0.0] * 4,
                   "rounds": [0] * 4}
-        return [0, 1, 2, 3, 4], {}, per_it, 0
+        return [0, 1, 2, 3, 4], {}, per_it, 0, None  # _cuda.search returns five values
 
     monkeypatch.setattr(_backends, "resolve_backend", lambda name: "cuda")
     monkeypatch.setattr(_cuda, "search", fake_search)

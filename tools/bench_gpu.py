@@ -1,120 +1,194 @@
 """Benchmark the CUDA backend on the paper's synthetic grid and the E. coli core sample.
 
-Prints median search times, comparisons saved, and the achieved sample-pair
-rate against the special-function floor measured on this GPU (a sample pair
-costs 6 special-function-unit operations: exp, log and exp per residual), and
-writes everything to JSON. ``--quick`` runs a small part of the grid;
-``--peers`` adds lingam and culingam on the sizes they finish in minutes.
+Prints median causal-order search times (``stats["time"]["search"]``: the
+GPU search from the uploaded data to the finished order), comparisons saved
+by the threshold, and the achieved sample-pair rate on the comparisons
+actually performed against the special-function floor measured in the same
+run (6 MUFU operations per sample pair: exp and log for log cosh, exp for
+u exp(-u^2/2), for each of the two residuals). ``--peers`` adds lingam 1.13
+(CPU) and culingam (lingam's ``pwling_fast`` GPU measure) on sizes they
+finish in minutes, with their orders compared to ours. Writes JSON.
+
+    python tools/bench_gpu.py --json bench.json            # full grid
+    python tools/bench_gpu.py --quick                      # one n per p
 """
 
 import argparse
 import json
+import platform
 import statistics
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 import paralingam
-import paralingam._cuda
+from paralingam import _cuda
 from paralingam.datasets import make_lingam_data
 
+ROOT = Path(__file__).resolve().parents[1]
+
 FLOOR_SRC = r"""
-extern "C" __global__ void mufu(float *out, int iters, float a)
+__device__ __forceinline__ float ex2(float x) { float y; asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+__device__ __forceinline__ float lg2(float x) { float y; asm volatile("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+extern "C" __global__ void mufu(float *out, int iters)
 {
-    float x = threadIdx.x * 1e-3f, y = 0.5f, z = 0.25f, w = 0.125f;
+    float x = threadIdx.x * 1e-3f, y = 0.5f, z = 0.25f, w = 0.125f, s = 0.3f, t = 0.7f;
     for (int i = 0; i < iters; ++i) {
-        x = __expf(-x * a); y = __logf(1.0f + y); z = __expf(-z * a);
-        w = __expf(-w * a); x += __logf(1.0f + w); y += __expf(-y * a);
+        x = ex2(x); y = lg2(y + 1.0f); z = ex2(z);
+        w = ex2(w); s = lg2(s + 1.0f); t = ex2(t);
     }
-    out[blockIdx.x * blockDim.x + threadIdx.x] = x + y + z + w;
+    out[blockIdx.x * blockDim.x + threadIdx.x] = x + y + z + w + s + t;
 }
 """
 
 
 def mufu_floor():
-    """Measured special-function throughput: sample pairs per second (6 ops each)."""
+    """Measured special-function throughput in sample pairs per second (6 ops each)."""
     import pycuda.driver as drv
     from pycuda.compiler import SourceModule
 
-    paralingam._cuda._context()
+    _cuda._context()
     fn = SourceModule(FLOOR_SRC, no_extern_c=True, options=["-O3"]).get_function("mufu")
-    dev = drv.Context.get_device()
-    sms = dev.get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
-    blocks, threads, iters = sms * 8, 256, 4096
+    sms = _cuda.device_properties()["multiprocessors"]
+    blocks, threads, iters = sms * 8, 256, 8192
     out = drv.mem_alloc(blocks * threads * 4)
     start, stop = drv.Event(), drv.Event()
     times = []
-    for _ in range(5):
+    for _ in range(7):
         start.record()
-        fn(out, np.int32(iters), np.float32(0.7), block=(threads, 1, 1), grid=(blocks, 1))
+        fn(out, np.int32(iters), block=(threads, 1, 1), grid=(blocks, 1))
         stop.record()
         stop.synchronize()
         times.append(stop.time_since(start) * 1e-3)
-    ops = blocks * threads * iters * 6
-    return ops / statistics.median(times) / 6
+    return blocks * threads * iters / statistics.median(times)
 
 
-def run_case(X, repeats, dtype="float32"):
-    paralingam.fit(X, backend="cuda", dtype=dtype)  # warm-up: compile cache, context
-    results = [paralingam.fit(X, backend="cuda", dtype=dtype) for _ in range(repeats)]
-    search = statistics.median(r.stats["time"]["search"] for r in results)
-    total = statistics.median(sum(r.stats["time"].values()) for r in results)
+def run_case(X, repeats):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        paralingam.fit(X, backend="cuda")  # warm-up: compile cache, buffers
+        results = [paralingam.fit(X, backend="cuda") for _ in range(repeats)]
+    search = [r.stats["time"]["search"] for r in results]
     st = results[0].stats
     sample_pairs = sum(st["compared"]) * X.shape[0]
+    med = statistics.median(search)
     return {
-        "search_s": search, "fit_s": total, "saved": st["comparisons_saved"],
-        "sample_pairs": sample_pairs, "rate": sample_pairs / search,
+        "search_s": med, "search_all_s": search,
+        "fit_s": statistics.median(sum(v for k, v in r.stats["time"].items() if not k.startswith("gpu_"))
+                                   for r in results),
+        "saved": st["comparisons_saved"], "sample_pairs": sample_pairs, "rate": sample_pairs / med,
+        "rounds_per_iteration": float(np.mean(st["rounds"])) if st["rounds"] else 0.0,
         "float64_redo": int(sum(st["float64_redo"])), "order": results[0].causal_order,
         "deterministic": all(r.causal_order == results[0].causal_order for r in results),
     }
 
 
+def lingam_order(X, measure):
+    """lingam 1.13's DirectLiNGAM causal-order loop (no adjacency step)."""
+    import lingam
+
+    model = lingam.DirectLiNGAM(measure=measure)
+    model._Aknw = None
+    U = np.arange(X.shape[1])
+    K = []
+    X_ = np.copy(X)
+    for _ in range(X.shape[1]):
+        if measure == "pwling_fast":
+            m = model._search_causal_order_gpu(X_.astype(np.float64), U.astype(np.int32))
+        else:
+            m = model._search_causal_order(X_, U)
+        for i in U:
+            if i != m:
+                X_[:, i] = model._residual(X_[:, i], X_[:, m])
+        K.append(int(m))
+        U = U[U != m]
+    return K
+
+
+def ecoli_full():
+    for path in (ROOT / ".gpu" / "data" / "ecoli_core_fluxes_n10000.npz",
+                 ROOT.parent / "shared" / "data" / "ecoli_core_fluxes_n10000.npz"):
+        if path.exists():
+            with np.load(path, allow_pickle=False) as f:
+                return np.array(f["X"], dtype=np.float64), "n=10000"
+    with np.load(ROOT / "tests" / "data" / "ecoli_core_subset.npz") as f:
+        return np.array(f["X"], dtype=np.float64), "n=1000 (subset: the full sample is missing)"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--peers", action="store_true")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="one n per p, sparse only")
+    ap.add_argument("--peers", nargs="*", default=[], metavar="PxN",
+                    help="sizes to run lingam and culingam on (e.g. 50x1024)")
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json", default="bench_gpu.json")
     args = ap.parse_args()
 
+    props = _cuda.device_properties()
     floor = mufu_floor()
-    print(f"special-function floor: {floor:.3e} sample-pairs/s")
+    print(f"{props['name']}: special-function floor {floor:.3e} sample-pairs/s "
+          f"({6 * floor:.3e} MUFU op/s)", flush=True)
     grid = [(p, n) for p in (100, 200, 500, 1000) for n in (1024, 2048, 4096, 8192)]
+    densities = ("sparse", "dense")
     if args.quick:
-        grid = [(100, 1024), (200, 2048), (500, 4096), (1000, 8192)]
+        grid, densities = [(100, 1024), (200, 2048), (500, 4096), (1000, 8192)], ("sparse",)
     rows = []
-    for density in ("sparse",) if args.quick else ("sparse", "dense"):
+    for density in densities:
         for k, (p, n) in enumerate(grid):
             X, _, _ = make_lingam_data(p, n, density=density, random_state=100 + k)
             row = {"case": f"{density} p={p} n={n}", "p": p, "n": n}
             row.update(run_case(X, args.repeats))
             rows.append(row)
             print(f"{row['case']:>24}: {row['search_s'] * 1e3:9.1f} ms  saved {100 * row['saved']:4.0f}%  "
-                  f"{row['rate']:.2e} pairs/s ({100 * row['rate'] / floor:4.1f}% of floor)  "
-                  f"fp64 redo {row['float64_redo']}", flush=True)
-    ecoli = Path(__file__).resolve().parents[1] / "tests" / "data" / "ecoli_core_subset.npz"
-    shared = Path(__file__).resolve().parents[2] / "shared" / "data" / "ecoli_core_fluxes_n10000.npz"
-    if shared.exists():
-        X = np.load(shared, allow_pickle=True)["X"]
-    else:
-        X = np.load(ecoli)["X"]
-    import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        row = {"case": f"E. coli core n={X.shape[0]}", "p": X.shape[1], "n": X.shape[0]}
-        row.update(run_case(X, args.repeats))
+                  f"{row['rate']:.2e} pairs/s ({100 * row['rate'] / floor:5.1f}% of floor)  "
+                  f"rounds/it {row['rounds_per_iteration']:.1f}  fp64 redo {row['float64_redo']}", flush=True)
+    X, label = ecoli_full()
+    row = {"case": f"E. coli core {label}", "p": X.shape[1], "n": X.shape[0]}
+    row.update(run_case(X, args.repeats))
     rows.append(row)
-    print(f"{row['case']:>24}: {row['search_s'] * 1e3:9.1f} ms  saved {100 * row['saved']:4.0f}%")
+    print(f"{row['case']:>24}: {row['search_s'] * 1e3:9.1f} ms", flush=True)
 
-    print("\n| case | search (median) | comparisons saved | sample-pairs/s | % of floor | fp64 redo |")
-    print("|---|---|---|---|---|---|")
+    peers = []
+    for size in args.peers:
+        p, n = (int(v) for v in size.lower().split("x"))
+        X, _, _ = make_lingam_data(p, n, density="sparse", random_state=7)
+        ours = run_case(X, args.repeats)
+        entry = {"case": f"sparse p={p} n={n}", "paralingam_s": ours["search_s"]}
+        for name, measure in (("lingam", "pwling"), ("culingam", "pwling_fast")):
+            try:
+                t0 = time.perf_counter()
+                order = lingam_order(X, measure)
+                entry[f"{name}_s"] = time.perf_counter() - t0
+                entry[f"{name}_same_order"] = order == ours["order"]
+            except Exception as exc:  # peer missing or failing: say so in the table
+                entry[f"{name}_error"] = f"{type(exc).__name__}: {exc}"
+        peers.append(entry)
+        print(f"peers {entry}", flush=True)
+
+    print(f"\n{props['name']}, floor {floor:.3e} sample-pairs/s; medians of {args.repeats} searches")
+    print("| case | search (median) | comparisons saved | sample-pairs/s | % of floor | rounds/it | fp64 redo |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['case']} | {r['search_s'] * 1e3:.1f} ms | {100 * r['saved']:.0f}% | "
-              f"{r['rate']:.2e} | {100 * r['rate'] / floor:.1f}% | {r['float64_redo']} |")
+              f"{r['rate']:.2e} | {100 * r['rate'] / floor:.1f}% | {r['rounds_per_iteration']:.1f} | "
+              f"{r['float64_redo']} |")
+    if peers:
+        print("\n| case | paralingam | lingam 1.13 (CPU) | culingam (GPU) | same order |")
+        print("|---|---|---|---|---|")
+        for e in peers:
+            lin = f"{e['lingam_s']:.1f} s" if "lingam_s" in e else e.get("lingam_error", "-")
+            cul = f"{e['culingam_s']:.1f} s" if "culingam_s" in e else e.get("culingam_error", "-")
+            same = f"{e.get('lingam_same_order', '-')} / {e.get('culingam_same_order', '-')}"
+            ratio = (f" ({e['lingam_s'] / e['paralingam_s']:.0f}x / {e['culingam_s'] / e['paralingam_s']:.0f}x)"
+                     if "lingam_s" in e and "culingam_s" in e else "")
+            print(f"| {e['case']} | {e['paralingam_s'] * 1e3:.1f} ms{ratio} | {lin} | {cul} | {same} |")
     for r in rows:
         r.pop("order")
-    Path(args.json).write_text(json.dumps({"floor_sample_pairs_per_s": floor, "rows": rows}, indent=1))
+    Path(args.json).write_text(json.dumps({
+        "device": props["name"], "host": platform.node(), "floor_sample_pairs_per_s": floor,
+        "rows": rows, "peers": peers}, indent=1))
 
 
 if __name__ == "__main__":

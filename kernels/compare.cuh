@@ -1,0 +1,207 @@
+// One pairwise comparison of ParaLiNGAM, computed by one warp.
+//
+// For standardised rows x_a, x_b with correlation rho, the two standardised
+// residuals are u = (x_a - rho x_b) / s and v = (x_b - rho x_a) / s with
+// s = sqrt(1 - rho^2) (paper Sec. 4.5: no pass over the data is needed to
+// normalise them). The entropy approximation of a series needs
+//   m1 = mean(log cosh u)  and  m2 = mean(u exp(-u^2 / 2)).
+// log cosh u = |u| + log(1 + exp(-2|u|)) - log 2 never overflows.
+//
+// Float: exp and log go to the special-function unit through
+// ex2.approx.ftz / lg2.approx.ftz (3 such operations per residual sample,
+// 6 per sample pair: the hardware floor of this computation). Their error is
+// a few 1e-7 absolute per term, which the certified-root check bounds (see
+// FLOAT_MOMENT_ERR in paralingam/_cuda.py). Double: libdevice exp / log1p,
+// used for dtype="float64" and to re-decide uncertain float roots.
+//
+// Accumulation: each lane sums chunks of 8 samples in registers and adds
+// each chunk to Kahan-compensated running sums, so the float rounding of a
+// sum of n terms stays at a few ulps instead of growing with n / 32.
+#ifndef PARALINGAM_COMPARE_CUH
+#define PARALINGAM_COMPARE_CUH
+
+#define PL_K1 79.047
+#define PL_K2 7.4129
+#define PL_BETA 0.37457
+#define PL_LN2 0.6931471805599453
+#define PL_H_GAUSS 1.4189385332046727  // (1 + log(2 pi)) / 2
+
+__device__ __forceinline__ float pl_ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ float pl_lg2(float x)
+{
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Terms of one residual sample: a = |u|, l = log(1 + exp(-2|u|)) (float: in
+// log2 units, converted by the caller), g = u exp(-u^2 / 2).
+__device__ __forceinline__ void pl_terms(float u, float &a, float &l, float &g)
+{
+    const float au = fabsf(u);
+    a += au;
+    l += pl_lg2(1.0f + pl_ex2(-2.8853900817779268f * au));  // -2 log2(e)
+    g += u * pl_ex2(-0.72134752044448170f * (u * u));       // -log2(e) / 2
+}
+
+__device__ __forceinline__ void pl_terms(double u, double &a, double &l, double &g)
+{
+    const double au = fabs(u);
+    a += au;
+    l += log1p(exp(-2.0 * au));
+    g += u * exp(-0.5 * u * u);
+}
+
+// Unit of the l sums: log2 for float, natural log for double.
+__device__ __forceinline__ double pl_l_unit(float) { return PL_LN2; }
+__device__ __forceinline__ double pl_l_unit(double) { return 1.0; }
+
+// Kahan-compensated running sum.
+template <typename T>
+struct PlKahan {
+    T s = 0, c = 0;
+    __device__ __forceinline__ void add(T x)
+    {
+        const T y = x - c;
+        const T t = s + y;
+        c = (t - s) - y;
+        s = t;
+    }
+    __device__ __forceinline__ double value() const { return (double)s - (double)c; }
+};
+
+__device__ __forceinline__ double pl_warp_sum(double v)
+{
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;  // every lane holds the (identical) total
+}
+
+// Entropy approximation from the sums of a series of n samples.
+__device__ __forceinline__ double pl_entropy(double a, double l, double g, double l_unit, int n)
+{
+    const double m1 = (a + l_unit * l) / n - PL_LN2;
+    const double m2 = g / n;
+    return PL_H_GAUSS - PL_K1 * (m1 - PL_BETA) * (m1 - PL_BETA) - PL_K2 * m2 * m2;
+}
+
+// Moments of one series of n samples: out = {mean log cosh, mean u exp(-u^2/2)}.
+// Result in every lane of the calling warp.
+__device__ __forceinline__ void pl_series_moments(const float *__restrict__ x, int n, double out[2])
+{
+    const int lane = threadIdx.x & 31;
+    PlKahan<float> a, l, g;
+    for (int k0 = lane * 8; k0 < n; k0 += 32 * 8) {
+        float sa = 0, sl = 0, sg = 0;
+        const int k1 = min(k0 + 8, n);
+        for (int k = k0; k < k1; ++k) pl_terms(x[k], sa, sl, sg);
+        a.add(sa); l.add(sl); g.add(sg);
+    }
+    out[0] = (pl_warp_sum(a.value()) + PL_LN2 * pl_warp_sum(l.value())) / n - PL_LN2;
+    out[1] = pl_warp_sum(g.value()) / n;
+}
+
+__device__ __forceinline__ void pl_series_moments(const double *__restrict__ x, int n, double out[2])
+{
+    const int lane = threadIdx.x & 31;
+    double a = 0, l = 0, g = 0;
+    for (int k = lane; k < n; k += 32) pl_terms(x[k], a, l, g);
+    out[0] = (pl_warp_sum(a) + pl_warp_sum(l)) / n - PL_LN2;
+    out[1] = pl_warp_sum(g) / n;
+}
+
+// Moments of both residuals of the pair (x_a, x_b): out = {m1(u), m2(u), m1(v), m2(v)}.
+// x rows are 16-byte aligned (the row stride is a multiple of 32 floats). Result in every lane of the calling warp.
+// rho arrives in double and is split as rho_hi + rho_lo (two floats): the
+// rounding of rho to float would otherwise shift every residual sample by a
+// multiple of the partner row, a systematic error amplified by 1 / s.
+__device__ __forceinline__ void pl_pair_moments(const float *__restrict__ xa,
+                                                const float *__restrict__ xb, double rho64,
+                                                float inv_s, int n, double out[4])
+{
+    const float rho = (float)rho64, rlo = (float)(rho64 - (double)rho);
+    const int lane = threadIdx.x & 31;
+    PlKahan<float> a_u, l_u, g_u, a_v, l_v, g_v;
+    const float4 *va4 = reinterpret_cast<const float4 *>(xa);
+    const float4 *vb4 = reinterpret_cast<const float4 *>(xb);
+    const int n8 = n >> 3;  // chunks of 8 samples: two float4 per row
+    for (int c = lane; c < n8; c += 32) {
+        const float4 a0 = __ldg(va4 + 2 * c), a1 = __ldg(va4 + 2 * c + 1);
+        const float4 b0 = __ldg(vb4 + 2 * c), b1 = __ldg(vb4 + 2 * c + 1);
+        const float xs[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+        const float ys[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+        float au = 0, lu = 0, gu = 0, av = 0, lv = 0, gv = 0;
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+            pl_terms(fmaf(-rlo, ys[q], fmaf(-rho, ys[q], xs[q])) * inv_s, au, lu, gu);
+            pl_terms(fmaf(-rlo, xs[q], fmaf(-rho, xs[q], ys[q])) * inv_s, av, lv, gv);
+        }
+        a_u.add(au); l_u.add(lu); g_u.add(gu);
+        a_v.add(av); l_v.add(lv); g_v.add(gv);
+    }
+    for (int k = (n8 << 3) + lane; k < n; k += 32) {  // tail: n % 8 samples
+        float au = 0, lu = 0, gu = 0, av = 0, lv = 0, gv = 0;
+        pl_terms(fmaf(-rlo, xb[k], fmaf(-rho, xb[k], xa[k])) * inv_s, au, lu, gu);
+        pl_terms(fmaf(-rlo, xa[k], fmaf(-rho, xa[k], xb[k])) * inv_s, av, lv, gv);
+        a_u.add(au); l_u.add(lu); g_u.add(gu);
+        a_v.add(av); l_v.add(lv); g_v.add(gv);
+    }
+    const double au = pl_warp_sum(a_u.value()), lu = pl_warp_sum(l_u.value());
+    const double av = pl_warp_sum(a_v.value()), lv = pl_warp_sum(l_v.value());
+    out[0] = (au + PL_LN2 * lu) / n - PL_LN2;
+    out[1] = pl_warp_sum(g_u.value()) / n;
+    out[2] = (av + PL_LN2 * lv) / n - PL_LN2;
+    out[3] = pl_warp_sum(g_v.value()) / n;
+}
+
+__device__ __forceinline__ void pl_pair_moments(const double *__restrict__ xa,
+                                                const double *__restrict__ xb, double rho,
+                                                double inv_s, int n, double out[4])
+{
+    const int lane = threadIdx.x & 31;
+    double au = 0, lu = 0, gu = 0, av = 0, lv = 0, gv = 0;
+    for (int k = lane; k < n; k += 32) {
+        const double x = xa[k], y = xb[k];
+        pl_terms((x - rho * y) * inv_s, au, lu, gu);
+        pl_terms((y - rho * x) * inv_s, av, lv, gv);
+    }
+    au = pl_warp_sum(au); lu = pl_warp_sum(lu); gu = pl_warp_sum(gu);
+    av = pl_warp_sum(av); lv = pl_warp_sum(lv); gv = pl_warp_sum(gv);
+    out[0] = (au + lu) / n - PL_LN2;
+    out[1] = gu / n;
+    out[2] = (av + lv) / n - PL_LN2;
+    out[3] = gv / n;
+}
+
+// Ill-conditioned float pairs (1 - rho^2 small): the residual is formed in
+// double from the double rows, so cancellation does not amplify the float
+// rounding of the data; the special functions stay in float.
+__device__ __forceinline__ void pl_pair_moments_wide(const double *__restrict__ xa,
+                                                     const double *__restrict__ xb, double rho,
+                                                     double inv_s, int n, double out[4])
+{
+    const int lane = threadIdx.x & 31;
+    PlKahan<float> a_u, l_u, g_u, a_v, l_v, g_v;
+    for (int k = lane; k < n; k += 32) {
+        const double x = xa[k], y = xb[k];
+        float au = 0, lu = 0, gu = 0, av = 0, lv = 0, gv = 0;
+        pl_terms((float)((x - rho * y) * inv_s), au, lu, gu);
+        pl_terms((float)((y - rho * x) * inv_s), av, lv, gv);
+        a_u.add(au); l_u.add(lu); g_u.add(gu);
+        a_v.add(av); l_v.add(lv); g_v.add(gv);
+    }
+    const double au = pl_warp_sum(a_u.value()), lu = pl_warp_sum(l_u.value());
+    const double av = pl_warp_sum(a_v.value()), lv = pl_warp_sum(l_v.value());
+    out[0] = (au + PL_LN2 * lu) / n - PL_LN2;
+    out[1] = pl_warp_sum(g_u.value()) / n;
+    out[2] = (av + PL_LN2 * lv) / n - PL_LN2;
+    out[3] = pl_warp_sum(g_v.value()) / n;
+}
+
+#endif

@@ -1,0 +1,107 @@
+/* State of one causal-order search on the GPU.
+ *
+ * Shared by the CUDA kernels (kernels/paralingam.cu) and the host scheduler
+ * (paralingam/_scheduler.pyx), so both see one layout. The host fills the
+ * constants and the buffer addresses once; the kernels keep everything else
+ * on the device. The host reads only PlStatus, which lives in mapped pinned
+ * host memory and is published by the `select` kernel after every round.
+ *
+ * Indices: "variables" are original column indices 0..p-1; "positions" index
+ * the remaining variables `alive[0..r)` (ascending); "workers" index the
+ * variables being compared in this iteration: one per collinear group, the
+ * group's first member (`idx[w]`), ascending.
+ */
+#ifndef PARALINGAM_SEARCH_STATE_H
+#define PARALINGAM_SEARCH_STATE_H
+
+enum {
+    PL_RUNNING = 0,    /* threshold rounds go on */
+    PL_DECIDED = 1,    /* the root of this iteration is known */
+    PL_REDO = 2,       /* float scores too close: n_cand candidates to re-decide in double */
+    PL_FINISHED = 3,   /* every variable is ordered */
+    PL_DEGENERATE = 4  /* on_collinear="error" and an exact linear dependence was found */
+};
+
+enum { PL_DEP_COLLINEAR = 1, PL_DEP_EXPLAINED = 2 };
+
+typedef struct {
+    int seq;        /* bumped by every select: the host waits for it */
+    int state;      /* PL_* */
+    int iteration;  /* iteration this status belongs to */
+    int r;          /* remaining variables of that iteration */
+    int nw;         /* its workers */
+    int n_cand;     /* PL_REDO: candidates to re-decide */
+    int root;       /* PL_DECIDED: original index of the root (-1 while unknown) */
+    int detail[3];  /* PL_DEGENERATE: PL_DEP_* and two variables (or -1) */
+    int n_rederived;/* covariance re-derivations after drift, so far */
+    int n_order;    /* variables ordered so far */
+} PlStatus;
+
+typedef struct {
+    int r, nw, epoch, iteration, n_order;
+    int n_active, n_exhausted, rr;     /* work distribution of a round */
+    int done, state, root, n_cand, rounds;
+    int collinear;                     /* some remaining pair is collinear */
+    int n_rederived, seq;
+    unsigned long long drift_bits;     /* largest drift of the last data update (double bits) */
+    unsigned long long compared;       /* comparisons done in this iteration */
+    double gamma;                      /* threshold of the current round */
+} PlControl;
+
+typedef struct {
+    /* constants */
+    float *X32;            /* p x ld standardised rows, float copy */
+    double *X64;           /* p x ld standardised rows */
+    double *cov;           /* p x p correlation of the rows (original indices) */
+    long long p, n, ld;
+    double gamma0, c;      /* first threshold of an iteration (inf: no threshold), factor */
+    double collinear_tol, explained_tol, drift_tol;
+    double moment_err;     /* bound on |float - double| of one entropy moment */
+    long long use_float;   /* 1: float comparisons with certified roots; 0: double */
+    long long stop_on_degenerate;
+    long long use_prior;   /* 1: pk_status gives the candidates (prior knowledge) */
+    /* per variable */
+    int *alive;            /* remaining variables, ascending (length r) */
+    int *gone;             /* 0 searching, 1 explained by the current root, 2 ordered */
+    double *frac;          /* remaining-variance fraction */
+    int *linked;           /* 1: has a collinear partner among the remaining */
+    int *order;            /* causal order so far (length n_order) */
+    int *explained_by;     /* root that completed a fully explained variable, else -1 */
+    signed char *pk_status;/* prior knowledge: 1 candidate, 2 in V_j, 0 other */
+    /* per position / worker */
+    int *label;            /* collinear group (smallest position) of each position */
+    int *scratch;          /* prefix sums */
+    int *idx;              /* worker -> variable */
+    double *weight;        /* worker -> size of its collinear group */
+    double *hx;            /* entropy of each worker's variable (float or double math) */
+    double *hx_err;        /* its error bound (float math) */
+    double *hx64;          /* entropy in double (re-decisions) */
+    double *score;         /* partial score (atomics) */
+    double *err;           /* partial error bound of the score (atomics) */
+    int *ndone;            /* comparisons known to each worker */
+    int *cursor;           /* next partner offset */
+    int *exhausted;        /* out of work for this round */
+    int *active;           /* workers of this round (n_active of them) */
+    double *final_score;   /* score of a finished worker, summed in index order; -1 unfinished */
+    double *final_err;     /* its error bound */
+    int *cand;             /* PL_REDO: candidate workers, ascending */
+    /* pairs of workers, row stride p */
+    unsigned int *lock;    /* 2 * epoch: claimed in this iteration */
+    double *stat;          /* I(a, b); stat[b, a] = -stat[a, b] */
+    double *stat_err;      /* error bound of I(a, b), a < b (float math) */
+    /* per iteration */
+    int *it_r;
+    int *it_rounds;
+    int *it_redo;
+    long long *it_compared;
+    double *it_gamma;
+    double *it_score;
+    /* control (device) and status (mapped host memory) */
+    PlControl *ctl;
+    PlStatus *status;
+    long long magic;
+} PlSearch;
+
+#define PL_MAGIC 0x5041524c494e47LL
+
+#endif

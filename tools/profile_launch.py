@@ -1,0 +1,149 @@
+"""Kernel-launch delays of the CUDA backend, and a per-phase breakdown of a fit.
+
+Measures on the current GPU:
+
+* host cost of one launch: PyCUDA ``prepared_call`` against ``cuLaunchKernel``
+  called from the Cython scheduler, both launching the same kernel
+  (``select_root`` on a finished search, which only republishes the status);
+* the launch + poll round trip the scheduler pays per threshold round:
+  PyCUDA launch + ``Context.synchronize()``, PyCUDA launch + a Python spin on
+  the mapped status, and the Cython launch + C spin the backend uses;
+* a real fit with CUDA events around each phase (prepare: prep + entropy;
+  rounds: worker + select_root; redo: double re-decisions; update: UpdateData
+  + UpdateCovMat), with rounds per iteration.
+
+Prints tables and writes JSON. Run on the GPU machine:
+``python tools/profile_launch.py --json $OUT/profile.json``.
+"""
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+import paralingam
+from paralingam import _cuda, _scheduler
+from paralingam.datasets import make_lingam_data
+
+
+def median_of(fn, repeats=7):
+    return statistics.median(fn() for _ in range(repeats))
+
+
+def launch_costs(reps):
+    import pycuda.driver as drv
+
+    X, _, _ = make_lingam_data(8, 256, random_state=0)
+    paralingam.fit(X, backend="cuda")  # leaves a finished search state on the device
+    ws = next(iter(_cuda._WORKSPACES.values()))
+    mod = _cuda.module()
+    pyc = drv.module_from_buffer(mod_cubin())
+    fn = pyc.get_function("select_root")
+    fn.prepare("P")
+    search = np.uintp(ws.dev["search"])
+    status = ws.status
+
+    def pycuda_launch():
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn.prepared_call((1, 1), (1024, 1, 1), search)
+        dt = time.perf_counter() - t0
+        drv.Context.synchronize()
+        return dt / reps
+
+    def pycuda_sync():
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn.prepared_call((1, 1), (1024, 1, 1), search)
+            drv.Context.synchronize()
+        return (time.perf_counter() - t0) / reps
+
+    def pycuda_poll():
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            seq = int(status[0])
+            fn.prepared_call((1, 1), (1024, 1, 1), search)
+            while int(status[0]) == seq:
+                pass
+        return (time.perf_counter() - t0) / reps
+
+    rows = {
+        "PyCUDA prepared_call (host cost)": median_of(pycuda_launch),
+        "Cython cuLaunchKernel (host cost)": median_of(lambda: _scheduler.launch_only(mod, ws.dev, reps)),
+        "PyCUDA launch + Context.synchronize": median_of(pycuda_sync),
+        "PyCUDA launch + Python spin on mapped status": median_of(pycuda_poll),
+        "Cython launch + C spin on mapped status (used)": median_of(
+            lambda: _scheduler.empty_launch_and_poll(mod, ws.dev, status, reps)),
+    }
+    return rows
+
+
+def mod_cubin():
+    """The backend's cubin (from PyCUDA's disk cache, already compiled)."""
+    import pycuda.driver as drv
+    from pycuda.compiler import compile as nvcc_compile
+
+    major, minor = drv.Context.get_device().compute_capability()
+    return nvcc_compile(_cuda.kernel_source(), options=[f"-DWARPS={_cuda.DEFAULT_WARPS}", "-std=c++17", "-O3"],
+                        arch=f"sm_{major}{minor}", no_extern_c=True)
+
+
+def phase_breakdown(p, n, density, seed):
+    X, _, _ = make_lingam_data(p, n, density=density, random_state=seed)
+    kwargs = dict(threshold=True, gamma0=paralingam._api.DEFAULT_GAMMA0, c=paralingam._api.DEFAULT_C,
+                  dtype="float32", collinear_tol=1e-10, explained_tol=1e-10,
+                  drift_tol=paralingam._api.DRIFT_TOL)
+    data = np.ascontiguousarray(X)
+    _cuda.search(data, times={}, **kwargs)  # warm-up
+    times = {}
+    t0 = time.perf_counter()
+    order, _, per_it, _, _ = _cuda.search(data, times=times, profile=True, **kwargs)
+    wall = time.perf_counter() - t0
+    times_plain = {}
+    t0 = time.perf_counter()
+    _cuda.search(data, times=times_plain, **kwargs)
+    wall_plain = time.perf_counter() - t0
+    rounds = per_it["rounds"]
+    return {
+        "case": f"{density} p={p} n={n}", "wall_profiled_s": wall, "wall_s": wall_plain,
+        "search_s": times_plain["search"],
+        "gpu": {k[4:]: v for k, v in times.items() if k.startswith("gpu_")},
+        "iterations": len(rounds), "rounds_per_iteration": float(np.mean(rounds)) if rounds else 0.0,
+        "max_rounds": int(max(rounds, default=0)), "float64_redo": int(sum(per_it["float64_redo"])),
+        "comparisons_saved": 1.0 - sum(per_it["compared"]) / max(1, sum(r * (r - 1) // 2 for r in per_it["remaining"])),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=2000)
+    ap.add_argument("--json", default="profile.json")
+    ap.add_argument("--cases", nargs="*", default=["sparse:100:1024", "sparse:1000:8192"],
+                    help="density:p:n fits to break down by phase")
+    args = ap.parse_args()
+
+    costs = launch_costs(args.reps)
+    print(f"\nlaunch costs on {_cuda.device_properties()['name']} (median of 7 x {args.reps})")
+    for name, secs in costs.items():
+        print(f"  {name:50s} {secs * 1e6:7.2f} us")
+    phases = []
+    for k, case in enumerate(args.cases):
+        density, p, n = case.split(":")
+        row = phase_breakdown(int(p), int(n), density, 900 + k)
+        phases.append(row)
+    print("\n| case | search | prepare | rounds | redo | update | iterations | rounds/it | fp64 redo | saved |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in phases:
+        g = r["gpu"]
+        print(f"| {r['case']} | {r['search_s'] * 1e3:.1f} ms | {g['prepare'] * 1e3:.1f} ms | "
+              f"{g['rounds'] * 1e3:.1f} ms | {g['redo'] * 1e3:.1f} ms | {g['update'] * 1e3:.1f} ms | "
+              f"{r['iterations']} | {r['rounds_per_iteration']:.1f} (max {r['max_rounds']}) | "
+              f"{r['float64_redo']} | {100 * r['comparisons_saved']:.0f}% |")
+    Path(args.json).write_text(json.dumps({"launch_costs_s": costs, "phases": phases}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
