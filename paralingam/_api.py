@@ -9,6 +9,7 @@ from ._result import FitResult
 from ._validation import as_data_matrix, check_positive
 from .adjacency import ols_adjacency
 from .policy import COLLINEAR_TOL, EXPLAINED_TOL
+from .prior import PriorKnowledge
 
 DEFAULT_GAMMA0 = 1e-4
 DEFAULT_C = 2.0
@@ -54,6 +55,8 @@ def fit(
     n_threads=None,
     threads_per_block=None,
     blocks=None,
+    prior_knowledge=None,
+    apply_prior_knowledge_softly=False,
 ):
     """Learn a causal order and edge weights with ParaLiNGAM.
 
@@ -86,6 +89,21 @@ def fit(
     blocks : int, optional
         CUDA backend: blocks of the persistent worker kernel (default: as
         many as are resident at once, from the device's occupancy).
+    prior_knowledge : array-like, shape (n_features, n_features), optional
+        Prior knowledge of the causal order, with the rules of lingam's
+        ``DirectLiNGAM(prior_knowledge=...)`` (:mod:`paralingam.prior`).
+        ``prior_knowledge[i, j]`` is ``1`` when column ``j`` has a directed
+        path to column ``i`` (``j`` comes before ``i``), ``0`` when column
+        ``j`` has no directed path to column ``i``, and ``-1`` (or NaN) when
+        this is unknown. (This is the orientation of lingam's code, of
+        ``lingam.utils.make_prior_knowledge`` and of ``adjacency_matrix``.)
+        It restricts the causal order only; the adjacency matrix is the
+        least-squares fit on that order.
+    apply_prior_knowledge_softly : bool
+        ``False`` (default): the known paths and no-paths are strict partial
+        orders. ``True``: lingam's soft rule: the next root is chosen among
+        the remaining variables known to be exogenous, else among those not
+        known to be endogenous or sinks (:mod:`paralingam.prior`).
 
     Returns
     -------
@@ -96,7 +114,9 @@ def fit(
     Raises
     ------
     ValueError
-        On invalid data or parameters; the message names the problem.
+        On invalid data or parameters, including prior knowledge of the
+        wrong shape, with values other than -1, 0, 1 and NaN, or that is
+        inconsistent; the message names the problem.
     RuntimeError
         When ``backend="cuda"`` cannot run here.
     """
@@ -118,6 +138,11 @@ def fit(
             f"threads_per_block must be a multiple of 32 in 32..1024; got {threads_per_block!r}")
     if blocks is not None and (not isinstance(blocks, int) or blocks < 1):
         raise ValueError(f"blocks must be a positive integer; got {blocks!r}")
+    candidates = None
+    if prior_knowledge is not None:
+        prior = PriorKnowledge(
+            prior_knowledge, data.shape[1], soft=apply_prior_knowledge_softly)
+        candidates = prior.candidates
     name = _backends.resolve_backend(backend)
     times["validate"] = time.perf_counter() - t0
 
@@ -125,13 +150,17 @@ def fit(
         if dtype in ("float32", np.float32):
             raise ValueError("the CPU backend computes in float64; use dtype='float64' or None")
         order, explained, per_it, n_rederived = _search_cpu(
-            data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times)
+            data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times,
+            candidates)
     else:  # pragma: no cover - needs a GPU
         from . import _cuda
+        # candidates is passed only with prior knowledge, so that an engine
+        # without the keyword still runs searches without it.
+        extra = {} if candidates is None else {"candidates": candidates}
         order, explained, per_it, n_rederived, _ = _cuda.search(
             data, threshold=threshold, gamma0=gamma0, c=c, dtype=dtype or "float32",
             collinear_tol=collinear_tol, explained_tol=explained_tol, drift_tol=DRIFT_TOL,
-            times=times, threads_per_block=threads_per_block, blocks=blocks)
+            times=times, threads_per_block=threads_per_block, blocks=blocks, **extra)
 
     t0 = time.perf_counter()
     B = ols_adjacency(data, order)
@@ -158,7 +187,8 @@ def fit(
     return FitResult(order, B, names, stats)
 
 
-def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times):
+def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times,
+                candidates=None):
     from . import _cpu
 
     t0 = time.perf_counter()
@@ -178,7 +208,7 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
     result = _cpu.search_order(
         Z, cov, threshold=threshold, gamma0=gamma0, c=c, collinear_tol=collinear_tol,
         explained_tol=explained_tol, drift_tol=DRIFT_TOL, n_threads=n_threads or 0,
-        rederive=rederive)
+        rederive=rederive, candidates=candidates)
     times["search"] = time.perf_counter() - t0
     return result
 

@@ -17,6 +17,16 @@ returns the mean, variance and correlation with the root of every updated
 row; if any drifts from (0, 1, 0) by more than ``drift_tol`` the covariance
 and the standardisation are re-derived from the data.
 
+Prior knowledge (``candidates``, see ``paralingam.prior``): only candidate
+groups get a worker and can give the root; every other remaining group is
+still a partner of each candidate. A candidate-candidate pair is compared
+under the pair lock with messaging as above; a candidate-non-candidate pair
+is compared by the candidate's worker alone (no lock, no message: the
+partner has no score), always in the orientation (candidate, partner) and
+with the partner's own values standing in for its residual when it is in
+``V_j``. Collinear groups only form among variables of the same status. A
+single candidate group is the root with no comparison.
+
 Determinism: which worker computes a pair depends on timing, but each pair is
 always computed in the orientation (lower index, higher index), and the
 scores that pick the root are summed in index order after the rounds, so the
@@ -35,6 +45,8 @@ cdef extern from "_cpu_kernels.h" nogil:
     void pl_row_moments(const double *x, Py_ssize_t n, double *out)
     void pl_pair_moments(const double *xa, const double *xb, double rho,
                          double inv_s, Py_ssize_t n, double *out)
+    void pl_residual_moments(const double *xa, const double *xb, double rho,
+                             double inv_s, Py_ssize_t n, double *out)
     void pl_regress_row(double *x, const double *xr, double rho, double inv_s,
                         Py_ssize_t n, double *out)
     int pl_claim(int *state)
@@ -49,6 +61,12 @@ cdef double K1 = 79.047
 cdef double K2 = 7.4129
 cdef double GAMMA = 0.37457
 cdef double LOG2 = 0.6931471805599453
+# Prior-knowledge status of a variable (as paralingam.reference); only
+# CANDIDATE groups have a worker.
+cdef enum:
+    OTHER = 0
+    IN_VJ = 1
+    CANDIDATE = 2
 
 
 cdef inline double entropy_from_moments(double lc, double g, Py_ssize_t n) noexcept nogil:
@@ -66,9 +84,10 @@ cdef struct Search:
     Py_ssize_t p
     double collinear_tol
     # per-iteration worker state, local index 0..r-1 (stride p)
-    int *idx           # worker -> original index of its variable, ascending
+    int *idx           # group -> original index of its first member, ascending
     double *weight     # size of the collinear group each worker represents
-    int r              # number of workers
+    int *kind          # prior-knowledge status of each: CANDIDATE, IN_VJ or OTHER
+    int r              # number of groups (the CANDIDATE ones have workers)
     int *state         # (r, r) pair lock: 0 free, 1 claimed, 2 done (upper triangle)
     double *stat       # (r, r) I(a, b); stat[b, a] = -stat[a, b]
     double *score      # partial scores, updated by atomics
@@ -76,6 +95,36 @@ cdef struct Search:
     int *cursor        # next partner offset of each worker
     double *hx         # entropy of each remaining variable
     long long compared # pairs computed in this iteration (atomic)
+
+
+cdef inline void compare_partner(Search *s, int w, int t) noexcept nogil:
+    """Compare candidate w with non-candidate t: I(w, t), for w's score only.
+
+    Only w's worker computes this pair, so it needs no lock and sends no
+    message. A partner in V_j stands in for its own residual (lingam):
+    I(w, t) = H(x_t) + H(r_w^(t)) - H(x_w) - H(x_t).
+    """
+    cdef int iw = s.idx[w]
+    cdef int it = s.idx[t]
+    cdef double rho = s.cov[iw * s.p + it]
+    cdef double f = 1.0 - rho * rho
+    cdef double m[4]
+    cdef double stat = 0.0
+    cdef double inv_s
+    if f > s.collinear_tol:
+        inv_s = 1.0 / sqrt(f)
+        if s.kind[t] == IN_VJ:
+            pl_residual_moments(s.X + iw * s.n, s.X + it * s.n, rho, inv_s, s.n, m)
+            stat = (s.hx[t] + entropy_from_moments(m[0], m[1], s.n)) - (s.hx[w] + s.hx[t])
+        else:
+            pl_pair_moments(s.X + iw * s.n, s.X + it * s.n, rho, inv_s, s.n, m)
+            stat = (s.hx[t] + entropy_from_moments(m[0], m[1], s.n)) - (
+                s.hx[w] + entropy_from_moments(m[2], m[3], s.n))
+    s.stat[w * s.p + t] = stat
+    if stat < 0.0:
+        pl_add_double(&s.score[w], s.weight[t] * stat * stat)
+    pl_add_int(&s.ndone[w], 1)
+    pl_count(&s.compared)
 
 
 cdef inline void compare_pair(Search *s, int a, int b) noexcept nogil:
@@ -122,6 +171,9 @@ cdef void run_worker(Search *s, int w, double gamma) noexcept nogil:
         while s.cursor[w] < r - 1:
             t = (w + 1 + s.cursor[w]) % r
             s.cursor[w] += 1
+            if s.kind[t] != CANDIDATE:  # w's own pair: no lock needed
+                compare_partner(s, w, t)
+                break
             if t < w:
                 a = t
                 b = w
@@ -156,13 +208,19 @@ cdef inline int find_group(int *parent, int k) noexcept nogil:
 def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                  double gamma0=1e-4, double c=2.0, double collinear_tol=1e-10,
                  double explained_tol=1e-10, double drift_tol=1e-8,
-                 int n_threads=0, rederive=None):
+                 int n_threads=0, rederive=None, candidates=None):
     """Causal order of standardised rows ``X`` (p, n) with covariance ``cov``.
 
     Both arrays are modified in place. ``rederive(alive)`` is called with the
     original indices of the remaining variables when the covariance drifts; it
     must re-standardise those rows of ``X`` and recompute their block of
     ``cov`` from the data.
+
+    ``candidates(alive)`` (prior knowledge, e.g.
+    ``paralingam.prior.PriorKnowledge.candidates``; None for none) is called
+    once per iteration with the original indices of the remaining variables,
+    ascending, and returns two bool arrays aligned with them: which may be
+    the root, and which are in ``V_j``.
 
     Returns
     -------
@@ -178,6 +236,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     cdef Py_ssize_t n = X.shape[1]
     cdef Search s
     cdef int k, i, j, ia, ib, ga, gb, r, root_local, root, n_active, rounds, nthreads
+    cdef int nw, first_worker  # candidate groups (prior knowledge) and the first one
     cdef double gamma, best, v, f, rho, drift, mean, var, corr, inv_s
     cdef double min_unfinished
 
@@ -193,6 +252,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     group_arr = np.zeros(p, dtype=np.intc)
     idx_arr = np.zeros(p, dtype=np.intc)
     weight_arr = np.zeros(p, dtype=np.float64)
+    status_arr = np.full(p, CANDIDATE, dtype=np.intc)  # per alive position
+    kind_arr = np.zeros(p, dtype=np.intc)  # per worker-local variable
     state_arr = np.zeros((p, p), dtype=np.intc)
     stat_arr = np.zeros((p, p), dtype=np.float64)
     score_arr = np.zeros(p, dtype=np.float64)
@@ -209,6 +270,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     cdef int[::1] group = group_arr
     cdef int[::1] idx = idx_arr
     cdef double[::1] weight = weight_arr
+    cdef int[::1] status = status_arr
+    cdef int[::1] kind = kind_arr
     cdef int[:, ::1] state = state_arr
     cdef double[:, ::1] stat = stat_arr
     cdef double[::1] score = score_arr
@@ -222,6 +285,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     cdef double[:, ::1] mom = moments_arr
     s.idx = &idx[0]
     s.weight = &weight[0]
+    s.kind = &kind[0]
     s.state = &state[0, 0]
     s.stat = &stat[0, 0]
     s.score = &score[0]
@@ -239,6 +303,11 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         if r == 1:
             order.append(alive[0])
             break
+        if candidates is not None:
+            is_candidate, in_vj = candidates(alive_arr[:r])
+            if not np.any(is_candidate):
+                raise ValueError("prior knowledge left no candidate for the root")
+            status_arr[:r] = np.where(is_candidate, CANDIDATE, np.where(in_vj, IN_VJ, OTHER))
 
         with nogil:
             # Collinear groups: one worker per group, its first member.
@@ -247,6 +316,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             for k in range(r):
                 ia = alive[k]
                 for j in range(k + 1, r):
+                    if status[j] != status[k]:  # groups share one prior-knowledge rule
+                        continue
                     rho = cov[ia, alive[j]]
                     if 1.0 - rho * rho <= collinear_tol:
                         ga = find_group(&parent[0], k)
@@ -258,11 +329,18 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             for k in range(r):
                 group[k] = find_group(&parent[0], k)  # its first member
             s.r = 0
+            nw = 0
+            first_worker = 0
             for k in range(r):
                 if group[k] == k:
-                    parent[k] = s.r  # now: the worker of group k
+                    parent[k] = s.r  # now: the local index of group k
                     idx[s.r] = alive[k]
                     weight[s.r] = 0.0
+                    kind[s.r] = status[k]
+                    if status[k] == CANDIDATE:
+                        if nw == 0:
+                            first_worker = s.r
+                        nw = nw + 1
                     s.r = s.r + 1
             for k in range(r):
                 weight[parent[group[k]]] += 1.0
@@ -280,13 +358,16 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             s.compared = 0
             gamma = gamma0 if threshold else INFINITY
             rounds = 0
-            root_local = 0
+            root_local = first_worker
 
             # Scheduler (paper Alg. 4 with the GPU relaxation of Sec. 5.3).
-            while s.r > 1:
+            # A single candidate group is the root with no comparison.
+            while nw > 1:
                 n_active = 0
                 min_unfinished = INFINITY
                 for k in range(s.r):
+                    if kind[k] != CANDIDATE:  # no worker (prior knowledge)
+                        continue
                     if ndone[k] < s.r - 1:
                         if score[k] <= gamma:
                             active[n_active] = k
@@ -299,7 +380,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                     best = INFINITY
                     root_local = -1
                     for k in range(s.r):
-                        if ndone[k] >= s.r - 1:
+                        if ndone[k] >= s.r - 1 and kind[k] == CANDIDATE:
                             v = ordered_score(&s, k)
                             if v < best:
                                 best = v

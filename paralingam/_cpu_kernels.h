@@ -54,6 +54,23 @@ static inline void pl_pair_moments(const double *xa, const double *xb, double rh
     out[3] = g_ba;
 }
 
+/* Moments of the standardised residual r_ab = (x_a - rho x_b) * inv_s alone,
+ * as out[0..1] of pl_pair_moments (prior knowledge: a partner in V_j needs
+ * no residual of its own). */
+static inline void pl_residual_moments(const double *xa, const double *xb, double rho,
+                                       double inv_s, Py_ssize_t n, double *out)
+{
+    double lc = 0.0, g = 0.0;
+    for (Py_ssize_t k = 0; k < n; ++k) {
+        double u = (xa[k] - rho * xb[k]) * inv_s;
+        double au = fabs(u);
+        lc += au + log1p(exp(-2.0 * au));
+        g += u * exp(-0.5 * u * u);
+    }
+    out[0] = lc;
+    out[1] = g;
+}
+
 /* x <- (x - rho * xr) * inv_s, returning sum(x), sum(x^2) and sum(x * xr) of
  * the new row so the caller can check it is still standardised and
  * orthogonal to the root (the covariance-drift monitor). */

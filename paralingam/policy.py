@@ -16,6 +16,18 @@ defines what happens instead, identically in the reference and all backends.
     ordered: it leaves the search and is placed right after the root that
     completed it (ascending column index when one root completes several).
 
+With prior knowledge (``paralingam.prior``) each remaining variable has a
+status for the next root: candidate, in ``V_j``, or other. Collinear groups
+form only among variables of the same status, so that all members of a group
+are compared under one rule; only candidate groups can give the root. Two
+collinear variables of different statuses stay in separate groups and, like
+any collinear pair, compare as ``I = 0``. A fully explained variable leaves
+the search like a root does: the strong-mode partial orders that start at it
+are dropped. Its place (right after the root that completed it) does not
+consult the prior knowledge: a strong partial order ``(f, v)`` whose ``f``
+is still in the search when ``v`` is explained is not met by the order (the
+data say ``v`` is a combination of variables already ordered).
+
 ``1e-10`` means a residual standard deviation of ``1e-5`` of the original:
 below that, a float64 residual of data recorded with about six significant
 digits is rounding noise rather than signal.

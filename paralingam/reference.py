@@ -30,11 +30,24 @@ Degenerate data (the policy shared by every backend, see ``paralingam.policy``):
   ``explained_tol`` or below is *fully explained*: it leaves the search and is
   placed right after the root that completed it (ascending column index when a
   root completes several).
+
+Prior knowledge (lingam's rules, implemented in ``paralingam.prior``): each
+iteration splits the remaining variables into *candidates* (they may become
+the root), variables in ``V_j`` and the others. Only candidates get a score,
+but every remaining variable is a partner of every candidate; a partner
+``j`` in ``V_j`` is compared with its own standardised values in place of its
+residual, ``I(i, j) = H(r_i^(j)) - H(x_i)``. A single candidate is the root
+with no comparison. With degenerate data, collinear groups are formed only
+among variables of the same status (candidate, ``V_j``, other), so the
+members of a group share one rule; collinear variables of different statuses
+stay in separate groups and, as any collinear pair, compare as
+``I(i, j) = 0``. Only candidate groups can give the root.
 """
 
 import numpy as np
 
 from .policy import COLLINEAR_TOL, EXPLAINED_TOL
+from .prior import PriorKnowledge
 
 K1 = 79.047
 K2 = 7.4129
@@ -68,13 +81,23 @@ def standardise(Xu):
     return (Xu - Xu.mean(axis=0)) / Xu.std(axis=0)
 
 
-def collinear_groups(Z, collinear_tol=COLLINEAR_TOL):
+def collinear_pairs(Z, collinear_tol=COLLINEAR_TOL):
+    """``linked[i, j]``: columns ``i`` and ``j`` of ``Z`` are collinear (``1 - rho**2 <= tol``)."""
+    cov = np.cov(Z.T, bias=True).reshape(Z.shape[1], Z.shape[1])
+    var = np.diag(cov)
+    return 1.0 - cov**2 / np.outer(var, var) <= collinear_tol
+
+
+def collinear_groups(Z, collinear_tol=COLLINEAR_TOL, status=None):
     """First member of each variable's collinear group.
 
     Parameters
     ----------
     Z : ndarray, shape (n_samples, r)
         Standardised data.
+    status : ndarray of int, shape (r,), optional
+        Prior-knowledge status of each column (``CANDIDATE``, ``IN_VJ`` or
+        ``OTHER``); only columns of equal status are linked.
 
     Returns
     -------
@@ -82,9 +105,9 @@ def collinear_groups(Z, collinear_tol=COLLINEAR_TOL):
         ``group[k]``: the smallest column linked to ``k`` through a chain of
         pairs with ``1 - rho**2 <= collinear_tol`` (``k`` itself if none).
     """
-    cov = np.cov(Z.T, bias=True).reshape(Z.shape[1], Z.shape[1])
-    var = np.diag(cov)
-    linked = 1.0 - cov**2 / np.outer(var, var) <= collinear_tol
+    linked = collinear_pairs(Z, collinear_tol)
+    if status is not None:
+        linked &= status[:, None] == status[None, :]
     group = np.arange(Z.shape[1])
     for k in range(Z.shape[1]):  # grow each group from its first member
         if group[k] != k:
@@ -99,19 +122,26 @@ def collinear_groups(Z, collinear_tol=COLLINEAR_TOL):
     return group
 
 
-def pairwise_statistics(Z):
+def pairwise_statistics(Z, collinear_tol=COLLINEAR_TOL, in_vj=None):
     """Likelihood-ratio statistics ``I(i, j)`` of all ordered pairs.
 
     Parameters
     ----------
     Z : ndarray, shape (n_samples, r)
-        Standardised data of variables no two of which are collinear.
+        Standardised data.
+    in_vj : ndarray of bool, shape (r,), optional
+        Columns in ``V_j`` (prior knowledge): as the partner ``j`` of a
+        candidate, such a column stands in for its own residual, so
+        ``I(i, j) = H(r_i^(j)) - H(x_i)``.
 
     Returns
     -------
     ndarray, shape (r, r)
-        ``I[i, j]``; the diagonal is zero.
+        ``I[i, j]``, the statistic of ``i`` against partner ``j``; zero on the
+        diagonal and for collinear pairs (``paralingam.policy``).
+        Antisymmetric unless ``in_vj`` has a True entry.
     """
+    linked = collinear_pairs(Z, collinear_tol)  # includes the diagonal
     Z = Z.T  # one variable per row
     r = Z.shape[0]
     cov = np.cov(Z, bias=True).reshape(r, r)
@@ -121,15 +151,24 @@ def pairwise_statistics(Z):
     h_res = np.zeros((r, r))
     for i in range(r):
         res = Z[i] - (cov[i] / var)[:, None] * Z
-        res[i] = Z[i]  # the self-pair is unused; keep it finite
+        res[linked[i]] = Z[i]  # self and collinear pairs are set to 0 below; keep them finite
         res /= res.std(axis=1, keepdims=True)
         h_res[i] = entropy(res)
-    stat = (h_x[None, :] + h_res) - (h_x[:, None] + h_res.T)
-    np.fill_diagonal(stat, 0.0)
+    # h_partner[i, j] = H(r_j^(i)), or H(x_j) itself for j in V_j (lingam's
+    # I(i, j) = H(x_j) + H(r_i^(j)) - H(x_i) - H(x_j), in that form).
+    h_partner = h_res.T.copy()
+    if in_vj is not None:
+        h_partner[:, in_vj] = h_x[in_vj]
+    stat = (h_x[None, :] + h_res) - (h_x[:, None] + h_partner)
+    stat[linked] = 0.0
     return stat
 
 
-def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL):
+OTHER, IN_VJ, CANDIDATE = 0, 1, 2  # prior-knowledge status of a remaining variable
+
+
+def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL,
+                 prior_knowledge=None, apply_prior_knowledge_softly=False):
     """Estimate the causal order of ``X`` with DirectLiNGAM (pwling).
 
     Parameters
@@ -138,6 +177,10 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL):
         Data, one column per variable. Columns must not be constant.
     collinear_tol, explained_tol : float
         Tolerances of the degenerate-data policy (module docstring).
+    prior_knowledge : array-like, shape (n_features, n_features), optional
+        lingam's prior-knowledge matrix (``paralingam.prior``).
+    apply_prior_knowledge_softly : bool
+        Apply it softly instead of as strict partial orders.
 
     Returns
     -------
@@ -149,6 +192,9 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL):
     """
     X_ = np.array(X, dtype=np.float64, copy=True)
     n_features = X_.shape[1]
+    prior = None
+    if prior_knowledge is not None:
+        prior = PriorKnowledge(prior_knowledge, n_features, soft=apply_prior_knowledge_softly)
     remaining = list(range(n_features))  # kept in ascending order
     frac = np.ones(n_features)  # remaining-variance fraction per variable
     order, explained = [], {}
@@ -157,13 +203,21 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL):
         if len(remaining) == 1:
             order.append(remaining.pop())
             break
-        Z = standardise(X_[:, remaining])
-        group = collinear_groups(Z, collinear_tol)
-        reps = np.flatnonzero(group == np.arange(len(remaining)))
-        size = np.bincount(group)[reps]
-        stat = pairwise_statistics(Z[:, reps])
-        scores = (np.minimum(0.0, stat) ** 2 * size[None, :]).sum(axis=1)
-        root = remaining[reps[int(np.argmin(scores))]]  # first minimum: earliest
+        status = np.full(len(remaining), CANDIDATE)
+        if prior is not None:
+            is_candidate, in_vj = prior.candidates(remaining)
+            status = np.where(is_candidate, CANDIDATE, np.where(in_vj, IN_VJ, OTHER))
+        if (status == CANDIDATE).sum() == 1:
+            root = remaining[int(np.flatnonzero(status == CANDIDATE)[0])]  # no comparison
+        else:
+            Z = standardise(X_[:, remaining])
+            group = collinear_groups(Z, collinear_tol, status)
+            reps = np.flatnonzero(group == np.arange(len(remaining)))
+            size = np.bincount(group)[reps]
+            stat = pairwise_statistics(Z[:, reps], collinear_tol, status[reps] == IN_VJ)
+            scores = (np.minimum(0.0, stat) ** 2 * size[None, :]).sum(axis=1)
+            cands = np.flatnonzero(status[reps] == CANDIDATE)
+            root = remaining[reps[cands[int(np.argmin(scores[cands]))]]]  # first minimum: earliest
         order.append(root)
         remaining.remove(root)
 
