@@ -576,6 +576,7 @@ __device__ void worker_body(PlSearch *s)
     const size_t p = s->p;
     const double stop = c->gamma * (1.0 + REL_MARGIN);
     const unsigned busy = 2u * (unsigned)c->epoch;
+    if (n_active <= 0) return;
     // Warps start spread over the active workers and stay on one until it is
     // out of work (score above gamma, or every partner claimed), then move
     // to the next live one.
@@ -794,15 +795,23 @@ extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
         return;
     }
     // Raise gamma by c until the target is under it; the unfinished workers
-    // under gamma work next.
+    // under gamma work next. No finite target means no candidate at all:
+    // report it rather than loop.
     __shared__ double s_gamma;
     if (threadIdx.x == 0) {
-        double g = gamma;
-        while (s_target > g) g *= s->c;
-        c->gamma = g;
-        s_gamma = g;
+        if (!(s_target < INFINITY)) {
+            c->done = 1;
+            c->state = PL_FAILED;
+            publish(s);
+        } else {
+            double g = gamma;
+            while (s_target > g) g *= s->c;
+            c->gamma = g;
+        }
+        s_gamma = c->gamma;
     }
     __syncthreads();
+    if (c->state == PL_FAILED) return;
     const double next = s_gamma * (1.0 + REL_MARGIN);
     int *flag = s->scratch, *pos = s->label;
     for (int w = threadIdx.x; w < nw; w += blockDim.x)

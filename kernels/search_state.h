@@ -19,7 +19,8 @@ enum {
     PL_DECIDED = 1,    /* the root of this iteration is known */
     PL_REDO = 2,       /* float scores too close: n_cand candidates to re-decide in double */
     PL_FINISHED = 3,   /* every variable is ordered */
-    PL_DEGENERATE = 4  /* on_collinear="error" and an exact linear dependence was found */
+    PL_DEGENERATE = 4, /* on_collinear="error" and an exact linear dependence was found */
+    PL_FAILED = 5      /* no candidate to choose the root from (a bug, reported, never looped on) */
 };
 
 enum { PL_DEP_COLLINEAR = 1, PL_DEP_EXPLAINED = 2 };

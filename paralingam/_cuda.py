@@ -333,6 +333,9 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     if out["state"] == _scheduler.STATE_DEGENERATE:
         kind, a, b = out["detail"]
         degenerate = ("collinear" if kind == 1 else "explained", a, b)
+    elif out["state"] == _scheduler.STATE_FAILED:
+        raise RuntimeError("the GPU search found no candidate for the root in iteration "
+                           f"{iters}; please report this")
     elif out["state"] != _scheduler.STATE_FINISHED or n_order != p:
         raise RuntimeError(f"the GPU search ended in state {out['state']} with "
                            f"{n_order} of {p} variables ordered")

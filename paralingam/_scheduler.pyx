@@ -69,6 +69,7 @@ cdef extern from "search_state.h":
         PL_REDO
         PL_FINISHED
         PL_DEGENERATE
+        PL_FAILED
     ctypedef struct PlStatus:
         int seq, state, iteration, r, nw, n_cand, root
         int detail[3]
@@ -347,6 +348,7 @@ STATE_DECIDED = PL_DECIDED
 STATE_REDO = PL_REDO
 STATE_FINISHED = PL_FINISHED
 STATE_DEGENERATE = PL_DEGENERATE
+STATE_FAILED = PL_FAILED
 
 
 def layout_size():
@@ -514,7 +516,9 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     launch(m, K_PREP, 1, 1, 1024, 1, prep_params)
                     check(drv.stream_sync(NULL), b"prep")
                     check(drv.dtoh(&ctl_host, d_ctl, sizeof(PlControl)), b"cuMemcpyDtoH(control)")
-                    if not ctl_host.done and ctl_host.r > 1:
+                    # (done is still set by the previous iteration's root)
+                    if ctl_host.state != PL_FINISHED and ctl_host.state != PL_DEGENERATE \
+                            and ctl_host.r > 1:
                         check(drv.dtoh(&alive_v[0], d_alive, ctl_host.r * sizeof(int)),
                               b"cuMemcpyDtoH(alive)")
                         with gil:
@@ -551,7 +555,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                         break
                 r_host = st.r
                 nw = st.nw
-                if state == PL_FINISHED or state == PL_DEGENERATE:
+                if state == PL_FINISHED or state == PL_DEGENERATE or state == PL_FAILED:
                     PL_RANGE_POP()
                     break
                 if profile and n_events < max_events:

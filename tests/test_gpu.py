@@ -227,3 +227,65 @@ def test_cuda_repeated_fits_reuse_module_and_buffers(lingam_data):
     fit(X)
     assert dict(_cuda._WORKSPACES) == ws  # same buffers
     assert _cuda._module.cache_info().hits == hits + 1  # same loaded module
+
+
+# --------------------------------------------------------------------------
+# Prior knowledge (the cases of tests/test_prior_knowledge.py)
+# --------------------------------------------------------------------------
+
+from test_prior_knowledge import (  # noqa: E402
+    LINGAM_CASES, degenerate_priors, make_prior, prior_from_order, soft_prior, swapped, with_copies)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("p, n, density, seed, kind, soft", LINGAM_CASES)
+def test_cuda_prior_knowledge_equals_reference(lingam_data, p, n, density, seed, kind, soft, dtype):
+    X, B, order = lingam_data(p, n, density, seed)
+    pk = make_prior(kind, B, order, np.random.default_rng(seed), soft)
+    kwargs = dict(prior_knowledge=pk, apply_prior_knowledge_softly=soft)
+    try:
+        ref_order, ref_explained = reference.causal_order(X, **kwargs)
+    except ValueError as exc:  # lingam's rules leave no candidate: the same error
+        with pytest.raises(ValueError, match=str(exc)[:30]):
+            paralingam.fit(X, backend="cuda", dtype=dtype, **kwargs)
+        return
+    res = fit(X, dtype=dtype, **kwargs)
+    assert res.causal_order == ref_order
+    assert res.stats["explained"] == ref_explained
+
+
+@pytest.mark.parametrize("soft", [False, True], ids=["strong", "soft"])
+def test_cuda_prior_knowledge_larger_case(lingam_data, soft):
+    from paralingam.prior import PriorKnowledge
+
+    p, seed = 50, 1131 + soft
+    X, B, order = lingam_data(p, 500, "sparse", seed)
+    rng = np.random.default_rng(seed)
+    pk = soft_prior(B, order, rng) if soft else prior_from_order(swapped(order, rng, 5), rng, 0.02)
+    kwargs = dict(prior_knowledge=pk, apply_prior_knowledge_softly=soft)
+    ref_order, _ = reference.causal_order(X, **kwargs)
+    runs = {(t, d): fit(X, threshold=t, dtype=d, **kwargs)
+            for t in (True, False) for d in ("float32", "float64")}
+    for res in runs.values():
+        assert res.causal_order == ref_order
+    # Threshold off: a pair of candidates is compared once (messaging), a
+    # candidate with a non-candidate by the candidate alone.
+    expected, alive, prior = [], list(range(p)), PriorKnowledge(pk, soft=soft)
+    for root in ref_order[:-1]:
+        c = int(prior.candidates(alive)[0].sum())
+        expected.append(0 if c == 1 else c * (c - 1) // 2 + c * (len(alive) - c))
+        alive.remove(root)
+    assert runs[(False, "float64")].stats["compared"] == expected
+
+
+@pytest.mark.parametrize("density, seed", [("sparse", 1141), ("dense", 1142)])
+def test_cuda_planted_copies_with_prior_knowledge(lingam_data, density, seed):
+    p = 9
+    X = with_copies(lingam_data(p, 500, density, seed)[0])
+    for label, pk, soft in degenerate_priors(p):
+        kwargs = dict(prior_knowledge=pk, apply_prior_knowledge_softly=soft)
+        ref_order, ref_explained = reference.causal_order(X, **kwargs)
+        for dtype in ("float32", "float64"):
+            res = fit(X, dtype=dtype, **kwargs)
+            assert res.causal_order == ref_order, label
+            assert res.stats["explained"] == ref_explained, label
