@@ -6,13 +6,26 @@ import numpy as np
 
 from . import _backends
 from ._result import FitResult
-from ._validation import as_data_matrix, check_positive
+from ._validation import (CUDA_BLOCKS, MAX_THREADS, as_data_matrix, check_bool, check_choice,
+                          check_dtype, check_int, check_positive)
 from .adjacency import ols_adjacency
-from .policy import COLLINEAR_TOL, EXPLAINED_TOL
+from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError
 
 DEFAULT_GAMMA0 = 1e-4
 DEFAULT_C = 2.0
 DRIFT_TOL = 1e-8
+ON_COLLINEAR = ("warn", "ignore", "error")
+
+
+def unit_scaled(X):
+    """``X`` with each column multiplied by a power of two, to a maximum in [0.5, 1).
+
+    The scaling is exact (no rounding), so the search, which standardises
+    every variable, gives bit for bit the same result as on ``X``, but squares
+    of tiny columns (|x| ~ 1e-170) can no longer underflow. The reference
+    scales the same way.
+    """
+    return np.ldexp(X, -np.frexp(np.abs(X).max(axis=0, initial=0.0))[1])
 
 
 def standardise_rows(X):
@@ -53,6 +66,7 @@ def fit(
     explained_tol=EXPLAINED_TOL,
     n_threads=None,
     threads_per_block=None,
+    on_collinear="warn",
 ):
     """Learn a causal order and edge weights with ParaLiNGAM.
 
@@ -74,55 +88,81 @@ def fit(
     c : float, optional
         Factor by which the threshold is raised, > 1 (default 2).
     dtype : {None, "float64", "float32"}
-        Arithmetic of the comparisons. The CPU backend computes in float64.
+        Arithmetic of the comparisons on the GPU (default float32, with
+        float64 redone where the root is uncertain). The CPU backend computes
+        in float64: ``backend="cpu"`` with ``"float32"`` is an error, while
+        ``"auto"`` uses it only when it picks CUDA.
     collinear_tol, explained_tol : float
         Tolerances of the degenerate-data policy (:mod:`paralingam.policy`).
     n_threads : int, optional
-        CPU threads (default: all cores, or ``OMP_NUM_THREADS``).
+        CPU threads, 1..1024 (default: all cores, or ``OMP_NUM_THREADS``).
     threads_per_block : int, optional
         CUDA threads per worker block (power of two, 32..1024; default 256).
+    on_collinear : {"warn", "ignore", "error"}
+        What to do with exact linear dependencies (:mod:`paralingam.policy`):
+        ``"warn"`` applies the policy and emits one ``DegenerateDataWarning``
+        naming the fully explained variables; ``"ignore"`` applies it
+        silently; ``"error"`` raises ``LinearDependenceError`` at the first
+        dependence found (a collinear group among the remaining variables, or
+        a fully explained variable), naming the variables and the roots
+        already regressed out.
 
     Returns
     -------
     FitResult
         ``causal_order``, ``adjacency_matrix`` (least squares on the order),
-        ``names`` and ``stats``.
+        ``names`` and ``stats`` (``stats["scores"]``: the root's score of every
+        search iteration).
 
     Raises
     ------
     ValueError
         On invalid data or parameters; the message names the problem.
+    paralingam.policy.LinearDependenceError
+        (a ValueError) With ``on_collinear="error"``, on exact dependence.
     RuntimeError
         When ``backend="cuda"`` cannot run here.
     """
     times = {}
     t0 = time.perf_counter()
     data, names = as_data_matrix(X)
+    threshold = check_bool("threshold", threshold)
     gamma0 = check_positive("gamma0", DEFAULT_GAMMA0 if gamma0 is None else gamma0)
     c = check_positive("c", DEFAULT_C if c is None else c, above=1.0)
-    collinear_tol = check_positive("collinear_tol", collinear_tol)
-    explained_tol = check_positive("explained_tol", explained_tol)
-    if n_threads is not None and (not isinstance(n_threads, int) or n_threads < 1):
-        raise ValueError(f"n_threads must be a positive integer; got {n_threads!r}")
-    if dtype not in (None, "float64", "float32", np.float64, np.float32):
-        raise ValueError(f"dtype must be 'float64' or 'float32'; got {dtype!r}")
-    if threads_per_block is not None and threads_per_block not in (32, 64, 128, 256, 512, 1024):
-        raise ValueError(
-            f"threads_per_block must be a power of two in 32..1024; got {threads_per_block!r}")
+    # 1 - rho**2 and the remaining-variance fraction lie in [0, 1].
+    collinear_tol = check_positive("collinear_tol", collinear_tol, below=1.0)
+    explained_tol = check_positive("explained_tol", explained_tol, below=1.0)
+    if n_threads is not None:
+        n_threads = check_int("n_threads", n_threads, high=MAX_THREADS)
+    dtype = check_dtype(dtype)
+    if threads_per_block is not None:
+        threads_per_block = check_int("threads_per_block", threads_per_block, CUDA_BLOCKS)
+    on_collinear = check_choice("on_collinear", on_collinear, ON_COLLINEAR)
+    if backend == "cpu" and dtype == "float32":
+        raise ValueError("the CPU backend computes in float64; use dtype='float64' or None")
     name = _backends.resolve_backend(backend)
+    stop = on_collinear == "error"
     times["validate"] = time.perf_counter() - t0
 
-    if name == "cpu":
-        if dtype in ("float32", np.float32):
-            raise ValueError("the CPU backend computes in float64; use dtype='float64' or None")
-        order, explained, per_it, n_rederived = _search_cpu(
-            data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times)
-    else:  # pragma: no cover - needs a GPU
-        from . import _cuda
-        order, explained, per_it, n_rederived = _cuda.search(
-            data, threshold=threshold, gamma0=gamma0, c=c, dtype=dtype or "float32",
-            collinear_tol=collinear_tol, explained_tol=explained_tol, drift_tol=DRIFT_TOL,
-            times=times, threads_per_block=threads_per_block)
+    # The search sees exactly rescaled columns (same result, no underflow);
+    # the adjacency is estimated on the data as given.
+    search_data = unit_scaled(data)
+    try:
+        if name == "cpu":
+            order, explained, per_it, n_rederived = _search_cpu(
+                search_data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads,
+                times, stop)
+        else:  # pragma: no cover - needs a GPU
+            from . import _cuda
+            # stop_on_dependence is passed only when set, so that an engine
+            # without it still runs the default modes.
+            extra = {"stop_on_dependence": True} if stop else {}
+            order, explained, per_it, n_rederived = _cuda.search(
+                search_data, threshold=threshold, gamma0=gamma0, c=c, dtype=dtype or "float32",
+                collinear_tol=collinear_tol, explained_tol=explained_tol, drift_tol=DRIFT_TOL,
+                times=times, threads_per_block=threads_per_block, **extra)
+    except LinearDependenceError as exc:
+        raise exc.with_names(names) from None
 
     t0 = time.perf_counter()
     B = ols_adjacency(data, order)
@@ -140,15 +180,17 @@ def fit(
         "rounds": per_it["rounds"],
         "comparisons_saved": 1.0 - sum(per_it["compared"]) / total_pairs if total_pairs else 0.0,
         "n_rederived": n_rederived,
+        "scores": per_it.get("scores"),  # None from an engine that does not report them
         "float64_redo": per_it.get("float64_redo", []),
         "time": times,
     }
-    if explained:
+    if explained and on_collinear == "warn":
         _warn_explained(explained, names)
     return FitResult(order, B, names, stats)
 
 
-def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times):
+def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times,
+                stop_on_dependence):
     from . import _cpu
 
     t0 = time.perf_counter()
@@ -168,7 +210,7 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
     result = _cpu.search_order(
         Z, cov, threshold=threshold, gamma0=gamma0, c=c, collinear_tol=collinear_tol,
         explained_tol=explained_tol, drift_tol=DRIFT_TOL, n_threads=n_threads or 0,
-        rederive=rederive)
+        rederive=rederive, stop_on_dependence=stop_on_dependence)
     times["search"] = time.perf_counter() - t0
     return result
 

@@ -20,7 +20,8 @@ and the standardisation are re-derived from the data.
 Determinism: which worker computes a pair depends on timing, but each pair is
 always computed in the orientation (lower index, higher index), and the
 scores that pick the root are summed in index order after the rounds, so the
-root never depends on thread timing.
+root never depends on thread timing (see ``STOP_MARGIN`` for the one place
+where the timing-dependent partial sums are used).
 """
 
 import numpy as np
@@ -28,6 +29,8 @@ cimport numpy as cnp
 from cython.parallel cimport prange, parallel
 from libc.math cimport sqrt, fabs, log, pi, INFINITY
 cimport openmp
+
+from .policy import LinearDependenceError
 
 cnp.import_array()
 
@@ -49,6 +52,16 @@ cdef double K1 = 79.047
 cdef double K2 = 7.4129
 cdef double GAMMA = 0.37457
 cdef double LOG2 = 0.6931471805599453
+
+# A worker stops once its partial score, accumulated with atomics in an order
+# that depends on thread timing, passes the threshold; the root is then
+# picked from the index-ordered sums of the finished workers when the best is
+# <= gamma. The two sums of the same terms differ by rounding (relative error
+# under r * 2**-53), so a worker whose ordered score is exactly gamma could
+# show a partial sum a hair above gamma, stop, and lose the root to timing.
+# Stopping only above gamma * (1 + STOP_MARGIN) rules that out: a stopped
+# worker's ordered score then exceeds gamma >= best, for r up to ~1e6.
+cdef double STOP_MARGIN = 1e-9
 
 
 cdef inline double entropy_from_moments(double lc, double g, Py_ssize_t n) noexcept nogil:
@@ -104,8 +117,8 @@ cdef inline void compare_pair(Search *s, int a, int b) noexcept nogil:
     pl_count(&s.compared)
 
 
-cdef void run_worker(Search *s, int w, double gamma) noexcept nogil:
-    """Compare worker w with its partners until it passes gamma or runs out.
+cdef void run_worker(Search *s, int w, double gamma_stop) noexcept nogil:
+    """Compare worker w with its partners until it passes gamma_stop or runs out.
 
     Partners are visited cyclically from w + 1 (the paper's C = [2..r, 1]).
     A partner whose pair is claimed or done is skipped for good: its result
@@ -115,7 +128,7 @@ cdef void run_worker(Search *s, int w, double gamma) noexcept nogil:
     cdef int r = s.r
     cdef int t, a, b
     while True:
-        if pl_load_double(&s.score[w]) > gamma:
+        if pl_load_double(&s.score[w]) > gamma_stop:
             return
         if pl_load_int(&s.ndone[w]) >= r - 1:
             return
@@ -156,13 +169,15 @@ cdef inline int find_group(int *parent, int k) noexcept nogil:
 def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                  double gamma0=1e-4, double c=2.0, double collinear_tol=1e-10,
                  double explained_tol=1e-10, double drift_tol=1e-8,
-                 int n_threads=0, rederive=None):
+                 int n_threads=0, rederive=None, bint stop_on_dependence=False):
     """Causal order of standardised rows ``X`` (p, n) with covariance ``cov``.
 
     Both arrays are modified in place. ``rederive(alive)`` is called with the
     original indices of the remaining variables when the covariance drifts; it
     must re-standardise those rows of ``X`` and recompute their block of
-    ``cov`` from the data.
+    ``cov`` from the data. With ``stop_on_dependence`` the search raises
+    :class:`~paralingam.policy.LinearDependenceError` at the first collinear
+    group or fully explained variable instead of applying the policy.
 
     Returns
     -------
@@ -170,7 +185,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     explained : dict
         ``{variable: root}`` for fully explained variables.
     per_iteration : dict of lists
-        ``remaining``, ``compared``, ``gamma`` and ``rounds`` per iteration.
+        ``remaining``, ``compared``, ``gamma``, ``rounds`` and ``scores``
+        (the root's score, summed in index order) per iteration.
     n_rederived : int
         How many times the covariance was re-derived.
     """
@@ -178,7 +194,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     cdef Py_ssize_t n = X.shape[1]
     cdef Search s
     cdef int k, i, j, ia, ib, ga, gb, r, root_local, root, n_active, rounds, nthreads
-    cdef double gamma, best, v, f, rho, drift, mean, var, corr, inv_s
+    cdef double gamma, gamma_stop, best, v, f, rho, drift, mean, var, corr, inv_s
     cdef double min_unfinished
 
     nthreads = n_threads if n_threads > 0 else openmp.omp_get_max_threads()
@@ -231,7 +247,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
 
     order = []
     explained = {}
-    per_iteration = {"remaining": [], "compared": [], "gamma": [], "rounds": []}
+    per_iteration = {"remaining": [], "compared": [], "gamma": [], "rounds": [], "scores": []}
     n_rederived = 0
     r = <int>p
 
@@ -267,6 +283,13 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             for k in range(r):
                 weight[parent[group[k]]] += 1.0
 
+        if stop_on_dependence and s.r < r:
+            sizes = np.bincount(group_arr[:r], minlength=r)
+            first = np.flatnonzero(sizes > 1)[0]  # the group of the first collinear pair
+            raise LinearDependenceError(
+                "collinear", alive_arr[:r][group_arr[:r] == first], order)
+
+        with nogil:
             # Entropy of every worker's variable; reset worker state.
             for k in prange(s.r, schedule="static", num_threads=nthreads):
                 pl_row_moments(s.X + idx[k] * n, n, &mom[k, 0])
@@ -281,14 +304,16 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             gamma = gamma0 if threshold else INFINITY
             rounds = 0
             root_local = 0
+            best = 0.0  # the score of a lone worker (all variables one group)
 
             # Scheduler (paper Alg. 4 with the GPU relaxation of Sec. 5.3).
             while s.r > 1:
                 n_active = 0
                 min_unfinished = INFINITY
+                gamma_stop = gamma * (1.0 + STOP_MARGIN)
                 for k in range(s.r):
                     if ndone[k] < s.r - 1:
-                        if score[k] <= gamma:
+                        if score[k] <= gamma_stop:
                             active[n_active] = k
                             n_active = n_active + 1
                         elif score[k] < min_unfinished:
@@ -311,7 +336,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                     continue
                 rounds = rounds + 1
                 for i in prange(n_active, schedule="dynamic", num_threads=nthreads):
-                    run_worker(&s, active[i], gamma)
+                    run_worker(&s, active[i], gamma_stop)
 
         root = idx[root_local]
         order.append(root)
@@ -320,6 +345,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         per_iteration["compared"].append(s.compared)
         per_iteration["gamma"].append(gamma)
         per_iteration["rounds"].append(rounds)
+        per_iteration["scores"].append(best)
 
         # UpdateData (Alg. 5): regress the root out, detect explained rows.
         with nogil:
@@ -347,6 +373,10 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                 if fabs(corr) > drift:
                     drift = fabs(corr)
                 drift_v[k] = drift
+
+        if stop_on_dependence and (gone_arr[alive_arr[:r]] == 2).any():
+            raise LinearDependenceError(
+                "explained", [i for i in alive_arr[:r] if gone[i] == 2], order)
 
         drift = 0.0
         j = 0

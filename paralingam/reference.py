@@ -34,7 +34,7 @@ Degenerate data (the policy shared by every backend, see ``paralingam.policy``):
 
 import numpy as np
 
-from .policy import COLLINEAR_TOL, EXPLAINED_TOL
+from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError
 
 K1 = 79.047
 K2 = 7.4129
@@ -129,7 +129,8 @@ def pairwise_statistics(Z):
     return stat
 
 
-def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL):
+def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL, *,
+                 stop_on_dependence=False, return_scores=False):
     """Estimate the causal order of ``X`` with DirectLiNGAM (pwling).
 
     Parameters
@@ -138,6 +139,12 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL):
         Data, one column per variable. Columns must not be constant.
     collinear_tol, explained_tol : float
         Tolerances of the degenerate-data policy (module docstring).
+    stop_on_dependence : bool
+        Raise :class:`~paralingam.policy.LinearDependenceError` at the first
+        exact dependence (a collinear group among the remaining variables, or
+        a variable fully explained) instead of applying the policy.
+    return_scores : bool
+        Also return the root's score of every search iteration.
 
     Returns
     -------
@@ -146,12 +153,19 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL):
     explained : dict
         ``{variable: root}`` for every variable found fully explained, with
         the root whose regression completed it.
+    scores : list of float
+        Only with ``return_scores``: the score of each iteration's root (one
+        per root chosen by a search; the last variable needs none).
     """
     X_ = np.array(X, dtype=np.float64, copy=True)
+    # Scale each column by a power of two (exact: no rounding changes) to a
+    # maximum magnitude in [0.5, 1), so that squares of tiny columns cannot
+    # underflow; paralingam.fit scales the data it searches the same way.
+    X_ = np.ldexp(X_, -np.frexp(np.abs(X_).max(axis=0, initial=0.0))[1])
     n_features = X_.shape[1]
     remaining = list(range(n_features))  # kept in ascending order
     frac = np.ones(n_features)  # remaining-variance fraction per variable
-    order, explained = [], {}
+    order, explained, root_scores = [], {}, []
 
     while remaining:
         if len(remaining) == 1:
@@ -161,9 +175,15 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL):
         group = collinear_groups(Z, collinear_tol)
         reps = np.flatnonzero(group == np.arange(len(remaining)))
         size = np.bincount(group)[reps]
+        if stop_on_dependence and len(reps) < len(remaining):
+            first = reps[np.flatnonzero(size > 1)[0]]  # group of the first collinear pair
+            raise LinearDependenceError(
+                "collinear", [remaining[k] for k in np.flatnonzero(group == first)], order)
         stat = pairwise_statistics(Z[:, reps])
         scores = (np.minimum(0.0, stat) ** 2 * size[None, :]).sum(axis=1)
-        root = remaining[reps[int(np.argmin(scores))]]  # first minimum: earliest
+        best = int(np.argmin(scores))  # first minimum: earliest
+        root = remaining[reps[best]]
+        root_scores.append(float(scores[best]))
         order.append(root)
         remaining.remove(root)
 
@@ -177,8 +197,12 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL):
                 done.append(i)
             else:
                 X_[:, i] = xi - (cov[0, 1] / np.var(xr)) * xr
+        if stop_on_dependence and done:
+            raise LinearDependenceError("explained", done, order)
         for i in done:
             remaining.remove(i)
             order.append(i)
             explained[i] = root
+    if return_scores:
+        return order, explained, root_scores
     return order, explained
