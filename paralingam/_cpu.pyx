@@ -40,6 +40,7 @@ cdef extern from "_cpu_kernels.h" nogil:
                          double inv_s, Py_ssize_t n, double *out)
     void pl_regress_row(double *x, const double *xr, double rho, double inv_s,
                         Py_ssize_t n, double *out)
+    double pl_row_corr(const double *xa, const double *xb, Py_ssize_t n)
     int pl_claim(int *state)
     int pl_load_int(const int *p)
     void pl_store_int(int *p, int v)
@@ -62,6 +63,17 @@ cdef double LOG2 = 0.6931471805599453
 # Stopping only above gamma * (1 + STOP_MARGIN) rules that out: a stopped
 # worker's ordered score then exceeds gamma >= best, for r up to ~1e6.
 cdef double STOP_MARGIN = 1e-9
+
+# The covariance update (Sec. 4.5) divides the errors of a pair's entry by
+# sqrt((1 - rho_a**2) (1 - rho_b**2)) with the root: after a root that is
+# nearly collinear with a and b, exact copies a, b can show 1 - rho**2 ~ 1e-10
+# instead of 1e-16 and escape their group. The policy's decisions are
+# therefore taken on correlations computed from the data rows, as the
+# reference does: every correlation with the root (O(n) per remaining row,
+# like the data update itself), and every pair whose updated 1 - rho**2 is
+# within VERIFY_BAND (or 100 collinear_tol) of collinearity, far wider than
+# the covariance error that re-derivation allows (< 1e-6).
+cdef double VERIFY_BAND = 1e-4
 
 
 cdef inline double entropy_from_moments(double lc, double g, Py_ssize_t n) noexcept nogil:
@@ -195,7 +207,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     cdef Search s
     cdef int k, i, j, ia, ib, ga, gb, r, root_local, root, n_active, rounds, nthreads
     cdef double gamma, gamma_stop, best, v, f, rho, drift, mean, var, corr, inv_s
-    cdef double min_unfinished
+    cdef double min_unfinished, verify_band
 
     nthreads = n_threads if n_threads > 0 else openmp.omp_get_max_threads()
     s.X = &X[0, 0]
@@ -203,6 +215,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     s.n = n
     s.p = p
     s.collinear_tol = collinear_tol
+    verify_band = max(VERIFY_BAND, 100.0 * collinear_tol)
 
     alive_arr = np.arange(p, dtype=np.intc)   # remaining variables, ascending
     parent_arr = np.zeros(p, dtype=np.intc)   # collinear groups (union-find)
@@ -263,7 +276,12 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             for k in range(r):
                 ia = alive[k]
                 for j in range(k + 1, r):
-                    rho = cov[ia, alive[j]]
+                    ib = alive[j]
+                    rho = cov[ia, ib]
+                    if 1.0 - rho * rho <= verify_band:  # decide it on the data
+                        rho = pl_row_corr(s.X + ia * n, s.X + ib * n, n)
+                        cov[ia, ib] = rho
+                        cov[ib, ia] = rho
                     if 1.0 - rho * rho <= collinear_tol:
                         ga = find_group(&parent[0], k)
                         gb = find_group(&parent[0], j)
@@ -354,7 +372,9 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                 drift_v[k] = 0.0
                 if i == root:
                     continue
-                rho = cov[i, root]
+                rho = pl_row_corr(s.X + i * n, s.X + root * n, n)  # see VERIFY_BAND
+                cov[i, root] = rho
+                cov[root, i] = rho
                 f = 1.0 - rho * rho
                 if f < 0.0:
                     f = 0.0

@@ -202,6 +202,25 @@ def test_explained_tol_edge(backend, factor):
         assert (err.kind, err.variables, err.roots[-1]) == ("explained", (var,), root)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("seed, eps", [(0, 1e-4), (15, 1e-3), (31, 1e-4), (38, 1e-4)])
+def test_copies_of_a_near_copy_of_a_root_stay_grouped(backend, seed, eps):
+    # a and its copies are nearly collinear with x0 (1 - rho**2 ~ eps**2). An
+    # updated covariance divides its errors by that after x0 is regressed out:
+    # the exact copies then looked like distinct variables (1 - rho**2 ~ 1e-10
+    # instead of ~1e-16) and were compared with each other's rounding noise.
+    # The policy's decisions are taken on the data, as in the reference.
+    rng = np.random.default_rng(seed)
+    n = 500
+    x0 = rng.uniform(-1, 1, n)
+    e = rng.laplace(size=n)
+    others = rng.exponential(size=(n, 4)) + 0.3 * x0[:, None]
+    a = x0 + eps * e
+    X = np.column_stack([x0, others, a, 2 * a + 1, -a])
+    res, _ = assert_matches_reference(X, backend)
+    assert res.stats["explained"] == {6: 5, 7: 5}
+
+
 def test_tolerance_edge_with_fractions_multiplied_over_roots(lingam_data):
     # A variable explained by the product of several 1 - rho**2 factors (none
     # of them alone under the tolerance): the CPU follows the reference.
