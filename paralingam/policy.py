@@ -19,6 +19,9 @@ defines what happens instead, identically in the reference and all backends.
 ``1e-10`` means a residual standard deviation of ``1e-5`` of the original:
 below that, a float64 residual of data recorded with about six significant
 digits is rounding noise rather than signal.
+
+With ``fit(..., on_collinear="error")`` the first such dependence raises
+:class:`LinearDependenceError` instead (engines: ``stop_on_dependence=True``).
 """
 
 COLLINEAR_TOL = 1e-10
