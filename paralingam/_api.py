@@ -17,15 +17,16 @@ DRIFT_TOL = 1e-8
 ON_COLLINEAR = ("warn", "ignore", "error")
 
 
-def unit_scaled(X):
-    """``X`` with each column multiplied by a power of two, to a maximum in [0.5, 1).
+def column_exponents(X):
+    """Per column ``e`` with ``max |X[:, j]| * 2**-e[j]`` in [0.5, 1).
 
-    The scaling is exact (no rounding), so the search, which standardises
-    every variable, gives bit for bit the same result as on ``X``, but squares
+    Scaling the columns by ``2**-e`` is exact (no rounding), so the search,
+    which standardises every variable, gives bit for bit the result it gives
+    on ``X``, and least squares gives exactly scaled coefficients; but squares
     of tiny columns (|x| ~ 1e-170) can no longer underflow. The reference
     scales the same way.
     """
-    return np.ldexp(X, -np.frexp(np.abs(X).max(axis=0, initial=0.0))[1])
+    return np.frexp(np.abs(X).max(axis=0, initial=0.0))[1]
 
 
 def standardise_rows(X):
@@ -144,9 +145,10 @@ def fit(
     stop = on_collinear == "error"
     times["validate"] = time.perf_counter() - t0
 
-    # The search sees exactly rescaled columns (same result, no underflow);
-    # the adjacency is estimated on the data as given.
-    search_data = unit_scaled(data)
+    # Search and regress on exactly rescaled columns (same result, no
+    # underflow), then scale the coefficients back.
+    exponents = column_exponents(data)
+    search_data = np.ldexp(data, -exponents, out=data)
     try:
         if name == "cpu":
             order, explained, per_it, n_rederived = _search_cpu(
@@ -165,7 +167,13 @@ def fit(
         raise exc.with_names(names) from None
 
     t0 = time.perf_counter()
-    B = ols_adjacency(data, order)
+    with np.errstate(over="ignore"):
+        B = np.ldexp(ols_adjacency(search_data, order), exponents[:, None] - exponents[None, :])
+    if not np.isfinite(B).all():
+        i, j = np.argwhere(~np.isfinite(B))[0]
+        raise ValueError(
+            f"the edge weight of {_label(names, j)} on {_label(names, i)} exceeds float64: their "
+            "scales differ by more than float64's range; rescale them")
     times["adjacency"] = time.perf_counter() - t0
 
     pairs = [r * (r - 1) // 2 for r in per_it["remaining"]]
@@ -213,6 +221,10 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
         rederive=rederive, stop_on_dependence=stop_on_dependence)
     times["search"] = time.perf_counter() - t0
     return result
+
+
+def _label(names, j):
+    return f"column {j}" if names is None else f"column {j} ({names[j]!r})"
 
 
 def _warn_explained(explained, names):

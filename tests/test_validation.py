@@ -196,6 +196,29 @@ def test_tiny_columns_do_not_underflow(small):
         assert np.isfinite(res.adjacency_matrix).all()
 
 
+def test_adjacency_of_rescaled_columns_is_rescaled(small):
+    # Least squares on columns ~1e-170 used to underflow (X.T @ X) and lose
+    # the edges of those columns; the coefficients scale with the columns.
+    X = small[0]
+    base = fit_cpu(X).adjacency_matrix
+    s = np.ones(6)
+    s[[1, 4]] = 1e-170
+    s[2] = 1e100  # every weight stays a normal float64 (ratios down to 1e-270)
+    res = fit_cpu(X * s)
+    np.testing.assert_allclose(res.adjacency_matrix * s[None, :] / s[:, None], base,
+                               rtol=1e-9, atol=1e-12)
+    assert np.count_nonzero(base) == np.count_nonzero(res.adjacency_matrix)
+
+
+def test_edge_weights_beyond_float64_are_named():
+    rng = np.random.default_rng(804)
+    a = rng.uniform(-1, 1, 500) ** 3
+    b = a + 0.1 * rng.laplace(size=500)
+    X = np.column_stack([a * 1e-300, b * 1e150])  # weight of column 0 on 1: ~1e450
+    assert reference.causal_order(X)[0] == [0, 1]
+    raises(r"edge weight of column 0 on column 1 exceeds float64", X)
+
+
 @pytest.mark.skipif(np.finfo(np.longdouble).max <= np.finfo(np.float64).max,
                     reason="long double is float64 on this platform")
 def test_long_double_beyond_float64_is_named(small):
