@@ -135,3 +135,14 @@ def test_cuda_module_import_failure(monkeypatch, fresh_auto, X):
 def test_unknown_backend_is_named(X):
     with pytest.raises(ValueError, match=r"backend must be one of .*got 'opencl'"):
         paralingam.fit(X, backend="opencl")
+
+
+def test_auto_with_float32_falls_back_to_float64_on_the_cpu(monkeypatch, fresh_auto, X):
+    # dtype="float32" is the GPU's arithmetic; when auto runs on the CPU it
+    # computes in float64 (explicit backend="cpu" with float32 is an error).
+    no_cuda(monkeypatch)
+    res = paralingam.fit(X, dtype="float32")
+    assert res.stats["backend"] == "cpu"
+    assert res.causal_order == paralingam.fit(X, backend="cpu").causal_order
+    with pytest.raises(ValueError, match="computes in float64"):
+        paralingam.fit(X, backend="cpu", dtype="float32")
