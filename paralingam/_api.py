@@ -13,6 +13,7 @@ from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError
 
 DEFAULT_GAMMA0 = 1e-4
 DEFAULT_C = 2.0
+MIN_C = 1.000001
 DRIFT_TOL = 1e-8
 ON_COLLINEAR = ("warn", "ignore", "error")
 
@@ -85,9 +86,10 @@ def fit(
         Use the threshold mechanism (early stopping of workers). The order is
         the same either way; ``False`` compares every pair.
     gamma0 : float, optional
-        First threshold of each iteration (default 1e-4).
+        First threshold of each iteration, a normal float64 > 2.2e-308
+        (default 1e-4).
     c : float, optional
-        Factor by which the threshold is raised, > 1 (default 2).
+        Factor by which the threshold is raised, > 1.000001 (default 2).
     dtype : {None, "float64", "float32"}
         Arithmetic of the comparisons on the GPU (default float32, with
         float64 redone where the root is uncertain). The CPU backend computes
@@ -128,8 +130,12 @@ def fit(
     t0 = time.perf_counter()
     data, names = as_data_matrix(X)
     threshold = check_bool("threshold", threshold)
-    gamma0 = check_positive("gamma0", DEFAULT_GAMMA0 if gamma0 is None else gamma0)
-    c = check_positive("c", DEFAULT_C if c is None else c, above=1.0)
+    # The threshold is raised by repeated multiplication: a subnormal gamma0,
+    # or a factor closer to 1, could leave it stuck (or moving one ulp at a
+    # time): a hang.
+    gamma0 = check_positive("gamma0", DEFAULT_GAMMA0 if gamma0 is None else gamma0,
+                            above=np.finfo(np.float64).tiny)
+    c = check_positive("c", DEFAULT_C if c is None else c, above=MIN_C)
     # 1 - rho**2 and the remaining-variance fraction lie in [0, 1].
     collinear_tol = check_positive("collinear_tol", collinear_tol, below=1.0)
     explained_tol = check_positive("explained_tol", explained_tol, below=1.0)

@@ -307,8 +307,8 @@ BAD_PARAMETERS = [
     ("backend", "gpu"), ("backend", None), ("backend", "CPU"),
     ("threshold", "yes"), ("threshold", None), ("threshold", 1),
     ("gamma0", 0.0), ("gamma0", -1e-4), ("gamma0", float("nan")), ("gamma0", float("inf")),
-    ("gamma0", "1e-4"), ("gamma0", True),
-    ("c", 1.0), ("c", 0.5), ("c", float("nan")), ("c", float("inf")), ("c", [2.0]),
+    ("gamma0", "1e-4"), ("gamma0", True), ("gamma0", 5e-324), ("gamma0", 1e-310),
+    ("c", 1.0), ("c", 0.5), ("c", 1.0 + 2.0**-52), ("c", 1.0000005), ("c", float("nan")), ("c", float("inf")), ("c", [2.0]),
     ("collinear_tol", 0.0), ("collinear_tol", 1.0), ("collinear_tol", -1e-10),
     ("collinear_tol", float("nan")),
     ("explained_tol", 0.0), ("explained_tol", 2.0), ("explained_tol", "1e-10"),
@@ -337,6 +337,15 @@ def test_good_parameter_types_are_accepted(small):
                   collinear_tol=np.float64(1e-12), explained_tol=1e-12,
                   threads_per_block=np.int32(128), dtype=np.float64, threshold=np.bool_(True))
     assert res.causal_order == order
+
+
+def test_extreme_threshold_parameters_terminate(small):
+    # The smallest accepted gamma0 with the finest accepted factor: the
+    # threshold climbs ~6e8 steps from 3e-308 to a root score (~1 s).
+    X, order = small
+    res = fit_cpu(X, gamma0=np.finfo(np.float64).tiny * 1.5, c=1.0000011)
+    assert res.causal_order == order
+    assert max(res.stats["scores"]) > 1e-6 and max(res.stats["gamma"]) > 1e-6  # it climbed
 
 
 def test_float32_on_the_cpu_backend_is_refused(small):
