@@ -334,7 +334,10 @@ extern "C" __global__ void __launch_bounds__(1024) prep(PlSearch *s, int mode)
         }
         __syncthreads();
         if (s->stop_on_degenerate && n_expl > 0) {
-            if (threadIdx.x == 0) stop_degenerate(s, PL_DEP_EXPLAINED, s_first_explained, root);
+            if (threadIdx.x == 0) {
+                c->n_order = base + 1 + n_expl;  // order: ..., root, the variables it explained
+                stop_degenerate(s, PL_DEP_EXPLAINED, s_first_explained, root);
+            }
             return;
         }
         // compact alive: keep variables still searching (order preserved)
@@ -372,15 +375,18 @@ workers:
     for (int k = threadIdx.x; k < r; k += blockDim.x) s->label[k] = k;
     __syncthreads();
     if (c->collinear) {
-        if (s->stop_on_degenerate) {
-            __shared__ int pair[2];
-            first_collinear_pair(s, r, pair);
-            __syncthreads();
-            if (threadIdx.x == 0) stop_degenerate(s, PL_DEP_COLLINEAR, pair[0], pair[1]);
-            return;
-        }
         collinear_groups(s, r);
         __syncthreads();
+        if (s->stop_on_degenerate) {  // the host reads the first group from label
+            __shared__ int pair[2];
+            pair[0] = -1;
+            __syncthreads();
+            first_collinear_pair(s, r, pair);
+            __syncthreads();
+            if (threadIdx.x == 0 && pair[0] >= 0) stop_degenerate(s, PL_DEP_COLLINEAR, pair[0], pair[1]);
+            __syncthreads();
+            if (pair[0] >= 0) return;
+        }
     }
     // 4. Workers: one per group, its first member (every variable when no
     // pair is collinear), with the group's size as weight and the group's

@@ -7,6 +7,7 @@
 
 from ._api import DegenerateDataWarning, fit
 from ._result import FitResult
+from .policy import LinearDependenceError
 
 __version__ = "0.1.0"
-__all__ = ["fit", "FitResult", "DegenerateDataWarning", "__version__"]
+__all__ = ["fit", "FitResult", "DegenerateDataWarning", "LinearDependenceError", "__version__"]

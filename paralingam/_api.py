@@ -6,14 +6,29 @@ import numpy as np
 
 from . import _backends
 from ._result import FitResult
-from ._validation import as_data_matrix, check_positive
+from ._validation import (CUDA_BLOCKS, MAX_THREADS, as_data_matrix, check_bool, check_choice,
+                          check_dtype, check_int, check_positive)
 from .adjacency import ols_adjacency
-from .policy import COLLINEAR_TOL, EXPLAINED_TOL
+from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError
 from .prior import PriorKnowledge
 
 DEFAULT_GAMMA0 = 1e-4
 DEFAULT_C = 2.0
+MIN_C = 1.000001
 DRIFT_TOL = 1e-8
+ON_COLLINEAR = ("warn", "ignore", "error")
+
+
+def column_exponents(X):
+    """Per column ``e`` with ``max |X[:, j]| * 2**-e[j]`` in [0.5, 1).
+
+    Scaling the columns by ``2**-e`` is exact (no rounding), so the search,
+    which standardises every variable, gives bit for bit the result it gives
+    on ``X``, and least squares gives exactly scaled coefficients; but squares
+    of tiny columns (|x| ~ 1e-170) can no longer underflow. The reference
+    scales the same way.
+    """
+    return np.frexp(np.abs(X).max(axis=0, initial=0.0))[1]
 
 
 def standardise_rows(X):
@@ -57,6 +72,7 @@ def fit(
     blocks=None,
     prior_knowledge=None,
     apply_prior_knowledge_softly=False,
+    on_collinear="warn",
 ):
     """Learn a causal order and edge weights with ParaLiNGAM.
 
@@ -74,15 +90,19 @@ def fit(
         Use the threshold mechanism (early stopping of workers). The order is
         the same either way; ``False`` compares every pair.
     gamma0 : float, optional
-        First threshold of each iteration (default 1e-4).
+        First threshold of each iteration, a normal float64 > 2.2e-308
+        (default 1e-4).
     c : float, optional
-        Factor by which the threshold is raised, > 1 (default 2).
+        Factor by which the threshold is raised, > 1.000001 (default 2).
     dtype : {None, "float64", "float32"}
-        Arithmetic of the comparisons. The CPU backend computes in float64.
+        Arithmetic of the comparisons on the GPU (default float32, with
+        float64 redone where the root is uncertain). The CPU backend computes
+        in float64: ``backend="cpu"`` with ``"float32"`` is an error, while
+        ``"auto"`` uses it only when it picks CUDA.
     collinear_tol, explained_tol : float
         Tolerances of the degenerate-data policy (:mod:`paralingam.policy`).
     n_threads : int, optional
-        CPU threads (default: all cores, or ``OMP_NUM_THREADS``).
+        CPU threads, 1..1024 (default: all cores, or ``OMP_NUM_THREADS``).
     threads_per_block : int, optional
         CUDA backend: threads per block of the worker kernel (a multiple of
         32 up to 1024; default 256).
@@ -104,12 +124,21 @@ def fit(
         orders. ``True``: lingam's soft rule: the next root is chosen among
         the remaining variables known to be exogenous, else among those not
         known to be endogenous or sinks (:mod:`paralingam.prior`).
+    on_collinear : {"warn", "ignore", "error"}
+        What to do with exact linear dependencies (:mod:`paralingam.policy`):
+        ``"warn"`` applies the policy and emits one ``DegenerateDataWarning``
+        naming the fully explained variables; ``"ignore"`` applies it
+        silently; ``"error"`` raises ``LinearDependenceError`` at the first
+        dependence found (a collinear group among the remaining variables, or
+        a fully explained variable), naming the variables and the roots
+        already regressed out.
 
     Returns
     -------
     FitResult
         ``causal_order``, ``adjacency_matrix`` (least squares on the order),
-        ``names`` and ``stats``.
+        ``names`` and ``stats`` (``stats["scores"]``: the root's score of every
+        search iteration).
 
     Raises
     ------
@@ -117,53 +146,70 @@ def fit(
         On invalid data or parameters, including prior knowledge of the
         wrong shape, with values other than -1, 0, 1 and NaN, or that is
         inconsistent; the message names the problem.
+    paralingam.policy.LinearDependenceError
+        (a ValueError) With ``on_collinear="error"``, on exact dependence.
     RuntimeError
         When ``backend="cuda"`` cannot run here.
     """
     times = {}
     t0 = time.perf_counter()
     data, names = as_data_matrix(X)
-    gamma0 = check_positive("gamma0", DEFAULT_GAMMA0 if gamma0 is None else gamma0)
-    c = check_positive("c", DEFAULT_C if c is None else c, above=1.0)
-    collinear_tol = check_positive("collinear_tol", collinear_tol)
-    explained_tol = check_positive("explained_tol", explained_tol)
-    if n_threads is not None and (not isinstance(n_threads, int) or n_threads < 1):
-        raise ValueError(f"n_threads must be a positive integer; got {n_threads!r}")
-    if dtype not in (None, "float64", "float32", np.float64, np.float32):
-        raise ValueError(f"dtype must be 'float64' or 'float32'; got {dtype!r}")
-    if threads_per_block is not None and (
-            not isinstance(threads_per_block, int) or threads_per_block % 32
-            or not 32 <= threads_per_block <= 1024):
-        raise ValueError(
-            f"threads_per_block must be a multiple of 32 in 32..1024; got {threads_per_block!r}")
-    if blocks is not None and (not isinstance(blocks, int) or blocks < 1):
-        raise ValueError(f"blocks must be a positive integer; got {blocks!r}")
+    threshold = check_bool("threshold", threshold)
+    # The threshold is raised by repeated multiplication: a subnormal gamma0,
+    # or a factor closer to 1, could leave it stuck (or moving one ulp at a
+    # time): a hang.
+    gamma0 = check_positive("gamma0", DEFAULT_GAMMA0 if gamma0 is None else gamma0,
+                            above=np.finfo(np.float64).tiny)
+    c = check_positive("c", DEFAULT_C if c is None else c, above=MIN_C)
+    # 1 - rho**2 and the remaining-variance fraction lie in [0, 1].
+    collinear_tol = check_positive("collinear_tol", collinear_tol, below=1.0)
+    explained_tol = check_positive("explained_tol", explained_tol, below=1.0)
+    if n_threads is not None:
+        n_threads = check_int("n_threads", n_threads, high=MAX_THREADS)
+    dtype = check_dtype(dtype)
+    if threads_per_block is not None:
+        threads_per_block = check_int("threads_per_block", threads_per_block, CUDA_BLOCKS)
+    if blocks is not None:
+        blocks = check_int("blocks", blocks)
+    on_collinear = check_choice("on_collinear", on_collinear, ON_COLLINEAR)
+    if backend == "cpu" and dtype == "float32":
+        raise ValueError("the CPU backend computes in float64; use dtype='float64' or None")
     candidates = None
     if prior_knowledge is not None:
         prior = PriorKnowledge(
             prior_knowledge, data.shape[1], soft=apply_prior_knowledge_softly)
         candidates = prior.candidates
     name = _backends.resolve_backend(backend)
+    stop = on_collinear == "error"
     times["validate"] = time.perf_counter() - t0
 
-    if name == "cpu":
-        if dtype in ("float32", np.float32):
-            raise ValueError("the CPU backend computes in float64; use dtype='float64' or None")
-        order, explained, per_it, n_rederived = _search_cpu(
-            data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times,
-            candidates)
-    else:  # pragma: no cover - needs a GPU
-        from . import _cuda
-        # candidates is passed only with prior knowledge, so that an engine
-        # without the keyword still runs searches without it.
-        extra = {} if candidates is None else {"candidates": candidates}
-        order, explained, per_it, n_rederived, _ = _cuda.search(
-            data, threshold=threshold, gamma0=gamma0, c=c, dtype=dtype or "float32",
-            collinear_tol=collinear_tol, explained_tol=explained_tol, drift_tol=DRIFT_TOL,
-            times=times, threads_per_block=threads_per_block, blocks=blocks, **extra)
+    # Search and regress on exactly rescaled columns (same result, no
+    # underflow), then scale the coefficients back.
+    exponents = column_exponents(data)
+    search_data = np.ldexp(data, -exponents, out=data)
+    try:
+        if name == "cpu":
+            order, explained, per_it, n_rederived = _search_cpu(
+                search_data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads,
+                times, stop, candidates)
+        else:  # pragma: no cover - needs a GPU
+            from . import _cuda
+            order, explained, per_it, n_rederived = _cuda.search(
+                search_data, threshold=threshold, gamma0=gamma0, c=c, dtype=dtype or "float32",
+                collinear_tol=collinear_tol, explained_tol=explained_tol, drift_tol=DRIFT_TOL,
+                times=times, threads_per_block=threads_per_block, blocks=blocks,
+                stop_on_dependence=stop, candidates=candidates)
+    except LinearDependenceError as exc:
+        raise exc.with_names(names) from None
 
     t0 = time.perf_counter()
-    B = ols_adjacency(data, order)
+    with np.errstate(over="ignore"):
+        B = np.ldexp(ols_adjacency(search_data, order), exponents[:, None] - exponents[None, :])
+    if not np.isfinite(B).all():
+        i, j = np.argwhere(~np.isfinite(B))[0]
+        raise ValueError(
+            f"the edge weight of {_label(names, j)} on {_label(names, i)} exceeds float64: their "
+            "scales differ by more than float64's range; rescale them")
     times["adjacency"] = time.perf_counter() - t0
 
     pairs = [r * (r - 1) // 2 for r in per_it["remaining"]]
@@ -178,17 +224,18 @@ def fit(
         "rounds": per_it["rounds"],
         "comparisons_saved": 1.0 - sum(per_it["compared"]) / total_pairs if total_pairs else 0.0,
         "n_rederived": n_rederived,
+        "scores": per_it["scores"],
         "float64_redo": per_it.get("float64_redo", []),
-        "scores": per_it.get("score", []),
+        "float64_candidates": per_it.get("float64_candidates", []),
         "time": times,
     }
-    if explained:
+    if explained and on_collinear == "warn":
         _warn_explained(explained, names)
     return FitResult(order, B, names, stats)
 
 
 def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times,
-                candidates=None):
+                stop_on_dependence, candidates=None):
     from . import _cpu
 
     t0 = time.perf_counter()
@@ -208,9 +255,13 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
     result = _cpu.search_order(
         Z, cov, threshold=threshold, gamma0=gamma0, c=c, collinear_tol=collinear_tol,
         explained_tol=explained_tol, drift_tol=DRIFT_TOL, n_threads=n_threads or 0,
-        rederive=rederive, candidates=candidates)
+        rederive=rederive, stop_on_dependence=stop_on_dependence, candidates=candidates)
     times["search"] = time.perf_counter() - t0
     return result
+
+
+def _label(names, j):
+    return f"column {j}" if names is None else f"column {j} ({names[j]!r})"
 
 
 def _warn_explained(explained, names):

@@ -9,12 +9,20 @@ _auto_reported = False
 
 
 def cuda_unavailable_reason():
-    """Why the CUDA backend cannot run here, or None when it can."""
+    """Why the CUDA backend cannot run here, or None when it can.
+
+    Never raises: a broken CUDA installation can fail with any exception
+    (OSError from a missing libcuda, pycuda's own errors), and
+    ``backend="auto"`` must then still run on the CPU.
+    """
     try:
         from . import _cuda  # noqa: F401  (built by the GPU work)
-    except ImportError as exc:
-        return f"the CUDA backend is not available ({exc})"
-    return _cuda.unavailable_reason()
+    except Exception as exc:
+        return f"the CUDA backend is not available ({type(exc).__name__}: {exc})"
+    try:
+        return _cuda.unavailable_reason()
+    except Exception as exc:
+        return f"checking for CUDA failed ({type(exc).__name__}: {exc})"
 
 
 def resolve_backend(name):

@@ -30,7 +30,8 @@ single candidate group is the root with no comparison.
 Determinism: which worker computes a pair depends on timing, but each pair is
 always computed in the orientation (lower index, higher index), and the
 scores that pick the root are summed in index order after the rounds, so the
-root never depends on thread timing.
+root never depends on thread timing (see ``STOP_MARGIN`` for the one place
+where the timing-dependent partial sums are used).
 """
 
 import numpy as np
@@ -38,6 +39,8 @@ cimport numpy as cnp
 from cython.parallel cimport prange, parallel
 from libc.math cimport sqrt, fabs, log, pi, INFINITY
 cimport openmp
+
+from .policy import LinearDependenceError
 
 cnp.import_array()
 
@@ -49,6 +52,7 @@ cdef extern from "_cpu_kernels.h" nogil:
                              double inv_s, Py_ssize_t n, double *out)
     void pl_regress_row(double *x, const double *xr, double rho, double inv_s,
                         Py_ssize_t n, double *out)
+    double pl_row_corr(const double *xa, const double *xb, Py_ssize_t n)
     int pl_claim(int *state)
     int pl_load_int(const int *p)
     void pl_store_int(int *p, int v)
@@ -67,6 +71,27 @@ cdef enum:
     OTHER = 0
     IN_VJ = 1
     CANDIDATE = 2
+
+# A worker stops once its partial score, accumulated with atomics in an order
+# that depends on thread timing, passes the threshold; the root is then
+# picked from the index-ordered sums of the finished workers when the best is
+# <= gamma. The two sums of the same terms differ by rounding (relative error
+# under r * 2**-53), so a worker whose ordered score is exactly gamma could
+# show a partial sum a hair above gamma, stop, and lose the root to timing.
+# Stopping only above gamma * (1 + STOP_MARGIN) rules that out: a stopped
+# worker's ordered score then exceeds gamma >= best, for r up to ~1e6.
+cdef double STOP_MARGIN = 1e-9
+
+# The covariance update (Sec. 4.5) divides the errors of a pair's entry by
+# sqrt((1 - rho_a**2) (1 - rho_b**2)) with the root: after a root that is
+# nearly collinear with a and b, exact copies a, b can show 1 - rho**2 ~ 1e-10
+# instead of 1e-16 and escape their group. The policy's decisions are
+# therefore taken on correlations computed from the data rows, as the
+# reference does: every correlation with the root (O(n) per remaining row,
+# like the data update itself), and every pair whose updated 1 - rho**2 is
+# within VERIFY_BAND (or 100 collinear_tol) of collinearity, far wider than
+# the covariance error that re-derivation allows (< 1e-6).
+cdef double VERIFY_BAND = 1e-4
 
 
 cdef inline double entropy_from_moments(double lc, double g, Py_ssize_t n) noexcept nogil:
@@ -153,8 +178,8 @@ cdef inline void compare_pair(Search *s, int a, int b) noexcept nogil:
     pl_count(&s.compared)
 
 
-cdef void run_worker(Search *s, int w, double gamma) noexcept nogil:
-    """Compare worker w with its partners until it passes gamma or runs out.
+cdef void run_worker(Search *s, int w, double gamma_stop) noexcept nogil:
+    """Compare worker w with its partners until it passes gamma_stop or runs out.
 
     Partners are visited cyclically from w + 1 (the paper's C = [2..r, 1]).
     A partner whose pair is claimed or done is skipped for good: its result
@@ -164,7 +189,7 @@ cdef void run_worker(Search *s, int w, double gamma) noexcept nogil:
     cdef int r = s.r
     cdef int t, a, b
     while True:
-        if pl_load_double(&s.score[w]) > gamma:
+        if pl_load_double(&s.score[w]) > gamma_stop:
             return
         if pl_load_int(&s.ndone[w]) >= r - 1:
             return
@@ -208,13 +233,16 @@ cdef inline int find_group(int *parent, int k) noexcept nogil:
 def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                  double gamma0=1e-4, double c=2.0, double collinear_tol=1e-10,
                  double explained_tol=1e-10, double drift_tol=1e-8,
-                 int n_threads=0, rederive=None, candidates=None):
+                 int n_threads=0, rederive=None, bint stop_on_dependence=False,
+                 candidates=None):
     """Causal order of standardised rows ``X`` (p, n) with covariance ``cov``.
 
     Both arrays are modified in place. ``rederive(alive)`` is called with the
     original indices of the remaining variables when the covariance drifts; it
     must re-standardise those rows of ``X`` and recompute their block of
-    ``cov`` from the data.
+    ``cov`` from the data. With ``stop_on_dependence`` the search raises
+    :class:`~paralingam.policy.LinearDependenceError` at the first collinear
+    group or fully explained variable instead of applying the policy.
 
     ``candidates(alive)`` (prior knowledge, e.g.
     ``paralingam.prior.PriorKnowledge.candidates``; None for none) is called
@@ -228,7 +256,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     explained : dict
         ``{variable: root}`` for fully explained variables.
     per_iteration : dict of lists
-        ``remaining``, ``compared``, ``gamma`` and ``rounds`` per iteration.
+        ``remaining``, ``compared``, ``gamma``, ``rounds`` and ``scores``
+        (the root's score, summed in index order) per iteration.
     n_rederived : int
         How many times the covariance was re-derived.
     """
@@ -237,8 +266,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     cdef Search s
     cdef int k, i, j, ia, ib, ga, gb, r, root_local, root, n_active, rounds, nthreads
     cdef int nw, first_worker  # candidate groups (prior knowledge) and the first one
-    cdef double gamma, best, v, f, rho, drift, mean, var, corr, inv_s
-    cdef double min_unfinished
+    cdef double gamma, gamma_stop, best, v, f, rho, drift, mean, var, corr, inv_s
+    cdef double min_unfinished, verify_band
 
     nthreads = n_threads if n_threads > 0 else openmp.omp_get_max_threads()
     s.X = &X[0, 0]
@@ -246,6 +275,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     s.n = n
     s.p = p
     s.collinear_tol = collinear_tol
+    verify_band = max(VERIFY_BAND, 100.0 * collinear_tol)
 
     alive_arr = np.arange(p, dtype=np.intc)   # remaining variables, ascending
     parent_arr = np.zeros(p, dtype=np.intc)   # collinear groups (union-find)
@@ -295,7 +325,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
 
     order = []
     explained = {}
-    per_iteration = {"remaining": [], "compared": [], "gamma": [], "rounds": []}
+    per_iteration = {"remaining": [], "compared": [], "gamma": [], "rounds": [], "scores": []}
     n_rederived = 0
     r = <int>p
 
@@ -318,7 +348,12 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                 for j in range(k + 1, r):
                     if status[j] != status[k]:  # groups share one prior-knowledge rule
                         continue
-                    rho = cov[ia, alive[j]]
+                    ib = alive[j]
+                    rho = cov[ia, ib]
+                    if 1.0 - rho * rho <= verify_band:  # decide it on the data
+                        rho = pl_row_corr(s.X + ia * n, s.X + ib * n, n)
+                        cov[ia, ib] = rho
+                        cov[ib, ia] = rho
                     if 1.0 - rho * rho <= collinear_tol:
                         ga = find_group(&parent[0], k)
                         gb = find_group(&parent[0], j)
@@ -345,6 +380,13 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             for k in range(r):
                 weight[parent[group[k]]] += 1.0
 
+        if stop_on_dependence and s.r < r:
+            sizes = np.bincount(group_arr[:r], minlength=r)
+            first = np.flatnonzero(sizes > 1)[0]  # the group of the first collinear pair
+            raise LinearDependenceError(
+                "collinear", alive_arr[:r][group_arr[:r] == first], order)
+
+        with nogil:
             # Entropy of every worker's variable; reset worker state.
             for k in prange(s.r, schedule="static", num_threads=nthreads):
                 pl_row_moments(s.X + idx[k] * n, n, &mom[k, 0])
@@ -359,17 +401,19 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             gamma = gamma0 if threshold else INFINITY
             rounds = 0
             root_local = first_worker
+            best = 0.0  # the score of a lone candidate group: no comparison
 
             # Scheduler (paper Alg. 4 with the GPU relaxation of Sec. 5.3).
             # A single candidate group is the root with no comparison.
             while nw > 1:
                 n_active = 0
                 min_unfinished = INFINITY
+                gamma_stop = gamma * (1.0 + STOP_MARGIN)
                 for k in range(s.r):
                     if kind[k] != CANDIDATE:  # no worker (prior knowledge)
                         continue
                     if ndone[k] < s.r - 1:
-                        if score[k] <= gamma:
+                        if score[k] <= gamma_stop:
                             active[n_active] = k
                             n_active = n_active + 1
                         elif score[k] < min_unfinished:
@@ -392,7 +436,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                     continue
                 rounds = rounds + 1
                 for i in prange(n_active, schedule="dynamic", num_threads=nthreads):
-                    run_worker(&s, active[i], gamma)
+                    run_worker(&s, active[i], gamma_stop)
 
         root = idx[root_local]
         order.append(root)
@@ -401,6 +445,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         per_iteration["compared"].append(s.compared)
         per_iteration["gamma"].append(gamma)
         per_iteration["rounds"].append(rounds)
+        per_iteration["scores"].append(best)
 
         # UpdateData (Alg. 5): regress the root out, detect explained rows.
         with nogil:
@@ -409,7 +454,9 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                 drift_v[k] = 0.0
                 if i == root:
                     continue
-                rho = cov[i, root]
+                rho = pl_row_corr(s.X + i * n, s.X + root * n, n)  # see VERIFY_BAND
+                cov[i, root] = rho
+                cov[root, i] = rho
                 f = 1.0 - rho * rho
                 if f < 0.0:
                     f = 0.0
@@ -428,6 +475,10 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                 if fabs(corr) > drift:
                     drift = fabs(corr)
                 drift_v[k] = drift
+
+        if stop_on_dependence and (gone_arr[alive_arr[:r]] == 2).any():
+            raise LinearDependenceError(
+                "explained", [i for i in alive_arr[:r] if gone[i] == 2], order)
 
         drift = 0.0
         j = 0

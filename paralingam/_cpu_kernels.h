@@ -90,6 +90,31 @@ static inline void pl_regress_row(double *x, const double *xr, double rho, doubl
     out[2] = sr;
 }
 
+/* Correlation of two rows computed from the data (one pass; the rows are
+ * standardised to within the drift tolerance, so the centring terms are
+ * tiny). The updated covariance loses accuracy for near-collinear
+ * variables: each update divides its errors by 1 - rho^2 with the root. The
+ * decisions of the degenerate-data policy therefore use this instead.
+ * Returns 0 for a row without variance. */
+static inline double pl_row_corr(const double *xa, const double *xb, Py_ssize_t n)
+{
+    double sa = 0.0, sb = 0.0, sab = 0.0, saa = 0.0, sbb = 0.0;
+    for (Py_ssize_t k = 0; k < n; ++k) {
+        double a = xa[k], b = xb[k];
+        sa += a;
+        sb += b;
+        sab += a * b;
+        saa += a * a;
+        sbb += b * b;
+    }
+    double ma = sa / n, mb = sb / n;
+    double cab = sab / n - ma * mb, caa = saa / n - ma * ma, cbb = sbb / n - mb * mb;
+    if (!(caa > 0.0) || !(cbb > 0.0))
+        return 0.0;
+    double rho = cab / sqrt(caa * cbb);
+    return rho > 1.0 ? 1.0 : (rho < -1.0 ? -1.0 : rho);
+}
+
 /* ---- atomics: pair locks, messages to partner scores, done counters ---- */
 
 /* Claim a free pair (0 -> 1). Returns 1 when this thread won it. */

@@ -247,7 +247,7 @@ def _note_fault(exc):
 
 
 def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, drift_tol,
-           times, threads_per_block=None, blocks=None, stop_on_degenerate=False,
+           times, threads_per_block=None, blocks=None, stop_on_dependence=False,
            profile=False, inject_fault="", min_blocks=None, candidates=None):
     """Causal-order search of ``data`` (n_samples, n_features) on the GPU.
 
@@ -258,10 +258,13 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     -------
     order, explained, per_iteration, n_rederived
         As the CPU engine; ``per_iteration`` also has ``float64_redo`` and
-        ``score``; ``times`` gets ``compile``, ``upload``, ``search`` and
-        (``profile=True``) ``gpu_<phase>``.
-    degenerate : tuple or None
-        ``(kind, a, b)`` when ``stop_on_degenerate`` stopped the search.
+        ``float64_candidates``; ``times`` gets ``compile``, ``upload``,
+        ``search`` and (``profile=True``) ``gpu_<phase>``.
+
+    Raises
+    ------
+    paralingam.policy.LinearDependenceError
+        With ``stop_on_dependence``, at the first exact dependence.
     """
     import pycuda.driver as drv
 
@@ -287,7 +290,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         "gamma0": float(gamma0) if threshold else float("inf"), "c": float(c),
         "collinear_tol": collinear_tol, "explained_tol": explained_tol, "drift_tol": drift_tol,
         "moment_err": FLOAT_MOMENT_ERR if use_float else 0.0,
-        "use_float": int(use_float), "stop_on_degenerate": int(stop_on_degenerate),
+        "use_float": int(use_float), "stop_on_degenerate": int(stop_on_dependence),
         "use_prior": int(candidates is not None),
     }
     if blocks is None:
@@ -321,7 +324,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         "rounds": ws.read("it_rounds", iters).tolist(),
         "float64_redo": (redo > 0).tolist(),
         "float64_candidates": redo.tolist(),
-        "score": ws.read("it_score", iters).tolist(),
+        "scores": ws.read("it_score", iters).tolist(),
     }
     times["readback"] = time.perf_counter() - t0
     if out["gpu_time"]:
@@ -329,14 +332,32 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
             times[f"gpu_{name}"] = secs
         per_iteration["gpu_rounds_s"] = out["gpu_rounds"]
     explained = {int(v): int(explained_by[v]) for v in np.flatnonzero(explained_by >= 0)}
-    degenerate = None
     if out["state"] == _scheduler.STATE_DEGENERATE:
-        kind, a, b = out["detail"]
-        degenerate = ("collinear" if kind == 1 else "explained", a, b)
-    elif out["state"] == _scheduler.STATE_FAILED:
+        raise _dependence_error(ws, out, order)
+    if out["state"] == _scheduler.STATE_FAILED:
         raise RuntimeError("the GPU search found no candidate for the root in iteration "
                            f"{iters}; please report this")
-    elif out["state"] != _scheduler.STATE_FINISHED or n_order != p:
+    if out["state"] != _scheduler.STATE_FINISHED or n_order != p:
         raise RuntimeError(f"the GPU search ended in state {out['state']} with "
                            f"{n_order} of {p} variables ordered")
-    return [int(v) for v in order], explained, per_iteration, out["n_rederived"], degenerate
+    return [int(v) for v in order], explained, per_iteration, out["n_rederived"]
+
+
+def _dependence_error(ws, out, order):
+    """The LinearDependenceError of a search stopped by stop_on_dependence.
+
+    As the CPU engine: "collinear" names the first collinear group (of the
+    first collinear pair) and the roots so far; "explained" names the
+    variables the last root completed and the roots including it.
+    """
+    from .policy import LinearDependenceError
+
+    kind, a, b = out["detail"]
+    order = [int(v) for v in order]
+    if kind == 2:  # explained by root b: the order ends with b and them
+        k = order.index(b)
+        return LinearDependenceError("explained", order[k + 1:], order[: k + 1])
+    r = out["r"]
+    alive, label = ws.read("alive", r), ws.read("label", r)
+    first = label[np.flatnonzero(alive == a)[0]]
+    return LinearDependenceError("collinear", alive[label == first].tolist(), order)

@@ -22,7 +22,9 @@ class FitResult:
         ``compared`` and ``pairs`` per iteration (comparisons done versus
         the ``r (r - 1) / 2`` pairs); ``gamma`` (threshold at the end of each
         iteration) and ``rounds``; ``comparisons_saved`` (fraction);
-        ``n_rederived`` (covariance re-derivations); ``time`` per phase in s.
+        ``n_rederived`` (covariance re-derivations); ``scores`` (the
+        root's score of every iteration, summed in index order);
+        ``time`` per phase in s.
     """
 
     causal_order: list

@@ -601,6 +601,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
         "state": int(state),
         "detail": [int(st.detail[0]), int(st.detail[1]), int(st.detail[2])],
         "iterations": int(st.iteration),
+        "r": int(st.r),
         "n_rederived": int(st.n_rederived),
         "n_order": int(st.n_order),
         "rounds": rounds,

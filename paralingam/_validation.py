@@ -4,9 +4,16 @@ import numbers
 
 import numpy as np
 
+MAX_THREADS = 1024  # more OpenMP threads than this are a mistake, and can abort the process
+CUDA_BLOCKS = tuple(range(32, 1025, 32))  # threads per block: whole warps
+
 
 def as_data_matrix(X):
     """Return ``X`` as a float64 (n_samples, n_features) array and its names.
+
+    Accepts numpy arrays (masked arrays without masked entries), nested
+    lists, and pandas DataFrames with numeric, boolean or nullable numeric
+    columns (and object columns that hold only real numbers).
 
     Parameters
     ----------
@@ -14,53 +21,59 @@ def as_data_matrix(X):
 
     Returns
     -------
-    data : ndarray of float64
+    data : ndarray of float64, C-contiguous
+        A new array: the caller may modify it.
     names : list of str or None
         Column names of a DataFrame, else None.
 
     Raises
     ------
     ValueError
-        For a shape that is not 2-D, fewer than 3 samples, no variables,
-        non-numeric columns, NaN or infinite values, constant columns, or
-        values too large to centre in float64.
+        For input that is not a rectangular 2-D table, fewer than 3 samples,
+        no variables, non-numeric or complex columns, missing (NaN, NA,
+        masked) or infinite values, values too large for float64, constant
+        columns, or values too large to centre and square in float64. The
+        message names the shape, the columns, and the counts.
     """
     names = None
     if hasattr(X, "columns") and hasattr(X, "dtypes"):  # pandas DataFrame
         names = [str(c) for c in X.columns]
-        bad = [str(c) for c, dt in zip(X.columns, X.dtypes) if not _numeric_dtype(dt)]
-        if bad:
-            raise ValueError(f"non-numeric columns: {_list(bad)}")
-        X = X.to_numpy()
-    arr = np.asarray(X)
-    if arr.ndim != 2:
-        raise ValueError(
-            f"X must be 2-D (n_samples, n_features); got an array of shape {arr.shape}"
-        )
+        arr = _frame_to_array(X, names)
+    else:
+        arr = _as_array(X)
+    _check_shape(arr, X)
     n, p = arr.shape
-    if p == 0:
-        raise ValueError(f"X has no variables (shape {arr.shape})")
-    if n < 3:
-        raise ValueError(f"X needs at least 3 samples; got {n} (shape {arr.shape})")
-    if np.iscomplexobj(arr):
-        raise ValueError("X must be real; got complex values")
-    if arr.dtype.kind not in "biuf":
-        bad = [_name(names, j) for j in range(p) if not _numeric_column(arr[:, j])]
-        if bad:
-            raise ValueError(f"non-numeric columns: {_list(bad)}")
-    data = np.array(arr, dtype=np.float64, order="C", copy=True)
+    if isinstance(arr, np.ma.MaskedArray):
+        masked = np.ma.getmaskarray(arr)
+        if masked.any():
+            raise ValueError(
+                "masked (missing) values in columns: "
+                f"{_per_column(names, masked.sum(axis=0), 'masked')}; "
+                "drop those rows or fill them (X.filled(value))")
+        arr = arr.data
+    data = _to_float64(arr, names)
 
-    finite = np.isfinite(data)
-    if not finite.all():
-        counts = (~finite).sum(axis=0)
-        bad = [f"{_name(names, j)} ({counts[j]} values)" for j in np.flatnonzero(counts)]
-        raise ValueError(f"NaN or infinite values in columns: {_list(bad)}")
+    source = arr if arr.dtype.kind == "f" else data  # NaN/inf of the input itself
+    nan, inf = np.isnan(source), np.isinf(source)
+    if nan.any() or inf.any():
+        counts = [", ".join(f"{c} {what}" for c, what in ((nan[:, j].sum(), "NaN/missing"),
+                                                            (inf[:, j].sum(), "infinite")) if c)
+                  for j in range(p)]
+        bad = [f"{_name(names, j)}: {counts[j]}" for j in range(p) if counts[j]]
+        raise ValueError(f"NaN, missing or infinite values in columns: {_list(bad)}")
+    if not np.isfinite(data).all():  # finite input that overflowed (long double)
+        bad = [_name(names, j) for j in np.flatnonzero(~np.isfinite(data).all(axis=0))]
+        raise ValueError(f"values too large for float64 in columns: {_list(bad)}")
+
     with np.errstate(over="ignore", invalid="ignore"):
         centred = data - data.mean(axis=0)
         sq = (centred**2).sum(axis=0)
     if not np.isfinite(sq).all():
         bad = [_name(names, j) for j in np.flatnonzero(~np.isfinite(sq))]
-        raise ValueError(f"values too large to centre and square in float64 in columns: {_list(bad)}")
+        raise ValueError(
+            f"values too large to centre and square in float64 in columns: {_list(bad)} "
+            "(rescale them)")
+    # Constant up to rounding: the spread is a few ulps of the largest value.
     spread = np.ptp(data, axis=0)
     scale = np.maximum(np.abs(data).max(axis=0), np.finfo(np.float64).tiny)
     constant = spread <= 8 * np.finfo(np.float64).eps * scale
@@ -70,20 +83,113 @@ def as_data_matrix(X):
     return data, names
 
 
-def _numeric_dtype(dt):
+def _as_array(X):
+    """``np.asarray(X)``, refusing ragged nested sequences by name."""
+    lengths = _row_lengths(X)
+    if lengths is not None and len(set(lengths)) > 1:
+        raise ValueError(
+            "X is ragged: its rows have different lengths "
+            f"({_list([str(v) for v in sorted(set(lengths))])}); every row must have one "
+            "value per variable")
     try:
-        return np.dtype(dt).kind in "biuf"
-    except TypeError:  # pandas extension dtypes
-        return getattr(dt, "kind", "O") in "biuf"
+        arr = X if isinstance(X, np.ma.MaskedArray) else np.asarray(X)
+    except (ValueError, TypeError) as exc:  # e.g. ragged deeper down
+        raise ValueError(f"X cannot be read as a 2-D numeric table: {exc}") from None
+    return arr
 
 
-def _numeric_column(col):
-    """True when every entry is a real number (strings are refused)."""
-    return all(isinstance(v, (numbers.Real, np.bool_)) for v in col)
+def _row_lengths(X):
+    """Lengths of the rows of a list/tuple (or 1-D object array) of sequences."""
+    if isinstance(X, np.ndarray) and X.dtype == object and X.ndim == 1:
+        X = list(X)
+    if not isinstance(X, (list, tuple)) or not X:
+        return None
+    if not all(isinstance(row, (list, tuple, np.ndarray)) for row in X):
+        return None
+    return [len(row) for row in X]
+
+
+def _check_shape(arr, X):
+    if arr.ndim != 2:
+        if arr.ndim == 0:
+            got = f"a {type(X).__name__}"
+            if hasattr(X, "toarray"):
+                got += " (a sparse matrix: pass X.toarray())"
+        else:
+            got = f"an array of shape {arr.shape}"
+            if arr.ndim == 1 and arr.size:
+                got += " (for a single variable use X.reshape(-1, 1))"
+        raise ValueError(f"X must be 2-D (n_samples, n_features); got {got}")
+    n, p = arr.shape
+    if p == 0:
+        raise ValueError(f"X has no variables (shape {arr.shape})")
+    if n < 3:
+        raise ValueError(f"X needs at least 3 samples; got {n} (shape {arr.shape})")
+
+
+def _frame_to_array(X, names):
+    """A DataFrame's values as a float64 array; NA becomes NaN."""
+    bad = []
+    for j, dt in enumerate(X.dtypes):
+        kind = getattr(dt, "kind", "O")  # pandas extension dtypes have .kind
+        if kind in "biuf":
+            continue
+        if kind == "O" and str(dt) == "object":
+            col = X.iloc[:, j]
+            values = col[~col.isna()]
+            if all(isinstance(v, numbers.Real) for v in values):
+                continue
+        bad.append(f"{_name(names, j)}: {dt} dtype")
+    if bad:
+        raise ValueError(f"non-numeric columns: {_list(bad)}")
+    try:
+        return X.to_numpy(dtype=np.float64, na_value=np.nan)
+    except OverflowError:  # object columns holding integers beyond float64
+        big = [_name(names, j) for j in range(X.shape[1]) if not _fits_float64(X.iloc[:, j])]
+        raise ValueError(f"values too large for float64 in columns: {_list(big)}") from None
+
+
+def _to_float64(arr, names):
+    """A new C-ordered float64 copy of a 2-D array with real numeric entries."""
+    kind = arr.dtype.kind
+    if kind == "c" or (kind == "O" and any(isinstance(v, numbers.Complex)
+                                           and not isinstance(v, numbers.Real)
+                                           for v in arr.flat)):
+        raise ValueError("X must be real; got complex values")
+    if kind == "O":
+        bad = []
+        for j in range(arr.shape[1]):
+            rows = [i for i, v in enumerate(arr[:, j])
+                    if not isinstance(v, (numbers.Real, np.bool_))]
+            if rows:
+                bad.append(f"{_name(names, j)}: {arr[rows[0], j]!r} in row {rows[0]}")
+        if bad:
+            raise ValueError(f"non-numeric columns: {_list(bad)}")
+        big = [_name(names, j) for j in range(arr.shape[1]) if not _fits_float64(arr[:, j])]
+        if big:
+            raise ValueError(f"values too large for float64 in columns: {_list(big)}")
+    elif kind not in "biuf":
+        raise ValueError(
+            f"non-numeric columns: {_list([_name(names, j) for j in range(arr.shape[1])])} "
+            f"(dtype {arr.dtype})")
+    with np.errstate(over="ignore"):  # long double beyond float64: checked by the caller
+        return np.array(arr, dtype=np.float64, order="C", copy=True)
+
+
+def _fits_float64(values):
+    try:
+        np.array(list(values), dtype=np.float64)
+    except OverflowError:
+        return False
+    return True
 
 
 def _name(names, j):
     return f"column {j}" if names is None else f"column {j} ({names[j]!r})"
+
+
+def _per_column(names, counts, what):
+    return _list([f"{_name(names, j)}: {counts[j]} {what}" for j in np.flatnonzero(counts)])
 
 
 def _list(items, limit=10):
@@ -91,8 +197,61 @@ def _list(items, limit=10):
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def check_positive(name, value, *, above=0.0):
-    """Raise ValueError unless ``value`` is a finite real number > ``above``."""
-    if not isinstance(value, numbers.Real) or not np.isfinite(value) or value <= above:
-        raise ValueError(f"{name} must be a finite number greater than {above}; got {value!r}")
+# ---------------------------------------------------------------------------
+# Parameters
+# ---------------------------------------------------------------------------
+
+def check_positive(name, value, *, above=0.0, below=None):
+    """``value`` as a float; ValueError unless it is a finite real in (above, below).
+
+    Booleans are refused: ``gamma0=True`` is a mistake, not ``1.0``.
+    """
+    ok = (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+          and np.isfinite(value) and value > above and (below is None or value < below))
+    if not ok:
+        bound = f"greater than {above}" + ("" if below is None else f" and less than {below}")
+        raise ValueError(f"{name} must be a finite number {bound}; got {value!r}")
     return float(value)
+
+
+def check_int(name, value, allowed=None, *, low=1, high=None):
+    """``value`` as an int; ValueError unless it is an integer in range (or in ``allowed``)."""
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+    if ok and allowed is not None:
+        ok = value in allowed
+    elif ok:
+        ok = value >= low and (high is None or value <= high)
+    if not ok:
+        if allowed is not None:
+            want = f"one of {', '.join(str(a) for a in allowed)}"
+        else:
+            want = f"an integer >= {low}" + ("" if high is None else f" and <= {high}")
+        raise ValueError(f"{name} must be {want}; got {value!r}")
+    return int(value)
+
+
+def check_choice(name, value, choices):
+    """``value`` unchanged; ValueError unless it is one of ``choices``."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+def check_bool(name, value):
+    """``value`` as a bool; ValueError unless it is True or False."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
+def check_dtype(value):
+    """``None``, ``"float64"`` or ``"float32"`` for a dtype option."""
+    if value is None:
+        return None
+    try:
+        name = np.dtype(value).name
+    except (TypeError, ValueError):
+        name = None
+    if name not in ("float64", "float32"):
+        raise ValueError(f"dtype must be None, 'float64' or 'float32'; got {value!r}")
+    return name

@@ -46,7 +46,7 @@ stay in separate groups and, as any collinear pair, compare as
 
 import numpy as np
 
-from .policy import COLLINEAR_TOL, EXPLAINED_TOL
+from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError
 from .prior import PriorKnowledge
 
 K1 = 79.047
@@ -168,7 +168,8 @@ OTHER, IN_VJ, CANDIDATE = 0, 1, 2  # prior-knowledge status of a remaining varia
 
 
 def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL,
-                 prior_knowledge=None, apply_prior_knowledge_softly=False):
+                 prior_knowledge=None, apply_prior_knowledge_softly=False, *,
+                 stop_on_dependence=False, return_scores=False):
     """Estimate the causal order of ``X`` with DirectLiNGAM (pwling).
 
     Parameters
@@ -181,6 +182,12 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL,
         lingam's prior-knowledge matrix (``paralingam.prior``).
     apply_prior_knowledge_softly : bool
         Apply it softly instead of as strict partial orders.
+    stop_on_dependence : bool
+        Raise :class:`~paralingam.policy.LinearDependenceError` at the first
+        exact dependence (a collinear group among the remaining variables, or
+        a variable fully explained) instead of applying the policy.
+    return_scores : bool
+        Also return the root's score of every search iteration.
 
     Returns
     -------
@@ -189,15 +196,22 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL,
     explained : dict
         ``{variable: root}`` for every variable found fully explained, with
         the root whose regression completed it.
+    scores : list of float
+        Only with ``return_scores``: the score of each iteration's root (one
+        per root chosen by a search; the last variable needs none).
     """
     X_ = np.array(X, dtype=np.float64, copy=True)
+    # Scale each column by a power of two (exact: no rounding changes) to a
+    # maximum magnitude in [0.5, 1), so that squares of tiny columns cannot
+    # underflow; paralingam.fit scales the data it searches the same way.
+    X_ = np.ldexp(X_, -np.frexp(np.abs(X_).max(axis=0, initial=0.0))[1])
     n_features = X_.shape[1]
     prior = None
     if prior_knowledge is not None:
         prior = PriorKnowledge(prior_knowledge, n_features, soft=apply_prior_knowledge_softly)
     remaining = list(range(n_features))  # kept in ascending order
     frac = np.ones(n_features)  # remaining-variance fraction per variable
-    order, explained = [], {}
+    order, explained, root_scores = [], {}, []
 
     while remaining:
         if len(remaining) == 1:
@@ -207,17 +221,24 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL,
         if prior is not None:
             is_candidate, in_vj = prior.candidates(remaining)
             status = np.where(is_candidate, CANDIDATE, np.where(in_vj, IN_VJ, OTHER))
-        if (status == CANDIDATE).sum() == 1:
-            root = remaining[int(np.flatnonzero(status == CANDIDATE)[0])]  # no comparison
+        Z = standardise(X_[:, remaining])
+        group = collinear_groups(Z, collinear_tol, status)
+        reps = np.flatnonzero(group == np.arange(len(remaining)))
+        size = np.bincount(group)[reps]
+        if stop_on_dependence and len(reps) < len(remaining):
+            first = reps[np.flatnonzero(size > 1)[0]]  # group of the first collinear pair
+            raise LinearDependenceError(
+                "collinear", [remaining[k] for k in np.flatnonzero(group == first)], order)
+        cands = np.flatnonzero(status[reps] == CANDIDATE)
+        if len(cands) == 1:  # one candidate group: the root, no comparison
+            best = cands[0]
+            root_scores.append(0.0)
         else:
-            Z = standardise(X_[:, remaining])
-            group = collinear_groups(Z, collinear_tol, status)
-            reps = np.flatnonzero(group == np.arange(len(remaining)))
-            size = np.bincount(group)[reps]
             stat = pairwise_statistics(Z[:, reps], collinear_tol, status[reps] == IN_VJ)
             scores = (np.minimum(0.0, stat) ** 2 * size[None, :]).sum(axis=1)
-            cands = np.flatnonzero(status[reps] == CANDIDATE)
-            root = remaining[reps[cands[int(np.argmin(scores[cands]))]]]  # first minimum: earliest
+            best = cands[int(np.argmin(scores[cands]))]  # first minimum: earliest
+            root_scores.append(float(scores[best]))
+        root = remaining[reps[best]]
         order.append(root)
         remaining.remove(root)
 
@@ -231,8 +252,12 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL,
                 done.append(i)
             else:
                 X_[:, i] = xi - (cov[0, 1] / np.var(xr)) * xr
+        if stop_on_dependence and done:
+            raise LinearDependenceError("explained", done, order)
         for i in done:
             remaining.remove(i)
             order.append(i)
             explained[i] = root
+    if return_scores:
+        return order, explained, root_scores
     return order, explained

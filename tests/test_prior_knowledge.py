@@ -573,8 +573,8 @@ def test_fit_passes_candidates_to_the_cuda_engine(lingam_data, monkeypatch):
     def fake_search(data, **kwargs):
         calls.append(kwargs)
         per_it = {"remaining": [5, 4, 3, 2], "compared": [0] * 4, "gamma": [0.0] * 4,
-                  "rounds": [0] * 4}
-        return [0, 1, 2, 3, 4], {}, per_it, 0, None  # _cuda.search returns five values
+                  "rounds": [0] * 4, "scores": [0.0] * 4}
+        return [0, 1, 2, 3, 4], {}, per_it, 0
 
     monkeypatch.setattr(_backends, "resolve_backend", lambda name: "cuda")
     monkeypatch.setattr(_cuda, "search", fake_search)
@@ -583,6 +583,6 @@ def test_fit_passes_candidates_to_the_cuda_engine(lingam_data, monkeypatch):
     paralingam.fit(X, prior_knowledge=pk, apply_prior_knowledge_softly=False)
     paralingam.fit(X)
     with_prior, without = calls
-    assert "candidates" not in without  # engines without the keyword still run
+    assert without["candidates"] is None
     is_candidate, in_vj = with_prior["candidates"](np.arange(5))
     assert is_candidate.tolist() == [True, True, False, True, True] and not in_vj.any()

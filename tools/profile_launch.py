@@ -101,7 +101,7 @@ def phase_breakdown(p, n, density, seed):
     _cuda.search(data, times={}, **kwargs)  # warm-up
     times = {}
     t0 = time.perf_counter()
-    order, _, per_it, _, _ = _cuda.search(data, times=times, profile=True, **kwargs)
+    order, _, per_it, _ = _cuda.search(data, times=times, profile=True, **kwargs)
     wall = time.perf_counter() - t0
     times_plain = {}
     t0 = time.perf_counter()

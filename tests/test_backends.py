@@ -1,0 +1,148 @@
+"""Backend choice without a usable GPU: auto falls back once, cuda refuses clearly.
+
+These tests make CUDA unusable on purpose (pycuda absent, failing, or the
+check itself crashing), so they run on every machine, GPU or not.
+"""
+
+import logging
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import paralingam
+from paralingam import _backends
+
+pytest.importorskip("paralingam._cpu", reason="the CPU extension is not built")
+
+
+@pytest.fixture
+def X():
+    rng = np.random.default_rng(901)
+    e = rng.uniform(-1, 1, size=(200, 3))
+    e[:, 1] += 0.8 * e[:, 0]
+    e[:, 2] += 0.5 * e[:, 1]
+    return e
+
+
+@pytest.fixture
+def fresh_auto(monkeypatch):
+    """Forget that the auto fallback was already reported in this process."""
+    monkeypatch.setattr(_backends, "_auto_reported", False)
+
+
+def no_cuda(monkeypatch, reason="no CUDA device found (test)"):
+    monkeypatch.setattr(_backends, "cuda_unavailable_reason", lambda: reason)
+    return reason
+
+
+def fallback_records(caplog):
+    return [r for r in caplog.records
+            if r.name == "paralingam" and "using the CPU backend" in r.getMessage()]
+
+
+def test_auto_without_cuda_uses_cpu_and_says_so_once(monkeypatch, caplog, fresh_auto, X):
+    reason = no_cuda(monkeypatch)
+    caplog.set_level(logging.INFO, logger="paralingam")
+    first = paralingam.fit(X)
+    second = paralingam.fit(X, backend="auto")
+    assert first.stats["backend"] == second.stats["backend"] == "cpu"
+    assert first.causal_order == second.causal_order == paralingam.fit(X, backend="cpu").causal_order
+    records = fallback_records(caplog)
+    assert len(records) == 1
+    assert reason in records[0].getMessage()
+    assert records[0].levelno == logging.INFO
+
+
+def test_cpu_backend_never_logs_the_fallback(monkeypatch, caplog, fresh_auto, X):
+    no_cuda(monkeypatch)
+    caplog.set_level(logging.DEBUG, logger="paralingam")
+    paralingam.fit(X, backend="cpu")
+    assert fallback_records(caplog) == []
+
+
+def test_cuda_without_cuda_raises_runtime_error_saying_why(monkeypatch, X):
+    no_cuda(monkeypatch, "no CUDA device found (test)")
+    with pytest.raises(RuntimeError, match=r"backend='cuda' cannot run: no CUDA device found \(test\)"):
+        paralingam.fit(X, backend="cuda")
+
+
+def hide_pycuda(monkeypatch):
+    # A None entry in sys.modules makes "import pycuda" raise ImportError.
+    for mod in [m for m in sys.modules if m == "pycuda" or m.startswith("pycuda.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setitem(sys.modules, "pycuda", None)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", None)
+
+
+def test_pycuda_absent(monkeypatch, caplog, fresh_auto, X):
+    hide_pycuda(monkeypatch)
+    reason = _backends.cuda_unavailable_reason()
+    assert reason is not None and "pycuda" in reason
+    with pytest.raises(RuntimeError, match="backend='cuda' cannot run: .*pycuda"):
+        paralingam.fit(X, backend="cuda")
+    caplog.set_level(logging.INFO, logger="paralingam")
+    assert paralingam.fit(X).stats["backend"] == "cpu"
+    assert len(fallback_records(caplog)) == 1
+
+
+def test_pycuda_failing_to_initialise(monkeypatch, fresh_auto, X):
+    # pycuda imports, but the driver cannot start (no device, broken driver).
+    def init():
+        raise RuntimeError("cuInit failed: no CUDA-capable device is detected")
+
+    driver = types.ModuleType("pycuda.driver")
+    driver.init = init
+    pycuda = types.ModuleType("pycuda")
+    pycuda.driver = driver
+    monkeypatch.setitem(sys.modules, "pycuda", pycuda)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", driver)
+    reason = _backends.cuda_unavailable_reason()
+    assert reason is not None and "cuInit failed" in reason
+    with pytest.raises(RuntimeError, match="cannot run: .*cuInit failed"):
+        paralingam.fit(X, backend="cuda")
+    assert paralingam.fit(X).stats["backend"] == "cpu"
+
+
+@pytest.mark.parametrize("exc", [OSError("libcuda.so.1: cannot open shared object file"),
+                                 RuntimeError("driver version mismatch")])
+def test_crashing_cuda_check_still_falls_back(monkeypatch, fresh_auto, X, exc):
+    # Broken installations fail in unexpected ways; the check must not crash.
+    from paralingam import _cuda
+
+    def check():
+        raise exc
+
+    monkeypatch.setattr(_cuda, "unavailable_reason", check)
+    reason = _backends.cuda_unavailable_reason()
+    assert type(exc).__name__ in reason and str(exc) in reason
+    assert paralingam.fit(X).stats["backend"] == "cpu"
+    with pytest.raises(RuntimeError, match=type(exc).__name__):
+        paralingam.fit(X, backend="cuda")
+
+
+def test_cuda_module_import_failure(monkeypatch, fresh_auto, X):
+    monkeypatch.setitem(sys.modules, "paralingam._cuda", None)
+    monkeypatch.delattr(paralingam, "_cuda", raising=False)
+    reason = _backends.cuda_unavailable_reason()
+    assert reason.startswith("the CUDA backend is not available")
+    assert paralingam.fit(X).stats["backend"] == "cpu"
+    with pytest.raises(RuntimeError, match="not available"):
+        paralingam.fit(X, backend="cuda")
+
+
+def test_unknown_backend_is_named(X):
+    with pytest.raises(ValueError, match=r"backend must be one of .*got 'opencl'"):
+        paralingam.fit(X, backend="opencl")
+
+
+def test_auto_with_float32_falls_back_to_float64_on_the_cpu(monkeypatch, fresh_auto, X):
+    # dtype="float32" is the GPU's arithmetic; when auto runs on the CPU it
+    # computes in float64 (explicit backend="cpu" with float32 is an error).
+    no_cuda(monkeypatch)
+    res = paralingam.fit(X, dtype="float32")
+    assert res.stats["backend"] == "cpu"
+    assert res.causal_order == paralingam.fit(X, backend="cpu").causal_order
+    with pytest.raises(ValueError, match="computes in float64"):
+        paralingam.fit(X, backend="cpu", dtype="float32")

@@ -1,0 +1,353 @@
+"""Input and parameter validation: every mistake gets a ValueError naming it."""
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import paralingam
+from paralingam import reference
+
+pytest.importorskip("paralingam._cpu", reason="the CPU extension is not built")
+
+
+def fit_cpu(X, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        return paralingam.fit(X, backend="cpu", **kwargs)
+
+
+@pytest.fixture(scope="module")
+def small(lingam_data):
+    """A (300, 6) sample and its reference order."""
+    X = np.array(lingam_data(6, 300, "dense", 801)[0])
+    return X, reference.causal_order(X)[0]
+
+
+def raises(match, X, **kwargs):
+    with pytest.raises(ValueError, match=match) as info:
+        fit_cpu(X, **kwargs)
+    return str(info.value)
+
+
+# --------------------------------------------------------------------------
+# Shapes
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("X, match", [
+    (np.arange(5.0), r"2-D .*shape \(5,\).*reshape\(-1, 1\)"),
+    (np.zeros((4, 3, 2)), r"2-D .*shape \(4, 3, 2\)"),
+    (np.float64(3.0), r"2-D .*got a float64"),
+    (None, r"2-D .*got a NoneType"),
+    ("abc", r"2-D .*got a str"),
+    ([], r"2-D .*shape \(0,\)"),
+    (np.zeros((0, 3)), r"at least 3 samples; got 0 \(shape \(0, 3\)\)"),
+    (np.ones((2, 3)), r"at least 3 samples; got 2 \(shape \(2, 3\)\)"),
+    (np.zeros((10, 0)), r"no variables \(shape \(10, 0\)\)"),
+    ([[1.0, 2.0], [3.0], [4.0, 5.0]], r"ragged.*different lengths \(1, 2\)"),
+    (np.array([[1.0, 2.0], [3.0], [4.0, 5.0]], dtype=object), r"ragged.*lengths \(1, 2\)"),
+    ([[[1.0], [2.0]], [[3.0], 4.0]], r"cannot be read as a 2-D numeric table"),
+], ids=["1-D", "3-D", "scalar", "None", "str", "empty-list", "no-rows", "2-rows", "no-columns",
+        "ragged-list", "ragged-object-array", "ragged-deep"])
+def test_bad_shapes_are_named(X, match):
+    raises(match, X)
+
+
+def test_one_variable_and_three_samples_are_enough():
+    assert fit_cpu(np.array([[1.0], [2.0], [4.0]])).causal_order == [0]
+    res = fit_cpu(np.array([[1.0, 2.0], [2.0, 1.0], [4.0, 9.0]]))
+    assert sorted(res.causal_order) == [0, 1]
+    assert np.isfinite(res.stats["scores"]).all()
+
+
+# --------------------------------------------------------------------------
+# Types
+# --------------------------------------------------------------------------
+
+def test_lists_ints_bools_and_numeric_objects_are_accepted(small):
+    X, order = small
+    assert fit_cpu(X.tolist()).causal_order == order
+    assert fit_cpu(X.astype(object)).causal_order == order
+    assert fit_cpu(np.asfortranarray(X)).causal_order == order
+    rng = np.random.default_rng(802)
+    ints = rng.integers(-50, 50, size=(200, 4))
+    ref_order = reference.causal_order(ints)[0]
+    for arr in (ints, ints.astype(np.int8), (ints + 50).astype(np.uint16)):
+        assert fit_cpu(arr).causal_order == ref_order
+    bools = rng.random((200, 4)) < [0.2, 0.5, 0.7, 0.9]
+    res = fit_cpu(bools)
+    assert sorted(res.causal_order) == [0, 1, 2, 3]
+    assert res.causal_order == reference.causal_order(bools)[0]
+
+
+@pytest.mark.parametrize("X, match", [
+    (np.array([["1", "2"], ["3", "4"], ["5", "7"]]), r"non-numeric columns: column 0, column 1 \(dtype <U1\)"),
+    (np.array([[1.0, "a"], [2.0, "b"], [3.0, "c"]], dtype=object), r"non-numeric columns: column 1: 'a' in row 0$"),
+    (np.array([[1.0, 2.0], [2.0, None], [3.0, 1.0]], dtype=object), r"non-numeric columns: column 1: None in row 1$"),
+    (np.array(["2020-01-01", "2020-01-02", "2020-01-05"], dtype="datetime64[D]").reshape(3, 1),
+     r"non-numeric columns: column 0 \(dtype datetime64\[D\]\)"),
+    (np.ones((5, 2)) + 1j * np.arange(10.0).reshape(5, 2), r"must be real; got complex"),
+    (np.array([[1.0, 2j], [2.0, 1.0], [3.0, 5.0]], dtype=object), r"must be real; got complex"),
+], ids=["strings", "object-strings", "object-None", "datetime", "complex", "object-complex"])
+def test_non_numeric_input_is_named(X, match):
+    raises(match, X)
+
+
+# --------------------------------------------------------------------------
+# NaN, inf, masked values
+# --------------------------------------------------------------------------
+
+def test_nan_and_inf_name_the_columns_and_counts(small):
+    X = small[0].copy()
+    X[[3, 7], 2] = np.nan
+    X[11, 4] = -np.inf
+    X[12, 4] = np.nan
+    msg = raises("NaN, missing or infinite", X)
+    assert "column 2: 2 NaN/missing" in msg
+    assert "column 4: 1 NaN/missing, 1 infinite" in msg
+    assert not re.search(r"column [0135]", msg)
+    # float32 and object input too
+    raises(r"column 2: 2 NaN/missing", X.astype(np.float32))
+    obj = small[0].astype(object)
+    obj[0, 1] = float("inf")
+    raises(r"column 1: 1 infinite", obj)
+
+
+def test_many_bad_columns_are_summarised(small):
+    X = np.tile(small[0], (1, 3))
+    X[0, :] = np.nan
+    msg = raises("NaN", X)
+    assert msg.endswith("and 8 more")
+
+
+def test_masked_values_are_named(small):
+    X = np.ma.masked_array(small[0], mask=np.zeros(small[0].shape, bool))
+    assert fit_cpu(X).causal_order == small[1]  # no masked entry: fine
+    X.mask[[0, 5, 9], 3] = True
+    raises(r"masked \(missing\) values in columns: column 3: 3 masked", X)
+
+
+# --------------------------------------------------------------------------
+# Constant columns and extreme values
+# --------------------------------------------------------------------------
+
+def test_constant_columns_are_named(small):
+    X = small[0].copy()
+    X[:, 1] = 7.25
+    X[:, 4] = 1e-300
+    raises(r"constant columns \(zero variance\): column 1, column 4$", X)
+    # Constant up to one ulp is constant.
+    X = small[0].copy()
+    X[:, 0] = 1.0
+    X[::2, 0] = np.nextafter(1.0, 2.0)
+    raises(r"constant columns \(zero variance\): column 0$", X)
+    raises("constant columns", np.column_stack([small[0][:, :2], np.ones(300, bool)]))
+
+
+def test_near_constant_column_is_data(small):
+    # A relative spread of 1e-11 is well above rounding: legal data.
+    X = small[0].copy()
+    X[:, 2] = 1e6 + 1e-5 * X[:, 2]
+    res = fit_cpu(X)
+    assert sorted(res.causal_order) == list(range(6))
+    assert np.isfinite(res.adjacency_matrix).all() and np.isfinite(res.stats["scores"]).all()
+
+
+def test_values_too_large_to_square_in_float64_are_refused(small):
+    X = small[0].copy()
+    X[:, 3] *= 1e200
+    raises(r"too large to centre and square in float64 in columns: column 3 \(rescale", X)
+    # A column at 1e150 still squares fine.
+    X = small[0].copy()
+    X[:, 3] *= 1e150
+    assert fit_cpu(X).causal_order == small[1]
+
+
+def test_float32_input_near_its_overflow_gives_the_reference_order(lingam_data):
+    # Values near +-3.4e38 are finite float32 numbers, but centring and
+    # squaring them in float32 overflows. The pipeline converts to float64
+    # before centring, so these data are fine.
+    X = np.array(lingam_data(6, 400, "sparse", 803)[0])
+    X32 = (X / np.abs(X).max(axis=0) * 3.3e38).astype(np.float32)
+    assert np.isfinite(X32).all() and np.abs(X32).max() > 3.2e38
+    with np.errstate(over="ignore"):
+        c32 = X32 - X32.mean(axis=0, dtype=np.float32)
+        assert not np.isfinite((c32 * c32).sum(axis=0, dtype=np.float32)).any()
+    ref_order, _, ref_scores = reference.causal_order(X32, return_scores=True)
+    res = fit_cpu(X32)
+    assert res.causal_order == ref_order
+    np.testing.assert_allclose(res.stats["scores"], ref_scores, rtol=1e-6, atol=1e-15)
+    assert np.isfinite(res.adjacency_matrix).all()
+    # the order is that of the same data at ordinary scale
+    assert res.causal_order == fit_cpu(X32.astype(np.float64) / 1e38).causal_order
+
+
+def test_tiny_columns_do_not_underflow(small):
+    # Squares of values ~1e-170 underflow to 0 in float64: the search works on
+    # exactly rescaled columns, so the order is that of the unscaled data.
+    X, order = small
+    for scale in (1e-170, 1e-250, 1e-300):
+        Xs = X.copy()
+        Xs[:, [1, 4]] *= scale
+        res = fit_cpu(Xs)
+        assert res.causal_order == order, scale
+        assert reference.causal_order(Xs)[0] == order, scale
+        assert np.isfinite(res.adjacency_matrix).all()
+
+
+def test_adjacency_of_rescaled_columns_is_rescaled(small):
+    # Least squares on columns ~1e-170 used to underflow (X.T @ X) and lose
+    # the edges of those columns; the coefficients scale with the columns.
+    X = small[0]
+    base = fit_cpu(X).adjacency_matrix
+    s = np.ones(6)
+    s[[1, 4]] = 1e-170
+    s[2] = 1e100  # every weight stays a normal float64 (ratios down to 1e-270)
+    res = fit_cpu(X * s)
+    np.testing.assert_allclose(res.adjacency_matrix * s[None, :] / s[:, None], base,
+                               rtol=1e-9, atol=1e-12)
+    assert np.count_nonzero(base) == np.count_nonzero(res.adjacency_matrix)
+
+
+def test_edge_weights_beyond_float64_are_named():
+    rng = np.random.default_rng(804)
+    a = rng.uniform(-1, 1, 500) ** 3
+    b = a + 0.1 * rng.laplace(size=500)
+    X = np.column_stack([a * 1e-300, b * 1e150])  # weight of column 0 on 1: ~1e450
+    assert reference.causal_order(X)[0] == [0, 1]
+    raises(r"edge weight of column 0 on column 1 exceeds float64", X)
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).max <= np.finfo(np.float64).max,
+                    reason="long double is float64 on this platform")
+def test_long_double_beyond_float64_is_named(small):
+    X = small[0].astype(np.longdouble)
+    X[:, 5] *= np.longdouble(10) ** 400
+    raises(r"too large for float64 in columns: column 5$", X)
+
+
+def test_python_integers_beyond_float64_are_named(small):
+    X = small[0].astype(object)
+    X[4, 2] = 10**400
+    raises(r"too large for float64 in columns: column 2$", X)
+
+
+def test_sparse_like_input_gets_a_hint():
+    class Sparse:  # what np.asarray makes of a scipy.sparse matrix: a 0-d object
+        def toarray(self):
+            return np.eye(3)
+
+    raises(r"got a Sparse \(a sparse matrix: pass X.toarray\(\)\)", Sparse())
+
+
+# --------------------------------------------------------------------------
+# pandas
+# --------------------------------------------------------------------------
+
+def test_dataframe_names_reach_messages_and_results(small):
+    pd = pytest.importorskip("pandas")
+    X, order = small
+    cols = [f"v{k}" for k in range(6)]
+    df = pd.DataFrame(X, columns=cols)
+    res = fit_cpu(df)
+    assert res.causal_order == order and res.names == cols
+    assert res.causal_order_names == [cols[k] for k in order]
+    df2 = df.copy()
+    df2.iloc[[1, 2], 3] = np.nan
+    raises(r"column 3 \('v3'\): 2 NaN/missing", df2)
+    df3 = df.copy()
+    df3["v1"] = 5.0
+    raises(r"constant columns \(zero variance\): column 1 \('v1'\)$", df3)
+
+
+def test_dataframe_column_types(small):
+    pd = pytest.importorskip("pandas")
+    X, order = small
+    df = pd.DataFrame(X, columns=list("abcdef"))
+    # Nullable numeric, boolean and numeric object columns are numbers.
+    nullable = df.astype({"a": "Float64", "b": "object"})
+    nullable["g"] = pd.array(X[:, 0] > 0, dtype="boolean")
+    nullable["h"] = (X[:, 1] > 0)
+    nullable["i"] = pd.array(np.round(X[:, 2] * 10).astype(int), dtype="Int64")
+    res = fit_cpu(nullable)
+    expected = reference.causal_order(nullable.to_numpy(dtype=float))[0]
+    assert res.causal_order == expected
+    assert sorted(res.causal_order) == list(range(9))
+
+    # pd.NA in nullable columns is missing data.
+    na = nullable.copy()
+    na.loc[3, "i"] = pd.NA
+    na.loc[[4, 5], "g"] = pd.NA
+    msg = raises("NaN, missing", na)
+    assert "column 6 ('g'): 2 NaN/missing" in msg and "column 8 ('i'): 1 NaN/missing" in msg
+
+    bad = df.copy()
+    bad["cat"] = pd.Categorical(np.where(X[:, 0] > 0, "hi", "lo"))
+    bad["txt"] = "x"
+    bad["when"] = pd.Timestamp("2024-01-01") + pd.to_timedelta(np.arange(300), unit="D")
+    bad["obj"] = pd.Series([1.0, "2"] * 150, dtype=object)
+    msg = raises("non-numeric columns", bad)
+    for col in ("'cat'): category dtype", "'txt'): ", "'when'): datetime64", "'obj'): object dtype"):
+        assert col in msg, col
+    assert "'a'" not in msg
+
+    huge = df.astype({"a": object})
+    huge.loc[0, "a"] = 10**400
+    raises(r"too large for float64 in columns: column 0 \('a'\)$", huge)
+    raises(r"at least 3 samples; got 2", df.iloc[:2])
+    raises(r"no variables", df.iloc[:, :0])
+
+
+# --------------------------------------------------------------------------
+# Parameters
+# --------------------------------------------------------------------------
+
+BAD_PARAMETERS = [
+    ("backend", "gpu"), ("backend", None), ("backend", "CPU"),
+    ("threshold", "yes"), ("threshold", None), ("threshold", 1),
+    ("gamma0", 0.0), ("gamma0", -1e-4), ("gamma0", float("nan")), ("gamma0", float("inf")),
+    ("gamma0", "1e-4"), ("gamma0", True), ("gamma0", 5e-324), ("gamma0", 1e-310),
+    ("c", 1.0), ("c", 0.5), ("c", 1.0 + 2.0**-52), ("c", 1.0000005), ("c", float("nan")), ("c", float("inf")), ("c", [2.0]),
+    ("collinear_tol", 0.0), ("collinear_tol", 1.0), ("collinear_tol", -1e-10),
+    ("collinear_tol", float("nan")),
+    ("explained_tol", 0.0), ("explained_tol", 2.0), ("explained_tol", "1e-10"),
+    ("n_threads", 0), ("n_threads", -2), ("n_threads", 2.0), ("n_threads", True),
+    ("n_threads", "4"), ("n_threads", 10**6),
+    ("dtype", "float16"), ("dtype", "int64"), ("dtype", "double precision"), ("dtype", object),
+    ("threads_per_block", 48), ("threads_per_block", 0), ("threads_per_block", 2048),
+    ("threads_per_block", 64.0), ("threads_per_block", True),
+    ("on_collinear", "raise"), ("on_collinear", None), ("on_collinear", True),
+]
+
+
+@pytest.mark.parametrize("name, value", BAD_PARAMETERS,
+                         ids=[f"{n}={v!r}" for n, v in BAD_PARAMETERS])
+def test_bad_parameters_are_named(small, name, value):
+    with pytest.raises(ValueError) as info:
+        paralingam.fit(small[0], **{name: value})
+    msg = str(info.value)
+    assert msg.startswith(f"{name} must be"), msg
+    assert repr(value) in msg, msg
+
+
+def test_good_parameter_types_are_accepted(small):
+    X, order = small
+    res = fit_cpu(X, gamma0=np.float32(1e-3), c=3, n_threads=np.int64(2),
+                  collinear_tol=np.float64(1e-12), explained_tol=1e-12,
+                  threads_per_block=np.int32(128), dtype=np.float64, threshold=np.bool_(True))
+    assert res.causal_order == order
+
+
+def test_extreme_threshold_parameters_terminate(small):
+    # The smallest accepted gamma0 with the finest accepted factor: the
+    # threshold climbs ~6e8 steps from 3e-308 to a root score (~1 s).
+    X, order = small
+    res = fit_cpu(X, gamma0=np.finfo(np.float64).tiny * 1.5, c=1.0000011)
+    assert res.causal_order == order
+    assert max(res.stats["scores"]) > 1e-6 and max(res.stats["gamma"]) > 1e-6  # it climbed
+
+
+def test_float32_on_the_cpu_backend_is_refused(small):
+    with pytest.raises(ValueError, match="the CPU backend computes in float64"):
+        paralingam.fit(small[0], backend="cpu", dtype="float32")
