@@ -66,7 +66,16 @@ setup(
     package_dir={"paralingam.kernels": "kernels"},
     package_data={"paralingam.kernels": ["*.cu", "*.cuh"], "paralingam.data": ["*.csv"]},
     ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}),
-    install_requires=["numpy>=1.23"],
+    install_requires=[
+        "numpy>=1.23",
+        # The estimator's default adjacency is lingam's adaptive lasso: sklearn's
+        # LARS path (lars_path_gram); also BaseEstimator (get_params/set_params/clone)
+        # and the bootstrap's resampling, drawn exactly as lingam draws it.
+        "scikit-learn>=1.2",
+        # Cholesky solves of the regressions and the gamma distribution of the
+        # HSIC independence test (already required by scikit-learn).
+        "scipy>=1.8",
+    ],
     extras_require={
         "cuda": ["pycuda>=2024.1"],
         "test": ["pytest>=7", "hypothesis>=6", "lingam==1.13.0"],
