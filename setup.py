@@ -71,7 +71,7 @@ setup(
         # The estimator's default adjacency is lingam's adaptive lasso: sklearn's
         # LARS path (lars_path_gram); also BaseEstimator (get_params/set_params/clone)
         # and the bootstrap's resampling, drawn exactly as lingam draws it.
-        "scikit-learn>=1.2",
+        "scikit-learn>=1.3",
         # Cholesky solves of the regressions and the gamma distribution of the
         # HSIC independence test (already required by scikit-learn).
         "scipy>=1.8",

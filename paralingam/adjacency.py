@@ -183,16 +183,20 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         When a target has ``n_samples <= n_predictors + 1``: BIC's noise
         variance cannot be estimated (lingam raises there too).
     """
-    from sklearn.linear_model import lars_path_gram  # lazy: sklearn is heavy to import
+    # Lazy: sklearn is heavy to import.
+    from sklearn import config_context
+    from sklearn.linear_model import lars_path_gram
 
     order = np.asarray(causal_order, dtype=np.intp)
     n, p = X.shape
     _, scatter = _scatter(X)
-    scale = np.sqrt(np.diag(scatter))
-    # The Gram matrix of the standardised data (sklearn's StandardScaler: population
-    # std, so Z.T @ Z = n * correlation); a constant column keeps scale 1 as there.
-    scale[scale == 0.0] = 1.0
-    gram = scatter / np.outer(scale, scale)
+    # The Gram matrix Z.T @ Z of the standardised data Z (sklearn's StandardScaler:
+    # population std), i.e. n times the correlation matrix. The LARS path and its
+    # stopping tolerance depend on this scale. A constant column keeps scale 1, as
+    # in StandardScaler.
+    std = np.sqrt(np.diag(scatter) / n)
+    std[std == 0.0] = 1.0
+    gram = scatter / np.outer(std, std)
     allowed = allowed_predictors(prior_knowledge, p)
     log_n = np.log(n)
 
@@ -222,7 +226,9 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         # 2. lasso path of the weighted problem, scored by BIC
         Gw = G * np.outer(weight, weight)
         gw = g * weight
-        with warnings.catch_warnings(record=True) as caught:
+        # The inputs are ours and valid: skip sklearn's per-call parameter checks.
+        with warnings.catch_warnings(record=True) as caught, \
+                config_context(skip_parameter_validation=True):
             warnings.simplefilter("always")
             _, _, path = lars_path_gram(
                 gw, Gw, n_samples=n, max_iter=_LARS_MAX_ITER, alpha_min=0.0,
