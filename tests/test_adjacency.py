@@ -1,0 +1,135 @@
+"""Edge estimators against lingam 1.13 and scikit-learn, on fresh random data."""
+
+import numpy as np
+import pytest
+from lingam_cases import lingam_adjacency, random_prior_knowledge, tutorial_data
+
+from paralingam import reference
+from paralingam.adjacency import (
+    adaptive_lasso_adjacency,
+    estimate_adjacency,
+    ols_adjacency,
+)
+
+pytest.importorskip("lingam")
+
+CASES = [  # (p, n, density, seed): small, lingam's adaptive lasso is slow
+    (5, 60, "sparse", 201),
+    (8, 400, "dense", 202),
+    (12, 300, "sparse", 203),
+    (20, 200, "dense", 204),
+]
+
+
+def order_of(X):
+    return reference.causal_order(X)[0]
+
+
+def sklearn_ols(X, order, prior_knowledge=None):
+    from sklearn.linear_model import LinearRegression
+
+    p = X.shape[1]
+    B = np.zeros((p, p))
+    for k in range(1, p):
+        target = order[k]
+        predictors = [j for j in order[:k]
+                      if prior_knowledge is None or prior_knowledge[target, j] != 0]
+        if predictors:
+            B[target, predictors] = LinearRegression().fit(
+                X[:, predictors], X[:, target]).coef_
+    return B
+
+
+@pytest.mark.parametrize("p, n, density, seed", CASES)
+def test_adaptive_lasso_equals_lingam(lingam_data, p, n, density, seed):
+    X = lingam_data(p, n, density, seed)[0]
+    order = order_of(X)
+    B = adaptive_lasso_adjacency(X, order)
+    np.testing.assert_allclose(B, lingam_adjacency(X, order), rtol=0, atol=1e-8)
+    assert 0 < np.count_nonzero(B) < p * (p - 1) / 2  # the lasso did prune
+
+
+def test_adaptive_lasso_equals_lingam_on_near_exact_fits():
+    # The tutorial data, and resamples of it: LARS paths stop on sklearn's
+    # alpha tolerance, which depends on the scale of the Gram matrix.
+    X = tutorial_data()
+    rng = np.random.RandomState(0)
+    for rows in [np.arange(len(X))] + [rng.randint(0, len(X), len(X)) for _ in range(6)]:
+        Xr = X[rows]
+        order = order_of(Xr)
+        np.testing.assert_allclose(adaptive_lasso_adjacency(Xr, order),
+                                   lingam_adjacency(Xr, order), rtol=0, atol=1e-8)
+
+
+def test_adaptive_lasso_on_a_wrong_order_equals_lingam(lingam_data):
+    # The adjacency step must not rely on the order being right.
+    X = lingam_data(10, 300, "dense", 205)[0]
+    order = list(np.random.default_rng(5).permutation(10))
+    np.testing.assert_allclose(adaptive_lasso_adjacency(X, order),
+                               lingam_adjacency(X, order), rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("p, n, density, seed", CASES[1:3])
+def test_prior_knowledge_excludes_predictors_as_lingam(lingam_data, p, n, density, seed):
+    X = lingam_data(p, n, density, seed)[0]
+    order = order_of(X)
+    pk = random_prior_knowledge(p, seed)
+    B = adaptive_lasso_adjacency(X, order, prior_knowledge=pk)
+    np.testing.assert_allclose(B, lingam_adjacency(X, order, pk), rtol=0, atol=1e-8)
+    assert not B[pk == 0].any()
+
+    B_ols = ols_adjacency(X, order, prior_knowledge=pk)
+    np.testing.assert_allclose(B_ols, sklearn_ols(X, order, pk), rtol=0, atol=1e-10)
+    assert not B_ols[pk == 0].any()
+
+
+@pytest.mark.parametrize("p, n, density, seed", CASES)
+def test_ols_equals_linear_regression(lingam_data, p, n, density, seed):
+    X = lingam_data(p, n, density, seed)[0]
+    order = order_of(X)
+    np.testing.assert_allclose(ols_adjacency(X, order), sklearn_ols(X, order),
+                               rtol=0, atol=1e-10)
+
+
+def test_coef_threshold_zeroes_small_coefficients(lingam_data):
+    X = lingam_data(10, 500, "dense", 206)[0]
+    order = order_of(X)
+    full = estimate_adjacency(X, order, method="ols")
+    cut = estimate_adjacency(X, order, method="ols", coef_threshold=0.1)
+    small = np.abs(full) < 0.1
+    assert small.any() and (~small & (full != 0)).any()
+    assert not cut[small].any()
+    np.testing.assert_array_equal(cut[~small], full[~small])
+
+
+def test_estimate_adjacency_dispatches(lingam_data):
+    X = lingam_data(6, 200, "sparse", 207)[0]
+    order = order_of(X)
+    np.testing.assert_array_equal(estimate_adjacency(X, order, method="ols"),
+                                  ols_adjacency(X, order))
+    np.testing.assert_array_equal(estimate_adjacency(X, order),
+                                  adaptive_lasso_adjacency(X, order))
+
+
+def test_bad_arguments_name_the_problem(lingam_data):
+    X = lingam_data(6, 200, "sparse", 208)[0]
+    order = order_of(X)
+    with pytest.raises(ValueError, match="adjacency must be one of"):
+        estimate_adjacency(X, order, method="lasso")
+    with pytest.raises(ValueError, match=r"shape \(n_features, n_features\) = \(6, 6\)"):
+        adaptive_lasso_adjacency(X, order, prior_knowledge=np.zeros((5, 6)))
+    with pytest.raises(ValueError, match="backend must be one of"):
+        ols_adjacency(X, order, backend="tpu")
+    with pytest.raises(ValueError, match="column .* has 5 predictors and there are 6 samples"):
+        adaptive_lasso_adjacency(X[:6], order)
+
+
+def test_rank_deficient_data_give_finite_coefficients(lingam_data):
+    X = np.array(lingam_data(6, 300, "sparse", 209)[0])
+    X[:, 5] = X[:, 0] - 2.0 * X[:, 1]  # an exact combination of earlier columns
+    order = [0, 1, 2, 3, 4, 5]
+    for method in ("ols", "adaptive_lasso"):
+        B = estimate_adjacency(X, order, method=method)
+        assert np.isfinite(B).all()
+        residual = X[:, 5] - X @ B[5]
+        assert residual.std() < 1e-8 * X[:, 5].std()  # the combination is found
