@@ -41,6 +41,15 @@ extensions = [
         libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
         depends=["paralingam/_cpu_kernels.h"],
     ),
+    # The adaptive lasso of the adjacency step (a port of scikit-learn's LARS
+    # path), targets in OpenMP threads. No -ffast-math and no fused multiply-add:
+    # the port must round as numpy does to follow the same path.
+    Extension(
+        "paralingam._lasso",
+        ["paralingam/_lasso.pyx"],
+        extra_compile_args=["-O3", "-fopenmp", "-ffp-contract=off"],
+        extra_link_args=["-fopenmp"],
+    ),
     # Host scheduler of the CUDA backend. It binds libcuda at run time
     # (dlopen), so it builds and imports without CUDA; NVTX ranges are
     # compiled in when the header-only NVTX3 is found.

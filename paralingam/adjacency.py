@@ -30,6 +30,12 @@ ADJACENCY_METHODS = ("adaptive_lasso", "ols")
 # path of ``ols_adjacency`` arrives.
 ADJACENCY_BACKENDS = (None, "cpu", "cuda")
 
+# Least-squares systems whose Cholesky pivot keeps no more than this fraction
+# of its diagonal (1 - R^2 of a predictor on the others) are solved as
+# minimum-norm least squares instead: the same bound as the order search's
+# collinear_tol (paralingam.policy).
+SINGULAR_TOL = 1e-10
+
 # sklearn's LassoLarsIC defaults, which lingam uses unchanged.
 _LARS_MAX_ITER = 500
 _LARS_EPS = np.finfo(np.float64).eps
@@ -47,6 +53,7 @@ def estimate_adjacency(
     prior_knowledge=None,
     coef_threshold=None,
     backend=None,
+    n_threads=None,
 ):
     """Estimate the adjacency matrix of ``X`` given its causal order.
 
@@ -66,13 +73,16 @@ def estimate_adjacency(
         Coefficients with ``|b| < coef_threshold`` are set to zero.
     backend : {None, "cpu", "cuda"}
         Where the regressions run (all on the CPU for now).
+    n_threads : int, optional
+        CPU threads of the adaptive lasso (default: all cores).
 
     Returns
     -------
     B : ndarray, shape (n_features, n_features)
     """
     if method == "adaptive_lasso":
-        B = adaptive_lasso_adjacency(X, causal_order, prior_knowledge=prior_knowledge)
+        B = adaptive_lasso_adjacency(X, causal_order, prior_knowledge=prior_knowledge,
+                                     n_threads=n_threads)
     elif method == "ols":
         B = ols_adjacency(X, causal_order, prior_knowledge=prior_knowledge, backend=backend)
     else:
@@ -145,7 +155,8 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None):
     return B
 
 
-def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0):
+def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0,
+                             n_threads=None, engine="auto"):
     """lingam's adaptive-lasso adjacency matrix, computed from one scatter matrix.
 
     For each variable (after the first) in the causal order, with the earlier
@@ -172,6 +183,14 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         ``prior_knowledge[i, j] == 0`` removes ``j`` from the predictors of ``i``.
     gamma : float
         Exponent of the adaptive weights (lingam's default 1).
+    n_threads : int, optional
+        Threads of the compiled engine (default: all cores).
+    engine : {"auto", "compiled", "sklearn"}
+        ``"compiled"``: paralingam's port of sklearn's LARS path
+        (``paralingam._lasso``), all targets in parallel threads; the rare
+        targets where sklearn would take a degenerate branch are recomputed
+        with sklearn. ``"sklearn"``: sklearn's ``lars_path_gram`` for every
+        target (the reference). ``"auto"``: compiled when built, else sklearn.
 
     Returns
     -------
@@ -183,10 +202,8 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         When a target has ``n_samples <= n_predictors + 1``: BIC's noise
         variance cannot be estimated (lingam raises there too).
     """
-    # Lazy: sklearn is heavy to import.
-    from sklearn import config_context
-    from sklearn.linear_model import lars_path_gram
-
+    if engine not in ("auto", "compiled", "sklearn"):
+        raise ValueError(f"engine must be 'auto', 'compiled' or 'sklearn'; got {engine!r}")
     order = np.asarray(causal_order, dtype=np.intp)
     n, p = X.shape
     _, scatter = _scatter(X)
@@ -198,57 +215,46 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
     std[std == 0.0] = 1.0
     gram = scatter / np.outer(std, std)
     allowed = allowed_predictors(prior_knowledge, p)
-    log_n = np.log(n)
 
-    B = np.zeros((p, p))
-    degenerate = []
+    targets, predictor_sets = [], []
     for k in range(1, p):
         target, predictors = order[k], order[:k]
         if allowed is not None:
             predictors = predictors[allowed[target, predictors]]
-        m = len(predictors)
-        if m == 0:
+        if len(predictors) == 0:
             continue  # exogenous given the prior knowledge
-        if n <= m + 1:
+        if n <= len(predictors) + 1:
             raise ValueError(
                 f"the adaptive lasso needs more samples than predictors + 1 to estimate "
-                f"the noise variance for BIC: column {target} has {m} predictors and "
-                f"there are {n} samples; use adjacency='ols'")
+                f"the noise variance for BIC: column {target} has {len(predictors)} "
+                f"predictors and there are {n} samples; use adjacency='ols'")
+        targets.append(target)
+        predictor_sets.append(predictors)
 
-        G = gram[np.ix_(predictors, predictors)]
-        g = gram[predictors, target]
-        yy = gram[target, target]
+    B = np.zeros((p, p))
+    todo = range(len(targets))
+    lasso = _compiled_lasso() if engine != "sklearn" else None
+    if engine == "compiled" and lasso is None:
+        raise RuntimeError("the compiled adaptive lasso (paralingam._lasso) is not built")
+    if lasso is not None and targets:
+        offsets = np.zeros(len(targets) + 1, dtype=np.intp)
+        offsets[1:] = np.cumsum([len(s) for s in predictor_sets])
+        B, fallback = lasso.adaptive_lasso_rows(
+            np.ascontiguousarray(gram), np.ascontiguousarray(scatter),
+            np.asarray(targets, dtype=np.intp), offsets,
+            np.concatenate(predictor_sets).astype(np.intp), float(n), float(gamma),
+            n_threads or 0)
+        todo = np.flatnonzero(fallback)
 
-        # 1. adaptive weights from least squares on the standardised data
-        b_ols = _solve_spd(G, g)
-        weight = np.abs(b_ols) ** gamma
-
-        # 2. lasso path of the weighted problem, scored by BIC
-        Gw = G * np.outer(weight, weight)
-        gw = g * weight
-        # The inputs are ours and valid: skip sklearn's per-call parameter checks.
-        with warnings.catch_warnings(record=True) as caught, \
-                config_context(skip_parameter_validation=True):
-            warnings.simplefilter("always")
-            _, _, path = lars_path_gram(
-                gw, Gw, n_samples=n, max_iter=_LARS_MAX_ITER, alpha_min=0.0,
-                method="lasso", eps=_LARS_EPS)
-        if caught:
+    degenerate = []
+    for t in todo:
+        target, predictors = targets[t], predictor_sets[t]
+        B[target] = 0.0
+        kept, coef, warned = _adaptive_lasso_row_sklearn(gram, scatter, target, predictors,
+                                                         n, gamma)
+        B[target, kept] = coef
+        if warned:
             degenerate.append(int(target))
-        rss_path = yy - 2.0 * (gw @ path) + np.einsum("ik,ij,jk->k", path, Gw, path)
-        # Noise variance of the least-squares fit (sklearn: fit on the centred
-        # data, divided by n - m - 1); floored so an exact fit stays finite.
-        rss_ols = max(yy - g @ b_ols, _LARS_EPS * yy)
-        noise_var = rss_ols / (n - m - 1)
-        dof = (np.abs(path) > _LARS_EPS).sum(axis=0)
-        bic = n * np.log(2.0 * np.pi * noise_var) + rss_path / noise_var + log_n * dof
-        best = path[:, np.argmin(bic)]
-        kept = predictors[np.abs(best * weight) > 0.0]
-
-        # 3. least squares on the kept predictors, original scale
-        if len(kept):
-            B[target, kept] = _solve_spd(scatter[np.ix_(kept, kept)], scatter[kept, target])
-
     if degenerate:
         warnings.warn(
             f"adaptive lasso: the LARS path of columns {degenerate} stopped early or "
@@ -258,6 +264,56 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
             stacklevel=2,
         )
     return B
+
+
+def _compiled_lasso():
+    try:
+        from . import _lasso
+    except ImportError:  # not built: sklearn's path for every target
+        return None
+    return _lasso
+
+
+def _adaptive_lasso_row_sklearn(gram, scatter, target, predictors, n, gamma):
+    """One target with sklearn's LARS path: ``(kept, coef, warned)``."""
+    # Lazy: sklearn is heavy to import.
+    from sklearn import config_context
+    from sklearn.linear_model import lars_path_gram
+
+    m = len(predictors)
+    G = gram[np.ix_(predictors, predictors)]
+    g = gram[predictors, target]
+    yy = gram[target, target]
+
+    # 1. adaptive weights from least squares on the standardised data
+    b_ols = _solve_spd(G, g)
+    weight = np.abs(b_ols) ** gamma
+
+    # 2. lasso path of the weighted problem, scored by BIC
+    Gw = G * np.outer(weight, weight)
+    gw = g * weight
+    # The inputs are ours and valid: skip sklearn's per-call parameter checks.
+    with warnings.catch_warnings(record=True) as caught, \
+            config_context(skip_parameter_validation=True):
+        warnings.simplefilter("always")
+        _, _, path = lars_path_gram(
+            gw, Gw, n_samples=n, max_iter=_LARS_MAX_ITER, alpha_min=0.0,
+            method="lasso", eps=_LARS_EPS)
+    rss_path = yy - 2.0 * (gw @ path) + np.einsum("ik,ij,jk->k", path, Gw, path)
+    # Noise variance of the least-squares fit (sklearn: fit on the centred
+    # data, divided by n - m - 1); floored so an exact fit stays finite.
+    rss_ols = max(yy - g @ b_ols, _LARS_EPS * yy)
+    noise_var = rss_ols / (n - m - 1)
+    dof = (np.abs(path) > _LARS_EPS).sum(axis=0)
+    bic = n * np.log(2.0 * np.pi * noise_var) + rss_path / noise_var + np.log(n) * dof
+    best = path[:, np.argmin(bic)]
+    kept = predictors[np.abs(best * weight) > 0.0]
+
+    # 3. least squares on the kept predictors, original scale
+    coef = np.zeros(0)
+    if len(kept):
+        coef = _solve_spd(scatter[np.ix_(kept, kept)], scatter[kept, target])
+    return kept, coef, bool(caught)
 
 
 def allowed_predictors(prior_knowledge, n_features):
@@ -290,13 +346,22 @@ def _scatter(X):
 
 
 def _solve_spd(A, b):
-    """Solve ``A x = b`` for a covariance-like ``A``; min-norm least squares if singular."""
+    """Solve ``A x = b`` for a covariance-like ``A``; min-norm least squares if singular.
+
+    ``A`` counts as singular when a Cholesky pivot keeps no more than
+    ``SINGULAR_TOL`` of its diagonal entry: some variable is, to rounding, a
+    linear combination of the others, and the Cholesky solution would be
+    noise. (The compiled engine applies the same bound.)
+    """
     from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
     try:
-        x = cho_solve(cho_factor(A, lower=True, check_finite=False), b, check_finite=False)
-        if np.isfinite(x).all():
-            return x
+        factor = cho_factor(A, lower=True, check_finite=False)
+        pivots = np.diag(factor[0]) ** 2
+        if (pivots > SINGULAR_TOL * np.diag(A)).all():
+            x = cho_solve(factor, b, check_finite=False)
+            if np.isfinite(x).all():
+                return x
     except LinAlgError:
         pass
     return _lstsq(A, b)
