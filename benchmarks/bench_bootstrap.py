@@ -76,6 +76,28 @@ def time_paralingam(X, n_sampling, backend, adjacency, seed, repeats=1, n_thread
     }
 
 
+def time_adjacency_engines(X, n_threads=None):
+    """One adaptive-lasso adjacency of ``X`` per engine: seconds (median of repeats)."""
+    import paralingam
+    from paralingam.adjacency import _compiled_lasso, adaptive_lasso_adjacency
+
+    order = paralingam.fit(X, backend="cpu").causal_order
+    runs = [("sklearn", {"engine": "sklearn"}, 1)]
+    if _compiled_lasso() is not None:
+        runs += [("compiled, 1 thread", {"engine": "compiled", "n_threads": 1}, 5),
+                 (f"compiled, {n_threads or os.cpu_count()} threads",
+                  {"engine": "compiled", "n_threads": n_threads}, 5)]
+    out = {}
+    for name, kwargs, repeats in runs:
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            adaptive_lasso_adjacency(X, order, **kwargs)
+            times.append(time.perf_counter() - t0)
+        out[name] = float(np.median(times))
+    return out
+
+
 def time_lingam(X, n_sampling, seed):
     import lingam
 
@@ -108,6 +130,9 @@ def main(argv=None):
     report["cases"].append(case)
     rows.append((case, ours, None))
 
+    if args.adjacency == "adaptive_lasso":
+        report["adaptive_lasso_engines_s"] = time_adjacency_engines(X, args.n_threads)
+
     if args.lingam_p > 0:
         Xs = data(args.lingam_p, args.lingam_n, args.density, args.seed + 1)
         small_ours = time_paralingam(Xs, args.lingam_sampling, args.backend, args.adjacency,
@@ -135,6 +160,9 @@ def main(argv=None):
     main_case = report["cases"][0]["paralingam"]
     per = 1e3 * main_case["phases_s"]["adjacency"] / args.n_sampling
     print(f"{args.adjacency} adjacency: {per:.1f} ms per resample at p={args.p}, n={args.n}")
+
+    for name, seconds in report.get("adaptive_lasso_engines_s", {}).items():
+        print(f"adaptive lasso, one resample, {name}: {1e3 * seconds:.1f} ms")
 
     path = args.json or f"bench_bootstrap_{report['host']}.json"
     with open(path, "w") as f:
