@@ -143,8 +143,8 @@ _lasso = pytest.importorskip("paralingam._lasso", reason="the compiled adaptive 
 
 
 @pytest.mark.parametrize("p, n, density, seed", [
-    (10, 100, "dense", 210), (25, 300, "sparse", 211), (40, 200, "dense", 212),
-    (60, 1000, "sparse", 213),
+    (10, 100, "dense", 210), (25, 300, "sparse", 211), (45, 200, "dense", 212),
+    (60, 400, "sparse", 213),
 ])
 def test_compiled_engine_equals_sklearn_engine(lingam_data, p, n, density, seed):
     X = lingam_data(p, n, density, seed)[0]
