@@ -84,6 +84,9 @@ setup(
         # Cholesky solves of the regressions and the gamma distribution of the
         # HSIC independence test (already required by scikit-learn).
         "scipy>=1.8",
+        # One BLAS thread during the bootstrap's small linear algebra (already
+        # required by scikit-learn).
+        "threadpoolctl>=3.1",
     ],
     extras_require={
         "cuda": ["pycuda>=2024.1"],

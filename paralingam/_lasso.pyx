@@ -40,7 +40,7 @@ cdef int MAX_ITER = 500                 # LassoLarsIC's default
 cdef double SINGULAR_TOL = 1e-10
 
 # Below this many variables the targets run on one thread (threads cost more).
-cdef Py_ssize_t SERIAL_BELOW_P = 40
+cdef Py_ssize_t SERIAL_BELOW_P = 64
 
 # Flags returned per target.
 DEF OK = 0
@@ -455,8 +455,9 @@ def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
         Exponent of the adaptive weights.
     n_threads : int
         OpenMP threads; 0 for the runtime's default (``OMP_NUM_THREADS`` or
-        all cores). Problems with fewer than 40 variables run on one thread:
-        their whole adjacency takes well under a millisecond.
+        all cores). Problems with fewer than 64 variables run on one thread:
+        their whole adjacency takes a few milliseconds, less than waking threads
+        costs on a busy machine.
 
     Returns
     -------

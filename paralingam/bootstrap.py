@@ -35,16 +35,15 @@ def total_effects(adjacency_matrix, causal_order):
         of the products of their edge weights; zero on the diagonal and where
         ``to`` precedes ``from``.
     """
-    from scipy.linalg import solve_triangular
-
     order = np.asarray(causal_order, dtype=np.intp)
     p = len(order)
     B_ord = np.nan_to_num(np.asarray(adjacency_matrix, dtype=np.float64))[np.ix_(order, order)]
-    eye = np.eye(p)
-    # (I - B)^{-1} = I + B + B^2 + ...: B is strictly lower triangular in causal order.
-    T_ord = solve_triangular(eye - np.tril(B_ord, -1), eye, lower=True, unit_diagonal=True,
-                             check_finite=False)
-    np.fill_diagonal(T_ord, 0.0)
+    # (I - B)^{-1} = I + B + B^2 + ...: B is strictly lower triangular in causal
+    # order, so I - B is unit lower triangular and always invertible. (numpy's
+    # inverse, not scipy's triangular solve: importing scipy.linalg costs more
+    # than the whole bootstrap of a small problem.)
+    T_ord = np.linalg.inv(np.eye(p) - np.tril(B_ord, -1))
+    T_ord = np.tril(T_ord, -1)  # exact zeros above the diagonal; no self-effects
     T = np.zeros((p, p))
     T[np.ix_(order, order)] = T_ord
     return T

@@ -18,6 +18,7 @@ import numpy as np
 from sklearn import config_context
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state, resample
+from threadpoolctl import threadpool_limits
 
 from . import _api, _backends
 from ._validation import as_data_matrix
@@ -325,9 +326,23 @@ class DirectLiNGAM(BaseEstimator):
         adjacency_matrices = np.zeros((n_sampling, p, p))
         effects = np.zeros((n_sampling, p, p))
         resampled_indices = []
-        index = np.arange(n)
         reporter = _Progress(n_sampling, progress)
         timings = dict.fromkeys(("resample", "search", "adjacency", "total_effects"), 0.0)
+        # Per resample the linear algebra is small (p x p inverses, one n x p
+        # product): BLAS threads gain nothing there and, next to the search's own
+        # threads, cost more than the work itself. One BLAS thread for the loop.
+        with threadpool_limits(limits=1, user_api="blas"):
+            self._bootstrap_loop(data, n_sampling, settings, backend, rng, adjacency_matrices,
+                                 effects, resampled_indices, timings, reporter)
+        reporter.close()
+        result = BootstrapResult(adjacency_matrices, effects, resampled_indices=resampled_indices)
+        # Not in lingam's result: where the time went, in seconds over all resamples.
+        result.timings_ = timings
+        return result
+
+    def _bootstrap_loop(self, data, n_sampling, settings, backend, rng, adjacency_matrices,
+                        effects, resampled_indices, timings, reporter):
+        index = np.arange(data.shape[0])
         for k in range(n_sampling):
             t0 = time.perf_counter()
             # lingam's draw: sklearn's resample with this random state.
@@ -346,11 +361,6 @@ class DirectLiNGAM(BaseEstimator):
             for key, dt in zip(timings, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
                 timings[key] += dt
             reporter.update(k + 1)
-        reporter.close()
-        result = BootstrapResult(adjacency_matrices, effects, resampled_indices=resampled_indices)
-        # Not in lingam's result: where the time went, in seconds over all resamples.
-        result.timings_ = timings
-        return result
 
     # ------------------------------------------------------------------
     # helpers
