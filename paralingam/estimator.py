@@ -77,7 +77,8 @@ class DirectLiNGAM(BaseEstimator):
     n_features_in_ : int
         Number of columns seen in ``fit``.
     feature_names_in_ : ndarray of str, shape (n_features,)
-        Column names; only when ``fit`` got a DataFrame.
+        Column names; only when ``fit`` got a DataFrame whose column names
+        are all strings (scikit-learn's rule).
     causal_order_names_ : list of str
         The causal order as column names: ``feature_names_in_`` when fitted
         on a DataFrame, else lingam's labels ``"x0", "x1", ...``.
@@ -135,8 +136,10 @@ class DirectLiNGAM(BaseEstimator):
         settings = self._checked_settings(data.shape[1])
         order, B, stats = self._fit_data(data, settings, settings["backend"])
         self.n_features_in_ = data.shape[1]
-        if names is not None:
-            self.feature_names_in_ = np.asarray(names, dtype=object)
+        columns = list(getattr(X, "columns", []))
+        if names is not None and all(isinstance(c, str) for c in columns):
+            # scikit-learn's rule: names only when every column name is a string
+            self.feature_names_in_ = np.asarray(columns, dtype=object)
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         self.causal_order_ = order

@@ -256,6 +256,9 @@ def test_dataframe_names(lingam_data):
     with pytest.raises(ValueError, match="column names differ from those seen in fit: 'q' != 'a'"):
         est.get_error_independence_p_values(df.rename(columns={"a": "q"}))
 
+    est.fit(pd.DataFrame(X))  # integer column names: none kept, as in scikit-learn
+    assert not hasattr(est, "feature_names_in_")
+    est.fit(df)
     est.fit(X)  # refitted on an array: no names any more
     assert not hasattr(est, "feature_names_in_")
     assert est.causal_order_names_ == [f"x{i}" for i in est.causal_order_]
