@@ -38,12 +38,16 @@ def total_effects(adjacency_matrix, causal_order):
     order = np.asarray(causal_order, dtype=np.intp)
     p = len(order)
     B_ord = np.nan_to_num(np.asarray(adjacency_matrix, dtype=np.float64))[np.ix_(order, order)]
+    B_ord = np.tril(B_ord, -1)
     # (I - B)^{-1} = I + B + B^2 + ...: B is strictly lower triangular in causal
-    # order, so I - B is unit lower triangular and always invertible. (numpy's
-    # inverse, not scipy's triangular solve: importing scipy.linalg costs more
-    # than the whole bootstrap of a small problem.)
-    T_ord = np.linalg.inv(np.eye(p) - np.tril(B_ord, -1))
-    T_ord = np.tril(T_ord, -1)  # exact zeros above the diagonal; no self-effects
+    # order. Row by row, T[i] = e_i + B[i, :i] @ T[:i] (forward substitution):
+    # where no directed path exists every term is an exact zero, so the effect
+    # is exactly 0 as in lingam's path sums. (An LU-based inverse leaves ~1e-16
+    # there, which get_total_causal_effects would count as an effect.)
+    T_ord = np.eye(p)
+    for i in range(1, p):
+        T_ord[i, :i] = B_ord[i, :i] @ T_ord[:i, :i]
+    np.fill_diagonal(T_ord, 0.0)
     T = np.zeros((p, p))
     T[np.ix_(order, order)] = T_ord
     return T

@@ -49,9 +49,13 @@ def both(resamples):
 @pytest.mark.parametrize("seed", [402, 403, 404])
 def test_total_effects_equal_lingam_path_sums(seed):
     rng = np.random.default_rng(seed)
-    B, order = random_dag(7, rng, density=0.6)
-    np.testing.assert_allclose(total_effects(B, order), lingam_total_effects(B, order),
-                               rtol=1e-12, atol=1e-12)
+    B, order = random_dag(7, rng, density=0.3)
+    got, ref = total_effects(B, order), lingam_total_effects(B, order)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    # no directed path: exactly zero, as lingam's path sums (counted as "no effect")
+    np.testing.assert_array_equal(got == 0, ref == 0)
+    later = [(to, frm) for c, frm in enumerate(order) for to in order[c + 1:]]
+    assert any(ref[to, frm] == 0 for to, frm in later)  # the case is exercised
 
 
 def test_find_all_paths_equals_lingam():
