@@ -319,7 +319,7 @@ class DirectLiNGAM(BaseEstimator):
         if progress not in (True, False, "auto"):
             raise ValueError(f"progress must be True, False or 'auto'; got {progress!r}")
         data, _ = as_data_matrix(X)
-        n, p = data.shape
+        p = data.shape[1]
         settings = self._checked_settings(p)
         # Resolve "auto" once: every resample then runs on the same backend,
         # whose caches (CUDA context, compiled kernels) stay warm between them.
@@ -331,7 +331,7 @@ class DirectLiNGAM(BaseEstimator):
         resampled_indices = []
         reporter = _Progress(n_sampling, progress)
         timings = dict.fromkeys(("resample", "search", "adjacency", "total_effects"), 0.0)
-        # Per resample the linear algebra is small (p x p inverses, one n x p
+        # Per resample the linear algebra is small (p x p solves, one n x p
         # product): BLAS threads gain nothing there and, next to the search's own
         # threads, cost more than the work itself. One BLAS thread for the loop.
         with threadpool_limits(limits=1, user_api="blas"):
