@@ -41,6 +41,15 @@ extensions = [
         libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
         depends=["paralingam/_cpu_kernels.h"],
     ),
+    # The adaptive lasso of the adjacency step (a port of scikit-learn's LARS
+    # path), targets in OpenMP threads. No -ffast-math and no fused multiply-add:
+    # the port must round as numpy does to follow the same path.
+    Extension(
+        "paralingam._lasso",
+        ["paralingam/_lasso.pyx"],
+        extra_compile_args=["-O3", "-fopenmp", "-ffp-contract=off"],
+        extra_link_args=["-fopenmp"],
+    ),
     # Host scheduler of the CUDA backend. It binds libcuda at run time
     # (dlopen), so it builds and imports without CUDA; NVTX ranges are
     # compiled in when the header-only NVTX3 is found.
@@ -68,7 +77,19 @@ setup(
     package_dir={"paralingam.kernels": "kernels"},
     package_data={"paralingam.kernels": ["*.cu", "*.cuh", "*.h"], "paralingam.data": ["*.csv"]},
     ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}),
-    install_requires=["numpy>=1.23"],
+    install_requires=[
+        "numpy>=1.23",
+        # The estimator's default adjacency is lingam's adaptive lasso: sklearn's
+        # LARS path (lars_path_gram); also BaseEstimator (get_params/set_params/clone)
+        # and the bootstrap's resampling, drawn exactly as lingam draws it.
+        "scikit-learn>=1.3",
+        # Cholesky solves of the regressions and the gamma distribution of the
+        # HSIC independence test (already required by scikit-learn).
+        "scipy>=1.8",
+        # One BLAS thread during the bootstrap's small linear algebra (already
+        # required by scikit-learn).
+        "threadpoolctl>=3.1",
+    ],
     extras_require={
         "cuda": ["pycuda>=2024.1"],
         "test": ["pytest>=7", "hypothesis>=6", "lingam==1.13.0"],

@@ -3,11 +3,44 @@
 >>> import paralingam
 >>> result = paralingam.fit(X)          # doctest: +SKIP
 >>> result.causal_order, result.adjacency_matrix   # doctest: +SKIP
+
+``paralingam.DirectLiNGAM`` is a scikit-learn estimator with lingam's API:
+
+>>> import paralingam as lingam         # doctest: +SKIP
+>>> model = lingam.DirectLiNGAM().fit(X)   # doctest: +SKIP
 """
 
+from . import utils
 from ._api import DegenerateDataWarning, fit
 from ._result import FitResult
 from .policy import LinearDependenceError
 
 __version__ = "0.1.0"
-__all__ = ["fit", "FitResult", "DegenerateDataWarning", "LinearDependenceError", "__version__"]
+__all__ = [
+    "fit",
+    "FitResult",
+    "DegenerateDataWarning",
+    "LinearDependenceError",
+    "DirectLiNGAM",
+    "BootstrapResult",
+    "utils",
+    "__version__",
+]
+
+# The estimator needs scikit-learn (and scipy), which take about a second to
+# import: load them on first use, not at ``import paralingam``.
+_LAZY = {"DirectLiNGAM": "estimator", "BootstrapResult": "bootstrap"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,15 +1,109 @@
-"""Edge weights once the causal order is known."""
+"""Edge weights once the causal order is known.
+
+Two estimators of ``B`` (``B[i, j]`` the direct effect of column ``j`` on
+column ``i``), each regressing every variable on the variables before it in
+the causal order:
+
+* :func:`ols_adjacency`: least squares, all targets from one Cholesky
+  factorisation of the covariance;
+* :func:`adaptive_lasso_adjacency`: lingam's default (``predict_adaptive_lasso``
+  in lingam 1.13): adaptive-lasso pruning selected by BIC, then least squares
+  on the kept predictors.
+
+:func:`estimate_adjacency` picks one by name and applies an optional
+coefficient threshold. Prior knowledge, where given, removes the predictors
+that lingam removes: ``prior_knowledge[target, j] == 0`` ("no directed path
+from ``j`` to ``target``").
+
+Both work from the scatter matrix ``Xc.T @ Xc`` of the centred data, computed
+once per call: a regression never touches the samples again.
+"""
+
+import warnings
 
 import numpy as np
 
+ADJACENCY_METHODS = ("adaptive_lasso", "ols")
 
-def ols_adjacency(X, causal_order):
+# Backends of the adjacency step. Everything runs on the CPU for now; the
+# argument exists so that callers already pass their backend when the CUDA
+# path of ``ols_adjacency`` arrives.
+ADJACENCY_BACKENDS = (None, "cpu", "cuda")
+
+# Least-squares systems whose Cholesky pivot keeps no more than this fraction
+# of its diagonal (1 - R^2 of a predictor on the others) are solved as
+# minimum-norm least squares instead: the same bound as the order search's
+# collinear_tol (paralingam.policy).
+SINGULAR_TOL = 1e-10
+
+# sklearn's LassoLarsIC defaults, which lingam uses unchanged.
+_LARS_MAX_ITER = 500
+_LARS_EPS = np.finfo(np.float64).eps
+
+
+class AdjacencyWarning(UserWarning):
+    """A regression of the adjacency step was numerically degenerate."""
+
+
+def estimate_adjacency(
+    X,
+    causal_order,
+    *,
+    method="adaptive_lasso",
+    prior_knowledge=None,
+    coef_threshold=None,
+    backend=None,
+    n_threads=None,
+):
+    """Estimate the adjacency matrix of ``X`` given its causal order.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_samples, n_features)
+        The data, float64.
+    causal_order : sequence of int
+        Column indices, root first.
+    method : {"adaptive_lasso", "ols"}
+        ``"adaptive_lasso"`` (lingam's default) or ``"ols"`` (least squares on
+        every earlier variable).
+    prior_knowledge : array-like, shape (n_features, n_features), optional
+        lingam's prior-knowledge matrix; ``prior_knowledge[i, j] == 0`` keeps
+        ``j`` out of the regression of ``i``.
+    coef_threshold : float, optional
+        Coefficients with ``|b| < coef_threshold`` are set to zero.
+    backend : {None, "cpu", "cuda"}
+        Where the regressions run (all on the CPU for now).
+    n_threads : int, optional
+        CPU threads of the adaptive lasso (default: all cores).
+
+    Returns
+    -------
+    B : ndarray, shape (n_features, n_features)
+    """
+    if method == "adaptive_lasso":
+        B = adaptive_lasso_adjacency(X, causal_order, prior_knowledge=prior_knowledge,
+                                     n_threads=n_threads)
+    elif method == "ols":
+        B = ols_adjacency(X, causal_order, prior_knowledge=prior_knowledge, backend=backend)
+    else:
+        raise ValueError(f"adjacency must be one of {ADJACENCY_METHODS}; got {method!r}")
+    if coef_threshold is not None:
+        B[np.abs(B) < coef_threshold] = 0.0
+    return B
+
+
+def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None):
     """Least-squares regression of each variable on all earlier ones.
 
     Parameters
     ----------
     X : ndarray, shape (n_samples, n_features)
     causal_order : sequence of int
+    prior_knowledge : array-like, shape (n_features, n_features), optional
+        ``prior_knowledge[i, j] == 0`` removes ``j`` from the predictors of
+        ``i`` (lingam's convention).
+    backend : {None, "cpu", "cuda"}
+        Reserved for the CUDA path; computed on the CPU for now.
 
     Returns
     -------
@@ -24,11 +118,14 @@ def ols_adjacency(X, causal_order):
     ``I - L^{-1}``: one Cholesky factorisation gives every row. Rank-deficient
     data (a variable that is an exact combination of earlier ones) has no
     Cholesky factor; then each row is the minimum-norm least-squares solution.
+    Targets whose predictors prior knowledge restricts are solved one by one.
     """
+    if backend not in ADJACENCY_BACKENDS:
+        raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
     order = np.asarray(causal_order, dtype=np.intp)
     p = X.shape[1]
-    Xc = X - X.mean(axis=0)
-    cov = (Xc.T @ Xc)[np.ix_(order, order)] / X.shape[0]
+    scatter = _scatter(X)[1]
+    cov = scatter[np.ix_(order, order)] / X.shape[0]
     B_ord = np.zeros((p, p))
     try:
         L = np.linalg.cholesky(cov)
@@ -41,8 +138,234 @@ def ols_adjacency(X, causal_order):
     except np.linalg.LinAlgError:
         B_ord = np.zeros((p, p))
         for k in range(1, p):
-            coef, *_ = np.linalg.lstsq(cov[:k, :k], cov[:k, k], rcond=None)
-            B_ord[k, :k] = coef
+            B_ord[k, :k] = _lstsq(cov[:k, :k], cov[:k, k])
     B = np.zeros((p, p))
     B[np.ix_(order, order)] = B_ord
+
+    allowed = allowed_predictors(prior_knowledge, p)
+    if allowed is not None:
+        for k in range(1, p):
+            target, earlier = order[k], order[:k]
+            keep = earlier[allowed[target, earlier]]
+            if len(keep) == k:
+                continue  # nothing excluded: the Cholesky row stands
+            B[target, :] = 0.0
+            if len(keep):
+                B[target, keep] = _solve_spd(scatter[np.ix_(keep, keep)], scatter[keep, target])
     return B
+
+
+def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0,
+                             n_threads=None, engine="auto"):
+    """lingam's adaptive-lasso adjacency matrix, computed from one scatter matrix.
+
+    For each variable (after the first) in the causal order, with the earlier
+    variables as predictors, on standardised data:
+
+    1. least squares gives weights ``w = |b_ols| ** gamma``;
+    2. the lasso path of the target on the weighted predictors (LARS) is
+       scored with BIC (noise variance from the least-squares fit), and the
+       predictors active at the best point are kept;
+    3. the target is regressed on the kept predictors on the original scale.
+
+    This is lingam 1.13's ``predict_adaptive_lasso`` step for step (sklearn's
+    ``LassoLarsIC(criterion="bic")`` path and criterion), but the data are
+    standardised once and every regression is solved from the scatter matrix
+    instead of from the samples: the LARS path takes the Gram matrix sklearn
+    would compute itself, and the residual sums of squares along the path come
+    from the Gram matrix too.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_samples, n_features)
+    causal_order : sequence of int
+    prior_knowledge : array-like, shape (n_features, n_features), optional
+        ``prior_knowledge[i, j] == 0`` removes ``j`` from the predictors of ``i``.
+    gamma : float
+        Exponent of the adaptive weights (lingam's default 1).
+    n_threads : int, optional
+        Threads of the compiled engine (default: all cores).
+    engine : {"auto", "compiled", "sklearn"}
+        ``"compiled"``: paralingam's port of sklearn's LARS path
+        (``paralingam._lasso``), all targets in parallel threads; the rare
+        targets where sklearn would take a degenerate branch are recomputed
+        with sklearn. ``"sklearn"``: sklearn's ``lars_path_gram`` for every
+        target (the reference). ``"auto"``: compiled when built, else sklearn.
+
+    Returns
+    -------
+    B : ndarray, shape (n_features, n_features)
+
+    Raises
+    ------
+    ValueError
+        When a target has ``n_samples <= n_predictors + 1``: BIC's noise
+        variance cannot be estimated (lingam raises there too).
+    """
+    if engine not in ("auto", "compiled", "sklearn"):
+        raise ValueError(f"engine must be 'auto', 'compiled' or 'sklearn'; got {engine!r}")
+    order = np.asarray(causal_order, dtype=np.intp)
+    n, p = X.shape
+    _, scatter = _scatter(X)
+    # The Gram matrix Z.T @ Z of the standardised data Z (sklearn's StandardScaler:
+    # population std), i.e. n times the correlation matrix. The LARS path and its
+    # stopping tolerance depend on this scale. A constant column keeps scale 1, as
+    # in StandardScaler.
+    std = np.sqrt(np.diag(scatter) / n)
+    std[std == 0.0] = 1.0
+    gram = scatter / np.outer(std, std)
+    allowed = allowed_predictors(prior_knowledge, p)
+
+    targets, predictor_sets = [], []
+    for k in range(1, p):
+        target, predictors = order[k], order[:k]
+        if allowed is not None:
+            predictors = predictors[allowed[target, predictors]]
+        if len(predictors) == 0:
+            continue  # exogenous given the prior knowledge
+        if n <= len(predictors) + 1:
+            raise ValueError(
+                f"the adaptive lasso needs more samples than predictors + 1 to estimate "
+                f"the noise variance for BIC: column {target} has {len(predictors)} "
+                f"predictors and there are {n} samples; use adjacency='ols'")
+        targets.append(target)
+        predictor_sets.append(predictors)
+
+    B = np.zeros((p, p))
+    todo = range(len(targets))
+    lasso = _compiled_lasso() if engine != "sklearn" else None
+    if engine == "compiled" and lasso is None:
+        raise RuntimeError("the compiled adaptive lasso (paralingam._lasso) is not built")
+    if lasso is not None and targets:
+        offsets = np.zeros(len(targets) + 1, dtype=np.intp)
+        offsets[1:] = np.cumsum([len(s) for s in predictor_sets])
+        B, fallback = lasso.adaptive_lasso_rows(
+            np.ascontiguousarray(gram), np.ascontiguousarray(scatter),
+            np.asarray(targets, dtype=np.intp), offsets,
+            np.concatenate(predictor_sets).astype(np.intp), float(n), float(gamma),
+            n_threads or 0)
+        todo = np.flatnonzero(fallback)
+
+    degenerate = []
+    for t in todo:
+        target, predictors = targets[t], predictor_sets[t]
+        B[target] = 0.0
+        kept, coef, warned = _adaptive_lasso_row_sklearn(gram, scatter, target, predictors,
+                                                         n, gamma)
+        B[target, kept] = coef
+        if warned:
+            degenerate.append(int(target))
+    if degenerate:
+        warnings.warn(
+            f"adaptive lasso: the LARS path of columns {degenerate} stopped early or "
+            "dropped a regressor (nearly collinear predictors); their coefficients come "
+            "from the shortened path, as in lingam.",
+            AdjacencyWarning,
+            stacklevel=2,
+        )
+    return B
+
+
+def _compiled_lasso():
+    try:
+        from . import _lasso
+    except ImportError:  # not built: sklearn's path for every target
+        return None
+    return _lasso
+
+
+def _adaptive_lasso_row_sklearn(gram, scatter, target, predictors, n, gamma):
+    """One target with sklearn's LARS path: ``(kept, coef, warned)``."""
+    # Lazy: sklearn is heavy to import.
+    from sklearn import config_context
+    from sklearn.linear_model import lars_path_gram
+
+    m = len(predictors)
+    G = gram[np.ix_(predictors, predictors)]
+    g = gram[predictors, target]
+    yy = gram[target, target]
+
+    # 1. adaptive weights from least squares on the standardised data
+    b_ols = _solve_spd(G, g)
+    weight = np.abs(b_ols) ** gamma
+
+    # 2. lasso path of the weighted problem, scored by BIC
+    Gw = G * np.outer(weight, weight)
+    gw = g * weight
+    # The inputs are ours and valid: skip sklearn's per-call parameter checks.
+    with warnings.catch_warnings(record=True) as caught, \
+            config_context(skip_parameter_validation=True):
+        warnings.simplefilter("always")
+        _, _, path = lars_path_gram(
+            gw, Gw, n_samples=n, max_iter=_LARS_MAX_ITER, alpha_min=0.0,
+            method="lasso", eps=_LARS_EPS)
+    rss_path = yy - 2.0 * (gw @ path) + np.einsum("ik,ij,jk->k", path, Gw, path)
+    # Noise variance of the least-squares fit (sklearn: fit on the centred
+    # data, divided by n - m - 1); floored so an exact fit stays finite.
+    rss_ols = max(yy - g @ b_ols, _LARS_EPS * yy)
+    noise_var = rss_ols / (n - m - 1)
+    dof = (np.abs(path) > _LARS_EPS).sum(axis=0)
+    bic = n * np.log(2.0 * np.pi * noise_var) + rss_path / noise_var + np.log(n) * dof
+    best = path[:, np.argmin(bic)]
+    kept = predictors[np.abs(best * weight) > 0.0]
+
+    # 3. least squares on the kept predictors, original scale
+    coef = np.zeros(0)
+    if len(kept):
+        coef = _solve_spd(scatter[np.ix_(kept, kept)], scatter[kept, target])
+    return kept, coef, bool(caught)
+
+
+def allowed_predictors(prior_knowledge, n_features):
+    """Which predictors prior knowledge allows, or None without prior knowledge.
+
+    Returns
+    -------
+    allowed : ndarray of bool, shape (n_features, n_features) or None
+        ``allowed[target, j]`` is False where ``prior_knowledge[target, j] == 0``
+        (no directed path from ``j`` to ``target``); the diagonal is False.
+    """
+    if prior_knowledge is None:
+        return None
+    pk = np.asarray(prior_knowledge, dtype=np.float64)
+    if pk.shape != (n_features, n_features):
+        raise ValueError(
+            f"prior_knowledge must have shape (n_features, n_features) = "
+            f"({n_features}, {n_features}); got {pk.shape}")
+    allowed = pk != 0  # -1 (unknown) and NaN keep the predictor, as in lingam
+    np.fill_diagonal(allowed, False)
+    return allowed
+
+
+def _scatter(X):
+    """Column means and the scatter matrix ``Xc.T @ Xc`` of the centred data."""
+    mean = X.mean(axis=0)
+    Xc = X - mean
+    S = Xc.T @ Xc
+    return mean, 0.5 * (S + S.T)
+
+
+def _solve_spd(A, b):
+    """Solve ``A x = b`` for a covariance-like ``A``; min-norm least squares if singular.
+
+    ``A`` counts as singular when a Cholesky pivot keeps no more than
+    ``SINGULAR_TOL`` of its diagonal entry: some variable is, to rounding, a
+    linear combination of the others, and the Cholesky solution would be
+    noise. (The compiled engine applies the same bound.)
+    """
+    from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+    try:
+        factor = cho_factor(A, lower=True, check_finite=False)
+        pivots = np.diag(factor[0]) ** 2
+        if (pivots > SINGULAR_TOL * np.diag(A)).all():
+            x = cho_solve(factor, b, check_finite=False)
+            if np.isfinite(x).all():
+                return x
+    except LinAlgError:
+        pass
+    return _lstsq(A, b)
+
+
+def _lstsq(A, b):
+    return np.linalg.lstsq(A, b, rcond=None)[0]

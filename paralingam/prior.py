@@ -192,7 +192,7 @@ def _as_matrix(matrix, n_features):
         raise ValueError(f"prior_knowledge must be {want}; got shape {pk.shape}")
     bad = ~(np.isin(pk, (-1.0, 0.0, 1.0)) | np.isnan(pk))
     if bad.any():
-        where = [f"[{i}, {j}] = {pk[i, j]!r}" for i, j in zip(*np.nonzero(bad))]
+        where = [f"[{i}, {j}] = {float(pk[i, j])!r}" for i, j in zip(*np.nonzero(bad))]
         raise ValueError(
             "prior_knowledge entries must be -1 or NaN (unknown), 0 (no directed path) "
             f"or 1 (directed path); invalid at {_list(where)}")

@@ -1,0 +1,441 @@
+"""``DirectLiNGAM``: a scikit-learn estimator with lingam 1.13's interface.
+
+``paralingam.DirectLiNGAM`` is meant as a drop-in replacement for
+``lingam.DirectLiNGAM``: the same constructor arguments, attributes and methods
+(``fit``, ``bootstrap``, ``estimate_total_effect``,
+``get_error_independence_p_values``), with the causal order searched by
+:func:`paralingam.fit` and the edges estimated by
+:mod:`paralingam.adjacency`.
+"""
+
+import inspect
+import numbers
+import sys
+import time
+import warnings
+
+import numpy as np
+from sklearn import config_context
+from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state, resample
+from threadpoolctl import threadpool_limits
+
+from . import _api, _backends
+from ._validation import as_data_matrix
+from .adjacency import ADJACENCY_METHODS, allowed_predictors, estimate_adjacency
+from .bootstrap import BootstrapResult, total_effects
+from .hsic import independence_p_values
+from .prior import PriorKnowledge
+
+MEASURES = ("pwling",)
+# lingam's other measures, which paralingam does not implement.
+_LINGAM_ONLY_MEASURES = ("kernel", "pwling_fast")
+
+
+class DirectLiNGAM(BaseEstimator):
+    """DirectLiNGAM with the causal order searched by ParaLiNGAM.
+
+    A drop-in replacement for ``lingam.DirectLiNGAM`` (lingam 1.13): the same
+    causal order (``measure="pwling"``), the same adjacency matrix (lingam's
+    adaptive lasso by default) and the same result API, much faster.
+
+    Parameters
+    ----------
+    random_state : int, numpy.random.RandomState or None
+        Seeds the draws of :meth:`bootstrap`. ``None`` draws from numpy's
+        global random state exactly as lingam does, so that after the same
+        ``np.random.seed(...)`` both draw the same resamples. (lingam accepts
+        but ignores ``random_state``; here an int makes the bootstrap
+        reproducible whatever the global state.)
+    prior_knowledge : array-like, shape (n_features, n_features), optional
+        lingam's prior-knowledge matrix: ``prior_knowledge[i, j]`` is ``0``
+        when ``x_j`` has no directed path to ``x_i``, ``1`` when it has one,
+        ``-1`` when unknown.
+    apply_prior_knowledge_softly : bool
+        Apply the prior knowledge softly (lingam's option).
+    measure : {"pwling"}
+        Independence measure. Only lingam's default ``"pwling"`` is
+        implemented; ``"kernel"`` and ``"pwling_fast"`` raise ValueError.
+    backend : {"auto", "cpu", "cuda"}
+        Where the causal order is searched (see :func:`paralingam.fit`).
+    adjacency : {"adaptive_lasso", "ols"}
+        Edge estimator: lingam's adaptive lasso (default, sparse) or least
+        squares on all earlier variables (dense, fastest).
+    coef_threshold : float, optional
+        Coefficients with ``|b| < coef_threshold`` are set to zero after the
+        adjacency step.
+    fit_options : dict, optional
+        Further keyword arguments of :func:`paralingam.fit` (``threshold``,
+        ``gamma0``, ``c``, ``dtype``, ``n_threads``, ...). ``n_threads`` also
+        sets the threads of the adaptive lasso.
+
+    Attributes
+    ----------
+    causal_order_ : list of int
+        Column indices, root first.
+    adjacency_matrix_ : ndarray, shape (n_features, n_features)
+        ``B[i, j]`` the direct effect of column ``j`` on column ``i``.
+    n_features_in_ : int
+        Number of columns seen in ``fit``.
+    feature_names_in_ : ndarray of str, shape (n_features,)
+        Column names; only when ``fit`` got a DataFrame whose column names
+        are all strings (scikit-learn's rule).
+    causal_order_names_ : list of str
+        The causal order as column names: ``feature_names_in_`` when fitted
+        on a DataFrame, else lingam's labels ``"x0", "x1", ...``.
+    fit_stats_ : dict
+        ``paralingam.fit``'s statistics of the search (backend, timings, ...).
+
+    Notes
+    -----
+    Differences from lingam, all deliberate: attributes ending in ``_`` exist
+    only after ``fit`` (scikit-learn's convention; lingam returns None);
+    parameters are checked in ``fit``, not in the constructor; ``bootstrap``
+    leaves the fitted model as it was (lingam leaves the last resample's fit
+    in it).
+    """
+
+    def __init__(
+        self,
+        random_state=None,
+        prior_knowledge=None,
+        apply_prior_knowledge_softly=False,
+        measure="pwling",
+        backend="auto",
+        adjacency="adaptive_lasso",
+        coef_threshold=None,
+        fit_options=None,
+    ):
+        self.random_state = random_state
+        self.prior_knowledge = prior_knowledge
+        self.apply_prior_knowledge_softly = apply_prior_knowledge_softly
+        self.measure = measure
+        self.backend = backend
+        self.adjacency = adjacency
+        self.coef_threshold = coef_threshold
+        self.fit_options = fit_options
+
+    # ------------------------------------------------------------------
+    # fit
+    # ------------------------------------------------------------------
+
+    def fit(self, X, y=None):
+        """Learn the causal order and the adjacency matrix of ``X``.
+
+        Parameters
+        ----------
+        X : array-like or pandas.DataFrame, shape (n_samples, n_features)
+            Observations, one column per variable.
+        y : None
+            Ignored (scikit-learn convention).
+
+        Returns
+        -------
+        self : DirectLiNGAM
+        """
+        data, names = as_data_matrix(X)
+        settings = self._checked_settings(data.shape[1])
+        order, B, stats = self._fit_data(data, settings, settings["backend"])
+        self.n_features_in_ = data.shape[1]
+        columns = list(getattr(X, "columns", []))
+        if names is not None and all(isinstance(c, str) for c in columns):
+            # scikit-learn's rule: names only when every column name is a string
+            self.feature_names_in_ = np.asarray(columns, dtype=object)
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        self.causal_order_ = order
+        self.adjacency_matrix_ = B
+        self.fit_stats_ = stats
+        return self
+
+    @property
+    def causal_order_names_(self):
+        """The causal order as column names (lingam's ``x0, x1, ...`` without names)."""
+        labels = self._labels()
+        return [labels[i] for i in self.causal_order_]
+
+    def _labels(self):
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None:
+            return [str(v) for v in names]
+        return [f"x{i}" for i in range(self.n_features_in_)]
+
+    def _checked_settings(self, n_features):
+        """Validate the parameters for data with ``n_features`` columns."""
+        if self.measure not in MEASURES:
+            hint = (f"; lingam's {self.measure!r} measure is not implemented in paralingam, "
+                    "use lingam.DirectLiNGAM for it") if self.measure in _LINGAM_ONLY_MEASURES else ""
+            raise ValueError(f"measure must be one of {MEASURES}; got {self.measure!r}{hint}")
+        if self.adjacency not in ADJACENCY_METHODS:
+            raise ValueError(
+                f"adjacency must be one of {ADJACENCY_METHODS}; got {self.adjacency!r}")
+        if self.backend not in _backends.BACKENDS:
+            raise ValueError(f"backend must be one of {_backends.BACKENDS}; got {self.backend!r}")
+        if self.coef_threshold is not None and (
+                not isinstance(self.coef_threshold, numbers.Real)
+                or not np.isfinite(self.coef_threshold) or self.coef_threshold < 0):
+            raise ValueError(
+                f"coef_threshold must be None or a finite number >= 0; got {self.coef_threshold!r}")
+        if not isinstance(self.apply_prior_knowledge_softly, (bool, np.bool_)):
+            raise ValueError("apply_prior_knowledge_softly must be True or False; got "
+                             f"{self.apply_prior_knowledge_softly!r}")
+        options = dict(self.fit_options or {})
+        reserved = {"backend", "prior_knowledge", "apply_prior_knowledge_softly"} & set(options)
+        if reserved:
+            raise ValueError(
+                f"fit_options must not set {sorted(reserved)}: they are DirectLiNGAM parameters")
+        unknown = set(options) - set(inspect.signature(_api.fit).parameters)
+        if unknown:
+            raise ValueError(f"fit_options has keys that paralingam.fit does not take: "
+                             f"{sorted(unknown)}")
+        pk = None
+        if self.prior_knowledge is not None:  # validated once, by paralingam.prior
+            pk = PriorKnowledge(self.prior_knowledge, n_features,
+                                soft=bool(self.apply_prior_knowledge_softly)).matrix
+        return {
+            "prior_knowledge": pk,
+            "backend": self.backend,
+            "fit_options": options,
+        }
+
+    def _fit_data(self, data, settings, backend):
+        """Order search and adjacency on validated data: ``(order, B, stats)``."""
+        order, stats = self._search(data, settings, backend)
+        return order, self._adjacency(data, order, settings, stats.get("backend")), stats
+
+    def _search(self, data, settings, backend):
+        """The causal order by :func:`paralingam.fit`: ``(order, stats)``."""
+        kwargs = dict(settings["fit_options"], backend=backend)
+        pk = settings["prior_knowledge"]
+        if pk is not None:
+            kwargs["prior_knowledge"] = pk
+            kwargs["apply_prior_knowledge_softly"] = bool(self.apply_prior_knowledge_softly)
+        result = _api.fit(data, **kwargs)
+        return [int(i) for i in result.causal_order], result.stats
+
+    def _adjacency(self, data, order, settings, backend):
+        return estimate_adjacency(
+            data, order, method=self.adjacency, prior_knowledge=settings["prior_knowledge"],
+            coef_threshold=self.coef_threshold, backend=backend,
+            n_threads=settings["fit_options"].get("n_threads"))
+
+    # ------------------------------------------------------------------
+    # lingam's analysis methods
+    # ------------------------------------------------------------------
+
+    def estimate_total_effect(self, X, from_index, to_index):
+        """Total effect of one variable on another, by regression.
+
+        The regression of ``X[:, to_index]`` on ``X[:, from_index]`` and the
+        parents of ``from_index`` (non-zero entries of its row of
+        ``adjacency_matrix_``), with intercept; the coefficient of
+        ``from_index`` is the total effect. Warns, as lingam does, when
+        ``to_index`` comes before ``from_index`` in the causal order.
+
+        Parameters
+        ----------
+        X : array-like or pandas.DataFrame, shape (n_samples, n_features)
+            Original data.
+        from_index, to_index : int or str
+            Column indices, or column names when fitted on a DataFrame.
+
+        Returns
+        -------
+        float
+        """
+        data = self._checked_data(X)
+        frm, to = self._column_index(from_index), self._column_index(to_index)
+        if self.causal_order_.index(frm) > self.causal_order_.index(to):
+            warnings.warn(
+                f"The estimated causal effect may be incorrect because the causal order of "
+                f"the destination variable (to_index={to_index}) is earlier than the source "
+                f"variable (from_index={from_index}).",
+                stacklevel=2,
+            )
+        parents = np.flatnonzero(np.abs(self.adjacency_matrix_[frm]) > 0)
+        predictors = np.concatenate([[frm], parents]).astype(np.intp)
+        A = data[:, predictors] - data[:, predictors].mean(axis=0)
+        y = data[:, to] - data[:, to].mean()
+        coef = np.linalg.lstsq(A, y, rcond=None)[0]
+        return float(coef[0])
+
+    def get_error_independence_p_values(self, X):
+        """p-values of HSIC tests of independence between the error variables.
+
+        The errors are ``E = X - X B^T``; each pair of columns of ``E`` gets
+        the HSIC test with the gamma approximation (lingam's
+        ``hsic_test_gamma``).
+
+        Parameters
+        ----------
+        X : array-like or pandas.DataFrame, shape (n_samples, n_features)
+            Original data.
+
+        Returns
+        -------
+        ndarray, shape (n_features, n_features)
+            Symmetric, zero diagonal.
+        """
+        data = self._checked_data(X)
+        E = data - data @ self.adjacency_matrix_.T
+        return independence_p_values(E)
+
+    # ------------------------------------------------------------------
+    # bootstrap
+    # ------------------------------------------------------------------
+
+    def bootstrap(self, X, n_sampling, *, progress=False):
+        """Fit ``n_sampling`` bootstrap resamples of ``X``.
+
+        Resamples are drawn as lingam draws them (``sklearn.utils.resample``
+        with this estimator's ``random_state``; ``None`` is numpy's global
+        state, as in lingam), so that the same seed gives the same resamples
+        and hence the same counts. The fitted model itself is left unchanged.
+
+        Parameters
+        ----------
+        X : array-like or pandas.DataFrame, shape (n_samples, n_features)
+            Training data.
+        n_sampling : int
+            Number of resamples, > 0.
+        progress : bool or {"auto"}
+            Report progress on stderr: ``True`` always, ``"auto"`` only when
+            the run is expected to take longer than 10 s, ``False`` (default)
+            never. Uses tqdm when it is installed, else a plain line.
+
+        Returns
+        -------
+        BootstrapResult
+            ``adjacency_matrices_``, ``total_effects_`` (``[k, to, from]``,
+            sums over directed paths, as lingam 1.13) and
+            ``resampled_indices_``; also ``timings_``, the seconds spent
+            resampling, searching orders, estimating adjacency matrices and
+            total effects, summed over the resamples.
+        """
+        if isinstance(n_sampling, bool) or not isinstance(n_sampling, (numbers.Integral, np.integer)) \
+                or n_sampling <= 0:
+            raise ValueError(f"n_sampling must be an integer greater than 0; got {n_sampling!r}")
+        if progress not in (True, False, "auto"):
+            raise ValueError(f"progress must be True, False or 'auto'; got {progress!r}")
+        data, _ = as_data_matrix(X)
+        p = data.shape[1]
+        settings = self._checked_settings(p)
+        # Resolve "auto" once: every resample then runs on the same backend,
+        # whose caches (CUDA context, compiled kernels) stay warm between them.
+        backend = _backends.resolve_backend(settings["backend"])
+        rng = check_random_state(self.random_state)
+
+        adjacency_matrices = np.zeros((n_sampling, p, p))
+        effects = np.zeros((n_sampling, p, p))
+        resampled_indices = []
+        reporter = _Progress(n_sampling, progress)
+        timings = dict.fromkeys(("resample", "search", "adjacency", "total_effects"), 0.0)
+        # Per resample the linear algebra is small (p x p solves, one n x p
+        # product): BLAS threads gain nothing there and, next to the search's own
+        # threads, cost more than the work itself. One BLAS thread for the loop.
+        with threadpool_limits(limits=1, user_api="blas"):
+            self._bootstrap_loop(data, n_sampling, settings, backend, rng, adjacency_matrices,
+                                 effects, resampled_indices, timings, reporter)
+        reporter.close()
+        result = BootstrapResult(adjacency_matrices, effects, resampled_indices=resampled_indices)
+        # Not in lingam's result: where the time went, in seconds over all resamples.
+        result.timings_ = timings
+        return result
+
+    def _bootstrap_loop(self, data, n_sampling, settings, backend, rng, adjacency_matrices,
+                        effects, resampled_indices, timings, reporter):
+        index = np.arange(data.shape[0])
+        for k in range(n_sampling):
+            t0 = time.perf_counter()
+            # lingam's draw: sklearn's resample with this random state.
+            with config_context(skip_parameter_validation=True):
+                rows = resample(index, random_state=rng)
+            Xk = data[rows]
+            t1 = time.perf_counter()
+            order, stats = self._search(Xk, settings, backend)
+            t2 = time.perf_counter()
+            B = self._adjacency(Xk, order, settings, stats.get("backend"))
+            t3 = time.perf_counter()
+            adjacency_matrices[k] = B
+            effects[k] = total_effects(B, order)
+            resampled_indices.append(rows)
+            t4 = time.perf_counter()
+            for key, dt in zip(timings, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+                timings[key] += dt
+            reporter.update(k + 1)
+
+    # ------------------------------------------------------------------
+    # helpers
+    # ------------------------------------------------------------------
+
+    def _checked_data(self, X):
+        """Validated data for a fitted model: same number (and names) of columns."""
+        if not hasattr(self, "causal_order_"):
+            raise AttributeError(
+                "this DirectLiNGAM instance is not fitted yet; call fit(X) first")
+        data, names = as_data_matrix(X)
+        if data.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {data.shape[1]} columns but the model was fitted on "
+                f"{self.n_features_in_} (shape {data.shape})")
+        fitted = getattr(self, "feature_names_in_", None)
+        if names is not None and fitted is not None and list(names) != list(fitted):
+            diff = [f"{a!r} != {b!r}" for a, b in zip(names, fitted) if a != b]
+            raise ValueError(f"X's column names differ from those seen in fit: {', '.join(diff[:5])}")
+        return data
+
+    def _column_index(self, key):
+        """A column index from an int or, when fitted on a DataFrame, a column name."""
+        names = getattr(self, "feature_names_in_", None)
+        if isinstance(key, str):
+            if names is None or key not in list(names):
+                raise ValueError(f"unknown column {key!r}")
+            return list(names).index(key)
+        if isinstance(key, (numbers.Integral, np.integer)) and not isinstance(key, bool) \
+                and 0 <= key < self.n_features_in_:
+            return int(key)
+        raise ValueError(f"column index must be an int in [0, {self.n_features_in_}); got {key!r}")
+
+
+class _Progress:
+    """Progress of the bootstrap on stderr: tqdm when installed, else one line."""
+
+    AUTO_AFTER_S = 10.0
+
+    def __init__(self, total, mode):
+        self.total = total
+        self.mode = mode
+        self.start = time.perf_counter()
+        self.bar = None
+        self.active = mode is True
+        self.last = 0.0
+
+    def update(self, done):
+        elapsed = time.perf_counter() - self.start
+        if not self.active and self.mode == "auto" and done < self.total:
+            # Decide after the first resample: show when the rest would take > 10 s.
+            self.active = elapsed / done * (self.total - done) > self.AUTO_AFTER_S
+        if not self.active:
+            return
+        if self.bar is None:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                self.bar = False
+            else:
+                self.bar = tqdm(total=self.total, desc="bootstrap", unit="resample",
+                                initial=done - 1)
+        if self.bar:
+            self.bar.update(1)
+        elif done == self.total or elapsed - self.last >= 1.0:
+            self.last = elapsed
+            eta = elapsed / done * (self.total - done)
+            sys.stderr.write(f"\rbootstrap: {done}/{self.total} resamples, "
+                             f"{elapsed:.1f} s elapsed, ~{eta:.1f} s left")
+            sys.stderr.flush()
+
+    def close(self):
+        if self.bar:
+            self.bar.close()
+        elif self.active and self.bar is False:
+            sys.stderr.write("\n")
