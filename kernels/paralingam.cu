@@ -106,6 +106,16 @@ __device__ int block_scan(const int *flag, int *out, int count)
     return carry;
 }
 
+// Correlation from the five sums of two rows (0 for a constant row).
+__device__ __forceinline__ double corr_from_sums(double sa, double sb, double sab, double saa,
+                                                 double sbb, int n)
+{
+    const double ma = sa / n, mb = sb / n;
+    const double cab = sab / n - ma * mb, caa = saa / n - ma * ma, cbb = sbb / n - mb * mb;
+    if (!(caa > 0.0) || !(cbb > 0.0)) return 0.0;
+    return cab / sqrt(caa * cbb);
+}
+
 // Entropy approximation from its two moments.
 __device__ __forceinline__ double entropy_of(double m1, double m2)
 {
@@ -128,6 +138,28 @@ __device__ __forceinline__ bool is_float(float) { return true; }
 __device__ __forceinline__ bool is_float(double) { return false; }
 __device__ __forceinline__ const float *rows(const PlSearch *s, float) { return s->X32; }
 __device__ __forceinline__ const double *rows(const PlSearch *s, double) { return s->X64; }
+
+// The policy's decisions are taken on correlations computed from the data
+// rows, as the reference and the CPU backend do (paralingam/_cpu.pyx,
+// VERIFY_BAND): the update algebra divides a pair's errors by
+// sqrt((1 - rho_a^2)(1 - rho_b^2)) with the root, so near a collinear root
+// exact copies can drift out of their group. Pairs whose updated 1 - rho^2
+// is within this band are recomputed from the data.
+__device__ __forceinline__ double verify_band(const PlSearch *s)
+{
+    return fmax(1e-4, 100.0 * s->collinear_tol);
+}
+
+// Pearson correlation of two rows by one thread (rare: pairs in the band).
+__device__ double row_corr(const double *xa, const double *xb, int n)
+{
+    double sa = 0.0, sb = 0.0, sab = 0.0, saa = 0.0, sbb = 0.0;
+    for (int k = 0; k < n; ++k) {
+        const double a = xa[k], b = xb[k];
+        sa += a; sb += b; sab += a * b; saa += a * a; sbb += b * b;
+    }
+    return corr_from_sums(sa, sb, sab, saa, sbb, n);
+}
 
 // ---------------------------------------------------------------- set-up
 
@@ -208,7 +240,8 @@ __device__ void covariance_tile(PlSearch *s, int r, int skip)
     if (vi == skip || vj == skip || s->gone[vi] || s->gone[vj]) return;
     const size_t p = s->p;
     if (i == j) { s->cov[vi * p + vi] = 1.0; return; }
-    const double v = acc / n;
+    double v = acc / n;
+    if (1.0 - v * v <= verify_band(s)) v = row_corr(s->X64 + vi * ld, s->X64 + vj * ld, n);
     s->cov[vi * p + vj] = v;
     s->cov[vj * p + vi] = v;
     if (1.0 - v * v <= s->collinear_tol) { s->linked[vi] = 1; s->linked[vj] = 1; s->ctl->collinear = 1; }
@@ -906,7 +939,11 @@ extern "C" __global__ void __launch_bounds__(1024) select64(PlSearch *s)
     if (threadIdx.x == 0) {
         c->root = s->idx[s->cand[best_k]];
         c->state = PL_DECIDED;
-        s->it_score[c->iteration] = best;
+        // Report the root's float score, as for a certified root: every
+        // candidate is a finished worker, so it exists and is an index-ordered
+        // sum of deterministic terms; the scores do not depend on whether
+        // timing led to a re-decision.
+        s->it_score[c->iteration] = s->final_score[s->cand[best_k]];
     }
 }
 
@@ -925,7 +962,26 @@ extern "C" __global__ void update_data(PlSearch *s)
     if (i == root) return;
     const size_t p = s->p, ld = s->ld;
     const int n = (int)s->n;
-    const double rho = s->cov[(size_t)i * p + root];
+    double *x = s->X64 + i * ld;
+    float *x32 = s->X32 + i * ld;
+    const double *xr = s->X64 + (size_t)root * ld;
+    // The correlation with the root from the data (see verify_band), which
+    // UpdateCovMat then uses too.
+    double sa = 0.0, sb = 0.0, sab = 0.0, saa = 0.0, sbb = 0.0;
+    for (int q = threadIdx.x; q < n; q += blockDim.x) {
+        const double a = x[q], b = xr[q];
+        sa += a; sb += b; sab += a * b; saa += a * a; sbb += b * b;
+    }
+    sa = block_sum(sa, sh); sb = block_sum(sb, sh); sab = block_sum(sab, sh);
+    saa = block_sum(saa, sh); sbb = block_sum(sbb, sh);
+    __shared__ double s_rho;
+    if (threadIdx.x == 0) {
+        s_rho = corr_from_sums(sa, sb, sab, saa, sbb, n);
+        s->cov[(size_t)i * p + root] = s_rho;
+        s->cov[(size_t)root * p + i] = s_rho;
+    }
+    __syncthreads();
+    const double rho = s_rho;
     const double f = fmax(0.0, 1.0 - rho * rho);
     const double fr = s->frac[i] * f;
     if (fr <= s->explained_tol) {
@@ -933,9 +989,6 @@ extern "C" __global__ void update_data(PlSearch *s)
         return;
     }
     const double inv_s = 1.0 / sqrt(f);
-    double *x = s->X64 + i * ld;
-    float *x32 = s->X32 + i * ld;
-    const double *xr = s->X64 + (size_t)root * ld;
     double s1 = 0.0, s2 = 0.0, sr = 0.0;
     for (int q = threadIdx.x; q < n; q += blockDim.x) {
         const double y = xr[q];
@@ -1012,7 +1065,9 @@ extern "C" __global__ void update_cov(PlSearch *s)
     const size_t p = s->p;
     // the root's row and column are only read: no write races with them
     const double ra = s->cov[ia * p + root], rb = s->cov[ib * p + root];
-    const double v = (s->cov[ia * p + ib] - ra * rb) / sqrt((1.0 - ra * ra) * (1.0 - rb * rb));
+    double v = (s->cov[ia * p + ib] - ra * rb) / sqrt((1.0 - ra * ra) * (1.0 - rb * rb));
+    if (1.0 - v * v <= verify_band(s))  // decide it on the data (see verify_band)
+        v = row_corr(s->X64 + ia * s->ld, s->X64 + ib * s->ld, (int)s->n);
     s->cov[ia * p + ib] = v;
     s->cov[ib * p + ia] = v;
     if (1.0 - v * v <= s->collinear_tol) { s->linked[ia] = 1; s->linked[ib] = 1; c->collinear = 1; }

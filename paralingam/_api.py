@@ -204,7 +204,12 @@ def fit(
 
     t0 = time.perf_counter()
     with np.errstate(over="ignore"):
-        B = np.ldexp(ols_adjacency(search_data, order), exponents[:, None] - exponents[None, :])
+        scatter = None
+        if "correlation" in per_it:  # the CUDA backend's: no X.T @ X on the host
+            sd = search_data.std(axis=0)
+            scatter = search_data.shape[0] * per_it.pop("correlation") * np.outer(sd, sd)
+        B = np.ldexp(ols_adjacency(search_data, order, scatter=scatter),
+                     exponents[:, None] - exponents[None, :])
     if not np.isfinite(B).all():
         i, j = np.argwhere(~np.isfinite(B))[0]
         raise ValueError(

@@ -147,7 +147,7 @@ def bytes_needed(p, n, use_float):
     """Device memory a search of p variables and n samples allocates."""
     ld = (n + 31) // 32 * 32
     pairs = p * p * (4 + 8 + (8 if use_float else 0))  # lock, stat, stat_err
-    return p * ld * 12 + p * p * 8 + pairs + p * 160 + 4096
+    return p * ld * 12 + p * p * 16 + pairs + p * 160 + 4096  # cov and its first copy
 
 
 class _Workspace:
@@ -183,6 +183,7 @@ class _Workspace:
         alloc("X64", p * ld * 8)
         alloc("X32", p * ld * 4)
         alloc("cov", p * p * 8)
+        alloc("corr0", p * p * 8)  # the first correlation matrix, for least squares
         alloc("lock", p * p * 4)
         alloc("stat", p * p * 8)
         alloc("stat_err", p * p * 8 if use_float else 8)
@@ -257,8 +258,9 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     Returns
     -------
     order, explained, per_iteration, n_rederived
-        As the CPU engine; ``per_iteration`` also has ``float64_redo`` and
-        ``float64_candidates``; ``times`` gets ``compile``, ``upload``,
+        As the CPU engine; ``per_iteration`` also has ``float64_redo``,
+        ``float64_candidates`` and ``correlation`` (the correlation matrix of
+        the data, computed on the device, for the least-squares step); ``times`` gets ``compile``, ``upload``,
         ``search`` and (``profile=True``) ``gpu_<phase>``.
 
     Raises
@@ -326,6 +328,9 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         "float64_candidates": redo.tolist(),
         "scores": ws.read("it_score", iters).tolist(),
     }
+    corr = np.empty((p, p))
+    drv.memcpy_dtoh(corr, ws.dev["corr0"])
+    per_iteration["correlation"] = corr
     times["readback"] = time.perf_counter() - t0
     if out["gpu_time"]:
         for name, secs in out["gpu_time"].items():

@@ -14,6 +14,12 @@ matrix of the centred data:
    ``LassoLarsIC(criterion="bic")`` scores it, and the first best point is kept;
 3. least squares on the kept predictors, original scale.
 
+Provenance: step 2 is derived from scikit-learn's ``_lars_path_solver``
+(``sklearn/linear_model/_least_angle.py``, BSD-3-Clause, Copyright (c) 2007-2024
+The scikit-learn developers; licence text in ``LICENSES/scikit-learn.txt``). It
+follows that code's decisions step for step because lingam's adjacency matrix
+is defined by scikit-learn's path, and only an identical path reproduces it.
+
 Targets run in parallel (OpenMP), without the GIL. Whenever scikit-learn would
 take one of its rare branches (a degenerate regressor, alpha growing through
 rounding, an ill-conditioned direction, two coefficients crossing zero at

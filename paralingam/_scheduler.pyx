@@ -138,6 +138,7 @@ ctypedef CUresult (*fn_stream)(CUstream) noexcept nogil
 ctypedef CUresult (*fn_htod)(CUdeviceptr, const void *, size_t) noexcept nogil
 ctypedef CUresult (*fn_dtoh)(void *, CUdeviceptr, size_t) noexcept nogil
 ctypedef CUresult (*fn_memset32)(CUdeviceptr, unsigned int, size_t) noexcept nogil
+ctypedef CUresult (*fn_dtod)(CUdeviceptr, CUdeviceptr, size_t, CUstream) noexcept nogil
 ctypedef CUresult (*fn_error_name)(CUresult, const char **) noexcept nogil
 ctypedef CUresult (*fn_occupancy)(int *, CUfunction, int, size_t) noexcept nogil
 ctypedef CUresult (*fn_event_create)(CUevent *, unsigned int) noexcept nogil
@@ -155,6 +156,7 @@ cdef struct Driver:
     fn_htod htod
     fn_dtoh dtoh
     fn_memset32 memset32
+    fn_dtod dtod
     fn_error_name error_name
     fn_occupancy occupancy
     fn_event_create event_create
@@ -202,6 +204,7 @@ def load_driver():
     drv.htod = <fn_htod>_sym(lib, b"cuMemcpyHtoD_v2")
     drv.dtoh = <fn_dtoh>_sym(lib, b"cuMemcpyDtoH_v2")
     drv.memset32 = <fn_memset32>_sym(lib, b"cuMemsetD32_v2")
+    drv.dtod = <fn_dtod>_sym(lib, b"cuMemcpyDtoDAsync_v2")
     drv.error_name = <fn_error_name>_sym(lib, b"cuGetErrorName")
     drv.occupancy = <fn_occupancy>_sym(lib, b"cuOccupancyMaxActiveBlocksPerMultiprocessor")
     drv.event_create = <fn_event_create>_sym(lib, b"cuEventCreate")
@@ -473,6 +476,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     prep_params[1] = &prep_mode
     cdef bint use_prior = candidates is not None
     cdef CUdeviceptr d_ctl = dev["ctl"], d_alive = dev["alive"], d_pk = dev["pk_status"]
+    cdef CUdeviceptr d_cov = dev["cov"], d_corr0 = dev["corr0"]
     cdef PlControl ctl_host
     alive_host = np.zeros(max(p, 1), dtype=np.int32)
     pk_host = np.zeros(max(p, 1), dtype=np.int8)
@@ -502,6 +506,9 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
             launch(m, K_INIT, (p + 255) // 256, 1, 256, 1, params)
             launch(m, K_STANDARDISE, p, 1, 256, 1, params)
             launch(m, K_COVARIANCE, tiles, tiles, 16, 16, params)
+            # keep the first correlation matrix: the updates overwrite cov
+            check(drv.dtod(d_corr0, d_cov, <size_t>p * p * sizeof(double), NULL),
+                  b"cuMemcpyDtoDAsync(correlation)")
             while True:
                 snprintf(label, sizeof(label), b"iteration %d (r=%d)", it, r_host)
                 PL_RANGE_PUSH(label)

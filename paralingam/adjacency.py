@@ -92,7 +92,7 @@ def estimate_adjacency(
     return B
 
 
-def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None):
+def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatter=None):
     """Least-squares regression of each variable on all earlier ones.
 
     Parameters
@@ -103,7 +103,13 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None):
         ``prior_knowledge[i, j] == 0`` removes ``j`` from the predictors of
         ``i`` (lingam's convention).
     backend : {None, "cpu", "cuda"}
-        Reserved for the CUDA path; computed on the CPU for now.
+        Accepted for symmetry with the estimator; the factorisation runs on
+        the CPU (p x p). The O(n p^2) part, the scatter matrix, can come
+        from the GPU search through ``scatter``.
+    scatter : ndarray, shape (n_features, n_features), optional
+        The scatter matrix ``Xc.T @ Xc`` of the centred data when it is
+        already known (``paralingam.fit`` passes the one the CUDA backend
+        computed); by default it is computed from ``X``.
 
     Returns
     -------
@@ -124,7 +130,8 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None):
         raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
     order = np.asarray(causal_order, dtype=np.intp)
     p = X.shape[1]
-    scatter = _scatter(X)[1]
+    if scatter is None:
+        scatter = _scatter(X)[1]
     cov = scatter[np.ix_(order, order)] / X.shape[0]
     B_ord = np.zeros((p, p))
     try:

@@ -152,10 +152,14 @@ def test_cuda_runs_repeat(lingam_data):
     runs32 = [fit(X, dtype="float32") for _ in range(3)]
     for runs in (runs64, runs32):
         assert all(r.causal_order == runs[0].causal_order for r in runs)
-    # double: every score is an index-ordered sum of deterministic terms
-    assert all(r.stats["scores"] == runs64[0].stats["scores"] for r in runs64)
-    for r in runs32:
-        np.testing.assert_allclose(r.stats["scores"], runs64[0].stats["scores"], rtol=1e-3, atol=1e-9)
+    # every score is an index-ordered sum of deterministic terms: bit for bit
+    for runs in (runs64, runs32):
+        assert all(r.stats["scores"] == runs[0].stats["scores"] for r in runs)
+    np.testing.assert_allclose(runs32[0].stats["scores"], runs64[0].stats["scores"],
+                               rtol=1e-3, atol=1e-9)
+    cpu = fit(X, backend="cpu")
+    assert cpu.causal_order == runs64[0].causal_order
+    np.testing.assert_allclose(runs64[0].stats["scores"], cpu.stats["scores"], rtol=1e-9, atol=1e-15)
 
 
 def test_cuda_problem_larger_than_memory_is_refused():
@@ -289,3 +293,24 @@ def test_cuda_planted_copies_with_prior_knowledge(lingam_data, density, seed):
             res = fit(X, dtype=dtype, **kwargs)
             assert res.causal_order == ref_order, label
             assert res.stats["explained"] == ref_explained, label
+
+
+# --------------------------------------------------------------------------
+# The estimator on the GPU against lingam itself
+# --------------------------------------------------------------------------
+
+def test_cuda_estimator_and_bootstrap_equal_lingam(lingam_data):
+    import lingam
+
+    X = lingam_data(8, 500, "dense", 851)[0]
+    theirs = lingam.DirectLiNGAM().fit(X)
+    ours = paralingam.DirectLiNGAM(backend="cuda").fit(X)
+    assert ours.causal_order_ == [int(v) for v in theirs.causal_order_]
+    np.testing.assert_allclose(ours.adjacency_matrix_, theirs.adjacency_matrix_, rtol=0, atol=1e-8)
+    np.random.seed(3)
+    b_theirs = lingam.DirectLiNGAM().bootstrap(X, n_sampling=10)
+    np.random.seed(3)
+    b_ours = paralingam.DirectLiNGAM(backend="cuda").bootstrap(X, n_sampling=10)
+    kw = {"min_causal_effect": 0.01, "split_by_causal_effect_sign": True}
+    assert b_ours.get_causal_direction_counts(**kw) == b_theirs.get_causal_direction_counts(**kw)
+    np.testing.assert_allclose(b_ours.adjacency_matrices_, b_theirs.adjacency_matrices_, atol=1e-8)

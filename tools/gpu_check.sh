@@ -1,31 +1,38 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: build, GPU tests, launch profile, benchmark.
+# One call on the GPU machine: build, GPU tests, launch profile, benchmarks.
 #
 #   source .gpu/setup.sh && bash tools/gpu_check.sh [tests|bench|quick|full] [pytest -k expr]
 #
-# tests: build + GPU tests; bench: build + profile + quick benchmark;
-# quick: tests + profile + quick benchmark; full: tests + profile + full grid with peers.
-# Logs and JSON go to $OUT (the device tool brings them back). The full E. coli
-# sample is read from .gpu/data/ (copy ../shared/data/*.npz there first).
+# tests: build + every GPU-marked test; bench: build + profile + quick benchmark;
+# quick: tests + profile + quick benchmark; full: tests + profile + the whole
+# grid with lingam/culingam side by side + the bootstrap benchmark on CUDA.
+# Each step has a time limit, so a hang cannot take the whole call. Logs and
+# JSON go to $OUT (the device tool brings them back). The full E. coli sample
+# is read from .gpu/data/ (copy ../shared/data/*.npz there first).
 set -uo pipefail
 mode="${1:-quick}"
 kexpr="${2:-}"
 out="${OUT:-/tmp/paralingam-out}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu --format=csv | tee "$out/gpu.txt"
+git log -1 --format='commit %H %s' 2>/dev/null | tee -a "$out/gpu.txt"
 python3 -m pip install -q --no-build-isolation --no-deps -e . > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 status=0
 if [ "$mode" != "bench" ]; then
-    python3 -m pytest -q -m gpu tests/test_gpu.py ${kexpr:+-k "$kexpr"} -p no:cacheprovider 2>&1 \
+    timeout 420 python3 -m pytest -q -m gpu tests/ ${kexpr:+-k "$kexpr"} -p no:cacheprovider 2>&1 \
         | tee "$out/gpu_tests.log" | tail -25
     status=${PIPESTATUS[0]}
 fi
 if [ "$mode" != "tests" ]; then
-    python3 tools/profile_launch.py --json "$out/profile.json" 2>&1 | tee "$out/profile.log" | tail -15
+    timeout 120 python3 tools/profile_launch.py --json "$out/profile.json" 2>&1 | tee "$out/profile.log" | tail -15
     if [ "$mode" = "full" ]; then
-        python3 tools/bench_gpu.py --peers 50x1024 --json "$out/bench_gpu.json" 2>&1 | tee "$out/bench_gpu.log" | tail -45
+        timeout 420 python3 tools/bench_gpu.py --peers 50x1024 --json "$out/bench_gpu.json" 2>&1 \
+            | tee "$out/bench_gpu.log" | tail -48
+        timeout 180 python3 benchmarks/bench_bootstrap.py --backend cuda --json "$out/bench_bootstrap_cuda.json" \
+            2>&1 | tee "$out/bench_bootstrap_cuda.log" | tail -20
     else
-        python3 tools/bench_gpu.py --quick ${BENCH_ARGS:-} --json "$out/bench_gpu.json" 2>&1 | tee "$out/bench_gpu.log" | tail -20
+        timeout 200 python3 tools/bench_gpu.py --quick ${BENCH_ARGS:-} --json "$out/bench_gpu.json" 2>&1 \
+            | tee "$out/bench_gpu.log" | tail -20
     fi
 fi
 exit $status
