@@ -184,14 +184,12 @@ extern "C" __global__ void init_search(PlSearch *s)
     }
 }
 
-// One block per row: population mean and std in double, standardise in place.
-extern "C" __global__ void standardise(PlSearch *s)
+// Population-standardise one row in double, in place, with its float copy
+// (the whole block).
+__device__ void standardise_row(double *x, float *x32, int n)
 {
     __shared__ double sh[32];
     __shared__ double s_mean, s_inv;
-    const int n = (int)s->n;
-    double *x = s->X64 + (size_t)blockIdx.x * s->ld;
-    float *x32 = s->X32 + (size_t)blockIdx.x * s->ld;
     double acc = 0.0;
     for (int k = threadIdx.x; k < n; k += blockDim.x) acc += x[k];
     acc = block_sum(acc, sh);
@@ -209,6 +207,13 @@ extern "C" __global__ void standardise(PlSearch *s)
         x[k] = v;
         x32[k] = (float)v;
     }
+}
+
+// One block per row: the data as given, standardised.
+extern "C" __global__ void standardise(PlSearch *s)
+{
+    standardise_row(s->X64 + (size_t)blockIdx.x * s->ld, s->X32 + (size_t)blockIdx.x * s->ld,
+                    (int)s->n);
 }
 
 // cov[i, j] = <x_i, x_j> / n for the remaining variables i, j (positions
@@ -1016,33 +1021,13 @@ __device__ __forceinline__ bool drifted(const PlSearch *s)
 // After drift: re-standardise every remaining row from its data.
 extern "C" __global__ void restandardise(PlSearch *s)
 {
-    __shared__ double sh[32];
-    __shared__ double s_mean, s_inv;
     PlControl *c = s->ctl;
     const int k = blockIdx.x;
     if (c->state != PL_DECIDED || k >= c->r || !drifted(s)) return;
     if (k == 0 && threadIdx.x == 0) c->n_rederived += 1;
     const int i = s->alive[k];
     if (i == c->root || s->gone[i]) return;
-    const int n = (int)s->n;
-    double *x = s->X64 + (size_t)i * s->ld;
-    float *x32 = s->X32 + (size_t)i * s->ld;
-    double acc = 0.0;
-    for (int q = threadIdx.x; q < n; q += blockDim.x) acc += x[q];
-    acc = block_sum(acc, sh);
-    if (threadIdx.x == 0) s_mean = acc / n;
-    __syncthreads();
-    const double mean = s_mean;
-    acc = 0.0;
-    for (int q = threadIdx.x; q < n; q += blockDim.x) { const double d = x[q] - mean; acc += d * d; }
-    acc = block_sum(acc, sh);
-    if (threadIdx.x == 0) s_inv = 1.0 / sqrt(acc / n);
-    __syncthreads();
-    for (int q = threadIdx.x; q < n; q += blockDim.x) {
-        const double v = (x[q] - mean) * s_inv;
-        x[q] = v;
-        x32[q] = (float)v;
-    }
+    standardise_row(s->X64 + (size_t)i * s->ld, s->X32 + (size_t)i * s->ld, (int)s->n);
 }
 
 // 16 x 16 tiles of remaining positions: the covariance of the updated rows,

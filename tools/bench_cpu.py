@@ -22,17 +22,23 @@ import paralingam
 from paralingam.datasets import make_lingam_data
 
 
-def lingam_order(X):
-    """lingam 1.13's DirectLiNGAM causal-order loop (no adjacency step)."""
+def lingam_order(X, measure="pwling"):
+    """lingam 1.13's DirectLiNGAM causal-order loop (no adjacency step).
+
+    ``measure="pwling_fast"`` runs culingam (lingam's GPU measure).
+    """
     import lingam
 
-    model = lingam.DirectLiNGAM()
+    model = lingam.DirectLiNGAM(measure=measure)
     model._Aknw = None
     U = np.arange(X.shape[1])
     K = []
     X_ = np.copy(X)
     for _ in range(X.shape[1]):
-        m = model._search_causal_order(X_, U)
+        if measure == "pwling_fast":
+            m = model._search_causal_order_gpu(X_.astype(np.float64), U.astype(np.int32))
+        else:
+            m = model._search_causal_order(X_, U)
         for i in U:
             if i != m:
                 X_[:, i] = model._residual(X_[:, i], X_[:, m])

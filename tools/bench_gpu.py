@@ -27,6 +27,8 @@ import paralingam
 from paralingam import _cuda
 from paralingam.datasets import make_lingam_data
 
+from bench_cpu import lingam_order  # tools/ is on sys.path when run as a script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 FLOOR_SRC = r"""
@@ -84,28 +86,6 @@ def run_case(X, repeats):
         "float64_redo": int(sum(st["float64_redo"])), "order": results[0].causal_order,
         "deterministic": all(r.causal_order == results[0].causal_order for r in results),
     }
-
-
-def lingam_order(X, measure):
-    """lingam 1.13's DirectLiNGAM causal-order loop (no adjacency step)."""
-    import lingam
-
-    model = lingam.DirectLiNGAM(measure=measure)
-    model._Aknw = None
-    U = np.arange(X.shape[1])
-    K = []
-    X_ = np.copy(X)
-    for _ in range(X.shape[1]):
-        if measure == "pwling_fast":
-            m = model._search_causal_order_gpu(X_.astype(np.float64), U.astype(np.int32))
-        else:
-            m = model._search_causal_order(X_, U)
-        for i in U:
-            if i != m:
-                X_[:, i] = model._residual(X_[:, i], X_[:, m])
-        K.append(int(m))
-        U = U[U != m]
-    return K
 
 
 def ecoli_full():
