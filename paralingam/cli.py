@@ -94,12 +94,17 @@ def main(argv=None):
         return 2
     if names is not None:
         result.names = names
-    out = Path(args.output) if args.output else Path(args.file).with_suffix(".paralingam.json")
+    if args.output:
+        out = Path(args.output)
+    elif Path(args.file).resolve() == EXAMPLE.resolve():
+        out = Path.cwd() / "example.paralingam.json"  # not inside the installed package
+    else:
+        out = Path(args.file).with_suffix(".paralingam.json")
     try:
         out.write_text(json.dumps(result.to_dict(), indent=1))
-    except OSError:  # e.g. the bundled example in a read-only install
-        out = Path.cwd() / (Path(args.file).stem + ".paralingam.json")
-        out.write_text(json.dumps(result.to_dict(), indent=1))
+    except OSError as exc:
+        print(f"paralingam: error: cannot write {out}: {exc}", file=sys.stderr)
+        return 2
     st = result.stats
     print(f"causal order ({X.shape[1]} variables, {X.shape[0]} samples, "
           f"backend {st['backend']}, {st['time']['search'] * 1e3:.1f} ms search, "
