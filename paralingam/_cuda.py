@@ -153,7 +153,7 @@ def bytes_needed(p, n, use_float):
 class _Workspace:
     """Device buffers of a search, kept for the next search of the same shape."""
 
-    # name: (dtype, length as a function of p)
+    # name: dtype of a buffer of p + 1 entries
     PER_VARIABLE = {
         "alive": np.int32, "gone": np.int32, "frac": np.float64, "linked": np.int32,
         "order": np.int32, "explained_by": np.int32, "pk_status": np.int8,

@@ -264,7 +264,7 @@ cdef class Module:
     cdef CUmodule mod
     cdef CUfunction fn[N_KERNELS]
     cdef readonly int warps
-    cdef bytes image
+    cdef readonly bytes image  # the cubin, kept alive while the module is loaded
 
     def __cinit__(self, bytes cubin, int warps):
         load_driver()

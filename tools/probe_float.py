@@ -34,7 +34,7 @@ extern "C" __global__ void moments32(const float *X, int ld, int n, const int *p
     if (warp >= npairs) return;
     const double r = rho[warp];
     double m[4];
-    pl_pair_moments(X + (size_t)pa[warp] * ld, X + (size_t)pb[warp] * ld, (float)r,
+    pl_pair_moments(X + (size_t)pa[warp] * ld, X + (size_t)pb[warp] * ld, r,
                     (float)(1.0 / sqrt(1.0 - r * r)), n, m);
     if ((threadIdx.x & 31) == 0) for (int q = 0; q < 4; ++q) out[4 * warp + q] = m[q];
 }
@@ -90,7 +90,7 @@ extern "C" __global__ void __launch_bounds__(256) throughput32(
     for (int w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < npairs; w += nwarps) {
         const double r = rho[w];
         double m[4];
-        pl_pair_moments(X + (size_t)pa[w] * ld, X + (size_t)pb[w] * ld, (float)r,
+        pl_pair_moments(X + (size_t)pa[w] * ld, X + (size_t)pb[w] * ld, r,
                         (float)(1.0 / sqrt(1.0 - r * r)), n, m);
         if ((threadIdx.x & 31) == 0) out[w] = m[0] + m[1] + m[2] + m[3];
     }
@@ -109,16 +109,6 @@ extern "C" __global__ void throughput64(const double *X, int ld, int n, const in
     }
 }
 
-// The floor: 6 MUFU operations per "sample pair", nothing else of note.
-extern "C" __global__ void mufu_floor(float *out, int iters)
-{
-    float x = threadIdx.x * 1e-3f, y = 0.5f, z = 0.25f, w = 0.125f, s = 0.3f, t = 0.7f;
-    for (int i = 0; i < iters; ++i) {
-        x = pl_ex2(x); y = pl_lg2(y + 1.0f); z = pl_ex2(z);
-        w = pl_ex2(w); s = pl_lg2(s + 1.0f); t = pl_ex2(t);
-    }
-    out[blockIdx.x * blockDim.x + threadIdx.x] = x + y + z + w + s + t;
-}
 """
 
 
@@ -146,9 +136,13 @@ def standardise(X):
 
 
 def main():
-    import pycuda.autoinit  # noqa: F401
     import pycuda.driver as drv
     from pycuda.compiler import SourceModule
+
+    import bench_gpu  # tools/ is on sys.path when run as a script
+    from paralingam import _cuda
+
+    _cuda._context()  # the backend's context, which bench_gpu's floor kernel uses
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default="probe.json")
@@ -239,10 +233,7 @@ def main():
             ts.append(stop.time_since(start) * 1e-3)
         return statistics.median(ts)
 
-    out = drv.mem_alloc(sms * 8 * 256 * 4)
-    iters = 8192
-    t = timed(mod.get_function("mufu_floor"), out, np.int32(iters), block=(256, 1, 1), grid=(sms * 8, 1))
-    floor = sms * 8 * 256 * iters / t  # sample pairs per second (6 MUFU each)
+    floor = bench_gpu.mufu_floor()  # the floor every benchmark uses
     report["throughput"]["floor_sample_pairs_per_s"] = floor
     print(f"MUFU floor: {floor:.3e} sample-pairs/s ({6 * floor:.3e} MUFU op/s, {sms} SMs)")
 

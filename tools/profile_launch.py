@@ -40,7 +40,7 @@ def launch_costs(reps):
     paralingam.fit(X, backend="cuda")  # leaves a finished search state on the device
     ws = next(iter(_cuda._WORKSPACES.values()))
     mod = _cuda.module()
-    pyc = drv.module_from_buffer(mod_cubin())
+    pyc = drv.module_from_buffer(mod.image)  # the same cubin the backend loaded
     fn = pyc.get_function("select_root")
     fn.prepare("P")
     search = np.uintp(ws.dev["search"])
@@ -79,17 +79,6 @@ def launch_costs(reps):
             lambda: _scheduler.empty_launch_and_poll(mod, ws.dev, status, reps)),
     }
     return rows
-
-
-def mod_cubin():
-    """The backend's cubin (from PyCUDA's disk cache, already compiled)."""
-    import pycuda.driver as drv
-    from pycuda.compiler import compile as nvcc_compile
-
-    major, minor = drv.Context.get_device().compute_capability()
-    return nvcc_compile(_cuda.kernel_source(), options=[f"-DWARPS={_cuda.DEFAULT_WARPS}", f"-DMIN_BLOCKS={_cuda.DEFAULT_MIN_BLOCKS}",
-                                 "-std=c++17", "-O3"],
-                        arch=f"sm_{major}{minor}", no_extern_c=True)
 
 
 def phase_breakdown(p, n, density, seed):
