@@ -42,13 +42,16 @@ extensions = [
         depends=["paralingam/_cpu_kernels.h"],
     ),
     # The adaptive lasso of the adjacency step (a port of scikit-learn's LARS
-    # path), targets in OpenMP threads. No -ffast-math and no fused multiply-add:
-    # the port must round as numpy does to follow the same path.
+    # path), targets in OpenMP threads. No -ffast-math: only the dot products
+    # and updates of paralingam/_lasso_kernels.h are vectorised (`omp simd`),
+    # the path's decisions round in program order.
     Extension(
         "paralingam._lasso",
         ["paralingam/_lasso.pyx"],
-        extra_compile_args=["-O3", "-fopenmp", "-ffp-contract=off"],
+        include_dirs=["paralingam"],
+        extra_compile_args=["-O3", "-fopenmp"] + ([] if portable else ["-march=native"]),
         extra_link_args=["-fopenmp"],
+        depends=["paralingam/_lasso_kernels.h"],
     ),
     # Host scheduler of the CUDA backend. It binds libcuda at run time
     # (dlopen), so it builds and imports without CUDA; NVTX ranges are

@@ -5,27 +5,35 @@ Per target (a variable and its predictors, the variables before it in the
 causal order), from the Gram matrix of the standardised data and the scatter
 matrix of the centred data:
 
-1. least-squares weights ``w = |b| ** gamma`` (Cholesky solve);
-2. the LARS lasso path of the weighted problem, a line-by-line port of
-   scikit-learn's ``_lars_path_solver`` for a precomputed Gram matrix
-   (``method="lasso"``, ``alpha_min=0``, LassoLarsIC's ``max_iter=500`` and
-   ``eps``), with its tie rounding, tolerances, Cholesky updates and
-   Givens-rotation downdates; each point of the path is scored with BIC as
-   ``LassoLarsIC(criterion="bic")`` scores it, and the first best point is kept;
+1. least-squares weights ``w = |b| ** gamma`` (given by the caller from one
+   factorisation of the whole Gram matrix, or solved here by Cholesky);
+2. the LARS lasso path of the weighted problem, a port of scikit-learn's
+   ``_lars_path_solver`` for a precomputed Gram matrix (``method="lasso"``,
+   ``alpha_min=0``, LassoLarsIC's ``max_iter=500`` and ``eps``), with its tie
+   rounding, tolerances, Cholesky updates and Givens-rotation downdates; each
+   point of the path is scored with BIC as ``LassoLarsIC(criterion="bic")``
+   scores it, and the first best point is kept;
 3. least squares on the kept predictors, original scale.
+
+All targets read one shared Gram matrix: the weighted Gram entries
+``G[i, j] w[i] w[j]`` are formed on the fly, so no target copies or permutes a
+k x k matrix (sklearn permutes its Gram copy; here an index array records the
+same permutation, which decides ties identically). A path point's residual sum
+of squares comes from the equal correlations of the active set in O(active)
+instead of a quadratic form.
 
 Provenance: step 2 is derived from scikit-learn's ``_lars_path_solver``
 (``sklearn/linear_model/_least_angle.py``, BSD-3-Clause, Copyright (c) 2007-2024
 The scikit-learn developers; licence text in ``LICENSES/scikit-learn.txt``). It
 follows that code's decisions step for step because lingam's adjacency matrix
-is defined by scikit-learn's path, and only an identical path reproduces it.
+is defined by scikit-learn's path, and only the same path reproduces it.
 
-Targets run in parallel (OpenMP), without the GIL. Whenever scikit-learn would
-take one of its rare branches (a degenerate regressor, alpha growing through
-rounding, an ill-conditioned direction, two coefficients crossing zero at
-once) or a matrix is not positive definite, the target is flagged and the
-caller recomputes it with scikit-learn itself, so results never depend on a
-port of those branches.
+Targets run in parallel (OpenMP), largest first, without the GIL. Whenever
+scikit-learn would take one of its rare branches (a degenerate regressor, alpha
+growing through rounding, an ill-conditioned direction, two coefficients
+crossing zero at once) or a matrix is not positive definite, the target is
+flagged and the caller recomputes it with scikit-learn itself, so results never
+depend on a port of those branches.
 """
 
 import numpy as np
@@ -36,10 +44,21 @@ from libc.float cimport DBL_MAX, DBL_EPSILON, FLT_EPSILON, FLT_MIN
 from libc.math cimport fabs, hypot, isfinite, log, pow, rint, sqrt, M_PI
 from libc.stdlib cimport calloc, free
 
+
+cdef extern from "_lasso_kernels.h" nogil:
+    double pl_dot(const double* x, const double* y, Py_ssize_t n)
+    void pl_axpy(double a, const double* x, double* y, Py_ssize_t n)
+    void pl_axpy4(double a0, const double* x0, double a1, const double* x1,
+                  double a2, const double* x2, double a3, const double* x3,
+                  double* y, Py_ssize_t n)
+    void pl_axpy_gather(double a, const double* row, const Py_ssize_t* idx, double* y,
+                        Py_ssize_t n)
+
+
 cdef double TINY32 = FLT_MIN            # np.finfo(np.float32).tiny
 cdef double EQUALITY_TOL = FLT_EPSILON  # np.finfo(np.float32).eps
 cdef double ROUND_SCALE = 1e15          # np.around(..., decimals=finfo(float64).precision)
-cdef int MAX_ITER = 500                 # LassoLarsIC's default
+cdef Py_ssize_t MAX_ITER = 500          # LassoLarsIC's default
 # A least-squares system whose Cholesky pivot keeps less than this fraction of
 # its diagonal (1 - R^2 of a predictor on the others) is left to the Python path
 # (minimum-norm least squares); the same bound as adjacency.SINGULAR_TOL.
@@ -53,6 +72,56 @@ DEF OK = 0
 DEF FALLBACK = 1
 
 
+cdef struct Problem:
+    # One target's regression, read from the shared Gram matrix.
+    const double* gram        # p x p, row-major
+    Py_ssize_t p
+    const Py_ssize_t* pred    # the k predictors (indices into gram)
+    Py_ssize_t k
+    Py_ssize_t target
+    bint contiguous           # pred[i] == pred[0] + i: Gram rows read as plain vectors
+
+
+cdef inline double gram_at(const Problem* P, Py_ssize_t i, Py_ssize_t j) noexcept nogil:
+    """Unweighted Gram entry of predictors ``i``, ``j`` (positions in ``pred``)."""
+    return P.gram[P.pred[i] * P.p + P.pred[j]]
+
+
+cdef inline double gram_y(const Problem* P, Py_ssize_t i) noexcept nogil:
+    """Unweighted Gram entry of predictor ``i`` and the target."""
+    return P.gram[P.pred[i] * P.p + P.target]
+
+
+cdef inline void gram_row_axpy(const Problem* P, Py_ssize_t i, double a,
+                               double* y) noexcept nogil:
+    """``y[j] += a * G[i, j]`` for every predictor ``j``."""
+    cdef const double* row = P.gram + P.pred[i] * P.p
+    if P.contiguous:
+        pl_axpy(a, row + P.pred[0], y, P.k)
+    else:
+        pl_axpy_gather(a, row, P.pred, y, P.k)
+
+
+cdef void gram_rows_times(const Problem* P, const Py_ssize_t* rows, const double* a,
+                          Py_ssize_t count, double* y) noexcept nogil:
+    """``y[j] = sum_r a[r] * G[rows[r], j]`` for every predictor ``j``."""
+    cdef Py_ssize_t j, r = 0
+    cdef const double* base = P.gram + P.pred[0]
+    cdef Py_ssize_t p = P.p
+    for j in range(P.k):
+        y[j] = 0.0
+    if P.contiguous:
+        while r + 4 <= count:
+            pl_axpy4(a[r], base + P.pred[rows[r]] * p,
+                     a[r + 1], base + P.pred[rows[r + 1]] * p,
+                     a[r + 2], base + P.pred[rows[r + 2]] * p,
+                     a[r + 3], base + P.pred[rows[r + 3]] * p, y, P.k)
+            r += 4
+    while r < count:
+        gram_row_axpy(P, rows[r], a[r], y)
+        r += 1
+
+
 cdef int cholesky(double* A, Py_ssize_t k) noexcept nogil:
     """In-place lower Cholesky factor of the k x k row-major ``A``.
 
@@ -60,35 +129,40 @@ cdef int cholesky(double* A, Py_ssize_t k) noexcept nogil:
     less than ``SINGULAR_TOL`` of its diagonal entry (the variable is, to
     rounding, a combination of the earlier ones).
     """
-    cdef Py_ssize_t i, j, l
+    cdef Py_ssize_t i, j
     cdef double s, diag
     for j in range(k):
         diag = A[j * k + j]
-        s = diag
-        for l in range(j):
-            s -= A[j * k + l] * A[j * k + l]
+        s = diag - pl_dot(A + j * k, A + j * k, j)
         if not (s > SINGULAR_TOL * diag) or not isfinite(s):
             return 1
         s = sqrt(s)
         A[j * k + j] = s
         for i in range(j + 1, k):
-            for l in range(j):
-                A[i * k + j] -= A[i * k + l] * A[j * k + l]
-            A[i * k + j] /= s
+            A[i * k + j] = (A[i * k + j] - pl_dot(A + i * k, A + j * k, j)) / s
     return 0
+
+
+cdef void forward_solve(const double* L, Py_ssize_t ld, Py_ssize_t k, double* x) noexcept nogil:
+    """Solve ``L y = b`` in place (``x`` holds ``b``); ``L`` row-major lower, stride ``ld``."""
+    cdef Py_ssize_t i
+    for i in range(k):
+        x[i] = (x[i] - pl_dot(L + i * ld, x, i)) / L[i * ld + i]
+
+
+cdef void backward_solve(const double* L, Py_ssize_t ld, Py_ssize_t k, double* x) noexcept nogil:
+    """Solve ``L^T x = y`` in place (``x`` holds ``y``); ``L`` row-major lower, stride ``ld``."""
+    cdef Py_ssize_t i
+    # by columns of L^T, i.e. rows of L: contiguous updates
+    for i in range(k - 1, -1, -1):
+        x[i] /= L[i * ld + i]
+        pl_axpy(-x[i], L + i * ld, x, i)
 
 
 cdef void cholesky_solve(const double* L, Py_ssize_t ld, Py_ssize_t k, double* x) noexcept nogil:
     """Solve ``L L^T x = b`` in place (``x`` holds ``b``); ``L`` row-major, stride ``ld``."""
-    cdef Py_ssize_t i, l
-    for i in range(k):
-        for l in range(i):
-            x[i] -= L[i * ld + l] * x[l]
-        x[i] /= L[i * ld + i]
-    for i in range(k - 1, -1, -1):
-        for l in range(i + 1, k):
-            x[i] -= L[l * ld + i] * x[l]
-        x[i] /= L[i * ld + i]
+    forward_solve(L, ld, k, x)
+    backward_solve(L, ld, k, x)
 
 
 cdef double min_pos(const double* x, Py_ssize_t size) noexcept nogil:
@@ -99,22 +173,6 @@ cdef double min_pos(const double* x, Py_ssize_t size) noexcept nogil:
         if 0.0 < x[i] < best:
             best = x[i]
     return best
-
-
-cdef void swap_rows_cols(double* G, Py_ssize_t k, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
-    """Swap rows ``a``, ``b`` and then columns ``a``, ``b`` of the k x k ``G``."""
-    cdef Py_ssize_t j
-    cdef double t
-    if a == b:
-        return
-    for j in range(k):
-        t = G[a * k + j]
-        G[a * k + j] = G[b * k + j]
-        G[b * k + j] = t
-    for j in range(k):
-        t = G[j * k + a]
-        G[j * k + a] = G[j * k + b]
-        G[j * k + b] = t
 
 
 cdef void givens(double* a, double* b, double* c, double* s) noexcept nogil:
@@ -162,62 +220,54 @@ cdef void cholesky_delete(double* L, Py_ssize_t ld, int n, int go_out) noexcept 
             L1[r * ld + i + 1] = c * y - s * x
 
 
-cdef double bic_of(const double* coef, const Py_ssize_t* support, Py_ssize_t size,
-                   const double* Gw, const double* gw, Py_ssize_t k, double yy, double n,
-                   double noise_var) noexcept nogil:
-    """LassoLarsIC's BIC of one path point, residuals from the Gram matrix.
+cdef inline double bic(double rss, Py_ssize_t dof, double n, double noise_var) noexcept nogil:
+    """LassoLarsIC's criterion (BIC) of one path point."""
+    return n * log(2.0 * M_PI * noise_var) + rss / noise_var + log(n) * dof
 
-    ``coef`` is zero outside ``support[:size]``.
+
+cdef int lars_bic(const Problem* P, const double* w, double yy, double n, double noise_var,
+                  double* best, double* work, Py_ssize_t m) noexcept nogil:
+    """LARS lasso path of the weighted problem; ``best`` gets the BIC-best point.
+
+    Positions ``0..n_active-1`` of ``indices`` are the active predictors, the
+    rest inactive, permuted exactly as sklearn permutes its Gram matrix.
+    ``m`` bounds the active set (``min(k, MAX_ITER)``). ``work`` holds
+    ``m * m + 9 * k + 4 * m`` doubles. Returns FALLBACK on sklearn's rare branches.
     """
-    cdef double lin = 0.0, quad = 0.0, row
-    cdef Py_ssize_t a, b, i, dof = 0
-    for a in range(size):
-        i = support[a]
-        if fabs(coef[i]) > DBL_EPSILON:
-            dof += 1
-        lin += gw[i] * coef[i]
-        row = 0.0
-        for b in range(size):
-            row += Gw[i * k + support[b]] * coef[support[b]]
-        quad += coef[i] * row
-    return (n * log(2.0 * M_PI * noise_var) + (yy - 2.0 * lin + quad) / noise_var
-            + log(n) * dof)
-
-
-cdef int lars_bic(const double* Gw0, const double* gw, Py_ssize_t k, double yy, double n,
-                  double noise_var, double* best, double* work) noexcept nogil:
-    """LARS lasso path of (Gw0, gw); ``best`` gets the BIC-best point. FALLBACK on rare branches.
-
-    ``work`` holds 3 k*k + 9 k doubles.
-    """
-    cdef double* G = work                 # Gram, rows/columns permuted as sklearn's
-    cdef double* L = G + k * k            # Cholesky factor of the active block
-    cdef double* cov = L + k * k          # correlations; positions >= n_active are "Cov"
-    cdef double* coef = cov + k           # current path point (original indices)
+    cdef Py_ssize_t k = P.k
+    cdef double* L = work                 # m x m: Cholesky factor of the active block
+    cdef double* gw = L + m * m           # weighted X^T y (original order)
+    cdef double* cov = gw + k             # correlations by position; >= n_active: inactive
+    cdef double* coef = cov + k           # current path point (original order)
     cdef double* new_coef = coef + k
-    cdef double* ls = new_coef + k        # least squares / equiangular weights
-    cdef double* corr = ls + k            # correlation of inactive with the direction
-    cdef double* sign_active = corr + k
-    cdef double* z = sign_active + k
-    cdef double* tmp = z + k
-    cdef Py_ssize_t* indices = <Py_ssize_t*> (tmp + k)   # k entries (fits in 2k doubles' room)
-    cdef Py_ssize_t i, j, n_active = 0, n_iter = 0, c_idx, m, nn, ii, drop_var, n_drop
+    cdef double* full = new_coef + k      # G_w[:, active] @ ls (original order)
+    cdef double* corr = full + k          # the same for inactive positions, rounded
+    cdef double* tmp = corr + k
+    cdef double* sign_active = tmp + k    # by position
+    cdef Py_ssize_t* indices = <Py_ssize_t*> (sign_active + k)   # position -> predictor
+    cdef double* ls = sign_active + 2 * k  # m: least squares / equiangular weights
+    cdef double* z = ls + m
+    cdef double* lrow = z + m
+    # L^{-1} sign_active, rows 0..n_fw-1 valid: a new active predictor appends a
+    # row, a drop invalidates the rows from its position (the forward half of
+    # each direction solve, computed once per row instead of once per step)
+    cdef double* fw = lrow + m
+    cdef Py_ssize_t n_fw = 0
+    cdef Py_ssize_t i, j, a, n_active = 0, n_iter = 0, c_idx, nn, ii, drop_var, n_drop, dof
     cdef double C, C_, alpha, prev_alpha = 0.0, c_diag, v, diag, AA, s, g1, g2, gamma_, z_pos
-    cdef double best_bic, b, temp
+    cdef double best_bic, temp, wj, lin, sdot, rss
     cdef bint drop = False
     cdef double* swap_ptr
 
-    for i in range(k * k):
-        G[i] = Gw0[i]
     for i in range(k):
+        gw[i] = gram_y(P, i) * w[i]
         cov[i] = gw[i]
         coef[i] = 0.0
+        new_coef[i] = 0.0
+        best[i] = 0.0
         indices[i] = i
         sign_active[i] = 0.0
-    # point 0 of the path: all coefficients zero
-    best_bic = bic_of(coef, indices, 0, Gw0, gw, k, yy, n, noise_var)
-    for i in range(k):
-        best[i] = 0.0
+    best_bic = bic(yy, 0, n, noise_var)  # point 0 of the path: all coefficients zero
 
     while True:
         if n_active < k:
@@ -238,31 +288,26 @@ cdef int lars_bic(const double* Gw0, const double* gw, Py_ssize_t k, double yy, 
 
         if not drop:
             sign_active[n_active] = (C_ > 0) - (C_ < 0)
-            m = n_active
             nn = c_idx + n_active
-            temp = cov[n_active + c_idx]
-            cov[n_active + c_idx] = cov[n_active]
+            temp = cov[nn]
+            cov[nn] = cov[n_active]
             cov[n_active] = temp
             i = indices[nn]
-            indices[nn] = indices[m]
-            indices[m] = i
-            swap_rows_cols(G, k, m, nn)
-            c_diag = G[n_active * k + n_active]
-            for j in range(n_active):
-                L[n_active * k + j] = G[n_active * k + j]
-            # forward substitution: L[:n, :n] w = L[n, :n]
-            for i in range(n_active):
-                s = L[n_active * k + i]
-                for j in range(i):
-                    s -= L[i * k + j] * L[n_active * k + j]
-                L[n_active * k + i] = s / L[i * k + i]
-            v = 0.0
-            for j in range(n_active):
-                v += L[n_active * k + j] * L[n_active * k + j]
+            indices[nn] = indices[n_active]
+            indices[n_active] = i
+            # new row of the factor: L[:n, :n] l = G_w[active, new]
+            wj = w[i]
+            c_diag = gram_at(P, i, i) * (wj * wj)
+            for a in range(n_active):
+                lrow[a] = gram_at(P, indices[a], i) * (w[indices[a]] * wj)
+            forward_solve(L, m, n_active, lrow)
+            v = pl_dot(lrow, lrow, n_active)
+            for a in range(n_active):
+                L[n_active * m + a] = lrow[a]
             diag = sqrt(fabs(c_diag - v))
             if diag < DBL_EPSILON:
                 diag = DBL_EPSILON
-            L[n_active * k + n_active] = diag
+            L[n_active * m + n_active] = diag
             if diag < 1e-7:
                 return FALLBACK  # degenerate regressor: sklearn drops it for good
             n_active += 1
@@ -270,29 +315,30 @@ cdef int lars_bic(const double* Gw0, const double* gw, Py_ssize_t k, double yy, 
         if n_iter > 0 and prev_alpha < alpha:
             return FALLBACK  # sklearn stops with a warning
 
+        for i in range(n_fw, n_active):
+            fw[i] = (sign_active[i] - pl_dot(L + i * m, fw, i)) / L[i * m + i]
+        n_fw = n_active
         for i in range(n_active):
-            ls[i] = sign_active[i]
-        cholesky_solve(L, k, n_active, ls)
+            ls[i] = fw[i]
+        backward_solve(L, m, n_active, ls)
         if n_active == 1 and ls[0] == 0.0:
             return FALLBACK
-        s = 0.0
-        for i in range(n_active):
-            s += ls[i] * sign_active[i]
+        s = pl_dot(ls, sign_active, n_active)
         AA = 1.0 / sqrt(s)
         if not isfinite(AA):
             return FALLBACK
         for i in range(n_active):
             ls[i] *= AA
 
-        # corr = G[:n_active, n_active:].T @ ls, row by row for contiguous access
+        # corr = G_w[inactive, active] @ ls, built from whole Gram rows of the
+        # active predictors (contiguous reads of the shared matrix)
+        for a in range(n_active):
+            z[a] = ls[a] * w[indices[a]]
+        gram_rows_times(P, indices, z, n_active, full)
         for j in range(k - n_active):
-            corr[j] = 0.0
-        for i in range(n_active):
-            for j in range(k - n_active):
-                corr[j] += G[i * k + n_active + j] * ls[i]
-        for j in range(k - n_active):
+            i = indices[n_active + j]
             # np.around(corr_eq_dir, decimals=15), as sklearn rounds it
-            corr[j] = rint(corr[j] * ROUND_SCALE) / ROUND_SCALE
+            corr[j] = rint(full[i] * w[i] * ROUND_SCALE) / ROUND_SCALE
 
         for j in range(k - n_active):
             tmp[j] = (C - cov[n_active + j]) / (AA - corr[j] + TINY32)
@@ -319,42 +365,59 @@ cdef int lars_bic(const double* Gw0, const double* gw, Py_ssize_t k, double yy, 
                     ii = i
             if n_drop > 1:
                 return FALLBACK  # several coefficients cross zero at once
-            sign_active[ii] = -sign_active[ii]
             gamma_ = z_pos
             drop = True
 
+        # The new point, zero outside the active set of this step, and its
+        # residual sum of squares: with c = G_w b - g_w the residual
+        # correlations, rss = yy - g_w.b - c.b, and every active c equals
+        # sign * (C - gamma * AA) after the step.
         n_iter += 1
         for i in range(k):
             new_coef[i] = 0.0
+        lin = 0.0
+        sdot = 0.0
+        dof = 0
         for i in range(n_active):
-            new_coef[indices[i]] = coef[indices[i]] + gamma_ * ls[i]
+            j = indices[i]
+            new_coef[j] = coef[j] + gamma_ * ls[i]
+            lin += gw[j] * new_coef[j]
+            sdot += sign_active[i] * new_coef[j]
+            if fabs(new_coef[j]) > DBL_EPSILON:
+                dof += 1
+        rss = yy - lin - (C - gamma_ * AA) * sdot
         for j in range(k - n_active):
             cov[n_active + j] -= gamma_ * corr[j]
+        if drop:
+            sign_active[ii] = -sign_active[ii]  # sklearn flips it before moving on
 
-        # the new point is zero outside the active set of this step
-        b = bic_of(new_coef, indices, n_active, Gw0, gw, k, yy, n, noise_var)
+        temp = bic(rss, dof, n, noise_var)
+        if temp < best_bic:  # np.argmin: the first best point
+            best_bic = temp
+            for i in range(k):
+                best[i] = 0.0
+            for i in range(n_active):
+                best[indices[i]] = new_coef[indices[i]]
 
         if drop:
-            cholesky_delete(L, k, <int> n_active, <int> ii)
-            n_active -= 1
             drop_var = indices[ii]
+            # sklearn recomputes the dropped correlation from the Gram matrix
+            temp = 0.0
+            for i in range(n_active):
+                j = indices[i]
+                temp += gram_at(P, drop_var, j) * (w[drop_var] * w[j]) * new_coef[j]
+            cholesky_delete(L, m, <int> n_active, <int> ii)
+            n_fw = ii  # rows above the dropped one are unchanged
+            n_active -= 1
             for i in range(ii, n_active):
                 j = indices[i]
                 indices[i] = indices[i + 1]
                 indices[i + 1] = j
-                swap_rows_cols(G, k, i, i + 1)
-            temp = 0.0
-            for j in range(k):
-                temp += Gw0[drop_var * k + j] * new_coef[j]
             cov[n_active] = gw[drop_var] - temp
             for i in range(ii, n_active):
                 sign_active[i] = sign_active[i + 1]
             sign_active[n_active] = 0.0
 
-        if b < best_bic:  # np.argmin: the first best point
-            best_bic = b
-            for i in range(k):
-                best[i] = new_coef[i]
         prev_alpha = alpha
         swap_ptr = coef
         coef = new_coef
@@ -362,56 +425,83 @@ cdef int lars_bic(const double* Gw0, const double* gw, Py_ssize_t k, double yy, 
     return OK
 
 
-cdef int one_target(const double[:, ::1] gram, const double[:, ::1] scatter,
+cdef int one_target(const double* gram, const double* scatter, Py_ssize_t p,
                     const Py_ssize_t* pred, Py_ssize_t k, Py_ssize_t target, double n,
-                    double gamma, double[:, ::1] B) noexcept nogil:
-    """Adaptive-lasso row of ``target`` with predictors ``pred[:k]`` into ``B``."""
-    cdef double* mem = <double*> calloc(7 * k * k + 16 * k + 16, sizeof(double))
-    cdef double* G = mem                 # k*k, then its Cholesky factor
-    cdef double* Gw = G + k * k          # k*k
-    cdef double* b = Gw + k * k          # k
-    cdef double* w = b + k
-    cdef double* gw = w + k
-    cdef double* best = gw + k
-    cdef double* work = best + k         # 3 k*k + 11 k (lars_bic)
-    cdef double* S = work + 3 * k * k + 11 * k   # k*k
+                    double gamma, const double* ols_b, double ols_rss,
+                    double* B) noexcept nogil:
+    """Adaptive-lasso row of ``target`` with predictors ``pred[:k]`` into ``B`` (p x p).
+
+    ``ols_b`` (length k) and ``ols_rss`` are the least-squares coefficients and
+    residual sum of squares of the target on its predictors in the Gram
+    matrix's scale, or NULL to solve them here.
+    """
+    cdef Problem P
+    cdef Py_ssize_t m = k if k < MAX_ITER else MAX_ITER
     cdef Py_ssize_t i, j, kept
-    cdef Py_ssize_t* keep
-    cdef double yy, rss, noise_var, s
+    cdef double yy, rss, noise_var
     cdef int status = OK
-    if mem == NULL or n - k - 1 <= 0:
-        free(mem)
+    cdef double* mem
+    cdef double* w
+    cdef double* b
+    cdef double* best
+    cdef double* work
+    cdef double* S = NULL
+    cdef Py_ssize_t* keep
+    if n - k - 1 <= 0:
         return FALLBACK
+    P.gram = gram
+    P.p = p
+    P.pred = pred
+    P.k = k
+    P.target = target
+    P.contiguous = True
+    for i in range(k):
+        if pred[i] != pred[0] + i:
+            P.contiguous = False
+            break
+    mem = <double*> calloc(3 * k + m * m + 9 * k + 4 * m + 16, sizeof(double))
     keep = <Py_ssize_t*> calloc(k + 1, sizeof(Py_ssize_t))
-    if keep == NULL:
+    if mem == NULL or keep == NULL:
         free(mem)
+        free(keep)
         return FALLBACK
+    w = mem
+    b = w + k
+    best = b + k
+    work = best + k
+    yy = gram[target * p + target]
 
     # 1. least-squares weights on the standardised data
-    for i in range(k):
-        for j in range(k):
-            G[i * k + j] = gram[pred[i], pred[j]]
-        b[i] = gram[pred[i], target]
-        gw[i] = b[i]
-    yy = gram[target, target]
-    if cholesky(G, k):
-        status = FALLBACK
-    else:
-        cholesky_solve(G, k, k, b)
-        rss = yy
+    if ols_b != NULL:
         for i in range(k):
-            rss -= gw[i] * b[i]
+            b[i] = ols_b[i]
+        rss = ols_rss
+    else:
+        S = <double*> calloc(k * k, sizeof(double))
+        if S == NULL:
+            status = FALLBACK
+        else:
+            for i in range(k):
+                for j in range(k):
+                    S[i * k + j] = gram_at(&P, i, j)
+                b[i] = gram_y(&P, i)
+            if cholesky(S, k):
+                status = FALLBACK
+            else:
+                cholesky_solve(S, k, k, b)
+                rss = yy
+                for i in range(k):
+                    rss -= gram_y(&P, i) * b[i]
+            free(S)
+            S = NULL
+    if status == OK:
+        for i in range(k):
             w[i] = pow(fabs(b[i]), gamma)
         if rss < DBL_EPSILON * yy:
             rss = DBL_EPSILON * yy  # an exact fit: keep the criterion finite
         noise_var = rss / (n - k - 1)
-
         # 2. LARS path of the weighted problem, scored by BIC
-        for i in range(k):
-            for j in range(k):
-                Gw[i * k + j] = gram[pred[i], pred[j]] * (w[i] * w[j])
-            gw[i] = gram[pred[i], target] * w[i]
-        status = lars_bic(Gw, gw, k, yy, n, noise_var, best, work)
+        status = lars_bic(&P, w, yy, n, noise_var, best, work, m)
 
     if status == OK:
         # 3. least squares on the kept predictors, original scale
@@ -421,20 +511,25 @@ cdef int one_target(const double[:, ::1] gram, const double[:, ::1] scatter,
                 keep[kept] = pred[i]
                 kept += 1
         if kept:
-            for i in range(kept):
-                for j in range(kept):
-                    S[i * kept + j] = scatter[keep[i], keep[j]]
-                b[i] = scatter[keep[i], target]
-            if cholesky(S, kept):
+            S = <double*> calloc(kept * kept, sizeof(double))
+            if S == NULL:
                 status = FALLBACK
             else:
-                cholesky_solve(S, kept, kept, b)
                 for i in range(kept):
-                    if not isfinite(b[i]):
-                        status = FALLBACK
-                if status == OK:
+                    for j in range(kept):
+                        S[i * kept + j] = scatter[keep[i] * p + keep[j]]
+                    b[i] = scatter[keep[i] * p + target]
+                if cholesky(S, kept):
+                    status = FALLBACK
+                else:
+                    cholesky_solve(S, kept, kept, b)
                     for i in range(kept):
-                        B[target, keep[i]] = b[i]
+                        if not isfinite(b[i]):
+                            status = FALLBACK
+                    if status == OK:
+                        for i in range(kept):
+                            B[target * p + keep[i]] = b[i]
+                free(S)
     free(keep)
     free(mem)
     return status
@@ -443,7 +538,8 @@ cdef int one_target(const double[:, ::1] gram, const double[:, ::1] scatter,
 def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
                         const Py_ssize_t[::1] targets, const Py_ssize_t[::1] offsets,
                         const Py_ssize_t[::1] predictors, double n_samples, double gamma,
-                        int n_threads=0):
+                        int n_threads=0, const double[:, ::1] ols_coef=None,
+                        const double[::1] ols_rss=None, const unsigned char[::1] ols_given=None):
     """Adaptive-lasso rows of ``B`` for many targets at once.
 
     Parameters
@@ -456,6 +552,8 @@ def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
         The targets, one per row to estimate.
     offsets, predictors : ndarray of intp
         Target ``t``'s predictors are ``predictors[offsets[t]:offsets[t + 1]]``.
+        Targets are scheduled from the last (the largest, in causal order) to
+        the first.
     n_samples : float
     gamma : float
         Exponent of the adaptive weights.
@@ -464,6 +562,11 @@ def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
         all cores). Problems with fewer than 64 variables run on one thread:
         their whole adjacency takes a few milliseconds, less than waking threads
         costs on a busy machine.
+    ols_coef, ols_rss, ols_given : ndarray, optional
+        Where ``ols_given[t]``: ``ols_coef[targets[t], :k]`` are target ``t``'s
+        least-squares coefficients on its ``k`` predictors (in their order) and
+        ``ols_rss[targets[t]]`` its residual sum of squares, both in ``gram``'s
+        scale. Other targets solve their own.
 
     Returns
     -------
@@ -472,7 +575,15 @@ def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
     fallback : ndarray of bool
         Per target: not computed here, to be recomputed with scikit-learn.
     """
-    cdef Py_ssize_t p = gram.shape[0], t, n_targets = targets.shape[0]
+    cdef Py_ssize_t p = gram.shape[0], t, r, n_targets = targets.shape[0]
+    if scatter.shape[0] != p or scatter.shape[1] != p or gram.shape[1] != p:
+        raise ValueError("gram and scatter must both be p x p")
+    if offsets.shape[0] != n_targets + 1:
+        raise ValueError("offsets must have one entry more than targets")
+    cdef bint given = ols_given is not None
+    if given and (ols_coef is None or ols_rss is None or ols_given.shape[0] != n_targets
+                  or ols_coef.shape[0] != p or ols_rss.shape[0] != p):
+        raise ValueError("ols_coef (p x p), ols_rss (p) and ols_given (targets) go together")
     B_arr = np.zeros((p, p))
     fallback_arr = np.zeros(n_targets, dtype=np.uint8)
     cdef double[:, ::1] B = B_arr
@@ -480,9 +591,15 @@ def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
     cdef int threads = n_threads if n_threads > 0 else openmp.omp_get_max_threads()
     if p < SERIAL_BELOW_P:
         threads = 1
+    if n_targets == 0:
+        return B_arr, fallback_arr.astype(bool)
     with nogil:
-        for t in prange(n_targets, schedule="dynamic", num_threads=threads):
-            fallback[t] = one_target(gram, scatter, &predictors[offsets[t]],
-                                     offsets[t + 1] - offsets[t], targets[t], n_samples,
-                                     gamma, B)
+        for r in prange(n_targets, schedule="dynamic", num_threads=threads):
+            t = n_targets - 1 - r
+            fallback[t] = one_target(
+                &gram[0, 0], &scatter[0, 0], p, &predictors[offsets[t]],
+                offsets[t + 1] - offsets[t], targets[t], n_samples, gamma,
+                &ols_coef[targets[t], 0] if given and ols_given[t] else NULL,
+                ols_rss[targets[t]] if given and ols_given[t] else 0.0,
+                &B[0, 0])
     return B_arr, fallback_arr.astype(bool)

@@ -223,19 +223,24 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
     gram = scatter / np.outer(std, std)
     allowed = allowed_predictors(prior_knowledge, p)
 
+    # Work in causal order: target k's predictors are then positions 0..k-1
+    # (a subset of them under prior knowledge), rows of the Gram matrix the
+    # compiled engine reads as plain vectors.
+    gram_ord = np.ascontiguousarray(gram[np.ix_(order, order)])
+    scatter_ord = np.ascontiguousarray(scatter[np.ix_(order, order)])
     targets, predictor_sets = [], []
     for k in range(1, p):
-        target, predictors = order[k], order[:k]
+        predictors = np.arange(k)
         if allowed is not None:
-            predictors = predictors[allowed[target, predictors]]
+            predictors = predictors[allowed[order[k], order[:k]]]
         if len(predictors) == 0:
             continue  # exogenous given the prior knowledge
         if n <= len(predictors) + 1:
             raise ValueError(
                 f"the adaptive lasso needs more samples than predictors + 1 to estimate "
-                f"the noise variance for BIC: column {target} has {len(predictors)} "
+                f"the noise variance for BIC: column {order[k]} has {len(predictors)} "
                 f"predictors and there are {n} samples; use adjacency='ols'")
-        targets.append(target)
+        targets.append(k)
         predictor_sets.append(predictors)
 
     B = np.zeros((p, p))
@@ -246,16 +251,19 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
     if lasso is not None and targets:
         offsets = np.zeros(len(targets) + 1, dtype=np.intp)
         offsets[1:] = np.cumsum([len(s) for s in predictor_sets])
-        B, fallback = lasso.adaptive_lasso_rows(
-            np.ascontiguousarray(gram), np.ascontiguousarray(scatter),
-            np.asarray(targets, dtype=np.intp), offsets,
+        ols_coef, ols_rss, solved = _ols_on_predecessors(gram_ord)
+        given = np.array([solved[k] and len(s) == k for k, s in zip(targets, predictor_sets)],
+                         dtype=np.uint8)
+        B_ord, fallback = lasso.adaptive_lasso_rows(
+            gram_ord, scatter_ord, np.asarray(targets, dtype=np.intp), offsets,
             np.concatenate(predictor_sets).astype(np.intp), float(n), float(gamma),
-            n_threads or 0)
+            n_threads or 0, ols_coef, ols_rss, given)
+        B[np.ix_(order, order)] = B_ord
         todo = np.flatnonzero(fallback)
 
     degenerate = []
     for t in todo:
-        target, predictors = targets[t], predictor_sets[t]
+        target, predictors = order[targets[t]], order[predictor_sets[t]]
         B[target] = 0.0
         kept, coef, warned = _adaptive_lasso_row_sklearn(gram, scatter, target, predictors,
                                                          n, gamma)
@@ -271,6 +279,46 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
             stacklevel=2,
         )
     return B
+
+
+def _ols_on_predecessors(gram):
+    """Least squares of every variable on all variables before it, from one factor.
+
+    With ``gram = L L^T`` (lower Cholesky), the regression of variable ``k`` on
+    variables ``0..k-1`` has coefficients ``L[k, :k] @ inv(L[:k, :k])`` and
+    residual sum of squares ``L[k, k] ** 2``: one O(p^3) factorisation
+    replaces a k x k solve per target.
+
+    Returns
+    -------
+    coef : ndarray, shape (p, p)
+        Row ``k``: the coefficients of variable ``k`` on ``0..k-1``.
+    rss : ndarray, shape (p,)
+    solved : ndarray of bool, shape (p,)
+        Rows that hold: every pivot before ``k`` keeps more than
+        ``SINGULAR_TOL`` of its diagonal (as a per-target Cholesky requires) and
+        row ``k`` of the factor exists. Other targets solve their own system.
+    """
+    from scipy.linalg.lapack import dpotrf, dtrtri
+
+    p = gram.shape[0]
+    coef, rss, solved = np.zeros((p, p)), np.zeros(p), np.zeros(p, dtype=bool)
+    L, info = dpotrf(gram, lower=1, clean=1)
+    rows = p if info == 0 else max(info - 1, 0)  # rows of the factor LAPACK completed
+    pivots = np.diag(L)[:rows] ** 2
+    bad = ~(pivots > SINGULAR_TOL * np.diag(gram)[:rows]) | ~np.isfinite(pivots)
+    good = int(np.argmax(bad)) if bad.any() else rows  # pivots 0..good-1 hold
+    m = min(good + 1, rows)  # targets 0..m-1 have a valid row and valid earlier pivots
+    if m <= 1:
+        return coef, rss, solved
+    Lm = L[:m, :m]
+    Linv, info = dtrtri(Lm, lower=1)
+    if info != 0 or not np.isfinite(Linv).all():
+        return coef, rss, solved
+    coef[:m, :m] = np.tril(Lm, -1) @ Linv
+    rss[:m] = np.diag(Lm) ** 2
+    solved[:m] = np.isfinite(coef[:m]).all(axis=1)
+    return coef, rss, solved
 
 
 def _compiled_lasso():

@@ -206,3 +206,109 @@ def test_engine_argument_is_checked(lingam_data):
     X = lingam_data(4, 50, "sparse", 215)[0]
     with pytest.raises(ValueError, match="engine must be"):
         adaptive_lasso_adjacency(X, [0, 1, 2, 3], engine="fast")
+
+
+def _mixed_data(p, n, seed):
+    """Strongly correlated columns: their lasso paths drop predictors."""
+    rng = np.random.default_rng(seed)
+    M = rng.standard_normal((p, p)) * (rng.random((p, p)) < 0.3) + np.eye(p)
+    return rng.laplace(size=(n, p)) @ M
+
+
+def _path_drops(X, order):
+    """How many times sklearn's LARS paths of the adaptive lasso drop a predictor."""
+    from sklearn.linear_model import lars_path_gram
+
+    from paralingam.adjacency import _scatter
+
+    n = len(X)
+    S = _scatter(X)[1]
+    std = np.sqrt(np.diag(S) / n)
+    G = S / np.outer(std, std)
+    drops = 0
+    for k in range(1, len(order)):
+        pred, target = list(order[:k]), order[k]
+        w = np.abs(np.linalg.solve(G[np.ix_(pred, pred)], G[pred, target]))
+        _, _, path = lars_path_gram(G[pred, target] * w, G[np.ix_(pred, pred)] * np.outer(w, w),
+                                    n_samples=n, max_iter=500, alpha_min=0.0, method="lasso",
+                                    eps=np.finfo(float).eps)
+        drops += int((np.diff((path != 0).sum(axis=0)) < 0).sum())
+    return drops
+
+
+def test_compiled_engine_follows_sklearn_through_drops():
+    # The lasso branch that removes a predictor whose coefficient crosses zero
+    # (Cholesky downdate, index shuffle, recomputed correlation).
+    X = _mixed_data(30, 200, 3)
+    order = list(range(30))
+    assert _path_drops(X, order) > 0  # the case exercises the branch
+    np.testing.assert_allclose(adaptive_lasso_adjacency(X, order, engine="compiled"),
+                               adaptive_lasso_adjacency(X, order, engine="sklearn"),
+                               rtol=0, atol=1e-10)
+    pk = random_prior_knowledge(30, 3)  # predictor subsets: the gathered Gram rows
+    np.testing.assert_allclose(
+        adaptive_lasso_adjacency(X, order, prior_knowledge=pk, engine="compiled"),
+        adaptive_lasso_adjacency(X, order, prior_knowledge=pk, engine="sklearn"),
+        rtol=0, atol=1e-10)
+
+
+def test_compiled_engine_past_max_iter_equals_sklearn():
+    # Targets with more than 500 predictors: the path stops at LassoLarsIC's
+    # max_iter with 500 active predictors at most.
+    from paralingam.adjacency import _adaptive_lasso_row_sklearn, _scatter
+
+    p, n = 520, 1200
+    X = _mixed_data(p, n, 4)[:, np.random.default_rng(4).permutation(p)]
+    order = np.arange(p)
+    got = adaptive_lasso_adjacency(X, order, engine="compiled")
+    S = _scatter(X)[1]
+    std = np.sqrt(np.diag(S) / n)
+    for k in (505, p - 1):
+        kept, coef, _ = _adaptive_lasso_row_sklearn(S / np.outer(std, std), S, order[k],
+                                                    order[:k], n, 1.0)
+        want = np.zeros(p)
+        want[kept] = coef
+        np.testing.assert_allclose(got[order[k]], want, rtol=0, atol=1e-10)
+        assert np.count_nonzero(want)
+
+
+def test_least_squares_on_predecessors_from_one_factor():
+    from paralingam.adjacency import _ols_on_predecessors
+
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((300, 12))
+    X[:, 8] = X[:, 2] - 0.5 * X[:, 5]  # exact: pivot 8 fails
+    G = X.T @ X
+    coef, rss, solved = _ols_on_predecessors(G)
+    # Row 8 of the factor does not exist (its pivot rounds to <= 0) and rows
+    # after it rest on that pivot: those targets solve their own systems.
+    np.testing.assert_array_equal(solved, np.arange(12) < 8)
+    for k in range(1, 8):
+        b, res, *_ = np.linalg.lstsq(X[:, :k], X[:, k], rcond=None)
+        np.testing.assert_allclose(coef[k, :k], b, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(rss[k], res[0] if len(res) else 0.0, rtol=1e-8,
+                                   atol=1e-9 * G[k, k])
+
+
+def test_compiled_engine_weights_from_the_factor_equal_per_target_solves(lingam_data):
+    from paralingam.adjacency import _ols_on_predecessors, _scatter
+
+    X, _, order = lingam_data(70, 500, "dense", 216)
+    X = np.asarray(X)[:, order]
+    n, p = X.shape
+    S = _scatter(X)[1]
+    std = np.sqrt(np.diag(S) / n)
+    G = np.ascontiguousarray(S / np.outer(std, std))
+    targets = np.arange(1, p, dtype=np.intp)
+    offsets = np.concatenate([[0], np.cumsum(targets)]).astype(np.intp)
+    predictors = np.concatenate([np.arange(k) for k in targets]).astype(np.intp)
+    own, flagged_own = _lasso.adaptive_lasso_rows(G, S, targets, offsets, predictors,
+                                                  float(n), 1.0)
+    coef, rss, solved = _ols_on_predecessors(G)
+    given = solved[targets].astype(np.uint8)
+    assert given.all()
+    shared, flagged = _lasso.adaptive_lasso_rows(G, S, targets, offsets, predictors,
+                                                 float(n), 1.0, 2, coef, rss, given)
+    assert not flagged.any() and not flagged_own.any()
+    np.testing.assert_allclose(shared, own, rtol=0, atol=1e-10)
+    assert np.count_nonzero(shared)
