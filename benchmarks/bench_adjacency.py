@@ -1,0 +1,108 @@
+"""Time the adjacency step against the order search it follows, and lingam's own.
+
+    python benchmarks/bench_adjacency.py                             # CPU, p=100..1000
+    python benchmarks/bench_adjacency.py --backend cuda --sizes 500x4096 1000x8192
+
+For each size (sparse synthetic data): the causal-order search
+(``paralingam.fit`` on ``--backend``), the default adaptive lasso
+(``adjacency.adaptive_lasso_adjacency``, all cores) and least squares
+(``adjacency.ols_adjacency``), medians of ``--repeats``, and the adjacency's
+share of the whole fit. ``--lingam-sizes`` also times lingam 1.13's
+``predict_adaptive_lasso`` loop on the same order and checks the matrices agree.
+Prints a table and writes JSON. Speed is measured here, never in unit tests.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+import warnings
+
+import numpy as np
+
+import paralingam
+from paralingam.adjacency import adaptive_lasso_adjacency, ols_adjacency
+from paralingam.datasets import make_lingam_data
+
+
+def median_time(fn, repeats):
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def lingam_adaptive_lasso(X, order):
+    """lingam 1.13's adjacency step for a given order (its own code)."""
+    import lingam
+
+    model = lingam.DirectLiNGAM()
+    model._causal_order = list(order)
+    model._estimate_adjacency_matrix(X)
+    return model.adjacency_matrix_
+
+
+def parse_size(text):
+    p, n = (int(v) for v in text.lower().split("x"))
+    return p, n
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--sizes", nargs="*", default=["100x1024", "200x2048", "500x4096", "1000x8192"],
+                    metavar="PxN")
+    ap.add_argument("--lingam-sizes", nargs="*", default=["100x1024"], metavar="PxN",
+                    help="sizes on which lingam's adaptive lasso runs too (it is slow)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", default="bench_adjacency.json")
+    args = ap.parse_args()
+
+    rows = []
+    print(f"host {platform.node()}, {os.cpu_count()} cores, search on {args.backend}", flush=True)
+    for k, size in enumerate(args.sizes):
+        p, n = parse_size(size)
+        X, _, _ = make_lingam_data(p, n, density="sparse", random_state=300 + k)
+        X = np.ascontiguousarray(X)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+            paralingam.fit(X, backend=args.backend)  # warm-up (compile cache, buffers)
+            search, result = median_time(lambda: paralingam.fit(X, backend=args.backend),
+                                         args.repeats)
+        search = result.stats["time"].get("search", search) if args.backend == "cuda" else search
+        order = list(result.causal_order)
+        lasso_s, B = median_time(lambda: adaptive_lasso_adjacency(X, order), args.repeats)
+        ols_s, _ = median_time(lambda: ols_adjacency(X, order), args.repeats)
+        row = {"case": f"sparse p={p} n={n}", "p": p, "n": n, "search_s": search,
+               "adaptive_lasso_s": lasso_s, "ols_s": ols_s,
+               "lasso_share_of_fit": lasso_s / (search + lasso_s)}
+        if size in args.lingam_sizes:
+            t0 = time.perf_counter()
+            ref = lingam_adaptive_lasso(X, order)
+            row["lingam_adaptive_lasso_s"] = time.perf_counter() - t0
+            row["lingam_max_abs_diff"] = float(np.abs(ref - B).max())
+        rows.append(row)
+        print(f"{row['case']:>22}: search {search:8.3f} s  adaptive lasso {lasso_s:8.3f} s "
+              f"({100 * row['lasso_share_of_fit']:.0f}% of fit)  OLS {ols_s:7.3f} s"
+              + (f"  lingam lasso {row['lingam_adaptive_lasso_s']:.2f} s "
+                 f"(max |diff| {row['lingam_max_abs_diff']:.1e})" if "lingam_adaptive_lasso_s" in row
+                 else ""), flush=True)
+
+    print(f"\n| case | search ({args.backend}) | adaptive lasso | share of fit | OLS | lingam's adaptive lasso |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        lin = (f"{r['lingam_adaptive_lasso_s']:.2f} s ({r['lingam_adaptive_lasso_s'] / r['adaptive_lasso_s']:.0f}x)"
+               if "lingam_adaptive_lasso_s" in r else "")
+        print(f"| {r['case']} | {r['search_s']:.3f} s | {r['adaptive_lasso_s']:.3f} s | "
+              f"{100 * r['lasso_share_of_fit']:.0f}% | {r['ols_s']:.3f} s | {lin} |")
+    with open(args.json, "w") as f:
+        json.dump({"host": platform.node(), "cores": os.cpu_count(), "backend": args.backend,
+                   "repeats": args.repeats, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
