@@ -510,29 +510,106 @@ cdef int one_target(const double* gram, const double* scatter, Py_ssize_t p,
             if fabs(best[i] * w[i]) > 0.0:
                 keep[kept] = pred[i]
                 kept += 1
-        if kept:
-            S = <double*> calloc(kept * kept, sizeof(double))
-            if S == NULL:
-                status = FALLBACK
-            else:
-                for i in range(kept):
-                    for j in range(kept):
-                        S[i * kept + j] = scatter[keep[i] * p + keep[j]]
-                    b[i] = scatter[keep[i] * p + target]
-                if cholesky(S, kept):
-                    status = FALLBACK
-                else:
-                    cholesky_solve(S, kept, kept, b)
-                    for i in range(kept):
-                        if not isfinite(b[i]):
-                            status = FALLBACK
-                    if status == OK:
-                        for i in range(kept):
-                            B[target * p + keep[i]] = b[i]
-                free(S)
+        status = refit(scatter, p, keep, kept, target, b, B)
     free(keep)
     free(mem)
     return status
+
+
+cdef int refit(const double* scatter, Py_ssize_t p, const Py_ssize_t* keep, Py_ssize_t kept,
+               Py_ssize_t target, double* b, double* B) noexcept nogil:
+    """Least squares of ``target`` on ``keep[:kept]`` (scatter scale) into row ``target`` of ``B``.
+
+    ``b`` is scratch of length ``kept``. FALLBACK (and ``B`` untouched) when the
+    system is singular to ``SINGULAR_TOL``.
+    """
+    cdef Py_ssize_t i, j
+    cdef int status = OK
+    cdef double* S
+    if kept == 0:
+        return OK
+    S = <double*> calloc(kept * kept, sizeof(double))
+    if S == NULL:
+        return FALLBACK
+    for i in range(kept):
+        for j in range(kept):
+            S[i * kept + j] = scatter[keep[i] * p + keep[j]]
+        b[i] = scatter[keep[i] * p + target]
+    if cholesky(S, kept):
+        status = FALLBACK
+    else:
+        cholesky_solve(S, kept, kept, b)
+        for i in range(kept):
+            if not isfinite(b[i]):
+                status = FALLBACK
+        if status == OK:
+            for i in range(kept):
+                B[target * p + keep[i]] = b[i]
+    free(S)
+    return status
+
+
+cdef int refit_row(const double* scatter, Py_ssize_t p, const unsigned char* mask,
+                   Py_ssize_t target, double* B) noexcept nogil:
+    """Least squares of ``target`` on the predictors ``mask`` marks."""
+    cdef Py_ssize_t j, kept = 0
+    cdef int status
+    cdef Py_ssize_t* keep = <Py_ssize_t*> calloc(p + 1, sizeof(Py_ssize_t))
+    cdef double* b = <double*> calloc(p + 1, sizeof(double))
+    if keep == NULL or b == NULL:
+        free(keep)
+        free(b)
+        return FALLBACK
+    for j in range(p):
+        if mask[j]:
+            keep[kept] = j
+            kept += 1
+    status = refit(scatter, p, keep, kept, target, b, B)
+    free(keep)
+    free(b)
+    return status
+
+
+def refit_rows(const double[:, ::1] scatter, const Py_ssize_t[::1] targets,
+               const unsigned char[:, ::1] kept, int n_threads=0):
+    """Least squares of each target on the predictors its row of ``kept`` marks.
+
+    The last step of the adaptive lasso when the LARS paths ran elsewhere (the
+    GPU: ``paralingam._cuda_lasso``).
+
+    Parameters
+    ----------
+    scatter : ndarray, shape (p, p)
+        ``Xc.T @ Xc`` of the centred data.
+    targets : ndarray of intp
+    kept : ndarray of uint8, shape (p, p)
+        ``kept[t, j]``: predictor ``j`` is kept for target ``t``.
+    n_threads : int
+        OpenMP threads; 0 for the runtime's default.
+
+    Returns
+    -------
+    B : ndarray, shape (p, p)
+        The rows of the targets; zero elsewhere.
+    failed : ndarray of bool
+        Per target: the kept predictors are singular (row left zero).
+    """
+    cdef Py_ssize_t p = scatter.shape[0], t, n_targets = targets.shape[0]
+    if scatter.shape[1] != p or kept.shape[0] != p or kept.shape[1] != p:
+        raise ValueError("scatter and kept must both be p x p")
+    B_arr = np.zeros((p, p))
+    failed_arr = np.zeros(n_targets, dtype=np.uint8)
+    cdef double[:, ::1] B = B_arr
+    cdef unsigned char[::1] failed = failed_arr
+    cdef int threads = n_threads if n_threads > 0 else openmp.omp_get_max_threads()
+    if p < SERIAL_BELOW_P:
+        threads = 1
+    if n_targets == 0 or p == 0:
+        return B_arr, failed_arr.astype(bool)
+    with nogil:
+        for t in prange(n_targets, schedule="dynamic", num_threads=threads):
+            failed[t] = refit_row(&scatter[0, 0], p, &kept[targets[t], 0], targets[t], &B[0, 0])
+    return B_arr, failed_arr.astype(bool)
 
 
 def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,

@@ -25,9 +25,9 @@ import numpy as np
 
 ADJACENCY_METHODS = ("adaptive_lasso", "ols")
 
-# Backends of the adjacency step. Everything runs on the CPU for now; the
-# argument exists so that callers already pass their backend when the CUDA
-# path of ``ols_adjacency`` arrives.
+# Backends of the adjacency step: "cuda" runs the adaptive lasso's LARS paths
+# on the GPU; least squares always factorises on the host (the CUDA search
+# hands over its correlation matrix, see paralingam._api).
 ADJACENCY_BACKENDS = (None, "cpu", "cuda")
 
 # Least-squares systems whose Cholesky pivot keeps no more than this fraction
@@ -72,7 +72,7 @@ def estimate_adjacency(
     coef_threshold : float, optional
         Coefficients with ``|b| < coef_threshold`` are set to zero.
     backend : {None, "cpu", "cuda"}
-        Where the regressions run (all on the CPU for now).
+        Where the adaptive lasso's paths run (see :func:`adaptive_lasso_adjacency`).
     n_threads : int, optional
         CPU threads of the adaptive lasso (default: all cores).
 
@@ -82,7 +82,7 @@ def estimate_adjacency(
     """
     if method == "adaptive_lasso":
         B = adaptive_lasso_adjacency(X, causal_order, prior_knowledge=prior_knowledge,
-                                     n_threads=n_threads)
+                                     n_threads=n_threads, backend=backend)
     elif method == "ols":
         B = ols_adjacency(X, causal_order, prior_knowledge=prior_knowledge, backend=backend)
     else:
@@ -163,7 +163,7 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
 
 
 def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0,
-                             n_threads=None, engine="auto"):
+                             n_threads=None, engine="auto", backend=None):
     """lingam's adaptive-lasso adjacency matrix, computed from one scatter matrix.
 
     For each variable (after the first) in the causal order, with the earlier
@@ -198,6 +198,12 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         targets where sklearn would take a degenerate branch are recomputed
         with sklearn. ``"sklearn"``: sklearn's ``lars_path_gram`` for every
         target (the reference). ``"auto"``: compiled when built, else sklearn.
+    backend : {None, "cpu", "cuda"}
+        ``"cuda"``: the LARS paths of the compiled engine run on the GPU, one
+        block per target (``kernels/lars.cu``), for every target whose
+        predictors are all earlier variables; the small least-squares refits,
+        targets under prior knowledge and paths the GPU hands back run on
+        the CPU. Without a usable GPU this warns and runs on the CPU.
 
     Returns
     -------
@@ -211,6 +217,8 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
     """
     if engine not in ("auto", "compiled", "sklearn"):
         raise ValueError(f"engine must be 'auto', 'compiled' or 'sklearn'; got {engine!r}")
+    if backend not in ADJACENCY_BACKENDS:
+        raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
     order = np.asarray(causal_order, dtype=np.intp)
     n, p = X.shape
     _, scatter = _scatter(X)
@@ -254,12 +262,29 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         ols_coef, ols_rss, solved = _ols_on_predecessors(gram_ord)
         given = np.array([solved[k] and len(s) == k for k, s in zip(targets, predictor_sets)],
                          dtype=np.uint8)
-        B_ord, fallback = lasso.adaptive_lasso_rows(
-            gram_ord, scatter_ord, np.asarray(targets, dtype=np.intp), offsets,
-            np.concatenate(predictor_sets).astype(np.intp), float(n), float(gamma),
-            n_threads or 0, ols_coef, ols_rss, given)
+        targets_arr = np.asarray(targets, dtype=np.intp)
+        on_cpu = np.ones(len(targets), dtype=bool)
+        B_ord = np.zeros((p, p))
+        if backend == "cuda" and given.any():
+            B_gpu, done = _adaptive_lasso_rows_cuda(gram_ord, scatter_ord, targets_arr,
+                                                    given.astype(bool), ols_coef, ols_rss,
+                                                    n, gamma, n_threads)
+            B_ord += B_gpu
+            on_cpu &= ~done
+        if on_cpu.any():
+            rows = np.flatnonzero(on_cpu)
+            sets = [predictor_sets[t] for t in rows]
+            sub_offsets = np.zeros(len(rows) + 1, dtype=np.intp)
+            sub_offsets[1:] = np.cumsum([len(s) for s in sets])
+            B_cpu, fallback = lasso.adaptive_lasso_rows(
+                gram_ord, scatter_ord, targets_arr[rows], sub_offsets,
+                np.concatenate(sets).astype(np.intp), float(n), float(gamma),
+                n_threads or 0, ols_coef, ols_rss, given[rows])
+            B_ord += B_cpu
+            todo = rows[fallback]
+        else:
+            todo = []
         B[np.ix_(order, order)] = B_ord
-        todo = np.flatnonzero(fallback)
 
     degenerate = []
     for t in todo:
@@ -279,6 +304,41 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
             stacklevel=2,
         )
     return B
+
+
+def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, n, gamma,
+                              n_threads):
+    """LARS paths of the ``given`` targets on the GPU, refit on the host.
+
+    Returns the rows computed (in ``gram``'s positions) and, per target,
+    whether it was done here; the others (not given, or a path the GPU hands
+    back) go to the CPU engine. When the GPU cannot run, nothing is done here
+    and a warning says why.
+    """
+    from . import _cuda, _cuda_lasso
+
+    p = gram.shape[0]
+    done = np.zeros(len(targets), dtype=bool)
+    reason = _cuda.unavailable_reason()
+    if reason is None:
+        try:
+            kept, ok = _cuda_lasso.lars_supports(gram, targets[given], ols_coef, ols_rss, n, gamma)
+        except Exception as exc:  # out of memory, or a fault: the CPU engine takes over
+            reason = f"{type(exc).__name__}: {exc}"
+            if "illegal" in str(exc) or "launch failed" in str(exc):
+                _cuda._note_fault(exc)
+    if reason is not None:
+        warnings.warn(f"adaptive lasso on the GPU failed ({reason}); computing it on the CPU",
+                      RuntimeWarning, stacklevel=3)
+        return np.zeros((p, p)), done
+    from . import _lasso
+
+    rows = np.flatnonzero(given)[ok]
+    B, failed = _lasso.refit_rows(scatter, targets[rows], kept, n_threads or 0)
+    for t in targets[rows[failed]]:
+        B[t] = 0.0
+    done[rows[~failed]] = True
+    return B, done
 
 
 def _ols_on_predecessors(gram):

@@ -1,0 +1,456 @@
+// The adaptive lasso's LARS paths on the GPU: one block per target, all
+// targets of an adjacency step in one launch (paralingam/_cuda_lasso.py).
+//
+// Each block follows the CPU port (paralingam/_lasso.pyx, itself scikit-learn's
+// _lars_path_solver for a precomputed Gram matrix, method="lasso",
+// alpha_min=0, max_iter=500) decision for decision: the entering predictor
+// (first maximum), sklearn's rounding of the direction's correlations, the
+// step length, drops, the BIC of every path point. Sums are reduced in a
+// different order than on the CPU, so values agree to rounding, not bitwise.
+// Wherever the CPU port hands a target to scikit-learn (degenerate regressor,
+// alpha growing, several coefficients crossing zero, an ill-conditioned
+// direction), the block marks the target FALLBACK and the host recomputes it.
+//
+// Data: `gram` is the Gram matrix of the standardised data in causal order
+// (p x p, double); target k regresses on positions 0..k-1. `ols_coef` row k
+// and `ols_rss[k]` are its least-squares coefficients and residual sum of
+// squares (from one factorisation on the host). Output: `kept` row k marks
+// the predictors of the BIC-best path point; the host refits them.
+//
+// The triangular solves with the Cholesky factor of the active block (up to
+// 500 x 500, in global memory) go in panels of 32 rows: the whole block forms
+// the panel's dot products with the rows already solved, one warp then
+// solves the 32 x 32 diagonal block with shuffles. That keeps the serial
+// chain at one memory latency per panel rather than per row.
+#include <cuda_runtime.h>
+
+#define TPB 256
+// Resident blocks per SM the register allocation must allow (targets run
+// concurrently: one block each).
+#ifndef LARS_MIN_BLOCKS
+#define LARS_MIN_BLOCKS 4
+#endif
+#define NWARPS (TPB / 32)
+#define MAX_ITER 500
+#define PANEL 32
+#define FULL_MASK 0xffffffffu
+
+#define LARS_OK 0
+#define LARS_FALLBACK 1
+
+#define TINY32 1.1754943508222875e-38       // np.finfo(np.float32).tiny
+#define EQUALITY_TOL 1.1920928955078125e-07 // np.finfo(np.float32).eps
+#define DBL_EPS 2.220446049250313e-16
+#define ROUND_SCALE 1e15                    // np.around(..., decimals=15)
+
+struct Scratch {
+    double val[NWARPS];
+    int idx[NWARPS];
+    double bcast;
+    int ibcast;
+};
+
+__device__ __forceinline__ double warp_sum(double v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+// Sum over the block; every thread gets the result.
+__device__ double block_sum(double v, Scratch &sh)
+{
+    v = warp_sum(v);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) sh.val[threadIdx.x >> 5] = v;
+    __syncthreads();
+    double s = 0.0;
+    for (int w = 0; w < NWARPS; ++w) s += sh.val[w];
+    return s;
+}
+
+// Smallest value over the block (exact: independent of the order).
+__device__ double block_min(double v, Scratch &sh)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmin(v, __shfl_xor_sync(FULL_MASK, v, o));
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) sh.val[threadIdx.x >> 5] = v;
+    __syncthreads();
+    double m = sh.val[0];
+    for (int w = 1; w < NWARPS; ++w) m = fmin(m, sh.val[w]);
+    return m;
+}
+
+// Largest value and, among equal ones, the smallest index (np.argmax).
+__device__ void block_argmax(double v, int i, Scratch &sh, double &best, int &best_i)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        double v2 = __shfl_xor_sync(FULL_MASK, v, o);
+        int i2 = __shfl_xor_sync(FULL_MASK, i, o);
+        if (v2 > v || (v2 == v && i2 < i)) { v = v2; i = i2; }
+    }
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) { sh.val[threadIdx.x >> 5] = v; sh.idx[threadIdx.x >> 5] = i; }
+    __syncthreads();
+    best = sh.val[0];
+    best_i = sh.idx[0];
+    for (int w = 1; w < NWARPS; ++w)
+        if (sh.val[w] > best || (sh.val[w] == best && sh.idx[w] < best_i)) { best = sh.val[w]; best_i = sh.idx[w]; }
+}
+
+// Rows start..end-1 of L y = b, in place in `vec` (shared; rows < start are
+// already solved). L row-major lower, stride m.
+__device__ void forward_solve(const double *L, int m, int start, int end, double *vec,
+                              double (*diag)[PANEL + 1], double *acc)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int i0 = start; i0 < end; i0 += PANEL) {
+        const int rows = min(PANEL, end - i0);
+        // dot products of the panel's rows with the solved entries
+        for (int r = warp; r < rows; r += NWARPS) {
+            const double *row = L + (size_t)(i0 + r) * m;
+            double s = 0.0;
+            for (int j = lane; j < i0; j += 32) s += row[j] * vec[j];
+            s = warp_sum(s);
+            if (lane == 0) acc[r] = vec[i0 + r] - s;
+        }
+        for (int e = threadIdx.x; e < PANEL * PANEL; e += TPB) {
+            const int r = e / PANEL, c = e % PANEL;
+            if (r < rows && c <= r) diag[r][c] = L[(size_t)(i0 + r) * m + i0 + c];
+        }
+        __syncthreads();
+        if (warp == 0) {
+            double a = lane < rows ? acc[lane] : 0.0, mine = 0.0;
+            for (int c = 0; c < rows; ++c) {
+                const double xc = __shfl_sync(FULL_MASK, a, c) / diag[c][c];
+                if (lane == c) mine = xc;
+                if (lane > c && lane < rows) a -= diag[lane][c] * xc;
+            }
+            if (lane < rows) vec[i0 + lane] = mine;
+        }
+        __syncthreads();
+    }
+}
+
+// L^T x = y for rows 0..k-1, in place in `vec` (shared).
+__device__ void backward_solve(const double *L, int m, int k, double *vec,
+                               double (*diag)[PANEL + 1])
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int i1 = k; i1 > 0; i1 -= PANEL) {
+        const int i0 = max(i1 - PANEL, 0), rows = i1 - i0;
+        for (int e = threadIdx.x; e < PANEL * PANEL; e += TPB) {
+            const int r = e / PANEL, c = e % PANEL;
+            if (r < rows && c <= r) diag[r][c] = L[(size_t)(i0 + r) * m + i0 + c];
+        }
+        __syncthreads();
+        if (warp == 0) {
+            double a = lane < rows ? vec[i0 + lane] : 0.0, mine = 0.0;
+            for (int c = rows - 1; c >= 0; --c) {
+                const double xc = __shfl_sync(FULL_MASK, a, c) / diag[c][c];
+                if (lane == c) mine = xc;
+                if (lane < c) a -= diag[c][lane] * xc;
+            }
+            if (lane < rows) vec[i0 + lane] = mine;
+        }
+        __syncthreads();
+        // the solved panel's contribution to the rows above it
+        for (int j = threadIdx.x; j < i0; j += TPB) {
+            double s = 0.0;
+            for (int r = 0; r < rows; ++r) s += L[(size_t)(i0 + r) * m + j] * vec[i0 + r];
+            vec[j] -= s;
+        }
+        __syncthreads();
+    }
+}
+
+// Remove row/column `go_out` from the n x n factor (sklearn's cholesky_delete).
+__device__ void cholesky_delete(double *L, int m, int n, int go_out, Scratch &sh)
+{
+    for (int i = go_out; i < n - 1; ++i) {
+        for (int j = threadIdx.x; j < i + 2; j += TPB) L[(size_t)i * m + j] = L[(size_t)(i + 1) * m + j];
+        __syncthreads();
+    }
+    for (int i = go_out; i < n - 1; ++i) {
+        double *row = L + (size_t)i * m;
+        if (threadIdx.x == 0) {
+            // BLAS drotg on (row[i], row[i + 1]), then a non-negative diagonal
+            double a = row[i], b = row[i + 1], c, s;
+            const double roe = fabs(b) >= fabs(a) ? b : a;
+            double r = hypot(a, b);
+            if (r == 0.0) { c = 1.0; s = 0.0; }
+            else { if (roe < 0) r = -r; c = a / r; s = b / r; a = r; }
+            if (a < 0) { a = fabs(a); c = -c; s = -s; }
+            row[i] = a;
+            row[i + 1] = 0.0;
+            sh.val[0] = c;
+            sh.val[1] = s;
+        }
+        __syncthreads();
+        const double c = sh.val[0], s = sh.val[1];
+        for (int r = threadIdx.x; r < n - i - 2; r += TPB) {
+            double *below = L + (size_t)(i + 1 + r) * m;
+            const double x = below[i], y = below[i + 1];
+            below[i] = c * x + s * y;
+            below[i + 1] = c * y - s * x;
+        }
+        __syncthreads();
+    }
+}
+
+__device__ __forceinline__ double bic(double rss, int dof, double n, double noise_var)
+{
+    return n * log(2.0 * 3.141592653589793 * noise_var) + rss / noise_var + log(n) * dof;
+}
+
+struct Shared {
+    double sign[MAX_ITER];   // by active position
+    double ls[MAX_ITER];     // least squares / equiangular weights
+    double fw[MAX_ITER];     // L^{-1} sign, rows 0..n_fw-1 valid
+    double vec[MAX_ITER];    // new factor row; then w * ls of the actives
+    int act[MAX_ITER];       // predictor of each active position (indices[:n_active])
+    double diag[PANEL][PANEL + 1];
+    double acc[PANEL];
+    Scratch red;
+    int flag;
+};
+
+// One target's path; returns LARS_OK or LARS_FALLBACK. Every thread returns the same.
+__device__ int lars_target(const double *__restrict__ gram, int p, int k, const double *ols_b,
+                           double ols_rss, double n, double gamma, int m, double *ws, int *iws,
+                           unsigned char *kept, Shared &sh)
+{
+    double *L = ws;                           // m x m
+    double *w = L + (size_t)m * m;            // p each below, first k used
+    double *gw = w + p;
+    double *cov = gw + p;                     // by position
+    double *coef = cov + p;                   // original order
+    double *new_coef = coef + p;
+    double *full = new_coef + p;              // G_w[:, active] @ ls, original order
+    double *best = full + p;
+    int *indices = iws;                       // position -> predictor
+    const int tid = threadIdx.x;
+
+    const double yy = gram[(size_t)k * p + k];
+    for (int j = tid; j < k; j += TPB) {
+        w[j] = pow(fabs(ols_b[j]), gamma);
+        gw[j] = gram[(size_t)j * p + k] * w[j];
+        cov[j] = gw[j];
+        coef[j] = 0.0;
+        new_coef[j] = 0.0;
+        best[j] = 0.0;
+        indices[j] = j;
+    }
+    double rss_ols = ols_rss;
+    if (rss_ols < DBL_EPS * yy) rss_ols = DBL_EPS * yy;  // an exact fit: keep BIC finite
+    const double noise_var = rss_ols / (n - k - 1);
+    double best_bic = bic(yy, 0, n, noise_var);
+    int n_active = 0, n_iter = 0, n_fw = 0;
+    bool drop = false;
+    double prev_alpha = 0.0;
+    __syncthreads();
+
+    while (true) {
+        double C = 0.0, C_ = 0.0;
+        if (n_active < k) {
+            double v = -1.0;
+            int pos = k;
+            for (int q = n_active + tid; q < k; q += TPB) {
+                const double a = fabs(cov[q]);
+                if (a > v) { v = a; pos = q; }
+            }
+            int best_pos;
+            block_argmax(v, pos, sh.red, C, best_pos);
+            C_ = cov[best_pos];
+            __syncthreads();  // everyone read cov[best_pos] before thread 0 swaps
+            if (!drop && threadIdx.x == 0) sh.red.ibcast = best_pos;
+        }
+        const double alpha = C / n;
+        if (alpha <= EQUALITY_TOL) break;  // alpha_min = 0: stop, no interpolation
+        if (n_iter >= MAX_ITER || n_active >= k) break;
+
+        if (!drop) {
+            if (tid == 0) {
+                const int nn = sh.red.ibcast;
+                sh.sign[n_active] = (C_ > 0) - (C_ < 0);
+                const double t = cov[nn]; cov[nn] = cov[n_active]; cov[n_active] = t;
+                const int i = indices[nn]; indices[nn] = indices[n_active]; indices[n_active] = i;
+                sh.act[n_active] = i;
+            }
+            __syncthreads();
+            const int jn = sh.act[n_active];
+            const double wj = w[jn];
+            for (int a = tid; a < n_active; a += TPB) {
+                const int ia = sh.act[a];
+                sh.vec[a] = gram[(size_t)ia * p + jn] * (w[ia] * wj);
+            }
+            __syncthreads();
+            forward_solve(L, m, 0, n_active, sh.vec, sh.diag, sh.acc);
+            double part = 0.0;
+            for (int a = tid; a < n_active; a += TPB) {
+                part += sh.vec[a] * sh.vec[a];
+                L[(size_t)n_active * m + a] = sh.vec[a];
+            }
+            const double v = block_sum(part, sh.red);
+            double dg = sqrt(fabs(gram[(size_t)jn * p + jn] * (wj * wj) - v));
+            if (dg < DBL_EPS) dg = DBL_EPS;
+            if (tid == 0) L[(size_t)n_active * m + n_active] = dg;
+            if (dg < 1e-7) return LARS_FALLBACK;  // degenerate regressor: sklearn drops it for good
+            ++n_active;
+            __syncthreads();
+        }
+        if (n_iter > 0 && prev_alpha < alpha) return LARS_FALLBACK;  // sklearn stops with a warning
+
+        // direction: L L^T ls = sign, the forward half kept row by row
+        for (int i = n_fw + tid; i < n_active; i += TPB) sh.fw[i] = sh.sign[i];
+        __syncthreads();
+        forward_solve(L, m, n_fw, n_active, sh.fw, sh.diag, sh.acc);
+        n_fw = n_active;
+        for (int i = tid; i < n_active; i += TPB) sh.ls[i] = sh.fw[i];
+        __syncthreads();
+        backward_solve(L, m, n_active, sh.ls, sh.diag);
+        double part = 0.0;
+        for (int i = tid; i < n_active; i += TPB) part += sh.ls[i] * sh.sign[i];
+        const double s = block_sum(part, sh.red);
+        if (n_active == 1 && sh.ls[0] == 0.0) return LARS_FALLBACK;
+        const double AA = 1.0 / sqrt(s);
+        if (!isfinite(AA)) return LARS_FALLBACK;
+        __syncthreads();
+        for (int i = tid; i < n_active; i += TPB) {
+            sh.ls[i] *= AA;
+            sh.vec[i] = sh.ls[i] * w[sh.act[i]];
+        }
+        __syncthreads();
+
+        // full[j] = sum_a G[act_a, j] w[act_a] ls[a]: Gram rows, coalesced
+        for (int j = tid; j < k; j += TPB) {
+            double f = 0.0;
+            for (int a = 0; a < n_active; ++a) f += gram[(size_t)sh.act[a] * p + j] * sh.vec[a];
+            full[j] = f;
+        }
+        __syncthreads();
+
+        // step length: the next predictor to enter, or the end of the path
+        double g1 = INFINITY, g2 = INFINITY;
+        for (int q = n_active + tid; q < k; q += TPB) {
+            const int j = indices[q];
+            const double corr = rint(full[j] * w[j] * ROUND_SCALE) / ROUND_SCALE;
+            const double t1 = (C - cov[q]) / (AA - corr + TINY32);
+            const double t2 = (C + cov[q]) / (AA + corr + TINY32);
+            if (t1 > 0.0) g1 = fmin(g1, t1);
+            if (t2 > 0.0) g2 = fmin(g2, t2);
+        }
+        double gamma_ = fmin(block_min(g1, sh.red), block_min(g2, sh.red));
+        if (C / AA < gamma_) gamma_ = C / AA;
+        if (!(gamma_ < INFINITY)) gamma_ = 1.79769313486231570815e+308;  // min_pos: DBL_MAX
+
+        // a coefficient crossing zero first: drop it
+        double zmin = INFINITY;
+        for (int i = tid; i < n_active; i += TPB) {
+            const double z = -coef[sh.act[i]] / (sh.ls[i] + TINY32);
+            if (z > 0.0) zmin = fmin(zmin, z);
+        }
+        const double z_pos = block_min(zmin, sh.red);
+        drop = false;
+        int ii = -1;
+        if (z_pos < gamma_) {
+            if (tid == 0) { sh.flag = 0; sh.red.ibcast = -1; }
+            __syncthreads();
+            for (int i = tid; i < n_active; i += TPB) {
+                const double z = -coef[sh.act[i]] / (sh.ls[i] + TINY32);
+                if (z == z_pos) { atomicAdd(&sh.flag, 1); atomicMax(&sh.red.ibcast, i); }
+            }
+            __syncthreads();
+            if (sh.flag > 1) return LARS_FALLBACK;  // several coefficients cross zero at once
+            ii = sh.red.ibcast;
+            gamma_ = z_pos;
+            drop = true;
+        }
+
+        // the new point and its residual sum of squares (see _lasso.pyx)
+        ++n_iter;
+        for (int j = tid; j < k; j += TPB) new_coef[j] = 0.0;
+        __syncthreads();
+        double lin = 0.0, sdot = 0.0, dof = 0.0;
+        for (int i = tid; i < n_active; i += TPB) {
+            const int j = sh.act[i];
+            const double b = coef[j] + gamma_ * sh.ls[i];
+            new_coef[j] = b;
+            lin += gw[j] * b;
+            sdot += sh.sign[i] * b;
+            if (fabs(b) > DBL_EPS) dof += 1.0;
+        }
+        lin = block_sum(lin, sh.red);
+        sdot = block_sum(sdot, sh.red);
+        dof = block_sum(dof, sh.red);
+        const double rss = yy - lin - (C - gamma_ * AA) * sdot;
+        for (int q = n_active + tid; q < k; q += TPB) {
+            const int j = indices[q];
+            const double corr = rint(full[j] * w[j] * ROUND_SCALE) / ROUND_SCALE;
+            cov[q] -= gamma_ * corr;
+        }
+        const double b_now = bic(rss, (int)dof, n, noise_var);
+        if (b_now < best_bic) {  // np.argmin: the first best point
+            best_bic = b_now;
+            for (int j = tid; j < k; j += TPB) best[j] = 0.0;
+            __syncthreads();
+            for (int i = tid; i < n_active; i += TPB) best[sh.act[i]] = new_coef[sh.act[i]];
+        }
+        __syncthreads();
+
+        if (drop) {
+            const int drop_var = sh.act[ii];
+            double t = 0.0;
+            for (int i = tid; i < n_active; i += TPB) {
+                const int j = sh.act[i];
+                t += gram[(size_t)drop_var * p + j] * (w[drop_var] * w[j]) * new_coef[j];
+            }
+            t = block_sum(t, sh.red);
+            cholesky_delete(L, m, n_active, ii, sh.red);
+            if (tid == 0) {
+                --n_active;
+                for (int i = ii; i < n_active; ++i) {
+                    const int x = indices[i]; indices[i] = indices[i + 1]; indices[i + 1] = x;
+                    sh.act[i] = indices[i];
+                    sh.sign[i] = sh.sign[i + 1];
+                }
+                sh.sign[n_active] = 0.0;
+                cov[n_active] = gw[drop_var] - t;
+            } else {
+                --n_active;
+            }
+            n_fw = ii;  // rows above the dropped one are unchanged
+            __syncthreads();
+        }
+        prev_alpha = alpha;
+        double *sw = coef; coef = new_coef; new_coef = sw;
+    }
+
+    for (int j = tid; j < k; j += TPB) kept[j] = fabs(best[j] * w[j]) > 0.0;
+    return LARS_OK;
+}
+
+// Targets are taken from `next` (largest first, as the host orders them), so
+// a block reuses its workspace: the grid need not cover every target.
+extern "C" __global__ void __launch_bounds__(TPB, LARS_MIN_BLOCKS) lars_paths(
+    const double *__restrict__ gram, int p, const int *__restrict__ targets, int n_targets,
+    const double *__restrict__ ols_coef, const double *__restrict__ ols_rss, double n,
+    double gamma, int m, double *work, int *iwork, unsigned int *next,
+    unsigned char *kept, int *status)
+{
+    __shared__ Shared sh;
+    __shared__ int t_sh;
+    double *ws = work + (size_t)blockIdx.x * ((size_t)m * m + 8 * (size_t)p);
+    int *iws = iwork + (size_t)blockIdx.x * p;
+    while (true) {
+        if (threadIdx.x == 0) t_sh = atomicAdd(next, 1u);
+        __syncthreads();
+        const int t = t_sh;
+        __syncthreads();
+        if (t >= n_targets) return;
+        const int k = targets[t];
+        const int st = lars_target(gram, p, k, ols_coef + (size_t)k * p, ols_rss[k], n, gamma, m,
+                                   ws, iws, kept + (size_t)k * p, sh);
+        if (threadIdx.x == 0) status[t] = st;
+        __syncthreads();
+    }
+}

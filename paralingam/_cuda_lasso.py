@@ -1,0 +1,119 @@
+"""The adaptive lasso's LARS paths on the GPU (``kernels/lars.cu``).
+
+One block per target runs scikit-learn's LARS path (as ported in
+``paralingam/_lasso.pyx``) and marks the predictors of its BIC-best point;
+all targets go in one launch. The least-squares refit of the kept predictors
+(small systems) stays on the host. The kernel is compiled once per context
+with PyCUDA (disk cache keyed by source and options); its work buffers are
+kept per shape, so bootstrap resamples reuse them.
+"""
+
+import functools
+from importlib import resources
+
+import numpy as np
+
+from . import _cuda
+
+THREADS = 256        # kernels/lars.cu: TPB
+MIN_BLOCKS = 4       # resident blocks per SM the kernel is compiled for
+MAX_ACTIVE = 500     # LassoLarsIC's max_iter bounds the active set
+
+_BUFFERS = {}
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(ctx_handle):
+    """The compiled ``lars_paths`` for one context, prepared for launches."""
+    import pycuda.driver as drv
+    from pycuda.compiler import compile as nvcc_compile
+
+    src = resources.files("paralingam.kernels").joinpath("lars.cu").read_text()
+    major, minor = drv.Context.get_device().compute_capability()
+    cubin = nvcc_compile(src, options=[f"-DLARS_MIN_BLOCKS={MIN_BLOCKS}", "-std=c++17", "-O3"],
+                         arch=f"sm_{major}{minor}", no_extern_c=True)
+    mod = drv.module_from_buffer(cubin)
+    fn = mod.get_function("lars_paths")
+    fn.prepare("PiPiPPddiPPPPP")
+    return mod, fn
+
+
+def _buffers(p, blocks, m):
+    """Work buffers of one launch shape (kept between calls)."""
+    import pycuda.driver as drv
+
+    key = (p, blocks, m)
+    if key not in _BUFFERS:
+        _BUFFERS.clear()  # one shape at a time: a new shape frees the old buffers
+        work = drv.mem_alloc(max(8 * blocks * (m * m + 8 * p), 8))
+        iwork = drv.mem_alloc(max(4 * blocks * p, 4))
+        _BUFFERS[key] = (work, iwork)
+    return _BUFFERS[key]
+
+
+def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma):
+    """Predictors kept by the adaptive lasso of each target, on the GPU.
+
+    Parameters
+    ----------
+    gram : ndarray, shape (p, p)
+        Gram matrix of the standardised data in causal order.
+    targets : ndarray of int
+        Positions ``k``; target ``k`` regresses on positions ``0..k-1``.
+    ols_coef, ols_rss : ndarray, shape (p, p) and (p,)
+        Least-squares coefficients (row ``k``) and residual sums of squares of
+        each target on all earlier positions, in ``gram``'s scale.
+    n_samples : int
+    gamma : float
+        Exponent of the adaptive weights.
+
+    Returns
+    -------
+    kept : ndarray of uint8, shape (p, p)
+        Row ``k``: the predictors kept for target ``k``.
+    ok : ndarray of bool
+        Per target: the path ran to its end here (False: a branch the port
+        leaves to scikit-learn; recompute that target on the CPU).
+    """
+    import pycuda.driver as drv
+
+    ctx = _cuda._context()
+    _, fn = _kernel(ctx.handle)
+    p = gram.shape[0]
+    targets = np.asarray(targets, dtype=np.int32)
+    ok = np.zeros(len(targets), dtype=bool)
+    kept = np.zeros((p, p), dtype=np.uint8)
+    if len(targets) == 0:
+        return kept, ok
+    m = max(1, min(int(targets.max()), MAX_ACTIVE))
+    sms = drv.Context.get_device().get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
+    blocks = min(len(targets), sms * MIN_BLOCKS)
+    free, _ = drv.mem_get_info()
+    per_block = 8 * (m * m + 8 * p) + 4 * p
+    budget = free - 8 * p * p - 2 * p * p - (64 << 20)
+    if budget < per_block:
+        raise _cuda.GPUMemoryError(
+            f"the adaptive lasso of p={p} variables needs {per_block / 2**20:.0f} MiB of GPU "
+            f"memory per block; {max(free, 0) / 2**20:.0f} MiB are free")
+    blocks = min(blocks, budget // per_block)
+    work, iwork = _buffers(p, blocks, m)
+
+    # largest targets first: they take longest
+    order = np.argsort(-targets, kind="stable")
+    sorted_targets = np.ascontiguousarray(targets[order])
+    d_gram = drv.to_device(np.ascontiguousarray(gram, dtype=np.float64))
+    d_targets = drv.to_device(sorted_targets)
+    d_coef = drv.to_device(np.ascontiguousarray(ols_coef, dtype=np.float64))
+    d_rss = drv.to_device(np.ascontiguousarray(ols_rss, dtype=np.float64))
+    d_next = drv.to_device(np.zeros(1, dtype=np.uint32))
+    d_kept = drv.to_device(kept)
+    d_status = drv.to_device(np.full(len(targets), 1, dtype=np.int32))
+    fn.prepared_call((int(blocks), 1, 1), (THREADS, 1, 1),
+                     d_gram, np.int32(p), d_targets, np.int32(len(targets)), d_coef, d_rss,
+                     np.float64(n_samples), np.float64(gamma), np.int32(m), work, iwork,
+                     d_next, d_kept, d_status)
+    status = np.empty(len(targets), dtype=np.int32)
+    drv.memcpy_dtoh(status, d_status)  # synchronises with the launch
+    drv.memcpy_dtoh(kept, d_kept)
+    ok[order] = status == 0
+    return kept, ok
