@@ -73,6 +73,7 @@ def fit(
     prior_knowledge=None,
     apply_prior_knowledge_softly=False,
     on_collinear="warn",
+    _adjacency=None,
 ):
     """Learn a causal order and edge weights with ParaLiNGAM.
 
@@ -208,7 +209,11 @@ def fit(
         if "correlation" in per_it:  # the CUDA backend's: no X.T @ X on the host
             sd = search_data.std(axis=0)
             scatter = search_data.shape[0] * per_it.pop("correlation") * np.outer(sd, sd)
-        B = np.ldexp(ols_adjacency(search_data, order, scatter=scatter),
+        # ``_adjacency`` (private: DirectLiNGAM's adjacency step) replaces least
+        # squares; it gets the scatter matrix the CUDA search already has.
+        step = _adjacency or (lambda data, order, scatter, backend:
+                              ols_adjacency(data, order, scatter=scatter))
+        B = np.ldexp(step(search_data, order, scatter, name),
                      exponents[:, None] - exponents[None, :])
     if not np.isfinite(B).all():
         i, j = np.argwhere(~np.isfinite(B))[0]

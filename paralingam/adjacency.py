@@ -54,6 +54,7 @@ def estimate_adjacency(
     coef_threshold=None,
     backend=None,
     n_threads=None,
+    scatter=None,
 ):
     """Estimate the adjacency matrix of ``X`` given its causal order.
 
@@ -75,6 +76,8 @@ def estimate_adjacency(
         Where the adaptive lasso's paths run (see :func:`adaptive_lasso_adjacency`).
     n_threads : int, optional
         CPU threads of the adaptive lasso (default: all cores).
+    scatter : ndarray, shape (n_features, n_features), optional
+        ``Xc.T @ Xc`` of the centred data, when already known.
 
     Returns
     -------
@@ -82,9 +85,10 @@ def estimate_adjacency(
     """
     if method == "adaptive_lasso":
         B = adaptive_lasso_adjacency(X, causal_order, prior_knowledge=prior_knowledge,
-                                     n_threads=n_threads, backend=backend)
+                                     n_threads=n_threads, backend=backend, scatter=scatter)
     elif method == "ols":
-        B = ols_adjacency(X, causal_order, prior_knowledge=prior_knowledge, backend=backend)
+        B = ols_adjacency(X, causal_order, prior_knowledge=prior_knowledge, backend=backend,
+                          scatter=scatter)
     else:
         raise ValueError(f"adjacency must be one of {ADJACENCY_METHODS}; got {method!r}")
     if coef_threshold is not None:
@@ -163,7 +167,7 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
 
 
 def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0,
-                             n_threads=None, engine="auto", backend=None):
+                             n_threads=None, engine="auto", backend=None, scatter=None):
     """lingam's adaptive-lasso adjacency matrix, computed from one scatter matrix.
 
     For each variable (after the first) in the causal order, with the earlier
@@ -204,6 +208,10 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         predictors are all earlier variables; the small least-squares refits,
         targets under prior knowledge and paths the GPU hands back run on
         the CPU. Without a usable GPU this warns and runs on the CPU.
+    scatter : ndarray, shape (n_features, n_features), optional
+        The scatter matrix ``Xc.T @ Xc`` of the centred data when it is
+        already known (``paralingam.fit`` passes the CUDA search's); by
+        default it is computed from ``X``.
 
     Returns
     -------
@@ -221,7 +229,8 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
     order = np.asarray(causal_order, dtype=np.intp)
     n, p = X.shape
-    _, scatter = _scatter(X)
+    if scatter is None:
+        scatter = _scatter(X)[1]
     # The Gram matrix Z.T @ Z of the standardised data Z (sklearn's StandardScaler:
     # population std), i.e. n times the correlation matrix. The LARS path and its
     # stopping tolerance depend on this scale. A constant column keeps scale 1, as
@@ -345,9 +354,10 @@ def _ols_on_predecessors(gram):
     """Least squares of every variable on all variables before it, from one factor.
 
     With ``gram = L L^T`` (lower Cholesky), the regression of variable ``k`` on
-    variables ``0..k-1`` has coefficients ``L[k, :k] @ inv(L[:k, :k])`` and
-    residual sum of squares ``L[k, k] ** 2``: one O(p^3) factorisation
-    replaces a k x k solve per target.
+    variables ``0..k-1`` has coefficients ``L[k, :k] @ inv(L[:k, :k])``, which
+    is ``-L[k, k] * inv(L)[k, :k]`` (row ``k`` of ``L @ inv(L) = I``), and
+    residual sum of squares ``L[k, k] ** 2``: one O(p^3) factorisation and
+    triangular inverse replace a k x k solve per target.
 
     Returns
     -------
@@ -375,7 +385,7 @@ def _ols_on_predecessors(gram):
     Linv, info = dtrtri(Lm, lower=1)
     if info != 0 or not np.isfinite(Linv).all():
         return coef, rss, solved
-    coef[:m, :m] = np.tril(Lm, -1) @ Linv
+    coef[:m, :m] = np.tril(Linv, -1) * -np.diag(Lm)[:, None]
     rss[:m] = np.diag(Lm) ** 2
     solved[:m] = np.isfinite(coef[:m]).all(axis=1)
     return coef, rss, solved

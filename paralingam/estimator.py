@@ -184,7 +184,8 @@ class DirectLiNGAM(BaseEstimator):
         if reserved:
             raise ValueError(
                 f"fit_options must not set {sorted(reserved)}: they are DirectLiNGAM parameters")
-        unknown = set(options) - set(inspect.signature(_api.fit).parameters)
+        public = {k for k in inspect.signature(_api.fit).parameters if not k.startswith("_")}
+        unknown = set(options) - public
         if unknown:
             raise ValueError(f"fit_options has keys that paralingam.fit does not take: "
                              f"{sorted(unknown)}")
@@ -199,25 +200,29 @@ class DirectLiNGAM(BaseEstimator):
         }
 
     def _fit_data(self, data, settings, backend):
-        """Order search and adjacency on validated data: ``(order, B, stats)``."""
-        order, stats = self._search(data, settings, backend)
-        return order, self._adjacency(data, order, settings, stats.get("backend")), stats
+        """Order search and adjacency on validated data: ``(order, B, stats)``.
 
-    def _search(self, data, settings, backend):
-        """The causal order by :func:`paralingam.fit`: ``(order, stats)``."""
+        One :func:`paralingam.fit` call does both, so the adjacency step runs
+        where the search ran (the adaptive lasso's paths on the GPU with the
+        CUDA backend) and reuses the scatter matrix the CUDA search computed.
+        """
         kwargs = dict(settings["fit_options"], backend=backend)
         pk = settings["prior_knowledge"]
         if pk is not None:
             kwargs["prior_knowledge"] = pk
             kwargs["apply_prior_knowledge_softly"] = bool(self.apply_prior_knowledge_softly)
-        result = _api.fit(data, **kwargs)
-        return [int(i) for i in result.causal_order], result.stats
+        n_threads = settings["fit_options"].get("n_threads")
 
-    def _adjacency(self, data, order, settings, backend):
-        return estimate_adjacency(
-            data, order, method=self.adjacency, prior_knowledge=settings["prior_knowledge"],
-            coef_threshold=self.coef_threshold, backend=backend,
-            n_threads=settings["fit_options"].get("n_threads"))
+        def adjacency(search_data, order, scatter, backend_used):
+            return estimate_adjacency(
+                search_data, order, method=self.adjacency, prior_knowledge=pk,
+                backend=backend_used, n_threads=n_threads, scatter=scatter)
+
+        result = _api.fit(data, _adjacency=adjacency, **kwargs)
+        B = result.adjacency_matrix
+        if self.coef_threshold is not None:  # on the data's own scale
+            B[np.abs(B) < self.coef_threshold] = 0.0
+        return [int(i) for i in result.causal_order], B, result.stats
 
     # ------------------------------------------------------------------
     # lingam's analysis methods
@@ -352,10 +357,9 @@ class DirectLiNGAM(BaseEstimator):
                 rows = resample(index, random_state=rng)
             Xk = data[rows]
             t1 = time.perf_counter()
-            order, stats = self._search(Xk, settings, backend)
-            t2 = time.perf_counter()
-            B = self._adjacency(Xk, order, settings, stats.get("backend"))
+            order, B, stats = self._fit_data(Xk, settings, backend)
             t3 = time.perf_counter()
+            t2 = t3 - stats["time"]["adjacency"]
             adjacency_matrices[k] = B
             effects[k] = total_effects(B, order)
             resampled_indices.append(rows)
