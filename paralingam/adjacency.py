@@ -36,6 +36,12 @@ ADJACENCY_BACKENDS = (None, "cpu", "cuda")
 # collinear_tol (paralingam.policy).
 SINGULAR_TOL = 1e-10
 
+# The GPU runs the adaptive lasso's paths from this many variables on: one
+# block per target wins once paths are long (H100, benchmarks/bench_adjacency_h100.log:
+# p=500 0.24 s against 0.47 s on 16 host cores), while at p=100 a resample's
+# paths take ~12 ms on the GPU against ~5 ms on the host (bench_bootstrap).
+CUDA_LASSO_MIN_FEATURES = 256
+
 # sklearn's LassoLarsIC defaults, which lingam uses unchanged.
 _LARS_MAX_ITER = 500
 _LARS_EPS = np.finfo(np.float64).eps
@@ -203,9 +209,10 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         with sklearn. ``"sklearn"``: sklearn's ``lars_path_gram`` for every
         target (the reference). ``"auto"``: compiled when built, else sklearn.
     backend : {None, "cpu", "cuda"}
-        ``"cuda"``: the LARS paths of the compiled engine run on the GPU, one
-        block per target (``kernels/lars.cu``), for every target whose
-        predictors are all earlier variables; the small least-squares refits,
+        ``"cuda"``: from ``CUDA_LASSO_MIN_FEATURES`` variables on, the LARS
+        paths of the compiled engine run on the GPU, one block per target
+        (``kernels/lars.cu``), for every target whose predictors are all
+        earlier variables; the small least-squares refits,
         targets under prior knowledge and paths the GPU hands back run on
         the CPU. Without a usable GPU this warns and runs on the CPU.
     scatter : ndarray, shape (n_features, n_features), optional
@@ -274,7 +281,7 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         targets_arr = np.asarray(targets, dtype=np.intp)
         on_cpu = np.ones(len(targets), dtype=bool)
         B_ord = np.zeros((p, p))
-        if backend == "cuda" and given.any():
+        if backend == "cuda" and p >= CUDA_LASSO_MIN_FEATURES and given.any():
             B_gpu, done = _adaptive_lasso_rows_cuda(gram_ord, scatter_ord, targets_arr,
                                                     given.astype(bool), ols_coef, ols_rss,
                                                     n, gamma, n_threads)

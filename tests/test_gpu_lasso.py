@@ -15,6 +15,14 @@ from paralingam.adjacency import adaptive_lasso_adjacency
 pytestmark = pytest.mark.gpu
 
 
+@pytest.fixture(autouse=True)
+def gpu_at_every_size(monkeypatch):
+    """Send every size to the GPU (by default small problems stay on the CPU)."""
+    from paralingam import adjacency
+
+    monkeypatch.setattr(adjacency, "CUDA_LASSO_MIN_FEATURES", 0)
+
+
 def mixed_data(p, n, seed):
     """Strongly correlated columns: their lasso paths drop predictors."""
     rng = np.random.default_rng(seed)
