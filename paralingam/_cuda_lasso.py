@@ -1,14 +1,10 @@
-"""The adjacency step on the GPU (``kernels/adjacency.cu``).
+"""The adaptive lasso's LARS paths on the GPU (``kernels/lars.cu``).
 
-* :func:`ols_on_predecessors`: least squares of every variable on all earlier
-  ones from one blocked Cholesky factor computed on the device (the
-  ``adjacency="ols"`` matrix, and the adaptive lasso's weights);
-* :func:`lars_supports`: the adaptive lasso's LARS paths, one block per
-  target, all targets in one launch; each marks the predictors of its
-  BIC-best point (the small least-squares refits stay on the host).
-
-The kernels are compiled once per context with PyCUDA (disk cache keyed by
-source and options) and launched as prepared calls; the LARS work buffers are
+One block per target runs scikit-learn's LARS path (as ported in
+``paralingam/_lasso.pyx``) and marks the predictors of its BIC-best point;
+all targets go in one launch. The least-squares refit of the kept predictors
+(small systems) stays on the host. The kernel is compiled once per context
+with PyCUDA (disk cache keyed by source and options); its work buffers are
 kept per shape, so bootstrap resamples reuse them.
 """
 
@@ -19,8 +15,7 @@ import numpy as np
 
 from . import _cuda
 
-THREADS = 256        # kernels/adjacency.cu: TPB
-PANEL = 32           # kernels/adjacency.cu: PANEL, columns per Cholesky panel
+THREADS = 256        # kernels/lars.cu: TPB
 MIN_BLOCKS = 4       # resident blocks per SM the kernel is compiled for
 MAX_ACTIVE = 500     # LassoLarsIC's max_iter bounds the active set
 
@@ -28,84 +23,19 @@ _BUFFERS = {}
 
 
 @functools.lru_cache(maxsize=None)
-def _kernels(ctx_handle):
-    """The compiled kernels for one context, prepared for launches."""
+def _kernel(ctx_handle):
+    """The compiled ``lars_paths`` for one context, prepared for launches."""
     import pycuda.driver as drv
     from pycuda.compiler import compile as nvcc_compile
 
-    src = resources.files("paralingam.kernels").joinpath("adjacency.cu").read_text()
+    src = resources.files("paralingam.kernels").joinpath("lars.cu").read_text()
     major, minor = drv.Context.get_device().compute_capability()
     cubin = nvcc_compile(src, options=[f"-DLARS_MIN_BLOCKS={MIN_BLOCKS}", "-std=c++17", "-O3"],
                          arch=f"sm_{major}{minor}", no_extern_c=True)
     mod = drv.module_from_buffer(cubin)
-    fns = {"module": mod}
-    for name, sig in (("lars_paths", "PiPiPPddiPPPPP"), ("chol_panel", "PiiPdP"),
-                      ("chol_trailing", "PiiP"), ("ols_rows", "PiPPPPP")):
-        fns[name] = mod.get_function(name)
-        fns[name].prepare(sig)
-    return fns
-
-
-def _blocks_for(p):
-    import pycuda.driver as drv
-
-    sms = drv.Context.get_device().get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
-    return max(1, min(p - 1, sms * MIN_BLOCKS))
-
-
-def ols_on_predecessors(gram, tol):
-    """Least squares of every variable on all earlier ones, on the GPU.
-
-    Parameters
-    ----------
-    gram : ndarray, shape (p, p)
-        Gram or covariance matrix in causal order.
-    tol : float
-        A Cholesky pivot that keeps no more than ``tol`` of its diagonal entry
-        stops the factorisation (``paralingam.adjacency.SINGULAR_TOL``).
-
-    Returns
-    -------
-    coef : ndarray, shape (p, p)
-        Row ``k``: the coefficients of variable ``k`` on ``0..k-1``.
-    rss : ndarray, shape (p,)
-        Residual sums of squares, in ``gram``'s scale.
-    solved : ndarray of bool, shape (p,)
-        Variables before the first failed pivot (the others are left to the
-        caller, as with the host's ``_ols_on_predecessors``).
-    """
-    import pycuda.driver as drv
-
-    ctx = _cuda._context()
-    fns = _kernels(ctx.handle)
-    p = gram.shape[0]
-    gram = np.ascontiguousarray(gram, dtype=np.float64)
-    d_A = drv.to_device(gram)
-    d_diag = drv.to_device(np.ascontiguousarray(np.diag(gram)))
-    d_info = drv.to_device(np.full(1, -1, dtype=np.int32))
-    for j0 in range(0, p, PANEL):
-        fns["chol_panel"].prepared_call((1, 1, 1), (THREADS, 1, 1), d_A, np.int32(p),
-                                        np.int32(j0), d_diag, np.float64(tol), d_info)
-        if j0 + PANEL < p:
-            tiles = -(-(p - j0 - PANEL) // PANEL)
-            fns["chol_trailing"].prepared_call((tiles, tiles, 1), (THREADS, 1, 1), d_A,
-                                               np.int32(p), np.int32(j0), d_info)
-    blocks = _blocks_for(p)
-    d_coef = drv.mem_alloc(8 * p * p)
-    drv.memset_d8(d_coef, 0, 8 * p * p)
-    d_rss = drv.to_device(np.zeros(p))
-    d_ws = drv.mem_alloc(8 * blocks * p)
-    d_next = drv.to_device(np.zeros(1, dtype=np.uint32))
-    fns["ols_rows"].prepared_call((blocks, 1, 1), (THREADS, 1, 1), d_A, np.int32(p), d_info,
-                                  d_coef, d_rss, d_ws, d_next)
-    coef = np.empty((p, p))
-    rss = np.empty(p)
-    info = np.empty(1, dtype=np.int32)
-    drv.memcpy_dtoh(coef, d_coef)  # synchronises with the launches
-    drv.memcpy_dtoh(rss, d_rss)
-    drv.memcpy_dtoh(info, d_info)
-    limit = int(info[0]) if info[0] >= 0 else p
-    return coef, rss, np.arange(p) < limit
+    fn = mod.get_function("lars_paths")
+    fn.prepare("PiPiPPddiPPPPP")
+    return mod, fn
 
 
 def _buffers(p, blocks, m):
@@ -148,7 +78,7 @@ def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma):
     import pycuda.driver as drv
 
     ctx = _cuda._context()
-    fn = _kernels(ctx.handle)["lars_paths"]
+    _, fn = _kernel(ctx.handle)
     p = gram.shape[0]
     targets = np.asarray(targets, dtype=np.int32)
     ok = np.zeros(len(targets), dtype=bool)
@@ -156,7 +86,8 @@ def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma):
     if len(targets) == 0:
         return kept, ok
     m = max(1, min(int(targets.max()), MAX_ACTIVE))
-    blocks = min(len(targets), _blocks_for(p))
+    sms = drv.Context.get_device().get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
+    blocks = min(len(targets), sms * MIN_BLOCKS)
     free, _ = drv.mem_get_info()
     per_block = 8 * (m * m + 8 * p) + 4 * p
     budget = free - 8 * p * p - 2 * p * p - (64 << 20)

@@ -1,5 +1,4 @@
-"""The adjacency step on the GPU (least squares, the adaptive lasso's paths)
-against the host's computations and lingam.
+"""The adaptive lasso's LARS paths on the GPU against the CPU engine and lingam.
 
 Skipped without a usable GPU (the ``gpu`` marker, see conftest.py).
 """
@@ -11,7 +10,7 @@ import pytest
 from lingam_cases import lingam_adjacency, random_prior_knowledge, tutorial_data
 
 from paralingam import reference
-from paralingam.adjacency import adaptive_lasso_adjacency, ols_adjacency
+from paralingam.adjacency import adaptive_lasso_adjacency
 
 pytestmark = pytest.mark.gpu
 
@@ -102,59 +101,3 @@ def test_estimator_on_cuda_equals_lingam(lingam_data):
     model = paralingam.DirectLiNGAM(backend="cuda").fit(X)
     np.testing.assert_allclose(model.adjacency_matrix_,
                                lingam_adjacency(X, model.causal_order_), rtol=0, atol=1e-8)
-
-
-@pytest.mark.parametrize("p, n, seed", [(5, 50, 1), (70, 400, 2), (333, 2000, 3)])
-def test_gpu_least_squares_factor_equals_host(p, n, seed):
-    from paralingam import _cuda_adjacency
-    from paralingam.adjacency import SINGULAR_TOL, _ols_on_predecessors
-
-    X = mixed_data(p, n, seed)
-    G = X.T @ X
-    coef, rss, solved = _cuda_adjacency.ols_on_predecessors(G, SINGULAR_TOL)
-    want_coef, want_rss, want_solved = _ols_on_predecessors(G)
-    assert solved.all() and want_solved.all()
-    np.testing.assert_allclose(coef, want_coef, rtol=0, atol=1e-9 * np.abs(want_coef).max())
-    np.testing.assert_allclose(rss, want_rss, rtol=1e-9)
-
-
-def test_gpu_least_squares_factor_stops_at_a_singular_pivot():
-    from paralingam import _cuda_adjacency
-    from paralingam.adjacency import SINGULAR_TOL, _ols_on_predecessors
-
-    rng = np.random.default_rng(8)
-    X = rng.standard_normal((500, 90))
-    X[:, 40] = X[:, 3] - 2.0 * X[:, 33]  # exact: pivot 40 fails (second panel)
-    G = X.T @ X
-    coef, rss, solved = _cuda_adjacency.ols_on_predecessors(G, SINGULAR_TOL)
-    np.testing.assert_array_equal(solved, np.arange(90) < 40)
-    want_coef, want_rss, _ = _ols_on_predecessors(G)
-    np.testing.assert_allclose(coef[:40], want_coef[:40], rtol=0, atol=1e-10)
-    np.testing.assert_allclose(rss[:40], want_rss[:40], rtol=1e-9)
-
-
-@pytest.mark.parametrize("p, n, density, seed", [(12, 300, "sparse", 220), (100, 800, "dense", 221)])
-def test_gpu_ols_adjacency_equals_host(lingam_data, p, n, density, seed):
-    X = lingam_data(p, n, density, seed)[0]
-    order = list(np.random.default_rng(seed).permutation(p))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)
-        gpu = ols_adjacency(X, order, backend="cuda")
-    np.testing.assert_allclose(gpu, ols_adjacency(X, order), rtol=0, atol=1e-10)
-    pk = random_prior_knowledge(p, seed)
-    np.testing.assert_allclose(ols_adjacency(X, order, backend="cuda", prior_knowledge=pk),
-                               ols_adjacency(X, order, prior_knowledge=pk), rtol=0, atol=1e-10)
-    # rank-deficient: the GPU's factor stops, the host's minimum-norm rows stand
-    Xd = np.array(X)
-    Xd[:, order[5]] = Xd[:, order[1]] + Xd[:, order[2]]
-    np.testing.assert_allclose(ols_adjacency(Xd, order, backend="cuda"),
-                               ols_adjacency(Xd, order), rtol=0, atol=1e-10)
-
-
-def test_fit_on_cuda_gives_least_squares_from_the_gpu(lingam_data):
-    import paralingam
-
-    X = lingam_data(40, 1000, "sparse", 222)[0]
-    result = paralingam.fit(X, backend="cuda")
-    np.testing.assert_allclose(result.adjacency_matrix, ols_adjacency(X, result.causal_order),
-                               rtol=0, atol=1e-9)
