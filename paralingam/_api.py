@@ -73,6 +73,7 @@ def fit(
     prior_knowledge=None,
     apply_prior_knowledge_softly=False,
     on_collinear="warn",
+    feature_names=None,
     _adjacency=None,
 ):
     """Learn a causal order and edge weights with ParaLiNGAM.
@@ -133,6 +134,9 @@ def fit(
         dependence found (a collinear group among the remaining variables, or
         a fully explained variable), naming the variables and the roots
         already regressed out.
+    feature_names : sequence of str, optional
+        One name per column, used in the result and in error messages
+        (default: a DataFrame's column names).
 
     Returns
     -------
@@ -154,7 +158,7 @@ def fit(
     """
     times = {}
     t0 = time.perf_counter()
-    data, names = as_data_matrix(X)
+    data, names = as_data_matrix(X, feature_names)
     threshold = check_bool("threshold", threshold)
     # The threshold is raised by repeated multiplication: a subnormal gamma0,
     # or a factor closer to 1, could leave it stuck (or moving one ulp at a

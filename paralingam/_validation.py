@@ -8,7 +8,7 @@ MAX_THREADS = 1024  # more OpenMP threads than this are a mistake, and can abort
 CUDA_BLOCKS = tuple(range(32, 1025, 32))  # threads per block: whole warps
 
 
-def as_data_matrix(X):
+def as_data_matrix(X, names=None):
     """Return ``X`` as a float64 (n_samples, n_features) array and its names.
 
     Accepts numpy arrays (masked arrays without masked entries), nested
@@ -18,13 +18,15 @@ def as_data_matrix(X):
     Parameters
     ----------
     X : array-like or pandas.DataFrame, shape (n_samples, n_features)
+    names : sequence, optional
+        Column names (one per column); by default a DataFrame's, else None.
 
     Returns
     -------
     data : ndarray of float64, C-contiguous
         A new array: the caller may modify it.
     names : list of str or None
-        Column names of a DataFrame, else None.
+        The column names.
 
     Raises
     ------
@@ -35,6 +37,7 @@ def as_data_matrix(X):
         columns, or values too large to centre and square in float64. The
         message names the shape, the columns, and the counts.
     """
+    given = names
     names = None
     if hasattr(X, "columns") and hasattr(X, "dtypes"):  # pandas DataFrame
         names = [str(c) for c in X.columns]
@@ -43,6 +46,12 @@ def as_data_matrix(X):
         arr = _as_array(X)
     _check_shape(arr, X)
     n, p = arr.shape
+    if given is not None:
+        if isinstance(given, str) or len(given) != p:
+            count = "a string" if isinstance(given, str) else f"{len(given)} names"
+            raise ValueError(f"feature_names must give one name per column: X has {p} "
+                             f"columns, got {count}")
+        names = [str(v) for v in given]
     if isinstance(arr, np.ma.MaskedArray):
         masked = np.ma.getmaskarray(arr)
         if masked.any():

@@ -88,12 +88,11 @@ def main(argv=None):
 
     try:
         X, names = read_table(args.file, delimiter=args.delimiter)
-        result = paralingam.fit(X, backend=args.backend, threshold=not args.no_threshold)
+        result = paralingam.fit(X, backend=args.backend, threshold=not args.no_threshold,
+                                feature_names=names)
     except (OSError, ValueError, RuntimeError) as exc:
         print(f"paralingam: error: {exc}", file=sys.stderr)
         return 2
-    if names is not None:
-        result.names = names
     if args.output:
         out = Path(args.output)
     elif Path(args.file).resolve() == EXAMPLE.resolve():

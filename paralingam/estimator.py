@@ -185,6 +185,9 @@ class DirectLiNGAM(BaseEstimator):
             raise ValueError(
                 f"fit_options must not set {sorted(reserved)}: they are DirectLiNGAM parameters")
         public = {k for k in inspect.signature(_api.fit).parameters if not k.startswith("_")}
+        if "feature_names" in options:
+            raise ValueError("fit_options must not set feature_names: pass a pandas DataFrame "
+                             "to name the columns (they become feature_names_in_)")
         unknown = set(options) - public
         if unknown:
             raise ValueError(f"fit_options has keys that paralingam.fit does not take: "

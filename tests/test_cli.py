@@ -39,7 +39,7 @@ def test_bundled_example_result_goes_to_the_current_folder(tmp_path, monkeypatch
 @pytest.mark.parametrize("content, message", [
     ("a,b,c\n1,2,3\n4,5\n", "line 3 has 2 fields, expected 3"),
     ("a,b\n1,x\n2,3\n3,4\n", "'b': 'x' is not a number"),
-    ("a,b\n1,1\n2,1\n3,1\n", "constant columns"),
+    ("a,b\n1,1\n2,1\n3,1\n", "constant columns (zero variance): column 1 ('b')"),
 ])
 def test_bad_files_exit_2_with_a_message(tmp_path, capsys, content, message):
     path = tmp_path / "bad.csv"

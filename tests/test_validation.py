@@ -245,6 +245,21 @@ def test_sparse_like_input_gets_a_hint():
 # pandas
 # --------------------------------------------------------------------------
 
+def test_feature_names_reach_messages_and_results(small):
+    X, order = small
+    cols = [f"g{k}" for k in range(6)]
+    res = fit_cpu(X, feature_names=cols)
+    assert res.names == cols and res.causal_order_names == [cols[k] for k in order]
+    X2 = X.copy()
+    X2[:, 2] = 1.0
+    with pytest.raises(ValueError, match=r"constant columns \(zero variance\): column 2 \('g2'\)$"):
+        fit_cpu(X2, feature_names=cols)
+    with pytest.raises(ValueError, match="one name per column: X has 6 columns, got 5 names"):
+        fit_cpu(X, feature_names=cols[:5])
+    with pytest.raises(ValueError, match="got a string"):
+        fit_cpu(X, feature_names="abcdef")
+
+
 def test_dataframe_names_reach_messages_and_results(small):
     pd = pytest.importorskip("pandas")
     X, order = small
