@@ -237,6 +237,9 @@ def clear_cache():
         for buf in ws.keep:
             buf.free()
     _WORKSPACES.clear()
+    from . import _cuda_lasso
+
+    _cuda_lasso.clear_cache()
 
 
 def _note_fault(exc):
@@ -244,6 +247,9 @@ def _note_fault(exc):
     global _FAULT
     _FAULT = str(exc)
     _WORKSPACES.clear()  # their memory went with the context
+    from . import _cuda_lasso
+
+    _cuda_lasso.clear_cache(after_fault=True)
     _module.cache_clear()
 
 

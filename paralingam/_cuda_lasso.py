@@ -38,17 +38,30 @@ def _kernel(ctx_handle):
     return mod, fn
 
 
+def _buffer_bytes(p, blocks, m):
+    return 8 * blocks * (m * m + 8 * p) + 4 * blocks * p
+
+
 def _buffers(p, blocks, m):
     """Work buffers of one launch shape (kept between calls)."""
     import pycuda.driver as drv
 
     key = (p, blocks, m)
     if key not in _BUFFERS:
-        _BUFFERS.clear()  # one shape at a time: a new shape frees the old buffers
+        clear_cache()  # one shape at a time: a new shape frees the old buffers
         work = drv.mem_alloc(max(8 * blocks * (m * m + 8 * p), 8))
         iwork = drv.mem_alloc(max(4 * blocks * p, 4))
         _BUFFERS[key] = (work, iwork)
     return _BUFFERS[key]
+
+
+def clear_cache(after_fault=False):
+    """Free the kept work buffers (after a fault their memory went with the context)."""
+    for bufs in _BUFFERS.values():
+        for buf in bufs:
+            if not after_fault:
+                buf.free()
+    _BUFFERS.clear()
 
 
 def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma):
@@ -89,8 +102,12 @@ def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma):
     sms = drv.Context.get_device().get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
     blocks = min(len(targets), sms * MIN_BLOCKS)
     free, _ = drv.mem_get_info()
-    per_block = 8 * (m * m + 8 * p) + 4 * p
-    budget = free - 8 * p * p - 2 * p * p - (64 << 20)
+    # buffers kept from an earlier call are reused or freed: count them as free,
+    # so the block count does not depend on what the last call left behind
+    free += sum(_buffer_bytes(*key) for key in _BUFFERS)
+    per_block = _buffer_bytes(p, 1, m)
+    # the per-call arrays: gram and ols_coef (8 p^2 each), kept (p^2), vectors
+    budget = free - 17 * p * p - 32 * p - (64 << 20)
     if budget < per_block:
         raise _cuda.GPUMemoryError(
             f"the adaptive lasso of p={p} variables needs {per_block / 2**20:.0f} MiB of GPU "
@@ -98,6 +115,23 @@ def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma):
     blocks = min(blocks, budget // per_block)
     work, iwork = _buffers(p, blocks, m)
 
+    try:
+        return _launch(fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m, blocks,
+                       work, iwork, kept, ok)
+    except drv.Error as exc:
+        try:
+            drv.Context.synchronize()  # non-sticky errors leave the context usable
+        except drv.Error:
+            _cuda._note_fault(exc)  # sticky: the CUDA backend is unusable from now on
+        raise
+
+
+def _launch(fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m, blocks, work, iwork,
+            kept, ok):
+    """Upload, run ``lars_paths`` over all targets, download ``kept`` and ``ok``."""
+    import pycuda.driver as drv
+
+    p = gram.shape[0]
     # largest targets first: they take longest
     order = np.argsort(-targets, kind="stable")
     sorted_targets = np.ascontiguousarray(targets[order])

@@ -339,10 +339,8 @@ def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, 
     if reason is None:
         try:
             kept, ok = _cuda_lasso.lars_supports(gram, targets[given], ols_coef, ols_rss, n, gamma)
-        except Exception as exc:  # out of memory, or a fault: the CPU engine takes over
+        except Exception as exc:  # out of memory, or a fault (recorded by lars_supports)
             reason = f"{type(exc).__name__}: {exc}"
-            if "illegal" in str(exc) or "launch failed" in str(exc):
-                _cuda._note_fault(exc)
     if reason is not None:
         warnings.warn(f"adaptive lasso on the GPU failed ({reason}); computing it on the CPU",
                       RuntimeWarning, stacklevel=3)

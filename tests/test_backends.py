@@ -146,3 +146,69 @@ def test_auto_with_float32_falls_back_to_float64_on_the_cpu(monkeypatch, fresh_a
     assert res.causal_order == paralingam.fit(X, backend="cpu").causal_order
     with pytest.raises(ValueError, match="computes in float64"):
         paralingam.fit(X, backend="cpu", dtype="float32")
+
+
+def _fake_driver(sticky):
+    """A stand-in ``pycuda.driver`` whose launches fail; sticky faults persist."""
+    drv = types.ModuleType("pycuda.driver")
+
+    class Error(Exception):
+        pass
+
+    class LaunchError(Error):
+        pass
+
+    class Device:
+        def get_attribute(self, _):
+            return 4
+
+    class Context:
+        @staticmethod
+        def get_device():
+            return Device()
+
+        @staticmethod
+        def synchronize():
+            if sticky:
+                raise LaunchError("cuCtxSynchronize failed: unspecified launch failure")
+
+    drv.Error, drv.LaunchError, drv.Context = Error, LaunchError, Context
+    drv.device_attribute = types.SimpleNamespace(MULTIPROCESSOR_COUNT=0)
+    drv.mem_get_info = lambda: (1 << 34, 1 << 34)
+    drv.mem_alloc = lambda nbytes: types.SimpleNamespace(free=lambda: None)
+    return drv
+
+
+@pytest.mark.parametrize("sticky", [True, False])
+def test_gpu_lasso_fault_falls_back_and_records_sticky_faults(monkeypatch, sticky):
+    # No GPU needed: the launch raises as a faulting kernel would. A sticky
+    # fault ("unspecified launch failure") must make the CUDA backend report
+    # itself unusable; a non-sticky one must not. Either way the matrix comes
+    # from the CPU engine, with a warning.
+    from paralingam import _cuda, _cuda_lasso, adjacency
+
+    drv = _fake_driver(sticky)
+    pycuda = types.ModuleType("pycuda")
+    pycuda.driver = drv
+    monkeypatch.setitem(sys.modules, "pycuda", pycuda)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", drv)
+    monkeypatch.setattr(_cuda, "_FAULT", None)
+    monkeypatch.setattr(_cuda_lasso, "_BUFFERS", {})
+    monkeypatch.setattr(_cuda, "unavailable_reason",
+                        lambda: f"fault: {_cuda._FAULT}" if _cuda._FAULT else None)
+    monkeypatch.setattr(_cuda, "_context", lambda: types.SimpleNamespace(handle=1))
+    monkeypatch.setattr(_cuda_lasso, "_kernel", lambda handle: (None, None))
+
+    def failing_launch(*args):
+        raise drv.LaunchError("cuMemcpyDtoH failed: unspecified launch failure")
+
+    monkeypatch.setattr(_cuda_lasso, "_launch", failing_launch)
+    monkeypatch.setattr(adjacency, "CUDA_LASSO_MIN_FEATURES", 0)
+    rng = np.random.default_rng(3)
+    X = rng.laplace(size=(200, 6)) @ np.triu(rng.uniform(0.5, 1.0, (6, 6)))
+    with pytest.warns(RuntimeWarning, match="adaptive lasso on the GPU failed .*launch failure"):
+        got = adjacency.adaptive_lasso_adjacency(X, list(range(6)), backend="cuda")
+    np.testing.assert_array_equal(got, adjacency.adaptive_lasso_adjacency(X, list(range(6))))
+    assert (_cuda._FAULT is not None) == sticky
+    # a sticky fault drops the kept buffers (their memory went with the context)
+    assert bool(_cuda_lasso._BUFFERS) != sticky
