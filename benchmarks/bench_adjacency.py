@@ -18,8 +18,10 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -27,14 +29,8 @@ import paralingam
 from paralingam.adjacency import adaptive_lasso_adjacency, ols_adjacency
 from paralingam.datasets import make_lingam_data
 
-
-def median_time(fn, repeats):
-    times, out = [], None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from bench_cpu import median_time  # noqa: E402  (tools/ is not a package)
 
 
 def lingam_adaptive_lasso(X, order):
@@ -72,7 +68,7 @@ def main():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
             paralingam.fit(X, backend=args.backend)  # warm-up (compile cache, buffers)
-            search, result = median_time(lambda: paralingam.fit(X, backend=args.backend),
+            search, _, result = median_time(lambda: paralingam.fit(X, backend=args.backend),
                                          args.repeats)
         search = result.stats["time"].get("search", search) if args.backend == "cuda" else search
         order = list(result.causal_order)
@@ -81,12 +77,12 @@ def main():
                 for _ in range(args.repeats + 1)][1:]  # the first one warms up
         lasso_s = statistics.median(m.fit_stats_["time"]["adjacency"] for m in fits)
         B = fits[0].adjacency_matrix_
-        ols_s, _ = median_time(lambda: ols_adjacency(X, order), args.repeats)
+        ols_s, _, _ = median_time(lambda: ols_adjacency(X, order), args.repeats)
         row = {"case": f"sparse p={p} n={n}", "p": p, "n": n, "search_s": search,
                "adaptive_lasso_s": lasso_s, "ols_s": ols_s,
                "lasso_share_of_fit": lasso_s / (search + lasso_s)}
         if args.backend == "cuda":  # the same step on the host's cores, same data
-            row["adaptive_lasso_host_s"], B_host = median_time(
+            row["adaptive_lasso_host_s"], _, B_host = median_time(
                 lambda: adaptive_lasso_adjacency(X, order, backend="cpu"), args.repeats)
             row["gpu_vs_host_max_abs_diff"] = float(np.abs(B_host - B).max())
         if size in args.lingam_sizes:

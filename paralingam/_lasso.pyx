@@ -516,6 +516,13 @@ cdef int one_target(const double* gram, const double* scatter, Py_ssize_t p,
     return status
 
 
+cdef int thread_count(int n_threads, Py_ssize_t p):
+    """OpenMP threads for the targets of a p-variable problem (see ``SERIAL_BELOW_P``)."""
+    if p < SERIAL_BELOW_P:
+        return 1
+    return n_threads if n_threads > 0 else openmp.omp_get_max_threads()
+
+
 cdef int refit(const double* scatter, Py_ssize_t p, const Py_ssize_t* keep, Py_ssize_t kept,
                Py_ssize_t target, double* b, double* B) noexcept nogil:
     """Least squares of ``target`` on ``keep[:kept]`` (scatter scale) into row ``target`` of ``B``.
@@ -601,9 +608,7 @@ def refit_rows(const double[:, ::1] scatter, const Py_ssize_t[::1] targets,
     failed_arr = np.zeros(n_targets, dtype=np.uint8)
     cdef double[:, ::1] B = B_arr
     cdef unsigned char[::1] failed = failed_arr
-    cdef int threads = n_threads if n_threads > 0 else openmp.omp_get_max_threads()
-    if p < SERIAL_BELOW_P:
-        threads = 1
+    cdef int threads = thread_count(n_threads, p)
     if n_targets == 0 or p == 0:
         return B_arr, failed_arr.astype(bool)
     with nogil:
@@ -665,9 +670,7 @@ def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
     fallback_arr = np.zeros(n_targets, dtype=np.uint8)
     cdef double[:, ::1] B = B_arr
     cdef unsigned char[::1] fallback = fallback_arr
-    cdef int threads = n_threads if n_threads > 0 else openmp.omp_get_max_threads()
-    if p < SERIAL_BELOW_P:
-        threads = 1
+    cdef int threads = thread_count(n_threads, p)
     if n_targets == 0:
         return B_arr, fallback_arr.astype(bool)
     with nogil:
