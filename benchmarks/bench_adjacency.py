@@ -7,7 +7,8 @@ For each size (sparse synthetic data): the causal-order search
 (``paralingam.fit`` on ``--backend``), the adjacency step of
 ``DirectLiNGAM(backend=...).fit`` (the default adaptive lasso: LARS paths on
 the GPU for ``cuda``; also timed on the host's cores) and least squares
-(``adjacency.ols_adjacency``), medians of ``--repeats``, and the adjacency's
+(``adjacency.ols_adjacency`` from the scatter matrix, as ``fit`` gives it: the
+Cholesky factor and rows on ``--backend``, for ``cuda`` also on the host), medians of ``--repeats``, and the adjacency's
 share of the whole fit. ``--lingam-sizes`` also times lingam 1.13's
 ``predict_adaptive_lasso`` loop on the same order and checks the matrices agree.
 Prints a table and writes JSON. Speed is measured here, never in unit tests.
@@ -77,14 +78,21 @@ def main():
                 for _ in range(args.repeats + 1)][1:]  # the first one warms up
         lasso_s = statistics.median(m.fit_stats_["time"]["adjacency"] for m in fits)
         B = fits[0].adjacency_matrix_
-        ols_s, _, _ = median_time(lambda: ols_adjacency(X, order), args.repeats)
+        # least squares from a known scatter matrix (fit passes the search's):
+        # the Cholesky factor and the rows, on the backend
+        scatter = (X - X.mean(axis=0)).T @ (X - X.mean(axis=0))
+        ols_s, _, B_ols = median_time(
+            lambda: ols_adjacency(X, order, backend=args.backend, scatter=scatter), args.repeats)
         row = {"case": f"sparse p={p} n={n}", "p": p, "n": n, "search_s": search,
                "adaptive_lasso_s": lasso_s, "ols_s": ols_s,
                "lasso_share_of_fit": lasso_s / (search + lasso_s)}
-        if args.backend == "cuda":  # the same step on the host's cores, same data
+        if args.backend == "cuda":  # the same steps on the host's cores, same data
             row["adaptive_lasso_host_s"], _, B_host = median_time(
                 lambda: adaptive_lasso_adjacency(X, order, backend="cpu"), args.repeats)
             row["gpu_vs_host_max_abs_diff"] = float(np.abs(B_host - B).max())
+            row["ols_host_s"], _, B_ols_host = median_time(
+                lambda: ols_adjacency(X, order, backend="cpu", scatter=scatter), args.repeats)
+            row["ols_gpu_vs_host_max_abs_diff"] = float(np.abs(B_ols_host - B_ols).max())
         if size in args.lingam_sizes:
             t0 = time.perf_counter()
             ref = lingam_adaptive_lasso(X, order)
@@ -94,20 +102,25 @@ def main():
         print(f"{row['case']:>22}: search {search:8.3f} s  adaptive lasso {lasso_s:8.3f} s "
               f"({100 * row['lasso_share_of_fit']:.0f}% of fit)  OLS {ols_s:7.3f} s"
               + (f"  host CPU {row['adaptive_lasso_host_s']:.3f} s (max |diff| "
-                 f"{row['gpu_vs_host_max_abs_diff']:.1e})" if "adaptive_lasso_host_s" in row else "")
+                 f"{row['gpu_vs_host_max_abs_diff']:.1e}), OLS {row['ols_host_s']:.3f} s "
+                 f"(max |diff| {row['ols_gpu_vs_host_max_abs_diff']:.1e})"
+                 if "adaptive_lasso_host_s" in row else "")
               + (f"  lingam lasso {row['lingam_adaptive_lasso_s']:.2f} s "
                  f"(max |diff| {row['lingam_max_abs_diff']:.1e})" if "lingam_adaptive_lasso_s" in row
                  else ""), flush=True)
 
     print(f"\n| case | search ({args.backend}) | adaptive lasso ({args.backend}) | share of fit | "
-          f"adaptive lasso (host CPU) | OLS | lingam's adaptive lasso |")
-    print("|---|---|---|---|---|---|---|")
+          f"adaptive lasso (host CPU) | OLS ({args.backend}) | OLS (host CPU) | "
+          f"lingam's adaptive lasso |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         lin = (f"{r['lingam_adaptive_lasso_s']:.2f} s ({r['lingam_adaptive_lasso_s'] / r['adaptive_lasso_s']:.0f}x)"
                if "lingam_adaptive_lasso_s" in r else "")
         host = f"{r['adaptive_lasso_host_s']:.3f} s" if "adaptive_lasso_host_s" in r else ""
+        ols_host = f"{r['ols_host_s']:.3f} s" if "ols_host_s" in r else ""
         print(f"| {r['case']} | {r['search_s']:.3f} s | {r['adaptive_lasso_s']:.3f} s | "
-              f"{100 * r['lasso_share_of_fit']:.0f}% | {host} | {r['ols_s']:.3f} s | {lin} |")
+              f"{100 * r['lasso_share_of_fit']:.0f}% | {host} | {r['ols_s']:.3f} s | {ols_host} | "
+              f"{lin} |")
     with open(args.json, "w") as f:
         json.dump({"host": platform.node(), "cores": os.cpu_count(), "backend": args.backend,
                    "repeats": args.repeats, "rows": rows}, f, indent=1)

@@ -216,7 +216,7 @@ def fit(
         # ``_adjacency`` (private: DirectLiNGAM's adjacency step) replaces least
         # squares; it gets the scatter matrix the CUDA search already has.
         step = _adjacency or (lambda data, order, scatter, backend:
-                              ols_adjacency(data, order, scatter=scatter))
+                              ols_adjacency(data, order, scatter=scatter, backend=backend))
         B = np.ldexp(step(search_data, order, scatter, name),
                      exponents[:, None] - exponents[None, :])
     if not np.isfinite(B).all():

@@ -237,9 +237,9 @@ def clear_cache():
         for buf in ws.keep:
             buf.free()
     _WORKSPACES.clear()
-    from . import _cuda_lasso
+    from . import _cuda_adjacency
 
-    _cuda_lasso.clear_cache()
+    _cuda_adjacency.clear_cache()
 
 
 def _note_fault(exc):
@@ -247,9 +247,9 @@ def _note_fault(exc):
     global _FAULT
     _FAULT = str(exc)
     _WORKSPACES.clear()  # their memory went with the context
-    from . import _cuda_lasso
+    from . import _cuda_adjacency
 
-    _cuda_lasso.clear_cache(after_fault=True)
+    _cuda_adjacency.clear_cache(after_fault=True)
     _module.cache_clear()
 
 

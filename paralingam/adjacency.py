@@ -25,9 +25,8 @@ import numpy as np
 
 ADJACENCY_METHODS = ("adaptive_lasso", "ols")
 
-# Backends of the adjacency step: "cuda" runs the adaptive lasso's LARS paths
-# on the GPU; least squares always factorises on the host (the CUDA search
-# hands over its correlation matrix, see paralingam._api).
+# Backends of the adjacency step: "cuda" factorises the covariance (least
+# squares, the adaptive lasso's weights) and runs the LARS paths on the GPU.
 ADJACENCY_BACKENDS = (None, "cpu", "cuda")
 
 # Least-squares systems whose Cholesky pivot keeps no more than this fraction
@@ -113,8 +112,10 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
         ``prior_knowledge[i, j] == 0`` removes ``j`` from the predictors of
         ``i`` (lingam's convention).
     backend : {None, "cpu", "cuda"}
-        Accepted for symmetry with the estimator; the factorisation runs on
-        the CPU (p x p). The O(n p^2) part, the scatter matrix, can come
+        ``"cuda"``: the Cholesky factor and the rows come from the GPU
+        (``kernels/adjacency.cu``); when a pivot is singular to
+        ``SINGULAR_TOL``, or the GPU cannot run (a warning says why), the
+        host computes them. The O(n p^2) part, the scatter matrix, can come
         from the GPU search through ``scatter``.
     scatter : ndarray, shape (n_features, n_features), optional
         The scatter matrix ``Xc.T @ Xc`` of the centred data when it is
@@ -143,19 +144,13 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
     if scatter is None:
         scatter = _scatter(X)[1]
     cov = scatter[np.ix_(order, order)] / X.shape[0]
-    B_ord = np.zeros((p, p))
-    try:
-        L = np.linalg.cholesky(cov)
-        unit = L / np.diag(L)  # columns scaled to a unit diagonal
-        B_ord = np.eye(p) - np.linalg.inv(unit)
-        np.fill_diagonal(B_ord, 0.0)
-        B_ord = np.tril(B_ord, -1)
-        if not np.isfinite(B_ord).all():
-            raise np.linalg.LinAlgError("non-finite factor")
-    except np.linalg.LinAlgError:
-        B_ord = np.zeros((p, p))
-        for k in range(1, p):
-            B_ord[k, :k] = _lstsq(cov[:k, :k], cov[:k, k])
+    B_ord = None
+    if backend == "cuda":  # the factor on the GPU; any failed pivot: the host's path
+        coef, _, solved = _least_squares_factor(cov, True)
+        if solved.all():
+            B_ord = coef
+    if B_ord is None:
+        B_ord = _ols_rows_host(cov)
     B = np.zeros((p, p))
     B[np.ix_(order, order)] = B_ord
 
@@ -170,6 +165,23 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
             if len(keep):
                 B[target, keep] = _solve_spd(scatter[np.ix_(keep, keep)], scatter[keep, target])
     return B
+
+
+def _ols_rows_host(cov):
+    """Row ``k``: least squares of variable ``k`` on ``0..k-1`` (``cov`` in causal order)."""
+    p = cov.shape[0]
+    try:
+        L = np.linalg.cholesky(cov)
+        unit = L / np.diag(L)  # columns scaled to a unit diagonal
+        B_ord = np.tril(np.eye(p) - np.linalg.inv(unit), -1)
+        if not np.isfinite(B_ord).all():
+            raise np.linalg.LinAlgError("non-finite factor")
+        return B_ord
+    except np.linalg.LinAlgError:  # rank-deficient: minimum-norm rows
+        B_ord = np.zeros((p, p))
+        for k in range(1, p):
+            B_ord[k, :k] = _lstsq(cov[:k, :k], cov[:k, k])
+        return B_ord
 
 
 def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0,
@@ -211,7 +223,7 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
     backend : {None, "cpu", "cuda"}
         ``"cuda"``: from ``CUDA_LASSO_MIN_FEATURES`` variables on, the LARS
         paths of the compiled engine run on the GPU, one block per target
-        (``kernels/lars.cu``), for every target whose predictors are all
+        (``kernels/adjacency.cu``), for every target whose predictors are all
         earlier variables; the small least-squares refits,
         targets under prior knowledge and paths the GPU hands back run on
         the CPU. Without a usable GPU this warns and runs on the CPU.
@@ -275,13 +287,14 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
     if lasso is not None and targets:
         offsets = np.zeros(len(targets) + 1, dtype=np.intp)
         offsets[1:] = np.cumsum([len(s) for s in predictor_sets])
-        ols_coef, ols_rss, solved = _ols_on_predecessors(gram_ord)
+        on_gpu = backend == "cuda" and p >= CUDA_LASSO_MIN_FEATURES
+        ols_coef, ols_rss, solved = _least_squares_factor(gram_ord, on_gpu)
         given = np.array([solved[k] and len(s) == k for k, s in zip(targets, predictor_sets)],
                          dtype=np.uint8)
         targets_arr = np.asarray(targets, dtype=np.intp)
         on_cpu = np.ones(len(targets), dtype=bool)
         B_ord = np.zeros((p, p))
-        if backend == "cuda" and p >= CUDA_LASSO_MIN_FEATURES and given.any():
+        if on_gpu and given.any():
             B_gpu, done = _adaptive_lasso_rows_cuda(gram_ord, scatter_ord, targets_arr,
                                                     given.astype(bool), ols_coef, ols_rss,
                                                     n, gamma, n_threads)
@@ -322,6 +335,22 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
     return B
 
 
+def _least_squares_factor(gram, on_gpu):
+    """:func:`_ols_on_predecessors`, on the GPU when asked and usable, else on the host."""
+    if on_gpu:
+        from . import _cuda, _cuda_adjacency
+
+        reason = _cuda.unavailable_reason()
+        if reason is None:
+            try:
+                return _cuda_adjacency.ols_on_predecessors(gram, SINGULAR_TOL)
+            except Exception as exc:  # out of memory, or a fault (recorded there)
+                reason = f"{type(exc).__name__}: {exc}"
+        warnings.warn(f"least squares on the GPU failed ({reason}); computing them on the CPU",
+                      RuntimeWarning, stacklevel=3)
+    return _ols_on_predecessors(gram)
+
+
 def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, n, gamma,
                               n_threads):
     """LARS paths of the ``given`` targets on the GPU, refit on the host.
@@ -331,14 +360,15 @@ def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, 
     back) go to the CPU engine. When the GPU cannot run, nothing is done here
     and a warning says why.
     """
-    from . import _cuda, _cuda_lasso
+    from . import _cuda, _cuda_adjacency
 
     p = gram.shape[0]
     done = np.zeros(len(targets), dtype=bool)
     reason = _cuda.unavailable_reason()
     if reason is None:
         try:
-            kept, ok = _cuda_lasso.lars_supports(gram, targets[given], ols_coef, ols_rss, n, gamma)
+            kept, ok = _cuda_adjacency.lars_supports(gram, targets[given], ols_coef, ols_rss,
+                                                     n, gamma)
         except Exception as exc:  # out of memory, or a fault (recorded by lars_supports)
             reason = f"{type(exc).__name__}: {exc}"
     if reason is not None:

@@ -180,12 +180,14 @@ def _fake_driver(sticky):
 
 
 @pytest.mark.parametrize("sticky", [True, False])
-def test_gpu_lasso_fault_falls_back_and_records_sticky_faults(monkeypatch, sticky):
-    # No GPU needed: the launch raises as a faulting kernel would. A sticky
-    # fault ("unspecified launch failure") must make the CUDA backend report
-    # itself unusable; a non-sticky one must not. Either way the matrix comes
-    # from the CPU engine, with a warning.
-    from paralingam import _cuda, _cuda_lasso, adjacency
+@pytest.mark.parametrize("failing", ["_ols_launch", "_launch"])
+def test_gpu_adjacency_fault_falls_back_and_records_sticky_faults(monkeypatch, sticky, failing):
+    # No GPU needed: one of the two GPU steps of the adaptive lasso (least
+    # squares, LARS paths) raises as a faulting kernel would. A sticky fault
+    # ("unspecified launch failure") must make the CUDA backend report itself
+    # unusable; a non-sticky one must not. Either way the matrix comes from
+    # the CPU engine, with a warning.
+    from paralingam import _cuda, _cuda_adjacency, adjacency
 
     drv = _fake_driver(sticky)
     pycuda = types.ModuleType("pycuda")
@@ -193,22 +195,46 @@ def test_gpu_lasso_fault_falls_back_and_records_sticky_faults(monkeypatch, stick
     monkeypatch.setitem(sys.modules, "pycuda", pycuda)
     monkeypatch.setitem(sys.modules, "pycuda.driver", drv)
     monkeypatch.setattr(_cuda, "_FAULT", None)
-    monkeypatch.setattr(_cuda_lasso, "_BUFFERS", {})
+    monkeypatch.setattr(_cuda_adjacency, "_BUFFERS", {})
     monkeypatch.setattr(_cuda, "unavailable_reason",
                         lambda: f"fault: {_cuda._FAULT}" if _cuda._FAULT else None)
     monkeypatch.setattr(_cuda, "_context", lambda: types.SimpleNamespace(handle=1))
-    monkeypatch.setattr(_cuda_lasso, "_kernel", lambda handle: (None, None))
-
-    def failing_launch(*args):
-        raise drv.LaunchError("cuMemcpyDtoH failed: unspecified launch failure")
-
-    monkeypatch.setattr(_cuda_lasso, "_launch", failing_launch)
-    monkeypatch.setattr(adjacency, "CUDA_LASSO_MIN_FEATURES", 0)
+    monkeypatch.setattr(_cuda_adjacency, "_kernels", lambda handle: {"lars_paths": None})
     rng = np.random.default_rng(3)
     X = rng.laplace(size=(200, 6)) @ np.triu(rng.uniform(0.5, 1.0, (6, 6)))
-    with pytest.warns(RuntimeWarning, match="adaptive lasso on the GPU failed .*launch failure"):
+    expected = adjacency.adaptive_lasso_adjacency(X, list(range(6)))
+    calls = []
+
+    def failing_launch(*args):
+        calls.append(failing)
+        raise drv.LaunchError("cuMemcpyDtoH failed: unspecified launch failure")
+
+    def host_least_squares(fns, gram, tol, blocks):
+        calls.append("_ols_launch")
+        coef, rss, solved = adjacency._ols_on_predecessors(gram)
+        return coef, rss, solved
+
+    def no_paths(fn, gram, targets, *args):
+        calls.append("_launch")
+        kept, ok = args[-2:]
+        return kept, ok  # every target handed back to the CPU engine
+
+    monkeypatch.setattr(_cuda_adjacency, "_ols_launch", host_least_squares)
+    monkeypatch.setattr(_cuda_adjacency, "_launch", no_paths)
+    monkeypatch.setattr(_cuda_adjacency, failing, failing_launch)
+    monkeypatch.setattr(adjacency, "CUDA_LASSO_MIN_FEATURES", 0)
+    step = "least squares" if failing == "_ols_launch" else "adaptive lasso"
+    with pytest.warns(RuntimeWarning) as record:
         got = adjacency.adaptive_lasso_adjacency(X, list(range(6)), backend="cuda")
-    np.testing.assert_array_equal(got, adjacency.adaptive_lasso_adjacency(X, list(range(6))))
+    messages = [str(w.message) for w in record]
+    assert any(m.startswith(f"{step} on the GPU failed") and "launch failure" in m
+               for m in messages), messages
+    # after a sticky fault the next GPU step is not tried; otherwise it runs
+    assert all("launch failure" in m for m in messages), messages
+    assert ("_launch" in calls) == (failing == "_launch" or not sticky)
+    np.testing.assert_array_equal(got, expected)
+    assert failing in calls
     assert (_cuda._FAULT is not None) == sticky
     # a sticky fault drops the kept buffers (their memory went with the context)
-    assert bool(_cuda_lasso._BUFFERS) != sticky
+    if failing == "_launch":
+        assert bool(_cuda_adjacency._BUFFERS) != sticky

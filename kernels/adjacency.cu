@@ -1,7 +1,15 @@
-// The adaptive lasso's LARS paths on the GPU: one block per target, all
-// targets of an adjacency step in one launch (paralingam/_cuda_lasso.py).
+// Kernels of the adjacency step (paralingam/_cuda_adjacency.py), double precision:
 //
-// Each block follows the CPU port (paralingam/_lasso.pyx, itself scikit-learn's
+//   chol_panel, chol_trailing   blocked Cholesky factor of the Gram (or
+//                               covariance) matrix in causal order, 32 columns
+//                               per panel; stops at the first pivot that keeps
+//                               no more than SINGULAR_TOL of its diagonal
+//   ols_rows                    least squares of every variable on all earlier
+//                               ones from that factor (one backward solve each)
+//   lars_paths                  the adaptive lasso's LARS paths, one block per
+//                               target, all targets in one launch
+//
+// lars_paths follows the CPU port (paralingam/_lasso.pyx, itself scikit-learn's
 // _lars_path_solver for a precomputed Gram matrix, method="lasso",
 // alpha_min=0, max_iter=500) decision for decision: the entering predictor
 // (first maximum), sklearn's rounding of the direction's correlations, the
@@ -14,8 +22,8 @@
 // Data: `gram` is the Gram matrix of the standardised data in causal order
 // (p x p, double); target k regresses on positions 0..k-1. `ols_coef` row k
 // and `ols_rss[k]` are its least-squares coefficients and residual sum of
-// squares (from one factorisation on the host). Output: `kept` row k marks
-// the predictors of the BIC-best path point; the host refits them.
+// squares (ols_rows). Output: `kept` row k marks the predictors of the
+// BIC-best path point; the host refits them.
 //
 // The triangular solves with the Cholesky factor of the active block (up to
 // 500 x 500, in global memory) go in panels of 32 rows: the whole block forms
@@ -451,6 +459,121 @@ extern "C" __global__ void __launch_bounds__(TPB, LARS_MIN_BLOCKS) lars_paths(
         const int st = lars_target(gram, p, k, ols_coef + (size_t)k * p, ols_rss[k], n, gamma, m,
                                    ws, iws, kept + (size_t)k * p, sh);
         if (threadIdx.x == 0) status[t] = st;
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Least squares of every variable on all earlier ones: blocked Cholesky, then
+// one backward solve per variable (b_k = L[:k, :k]^-T L[k, :k]^T).
+
+// Factor the 32 columns from j0 on (their entries already hold the updates of
+// all earlier panels): the diagonal block by one warp, the rows below by one
+// thread each. A pivot that keeps no more than `tol` of its original diagonal
+// (`diag0`) stops the factorisation: *info becomes its index.
+extern "C" __global__ void __launch_bounds__(TPB) chol_panel(double *A, int p, int j0,
+                                                             const double *diag0, double tol,
+                                                             int *info)
+{
+    __shared__ double d[PANEL][PANEL + 1];
+    __shared__ int fail;
+    if (*info >= 0) return;
+    const int rows = min(PANEL, p - j0), j1 = j0 + rows, lane = threadIdx.x & 31;
+    for (int e = threadIdx.x; e < PANEL * PANEL; e += TPB) {
+        const int r = e / PANEL, c = e % PANEL;
+        if (r < rows && c <= r) d[r][c] = A[(size_t)(j0 + r) * p + j0 + c];
+    }
+    if (threadIdx.x == 0) fail = -1;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        for (int c = 0; c < rows; ++c) {
+            const double piv = d[c][c];
+            if (!(piv > tol * diag0[j0 + c]) || !isfinite(piv)) {
+                if (lane == 0) fail = j0 + c;
+                break;
+            }
+            const double s = sqrt(piv);
+            __syncwarp();
+            if (lane == c) d[c][c] = s;
+            if (lane > c && lane < rows) d[lane][c] /= s;
+            __syncwarp();
+            if (lane > c && lane < rows)
+                for (int c2 = c + 1; c2 <= lane; ++c2) d[lane][c2] -= d[lane][c] * d[c2][c];
+            __syncwarp();
+        }
+    }
+    __syncthreads();
+    if (fail >= 0) {
+        if (threadIdx.x == 0) *info = fail;
+        return;
+    }
+    for (int e = threadIdx.x; e < PANEL * PANEL; e += TPB) {
+        const int r = e / PANEL, c = e % PANEL;
+        if (r < rows && c <= r) A[(size_t)(j0 + r) * p + j0 + c] = d[r][c];
+    }
+    // rows below: L[i, j0:j1] = A[i, j0:j1] L_dd^-T
+    for (int i = j1 + threadIdx.x; i < p; i += TPB) {
+        double *row = A + (size_t)i * p + j0;
+        double x[PANEL];
+        for (int c = 0; c < rows; ++c) {
+            double a = row[c];
+            for (int c2 = 0; c2 < c; ++c2) a -= x[c2] * d[c][c2];
+            x[c] = a / d[c][c];
+        }
+        for (int c = 0; c < rows; ++c) row[c] = x[c];
+    }
+}
+
+// Trailing update of the lower triangle after the panel at j0: one 32 x 32
+// tile per block, A[i, j] -= L[i, j0:j0+32] . L[j, j0:j0+32].
+extern "C" __global__ void __launch_bounds__(TPB) chol_trailing(double *A, int p, int j0,
+                                                                const int *info)
+{
+    __shared__ double Li[PANEL][PANEL + 1], Lj[PANEL][PANEL + 1];
+    if (*info >= 0) return;
+    const int ti = blockIdx.y, tj = blockIdx.x;
+    if (tj > ti) return;
+    const int j1 = j0 + PANEL, r0 = j1 + ti * PANEL, c0 = j1 + tj * PANEL;
+    for (int e = threadIdx.x; e < PANEL * PANEL; e += TPB) {
+        const int r = e / PANEL, c = e % PANEL;
+        Li[r][c] = r0 + r < p ? A[(size_t)(r0 + r) * p + j0 + c] : 0.0;
+        Lj[r][c] = c0 + r < p ? A[(size_t)(c0 + r) * p + j0 + c] : 0.0;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < PANEL * PANEL; e += TPB) {
+        const int r = e / PANEL, c = e % PANEL, i = r0 + r, j = c0 + c;
+        if (i < p && j <= i) {
+            double s = 0.0;
+            for (int q = 0; q < PANEL; ++q) s += Li[r][q] * Lj[c][q];
+            A[(size_t)i * p + j] -= s;
+        }
+    }
+}
+
+// Least squares of variable k on 0..k-1 for every k below the first failed
+// pivot (*info, or p): coef row k and rss[k] = L[k, k]^2 (rss[0] too). Blocks take
+// variables from `next`, largest first; `ws` holds p doubles per block.
+extern "C" __global__ void __launch_bounds__(TPB, LARS_MIN_BLOCKS) ols_rows(
+    const double *__restrict__ L, int p, const int *info, double *coef, double *rss,
+    double *ws, unsigned int *next)
+{
+    __shared__ double diag[PANEL][PANEL + 1];
+    __shared__ int t_sh;
+    const int limit = *info >= 0 ? *info : p;
+    double *vec = ws + (size_t)blockIdx.x * p;
+    if (blockIdx.x == 0 && threadIdx.x == 0 && limit > 0) rss[0] = L[0] * L[0];
+    while (true) {
+        if (threadIdx.x == 0) t_sh = atomicAdd(next, 1u);
+        __syncthreads();
+        const int k = p - 1 - t_sh;
+        __syncthreads();
+        if (k < 1) return;
+        if (k >= limit) continue;
+        for (int j = threadIdx.x; j < k; j += TPB) vec[j] = L[(size_t)k * p + j];
+        __syncthreads();
+        backward_solve(L, p, k, vec, diag);
+        for (int j = threadIdx.x; j < k; j += TPB) coef[(size_t)k * p + j] = vec[j];
+        if (threadIdx.x == 0) rss[k] = L[(size_t)k * p + k] * L[(size_t)k * p + k];
         __syncthreads();
     }
 }

@@ -1,0 +1,244 @@
+"""The adjacency step on the GPU (``kernels/adjacency.cu``).
+
+* :func:`ols_on_predecessors`: least squares of every variable on all earlier
+  ones from one blocked Cholesky factor computed on the device (the
+  ``adjacency="ols"`` matrix, and the adaptive lasso's weights);
+* :func:`lars_supports`: the adaptive lasso's LARS paths, one block per
+  target, all targets in one launch; each marks the predictors of its
+  BIC-best point (the small least-squares refits stay on the host).
+
+The kernels are compiled once per context with PyCUDA (disk cache keyed by
+source and options) and launched as prepared calls; the LARS work buffers are
+kept per shape, so bootstrap resamples reuse them.
+"""
+
+import functools
+from importlib import resources
+
+import numpy as np
+
+from . import _cuda
+
+THREADS = 256        # kernels/adjacency.cu: TPB
+PANEL = 32           # kernels/adjacency.cu: PANEL, columns per Cholesky panel
+MIN_BLOCKS = 4       # resident blocks per SM the kernel is compiled for
+MAX_ACTIVE = 500     # LassoLarsIC's max_iter bounds the active set
+
+_BUFFERS = {}
+
+
+@functools.lru_cache(maxsize=None)
+def _kernels(ctx_handle):
+    """The compiled kernels for one context, prepared for launches."""
+    import pycuda.driver as drv
+    from pycuda.compiler import compile as nvcc_compile
+
+    src = resources.files("paralingam.kernels").joinpath("adjacency.cu").read_text()
+    major, minor = drv.Context.get_device().compute_capability()
+    cubin = nvcc_compile(src, options=[f"-DLARS_MIN_BLOCKS={MIN_BLOCKS}", "-std=c++17", "-O3"],
+                         arch=f"sm_{major}{minor}", no_extern_c=True)
+    mod = drv.module_from_buffer(cubin)
+    fns = {"module": mod}
+    for name, sig in (("lars_paths", "PiPiPPddiPPPPP"), ("chol_panel", "PiiPdP"),
+                      ("chol_trailing", "PiiP"), ("ols_rows", "PiPPPPP")):
+        fns[name] = mod.get_function(name)
+        fns[name].prepare(sig)
+    return fns
+
+
+def _blocks_for(p):
+    import pycuda.driver as drv
+
+    sms = drv.Context.get_device().get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
+    return max(1, min(p - 1, sms * MIN_BLOCKS))
+
+
+def ols_on_predecessors(gram, tol):
+    """Least squares of every variable on all earlier ones, on the GPU.
+
+    Parameters
+    ----------
+    gram : ndarray, shape (p, p)
+        Gram or covariance matrix in causal order.
+    tol : float
+        A Cholesky pivot that keeps no more than ``tol`` of its diagonal entry
+        stops the factorisation (``paralingam.adjacency.SINGULAR_TOL``).
+
+    Returns
+    -------
+    coef : ndarray, shape (p, p)
+        Row ``k``: the coefficients of variable ``k`` on ``0..k-1``.
+    rss : ndarray, shape (p,)
+        Residual sums of squares, in ``gram``'s scale.
+    solved : ndarray of bool, shape (p,)
+        Variables before the first failed pivot (the others are left to the
+        caller, as with the host's ``_ols_on_predecessors``).
+    """
+    import pycuda.driver as drv
+
+    ctx = _cuda._context()
+    fns = _kernels(ctx.handle)
+    p = gram.shape[0]
+    blocks = _blocks_for(p)
+    free, _ = drv.mem_get_info()
+    # the factor and the coefficients (8 p^2 each), one work row per block
+    need = 16 * p * p + 8 * blocks * p + 16 * p + (64 << 20)
+    if need > free:
+        raise _cuda.GPUMemoryError(
+            f"least squares of p={p} variables need {need / 2**20:.0f} MiB of GPU memory; "
+            f"{max(free, 0) / 2**20:.0f} MiB are free")
+    return _guarded(_ols_launch, fns, gram, tol, blocks)
+
+
+def _ols_launch(fns, gram, tol, blocks):
+    """Upload, factor panel by panel, solve every row, download."""
+    import pycuda.driver as drv
+
+    p = gram.shape[0]
+    gram = np.ascontiguousarray(gram, dtype=np.float64)
+    d_A = drv.to_device(gram)
+    d_diag = drv.to_device(np.ascontiguousarray(np.diag(gram)))
+    d_info = drv.to_device(np.full(1, -1, dtype=np.int32))
+    for j0 in range(0, p, PANEL):
+        fns["chol_panel"].prepared_call((1, 1, 1), (THREADS, 1, 1), d_A, np.int32(p),
+                                        np.int32(j0), d_diag, np.float64(tol), d_info)
+        if j0 + PANEL < p:
+            tiles = -(-(p - j0 - PANEL) // PANEL)
+            fns["chol_trailing"].prepared_call((tiles, tiles, 1), (THREADS, 1, 1), d_A,
+                                               np.int32(p), np.int32(j0), d_info)
+    d_coef = drv.mem_alloc(8 * p * p)
+    drv.memset_d8(d_coef, 0, 8 * p * p)
+    d_rss = drv.to_device(np.zeros(p))
+    d_ws = drv.mem_alloc(8 * blocks * p)
+    d_next = drv.to_device(np.zeros(1, dtype=np.uint32))
+    fns["ols_rows"].prepared_call((blocks, 1, 1), (THREADS, 1, 1), d_A, np.int32(p), d_info,
+                                  d_coef, d_rss, d_ws, d_next)
+    coef = np.empty((p, p))
+    rss = np.empty(p)
+    info = np.empty(1, dtype=np.int32)
+    drv.memcpy_dtoh(coef, d_coef)  # synchronises with the launches
+    drv.memcpy_dtoh(rss, d_rss)
+    drv.memcpy_dtoh(info, d_info)
+    limit = int(info[0]) if info[0] >= 0 else p
+    return coef, rss, np.arange(p) < limit
+
+
+def _guarded(launch, *args):
+    """Run ``launch(*args)``; on a CUDA error, record a sticky fault and re-raise."""
+    import pycuda.driver as drv
+
+    try:
+        return launch(*args)
+    except drv.Error as exc:
+        try:
+            drv.Context.synchronize()  # non-sticky errors leave the context usable
+        except drv.Error:
+            _cuda._note_fault(exc)  # sticky: the CUDA backend is unusable from now on
+        raise
+
+
+def _buffer_bytes(p, blocks, m):
+    return 8 * blocks * (m * m + 8 * p) + 4 * blocks * p
+
+
+def _buffers(p, blocks, m):
+    """Work buffers of one launch shape (kept between calls)."""
+    import pycuda.driver as drv
+
+    key = (p, blocks, m)
+    if key not in _BUFFERS:
+        clear_cache()  # one shape at a time: a new shape frees the old buffers
+        work = drv.mem_alloc(max(8 * blocks * (m * m + 8 * p), 8))
+        iwork = drv.mem_alloc(max(4 * blocks * p, 4))
+        _BUFFERS[key] = (work, iwork)
+    return _BUFFERS[key]
+
+
+def clear_cache(after_fault=False):
+    """Free the kept work buffers (after a fault their memory went with the context)."""
+    for bufs in _BUFFERS.values():
+        for buf in bufs:
+            if not after_fault:
+                buf.free()
+    _BUFFERS.clear()
+
+
+def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma):
+    """Predictors kept by the adaptive lasso of each target, on the GPU.
+
+    Parameters
+    ----------
+    gram : ndarray, shape (p, p)
+        Gram matrix of the standardised data in causal order.
+    targets : ndarray of int
+        Positions ``k``; target ``k`` regresses on positions ``0..k-1``.
+    ols_coef, ols_rss : ndarray, shape (p, p) and (p,)
+        Least-squares coefficients (row ``k``) and residual sums of squares of
+        each target on all earlier positions, in ``gram``'s scale.
+    n_samples : int
+    gamma : float
+        Exponent of the adaptive weights.
+
+    Returns
+    -------
+    kept : ndarray of uint8, shape (p, p)
+        Row ``k``: the predictors kept for target ``k``.
+    ok : ndarray of bool
+        Per target: the path ran to its end here (False: a branch the port
+        leaves to scikit-learn; recompute that target on the CPU).
+    """
+    import pycuda.driver as drv
+
+    ctx = _cuda._context()
+    fn = _kernels(ctx.handle)["lars_paths"]
+    p = gram.shape[0]
+    targets = np.asarray(targets, dtype=np.int32)
+    ok = np.zeros(len(targets), dtype=bool)
+    kept = np.zeros((p, p), dtype=np.uint8)
+    if len(targets) == 0:
+        return kept, ok
+    m = max(1, min(int(targets.max()), MAX_ACTIVE))
+    blocks = min(len(targets), _blocks_for(p))
+    free, _ = drv.mem_get_info()
+    # buffers kept from an earlier call are reused or freed: count them as free,
+    # so the block count does not depend on what the last call left behind
+    free += sum(_buffer_bytes(*key) for key in _BUFFERS)
+    per_block = _buffer_bytes(p, 1, m)
+    # the per-call arrays: gram and ols_coef (8 p^2 each), kept (p^2), vectors
+    budget = free - 17 * p * p - 32 * p - (64 << 20)
+    if budget < per_block:
+        raise _cuda.GPUMemoryError(
+            f"the adaptive lasso of p={p} variables needs {per_block / 2**20:.0f} MiB of GPU "
+            f"memory per block; {max(free, 0) / 2**20:.0f} MiB are free")
+    blocks = min(blocks, budget // per_block)
+    work, iwork = _buffers(p, blocks, m)
+
+    return _guarded(_launch, fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m,
+                    blocks, work, iwork, kept, ok)
+
+
+def _launch(fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m, blocks, work, iwork,
+            kept, ok):
+    """Upload, run ``lars_paths`` over all targets, download ``kept`` and ``ok``."""
+    import pycuda.driver as drv
+
+    p = gram.shape[0]
+    # largest targets first: they take longest
+    order = np.argsort(-targets, kind="stable")
+    sorted_targets = np.ascontiguousarray(targets[order])
+    d_gram = drv.to_device(np.ascontiguousarray(gram, dtype=np.float64))
+    d_targets = drv.to_device(sorted_targets)
+    d_coef = drv.to_device(np.ascontiguousarray(ols_coef, dtype=np.float64))
+    d_rss = drv.to_device(np.ascontiguousarray(ols_rss, dtype=np.float64))
+    d_next = drv.to_device(np.zeros(1, dtype=np.uint32))
+    d_kept = drv.to_device(kept)
+    d_status = drv.to_device(np.full(len(targets), 1, dtype=np.int32))
+    fn.prepared_call((int(blocks), 1, 1), (THREADS, 1, 1),
+                     d_gram, np.int32(p), d_targets, np.int32(len(targets)), d_coef, d_rss,
+                     np.float64(n_samples), np.float64(gamma), np.int32(m), work, iwork,
+                     d_next, d_kept, d_status)
+    status = np.empty(len(targets), dtype=np.int32)
+    drv.memcpy_dtoh(status, d_status)  # synchronises with the launch
+    drv.memcpy_dtoh(kept, d_kept)
+    ok[order] = status == 0
+    return kept, ok

@@ -1,0 +1,192 @@
+"""The adjacency step on the GPU (least squares, the adaptive lasso's paths)
+against the host's computations and lingam.
+
+Skipped without a usable GPU (the ``gpu`` marker, see conftest.py).
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from lingam_cases import lingam_adjacency, random_prior_knowledge, tutorial_data
+
+from paralingam import reference
+from paralingam.adjacency import adaptive_lasso_adjacency, ols_adjacency
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def gpu_at_every_size(monkeypatch):
+    """Send every size to the GPU (by default small problems stay on the CPU)."""
+    from paralingam import adjacency
+
+    monkeypatch.setattr(adjacency, "CUDA_LASSO_MIN_FEATURES", 0)
+
+
+def mixed_data(p, n, seed):
+    """Strongly correlated columns: their lasso paths drop predictors."""
+    rng = np.random.default_rng(seed)
+    M = rng.standard_normal((p, p)) * (rng.random((p, p)) < 0.3) + np.eye(p)
+    return rng.laplace(size=(n, p)) @ M
+
+
+def both(X, order, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the GPU path must not fall back silently
+        gpu = adaptive_lasso_adjacency(X, order, backend="cuda", **kwargs)
+    cpu = adaptive_lasso_adjacency(X, order, backend="cpu", **kwargs)
+    return gpu, cpu
+
+
+@pytest.mark.parametrize("p, n, density, seed", [
+    (10, 100, "dense", 210), (25, 300, "sparse", 211), (45, 200, "dense", 212),
+    (60, 400, "sparse", 213), (150, 1000, "sparse", 214), (120, 600, "dense", 215),
+])
+def test_gpu_paths_equal_cpu_engine(lingam_data, p, n, density, seed):
+    X = lingam_data(p, n, density, seed)[0]
+    order = reference.causal_order(X)[0] if p <= 60 else list(range(p))
+    gpu, cpu = both(X, order)
+    np.testing.assert_allclose(gpu, cpu, rtol=0, atol=1e-10)
+    assert np.count_nonzero(gpu)
+    shuffled = list(np.random.default_rng(seed).permutation(p))
+    gpu, cpu = both(X, shuffled, gamma=2.0)
+    np.testing.assert_allclose(gpu, cpu, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("p, n, seed", [(30, 200, 3), (80, 300, 5)])
+def test_gpu_paths_with_drops_equal_cpu_engine(p, n, seed):
+    X = mixed_data(p, n, seed)
+    gpu, cpu = both(X, list(range(p)))
+    np.testing.assert_allclose(gpu, cpu, rtol=0, atol=1e-10)
+
+
+def test_gpu_paths_past_max_iter_equal_cpu_engine():
+    p, n = 560, 1500
+    X = mixed_data(p, n, 4)[:, np.random.default_rng(4).permutation(p)]
+    gpu, cpu = both(X, list(range(p)))
+    np.testing.assert_allclose(gpu, cpu, rtol=0, atol=1e-10)
+
+
+def test_gpu_paths_equal_lingam_on_the_tutorial_resamples():
+    X = tutorial_data()
+    rng = np.random.RandomState(2)
+    for rows in [np.arange(len(X))] + [rng.randint(0, len(X), len(X)) for _ in range(5)]:
+        Xr = X[rows]
+        order = reference.causal_order(Xr)[0]
+        gpu = adaptive_lasso_adjacency(Xr, order, backend="cuda")
+        np.testing.assert_allclose(gpu, lingam_adjacency(Xr, order), rtol=0, atol=1e-8)
+
+
+def test_gpu_with_prior_knowledge_and_degenerate_targets(lingam_data):
+    # Restricted targets run on the CPU; a near copy sends targets through the
+    # fallbacks. The matrix must still equal the CPU engine's.
+    X = np.array(lingam_data(12, 300, "sparse", 216)[0])
+    pk = random_prior_knowledge(12, 216)
+    order = reference.causal_order(X)[0]
+    gpu, cpu = both(X, order, prior_knowledge=pk)
+    np.testing.assert_allclose(gpu, cpu, rtol=0, atol=1e-10)
+    X[:, 3] = X[:, 0] + 1e-9 * np.random.default_rng(0).standard_normal(300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gpu = adaptive_lasso_adjacency(X, list(range(12)), backend="cuda")
+        cpu = adaptive_lasso_adjacency(X, list(range(12)), backend="cpu")
+    np.testing.assert_allclose(gpu, cpu, rtol=0, atol=1e-10)
+    assert np.isfinite(gpu).all()
+
+
+def test_estimator_on_cuda_equals_lingam(lingam_data):
+    import paralingam
+
+    X = lingam_data(20, 500, "sparse", 217)[0]
+    model = paralingam.DirectLiNGAM(backend="cuda").fit(X)
+    np.testing.assert_allclose(model.adjacency_matrix_,
+                               lingam_adjacency(X, model.causal_order_), rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("p, n, seed", [(5, 50, 1), (70, 400, 2), (333, 2000, 3)])
+def test_gpu_least_squares_factor_equals_host(p, n, seed):
+    from paralingam import _cuda_adjacency
+    from paralingam.adjacency import SINGULAR_TOL, _ols_on_predecessors
+
+    X = mixed_data(p, n, seed)
+    G = X.T @ X
+    coef, rss, solved = _cuda_adjacency.ols_on_predecessors(G, SINGULAR_TOL)
+    want_coef, want_rss, want_solved = _ols_on_predecessors(G)
+    assert solved.all() and want_solved.all()
+    np.testing.assert_allclose(coef, want_coef, rtol=0, atol=1e-9 * np.abs(want_coef).max())
+    np.testing.assert_allclose(rss, want_rss, rtol=1e-9)
+
+
+def test_gpu_least_squares_factor_stops_at_a_singular_pivot():
+    from paralingam import _cuda_adjacency
+    from paralingam.adjacency import SINGULAR_TOL, _ols_on_predecessors
+
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((500, 90))
+    X[:, 40] = X[:, 3] - 2.0 * X[:, 33]  # exact: pivot 40 fails (second panel)
+    G = X.T @ X
+    coef, rss, solved = _cuda_adjacency.ols_on_predecessors(G, SINGULAR_TOL)
+    np.testing.assert_array_equal(solved, np.arange(90) < 40)
+    want_coef, want_rss, _ = _ols_on_predecessors(G)
+    np.testing.assert_allclose(coef[:40], want_coef[:40], rtol=0, atol=1e-10)
+    np.testing.assert_allclose(rss[:40], want_rss[:40], rtol=1e-9)
+
+
+@pytest.mark.parametrize("p, n, density, seed", [(12, 300, "sparse", 220), (100, 800, "dense", 221)])
+def test_gpu_ols_adjacency_equals_host(lingam_data, p, n, density, seed):
+    X = lingam_data(p, n, density, seed)[0]
+    order = list(np.random.default_rng(seed).permutation(p))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        gpu = ols_adjacency(X, order, backend="cuda")
+    np.testing.assert_allclose(gpu, ols_adjacency(X, order), rtol=0, atol=1e-10)
+    pk = random_prior_knowledge(p, seed)
+    np.testing.assert_allclose(ols_adjacency(X, order, backend="cuda", prior_knowledge=pk),
+                               ols_adjacency(X, order, prior_knowledge=pk), rtol=0, atol=1e-10)
+    # rank-deficient: the GPU's factor stops, the host's minimum-norm rows stand
+    Xd = np.array(X)
+    Xd[:, order[5]] = Xd[:, order[1]] + Xd[:, order[2]]
+    np.testing.assert_allclose(ols_adjacency(Xd, order, backend="cuda"),
+                               ols_adjacency(Xd, order), rtol=0, atol=1e-10)
+
+
+def test_fit_on_cuda_gives_least_squares_from_the_gpu(lingam_data, monkeypatch):
+    import paralingam
+    from paralingam import _cuda_adjacency
+
+    calls = []
+    factor = _cuda_adjacency.ols_on_predecessors
+
+    def spy(gram, tol):
+        out = factor(gram, tol)
+        calls.append(bool(out[2].all()))
+        return out
+
+    monkeypatch.setattr(_cuda_adjacency, "ols_on_predecessors", spy)
+    X = lingam_data(40, 1000, "sparse", 222)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        result = paralingam.fit(X, backend="cuda")
+    assert calls == [True]  # one factorisation, on the GPU, every row solved there
+    np.testing.assert_allclose(result.adjacency_matrix, ols_adjacency(X, result.causal_order),
+                               rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("bad", [0, 31, 32, 63])
+def test_gpu_least_squares_factor_panel_edges(bad):
+    # a failed pivot at the first column, the last column of a panel and the
+    # first of the next: rows before it are solved, the rest left to the host
+    from paralingam import _cuda_adjacency
+    from paralingam.adjacency import SINGULAR_TOL, _ols_on_predecessors
+
+    rng = np.random.default_rng(bad)
+    X = rng.laplace(size=(400, 70))
+    X[:, bad] = 0.0 if bad == 0 else X[:, :bad] @ rng.standard_normal(bad)
+    G = X.T @ X
+    coef, rss, solved = _cuda_adjacency.ols_on_predecessors(G, SINGULAR_TOL)
+    np.testing.assert_array_equal(solved, np.arange(70) < bad)
+    want_coef, want_rss, _ = _ols_on_predecessors(G)
+    np.testing.assert_allclose(coef[:bad], want_coef[:bad], rtol=0,
+                               atol=1e-9 * max(1.0, np.abs(want_coef[:bad]).max(initial=0)))
+    np.testing.assert_allclose(rss[:bad], want_rss[:bad], rtol=1e-9)
