@@ -503,13 +503,15 @@ extern "C" __global__ void __launch_bounds__(TPB) chol_panel(double *A, int p, i
         }
     }
     __syncthreads();
-    if (fail >= 0) {
-        if (threadIdx.x == 0) *info = fail;
-        return;
-    }
+    // written back even after a failed pivot: the rows above it are final,
+    // and ols_rows solves them from this block
     for (int e = threadIdx.x; e < PANEL * PANEL; e += TPB) {
         const int r = e / PANEL, c = e % PANEL;
         if (r < rows && c <= r) A[(size_t)(j0 + r) * p + j0 + c] = d[r][c];
+    }
+    if (fail >= 0) {
+        if (threadIdx.x == 0) *info = fail;
+        return;
     }
     // rows below: L[i, j0:j1] = A[i, j0:j1] L_dd^-T
     for (int i = j1 + threadIdx.x; i < p; i += TPB) {
