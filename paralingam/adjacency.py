@@ -35,10 +35,11 @@ ADJACENCY_BACKENDS = (None, "cpu", "cuda")
 # collinear_tol (paralingam.policy).
 SINGULAR_TOL = 1e-10
 
-# The GPU runs the adaptive lasso's paths from this many variables on: one
-# block per target wins once paths are long (H100, benchmarks/bench_adjacency_h100.log:
-# p=500 0.24 s against 0.47 s on 16 host cores), while at p=100 a resample's
-# paths take ~12 ms on the GPU against ~5 ms on the host (bench_bootstrap).
+# The GPU runs the adaptive lasso (weights factor and paths) from this many
+# variables on: one block per target wins once paths are long (H100,
+# benchmarks/bench_adjacency_h100.log: p=500 0.10 s against 0.43 s on 16 host
+# cores), while at p=100 a resample's paths took ~12 ms on the GPU against
+# ~5 ms on the host (bench_bootstrap).
 CUDA_LASSO_MIN_FEATURES = 256
 
 # sklearn's LassoLarsIC defaults, which lingam uses unchanged.
