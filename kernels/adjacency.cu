@@ -240,7 +240,9 @@ __device__ int lars_target(const double *__restrict__ gram, int p, int k, const 
 
     const double yy = gram[(size_t)k * p + k];
     for (int j = tid; j < k; j += TPB) {
-        w[j] = pow(fabs(ols_b[j]), gamma);
+        // gamma = 1 (lingam's default) skips pow: the weights are then the
+        // host's bit for bit (libdevice and libm pow may differ by an ulp)
+        w[j] = gamma == 1.0 ? fabs(ols_b[j]) : pow(fabs(ols_b[j]), gamma);
         gw[j] = gram[(size_t)j * p + k] * w[j];
         cov[j] = gw[j];
         coef[j] = 0.0;

@@ -496,7 +496,7 @@ cdef int one_target(const double* gram, const double* scatter, Py_ssize_t p,
             S = NULL
     if status == OK:
         for i in range(k):
-            w[i] = pow(fabs(b[i]), gamma)
+            w[i] = fabs(b[i]) if gamma == 1.0 else pow(fabs(b[i]), gamma)  # as the GPU
         if rss < DBL_EPSILON * yy:
             rss = DBL_EPSILON * yy  # an exact fit: keep the criterion finite
         noise_var = rss / (n - k - 1)
