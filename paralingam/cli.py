@@ -58,6 +58,23 @@ def read_table(path, *, delimiter=None):
     return X, names
 
 
+def read_prior_knowledge(path, names, *, delimiter=None):
+    """Read a prior-knowledge matrix; a header must repeat the data's column names.
+
+    Shape and values are checked by :func:`paralingam.fit`.
+    """
+    pk, pk_names = read_table(path, delimiter=delimiter)
+    if pk_names is not None and names is not None and pk_names != names:
+        k = next((k for k, (a, b) in enumerate(zip(pk_names, names)) if a != b),
+                 min(len(pk_names), len(names)))
+        got = repr(pk_names[k]) if k < len(pk_names) else "nothing"
+        want = repr(names[k]) if k < len(names) else "nothing"
+        raise ValueError(f"{path}: header column {k} is {got}, but the data's column {k} "
+                         f"is {want}: the prior knowledge must list the data's columns in "
+                         "the same order")
+    return pk
+
+
 def _numeric_row(row):
     try:
         [float(v) for v in row]
@@ -78,6 +95,17 @@ def main(argv=None):
     p_fit.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
     p_fit.add_argument("--no-threshold", action="store_true",
                        help="compare every pair (same order, slower)")
+    p_fit.add_argument("--prior-knowledge", metavar="PK_FILE",
+                       help="a (n_features x n_features) table or .npy array of prior "
+                            "knowledge as lingam's: entry [i, j] is 1 when column j has a "
+                            "directed path to column i, 0 when it has none, -1 or nan when "
+                            "unknown; a header, if any, must name the data's columns in order")
+    p_fit.add_argument("--soft-prior", action="store_true",
+                       help="apply the prior knowledge softly (lingam's "
+                            "apply_prior_knowledge_softly)")
+    p_fit.add_argument("--on-collinear", default="warn", choices=("warn", "ignore", "error"),
+                       help="exact linear dependencies: warn (default), ignore, or stop "
+                            "with an error naming the variables")
     p_fit.add_argument("--delimiter", help="field separator of a text table (default: sniffed)")
     p_fit.add_argument("-v", "--verbose", action="store_true", help="log backend choice")
     args = parser.parse_args(argv)
@@ -88,8 +116,13 @@ def main(argv=None):
 
     try:
         X, names = read_table(args.file, delimiter=args.delimiter)
+        prior = None
+        if args.prior_knowledge:
+            prior = read_prior_knowledge(args.prior_knowledge, names, delimiter=args.delimiter)
         result = paralingam.fit(X, backend=args.backend, threshold=not args.no_threshold,
-                                feature_names=names)
+                                feature_names=names, prior_knowledge=prior,
+                                apply_prior_knowledge_softly=args.soft_prior,
+                                on_collinear=args.on_collinear)
     except (OSError, ValueError, RuntimeError) as exc:
         print(f"paralingam: error: {exc}", file=sys.stderr)
         return 2

@@ -51,3 +51,54 @@ def test_bad_files_exit_2_with_a_message(tmp_path, capsys, content, message):
 def test_missing_file_exits_2(tmp_path, capsys):
     assert cli.main(["fit", str(tmp_path / "nope.csv")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("soft", [False, True])
+def test_prior_knowledge_file_matches_the_reference(lingam_data, tmp_path, soft):
+    from lingam_cases import random_prior_knowledge
+
+    X = lingam_data(7, 500, "sparse", 903)[0]
+    pk = random_prior_knowledge(7, 903, frac_no_path=0.2)
+    # and the unconstrained order's sink known to be exogenous (no path into it)
+    sink = reference.causal_order(X)[0][-1]
+    pk[sink, :] = 0
+    pk[sink, sink] = -1
+    names = [f"v{k}" for k in range(7)]
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",", header=",".join(names), comments="")
+    np.savetxt(tmp_path / "pk.csv", pk, delimiter=",", header=",".join(names), comments="",
+               fmt="%d")
+    args = ["fit", str(tmp_path / "x.csv"), "--backend", "cpu",
+            "--prior-knowledge", str(tmp_path / "pk.csv")] + (["--soft-prior"] if soft else [])
+    assert cli.main(args) == 0
+    out = json.loads((tmp_path / "x.paralingam.json").read_text())
+    X_read = np.loadtxt(tmp_path / "x.csv", delimiter=",", skiprows=1)
+    want, _ = reference.causal_order(X_read, prior_knowledge=pk, apply_prior_knowledge_softly=soft)
+    assert out["causal_order"] == want
+    # the prior knowledge changes the answer on this case (else the test proves nothing)
+    assert want != reference.causal_order(X_read)[0]
+
+
+@pytest.mark.parametrize("pk_text, message", [
+    ("a,b,x\n-1,-1,-1\n-1,-1,-1\n-1,-1,-1\n", "header column 2 is 'x', but the data's column 2 is 'c'"),
+    ("-1,-1\n-1,-1\n", "prior_knowledge must be of shape (3, 3)"),
+    ("-1,2,-1\n-1,-1,-1\n-1,-1,-1\n", "invalid at [0, 1] = 2.0"),
+])
+def test_bad_prior_knowledge_file_exits_2(lingam_data, tmp_path, capsys, pk_text, message):
+    X = lingam_data(3, 200, "sparse", 904)[0]
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",", header="a,b,c", comments="")
+    (tmp_path / "pk.csv").write_text(pk_text)
+    assert cli.main(["fit", str(tmp_path / "x.csv"), "--backend", "cpu",
+                     "--prior-knowledge", str(tmp_path / "pk.csv")]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_on_collinear_error_exits_2_naming_the_columns(lingam_data, tmp_path, capsys):
+    X = np.array(lingam_data(4, 300, "sparse", 905)[0])
+    X[:, 3] = X[:, 0] + X[:, 1]
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",", header="a,b,c,d", comments="")
+    args = ["fit", str(tmp_path / "x.csv"), "--backend", "cpu"]
+    assert cli.main(args + ["--on-collinear", "ignore"]) == 0
+    capsys.readouterr()
+    assert cli.main(args + ["--on-collinear", "error"]) == 2
+    err = capsys.readouterr().err
+    assert "paralingam: error:" in err and "'d'" in err
