@@ -71,8 +71,10 @@ def ols_on_predecessors(gram, tol):
     rss : ndarray, shape (p,)
         Residual sums of squares, in ``gram``'s scale.
     solved : ndarray of bool, shape (p,)
-        Variables before the first failed pivot (the others are left to the
-        caller, as with the host's ``_ols_on_predecessors``).
+        Variables before the first failed pivot, with finite results (the
+        others are left to the caller). The host's ``_ols_on_predecessors``
+        also solves the variable at the failed pivot when LAPACK completed
+        its row; here it goes to the caller too, with the same result.
     """
     import pycuda.driver as drv
 
@@ -120,7 +122,9 @@ def _ols_launch(fns, gram, tol, blocks):
     drv.memcpy_dtoh(rss, d_rss)
     drv.memcpy_dtoh(info, d_info)
     limit = int(info[0]) if info[0] >= 0 else p
-    return coef, rss, np.arange(p) < limit
+    # as the host: a row that overflowed (extreme column scales) is not solved
+    solved = (np.arange(p) < limit) & np.isfinite(coef).all(axis=1) & np.isfinite(rss)
+    return coef, rss, solved
 
 
 def _guarded(launch, *args):

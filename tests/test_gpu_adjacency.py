@@ -104,7 +104,8 @@ def test_estimator_on_cuda_equals_lingam(lingam_data):
                                lingam_adjacency(X, model.causal_order_), rtol=0, atol=1e-8)
 
 
-@pytest.mark.parametrize("p, n, seed", [(5, 50, 1), (70, 400, 2), (333, 2000, 3)])
+@pytest.mark.parametrize("p, n, seed", [(2, 30, 4), (3, 30, 5), (5, 50, 1), (70, 400, 2),
+                                        (333, 2000, 3)])
 def test_gpu_least_squares_factor_equals_host(p, n, seed):
     from paralingam import _cuda_adjacency
     from paralingam.adjacency import SINGULAR_TOL, _ols_on_predecessors
@@ -173,20 +174,30 @@ def test_fit_on_cuda_gives_least_squares_from_the_gpu(lingam_data, monkeypatch):
                                rtol=0, atol=1e-9)
 
 
-@pytest.mark.parametrize("bad", [0, 31, 32, 63])
-def test_gpu_least_squares_factor_panel_edges(bad):
+@pytest.mark.parametrize("p, bad", [(70, 0), (70, 31), (70, 32), (70, 63), (20, 7), (20, 19)])
+def test_gpu_least_squares_factor_panel_edges(p, bad):
     # a failed pivot at the first column, the last column of a panel and the
-    # first of the next: rows before it are solved, the rest left to the host
+    # first of the next, and inside a single short panel: rows before it are
+    # solved, the rest left to the host
     from paralingam import _cuda_adjacency
     from paralingam.adjacency import SINGULAR_TOL, _ols_on_predecessors
 
     rng = np.random.default_rng(bad)
-    X = rng.laplace(size=(400, 70))
+    X = rng.laplace(size=(400, p))
     X[:, bad] = 0.0 if bad == 0 else X[:, :bad] @ rng.standard_normal(bad)
     G = X.T @ X
     coef, rss, solved = _cuda_adjacency.ols_on_predecessors(G, SINGULAR_TOL)
-    np.testing.assert_array_equal(solved, np.arange(70) < bad)
+    np.testing.assert_array_equal(solved, np.arange(p) < bad)
     want_coef, want_rss, _ = _ols_on_predecessors(G)
     np.testing.assert_allclose(coef[:bad], want_coef[:bad], rtol=0,
                                atol=1e-9 * max(1.0, np.abs(want_coef[:bad]).max(initial=0)))
     np.testing.assert_allclose(rss[:bad], want_rss[:bad], rtol=1e-9)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_gpu_ols_adjacency_of_one_or_two_variables(p):
+    X = np.random.default_rng(p).laplace(size=(50, p)) @ np.triu(np.ones((p, p)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        gpu = ols_adjacency(X, list(range(p))[::-1], backend="cuda")
+    np.testing.assert_allclose(gpu, ols_adjacency(X, list(range(p))[::-1]), rtol=0, atol=1e-12)
