@@ -17,7 +17,14 @@ kexpr="${2:-}"
 out="${OUT:-/tmp/paralingam-out}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu --format=csv | tee "$out/gpu.txt"
-git log -1 --format='commit %H %s' 2>/dev/null | tee -a "$out/gpu.txt"
+# the device's copy of .git can lag the working tree: pass PARALINGAM_COMMIT
+# (e.g. "$(git rev-parse --short HEAD)" taken on the host) to record the truth
+if [ -n "${PARALINGAM_COMMIT:-}" ]; then
+    echo "commit $PARALINGAM_COMMIT" | tee -a "$out/gpu.txt"
+else
+    git log -1 --format='commit %H %s (from the device copy of .git: may be stale)' 2>/dev/null \
+        | tee -a "$out/gpu.txt"
+fi
 python3 -m pip install -q --no-build-isolation --no-deps -e . > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 status=0
 if [ "$mode" != "bench" ]; then
