@@ -11,11 +11,13 @@ The search state lives on the device (``kernels/search_state.h``). Per
 iteration the scheduler launches ``prep`` and ``entropy``, then threshold
 rounds: ``worker`` and ``select_root``, after which it waits for the status
 that ``select_root`` publishes in mapped pinned memory (a spin on one word,
-no driver call). While the status says "running" it launches the next round
-(``select_root`` has already raised gamma by c on the device); once the root
-is decided it launches the re-decision kernels if the float root was not
-certified, and the update kernels, without waiting: the next iteration's
-kernels queue behind them.
+no driver call). Behind each ``select_root`` it queues the update kernels
+speculatively: they run only if the root was decided, so the GPU updates the
+data while the host is still polling. While the status says "running" it
+launches the next round (``select_root`` has already raised gamma by c on the
+device); if the float root was not certified it launches the re-decision
+kernels and the updates again (the speculative ones did nothing); then the
+next iteration's kernels, without waiting: they queue behind the updates.
 
 NVTX ranges (``iteration k``, ``round k``) are compiled in when the NVTX3
 headers were found at build time; they cost nothing unless a profiler such
@@ -314,6 +316,18 @@ cdef int launch(Module m, int k, unsigned int gx, unsigned int gy, unsigned int 
                  KERNEL_NAMES[k])
 
 
+cdef int launch_updates(Module m, int r, void **params) except -1 nogil:
+    """UpdateData, re-standardisation and UpdateCovMat over ``r`` positions.
+
+    Each kernel does nothing unless the device state is PL_DECIDED, and
+    skips positions at or past the device's own r.
+    """
+    launch(m, K_UPDATE_DATA, r, 1, 256, 1, params)
+    launch(m, K_RESTANDARDISE, r, 1, 256, 1, params)
+    launch(m, K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16, 16, params)
+    return 0
+
+
 cdef int fail_in_flight(CUresult rc) except -1 with gil:
     names = (<bytes>inflight[:inflight_len]).decode()
     raise CudaError(f"CUDA error in one of the kernels [{names}]: {error_text(rc)}", rc)
@@ -483,7 +497,8 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef int[::1] alive_v = alive_host
     cdef signed char[::1] pk_v = pk_host
     # profiling: one event per phase boundary, elapsed summed per phase
-    cdef int n_events = 0, max_events = 5 * (p + 2) if profile else 0
+    # (two events per round, three more per iteration, a few rounds at most)
+    cdef int n_events = 0, max_events = 12 * (p + 2) if profile else 0
     events = np.zeros(max(max_events, 1), dtype=np.uintp)
     phase_of = np.zeros(max(max_events, 1), dtype=np.int8)
     cdef cnp.uintp_t[::1] ev = events
@@ -553,6 +568,16 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     PL_RANGE_PUSH(label)
                     launch(m, k_worker, grid, 1, wthreads, 1, params)
                     launch(m, K_SELECT, 1, 1, 1024, 1, params)
+                    if profile and n_events < max_events:
+                        ph[n_events] = 3
+                        check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
+                        n_events += 1
+                    # Speculative: the update kernels run only if select_root
+                    # decided the root (they check the state on the device), so
+                    # the GPU updates the data while the host is still polling
+                    # the status. r_host (the last status's r) bounds this
+                    # iteration's r, and the kernels skip positions past it.
+                    launch_updates(m, r_host, params)
                     seq += 1
                     rounds += 1
                     wait_status(st, seq)
@@ -560,27 +585,32 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     state = st.state
                     if state != PL_RUNNING:
                         break
+                    if profile and n_events < max_events:
+                        ph[n_events] = 1
+                        check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
+                        n_events += 1
                 r_host = st.r
                 nw = st.nw
                 if state == PL_FINISHED or state == PL_DEGENERATE or state == PL_FAILED:
                     PL_RANGE_POP()
                     break
-                if profile and n_events < max_events:
-                    ph[n_events] = 2
-                    check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
-                    n_events += 1
                 if state == PL_REDO:
+                    # the speculative updates did nothing (the root was not
+                    # decided): re-decide in double, then update for real
+                    if profile and n_events < max_events:
+                        ph[n_events] = 2
+                        check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
+                        n_events += 1
                     n_cand = st.n_cand
                     launch(m, K_ENTROPY64, nw, 1, 256, 1, params)
                     launch(m, K_PAIRS64, nw, n_cand, 256, 1, params)
                     launch(m, K_SELECT64, 1, 1, 1024, 1, params)
-                if profile and n_events < max_events:
-                    ph[n_events] = 3
-                    check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
-                    n_events += 1
-                launch(m, K_UPDATE_DATA, r_host, 1, 256, 1, params)
-                launch(m, K_RESTANDARDISE, r_host, 1, 256, 1, params)
-                launch(m, K_UPDATE_COV, (r_host + 15) // 16, (r_host + 15) // 16, 16, 16, params)
+                    if profile and n_events < max_events:
+                        ph[n_events] = 3
+                        check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
+                        n_events += 1
+                    launch_updates(m, r_host, params)
+                # (PL_DECIDED: the speculative updates are already queued)
                 PL_RANGE_POP()
                 it += 1
                 if it > p + 1:
@@ -594,12 +624,14 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
             if rc_end != 0:
                 fail_in_flight(rc_end)
         gpu_time = {name: 0.0 for name in PHASES}
-        gpu_rounds = []  # rounds phase of each iteration
+        gpu_rounds = []  # rounds phase of each iteration (each starts with prepare)
         for k in range(n_events - 1):
             check(drv.event_elapsed(&ms, <CUevent>ev[k], <CUevent>ev[k + 1]), b"cuEventElapsedTime")
             gpu_time[PHASES[ph[k]]] += ms * 1e-3
-            if ph[k] == 1:
-                gpu_rounds.append(ms * 1e-3)
+            if ph[k] == 0:
+                gpu_rounds.append(0.0)
+            elif ph[k] == 1 and gpu_rounds:
+                gpu_rounds[-1] += ms * 1e-3
     finally:
         if profile:
             for k in range(max_events):
