@@ -631,7 +631,8 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
             if ph[k] == 0:
                 gpu_rounds.append(0.0)
             elif ph[k] == 1 and gpu_rounds:
-                gpu_rounds[-1] += ms * 1e-3
+                # (no negative indices: this module is compiled with wraparound=False)
+                gpu_rounds[len(gpu_rounds) - 1] += ms * 1e-3
     finally:
         if profile:
             for k in range(max_events):
