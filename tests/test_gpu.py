@@ -186,6 +186,25 @@ def test_cuda_launch_errors_name_the_kernel_and_leave_the_backend_usable(lingam_
     assert fit(X).causal_order == expected
 
 
+@pytest.mark.parametrize("p, n, gamma0", [(60, 500, 1e-4), (60, 500, 1e-9)])
+def test_cuda_profiled_search_gives_the_same_order_and_phase_times(lingam_data, p, n, gamma0):
+    # profile=True records CUDA events between phases (tools/profile_launch.py);
+    # gamma0=1e-9 forces several threshold rounds per iteration
+    from paralingam import _cuda
+
+    X = lingam_data(p, n, "sparse", 832)[0]
+    kw = dict(threshold=True, gamma0=gamma0, c=2.0, dtype="float32", collinear_tol=1e-10,
+              explained_tol=1e-10, drift_tol=1e-8)
+    plain = _cuda.search(X, times={}, **kw)
+    times = {}
+    order, _, per_it, _ = _cuda.search(X, times=times, profile=True, **kw)
+    assert list(order) == list(plain[0]) == reference.causal_order(X)[0]
+    assert all(times[f"gpu_{phase}"] > 0 for phase in ("prepare", "rounds", "update"))
+    assert len(per_it["gpu_rounds_s"]) >= len(per_it["remaining"])
+    assert all(t > 0 for t in per_it["gpu_rounds_s"][: len(per_it["remaining"])])
+    assert sum(per_it["rounds"]) > len(per_it["rounds"]) or gamma0 > 1e-6
+
+
 KERNEL_FAULT = """
 import numpy as np, pytest, paralingam
 from paralingam import _cuda, _scheduler
