@@ -186,23 +186,27 @@ def test_cuda_launch_errors_name_the_kernel_and_leave_the_backend_usable(lingam_
     assert fit(X).causal_order == expected
 
 
-@pytest.mark.parametrize("p, n, gamma0", [(60, 500, 1e-4), (60, 500, 1e-9)])
-def test_cuda_profiled_search_gives_the_same_order_and_phase_times(lingam_data, p, n, gamma0):
-    # profile=True records CUDA events between phases (tools/profile_launch.py);
-    # gamma0=1e-9 forces several threshold rounds per iteration
+@pytest.mark.parametrize("p, n, seed, several_rounds", [(60, 500, 832, False),
+                                                       (500, 1024, 901, True)])
+def test_cuda_profiled_search_gives_the_same_order_and_phase_times(lingam_data, p, n, seed,
+                                                                   several_rounds):
+    # profile=True records CUDA events between phases (tools/profile_launch.py).
+    # The second case is profile_launch's sparse p=500 n=1024, whose
+    # iterations take up to 4 threshold rounds on the H100.
     from paralingam import _cuda
 
-    X = lingam_data(p, n, "sparse", 832)[0]
-    kw = dict(threshold=True, gamma0=gamma0, c=2.0, dtype="float32", collinear_tol=1e-10,
+    X = lingam_data(p, n, "sparse", seed)[0]
+    kw = dict(threshold=True, gamma0=1e-4, c=2.0, dtype="float32", collinear_tol=1e-10,
               explained_tol=1e-10, drift_tol=1e-8)
     plain = _cuda.search(X, times={}, **kw)
     times = {}
     order, _, per_it, _ = _cuda.search(X, times=times, profile=True, **kw)
-    assert list(order) == list(plain[0]) == reference.causal_order(X)[0]
+    assert list(order) == list(plain[0]) == fit(X, backend="cpu").causal_order
     assert all(times[f"gpu_{phase}"] > 0 for phase in ("prepare", "rounds", "update"))
     assert len(per_it["gpu_rounds_s"]) >= len(per_it["remaining"])
     assert all(t > 0 for t in per_it["gpu_rounds_s"][: len(per_it["remaining"])])
-    assert sum(per_it["rounds"]) > len(per_it["rounds"]) or gamma0 > 1e-6
+    if several_rounds:  # the case exercises multi-round iterations
+        assert max(per_it["rounds"]) > 1
 
 
 KERNEL_FAULT = """
