@@ -430,6 +430,21 @@ cdef fill_search(PlSearch *h, dict dev, dict cfg):
 
 # Phases timed with CUDA events when profiling.
 PHASES = ("prepare", "rounds", "redo", "update")
+cdef enum:  # indices into PHASES
+    PH_PREPARE = 0
+    PH_ROUNDS = 1
+    PH_REDO = 2
+    PH_UPDATE = 3
+
+
+cdef int mark_phase(bint profile, cnp.uintp_t *ev, signed char *ph, int *n_events,
+                    int max_events, signed char phase) except -1 nogil:
+    """Profiling: record the next CUDA event, where ``phase`` begins (else nothing)."""
+    if profile and n_events[0] < max_events:
+        ph[n_events[0]] = phase
+        check(drv.event_record(<CUevent>ev[n_events[0]], NULL), b"cuEventRecord")
+        n_events[0] += 1
+    return 0
 
 
 def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_blocks,
@@ -527,10 +542,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
             while True:
                 snprintf(label, sizeof(label), b"iteration %d (r=%d)", it, r_host)
                 PL_RANGE_PUSH(label)
-                if profile and n_events < max_events:
-                    ph[n_events] = 0
-                    check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
-                    n_events += 1
+                mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_PREPARE)
                 if use_prior:
                     # order and remaining set, then the host's prior-knowledge
                     # statuses of the remaining variables, then the workers
@@ -559,19 +571,13 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                                      NULL), KERNEL_NAMES[k_worker])
                 if fault_mode == 2 and it == 0:
                     launch(m, K_FAULT, 1, 1, 32, 1, params)
-                if profile and n_events < max_events:
-                    ph[n_events] = 1
-                    check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
-                    n_events += 1
+                mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_ROUNDS)
                 while True:
                     snprintf(label, sizeof(label), b"round %d", rounds)
                     PL_RANGE_PUSH(label)
                     launch(m, k_worker, grid, 1, wthreads, 1, params)
                     launch(m, K_SELECT, 1, 1, 1024, 1, params)
-                    if profile and n_events < max_events:
-                        ph[n_events] = 3
-                        check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
-                        n_events += 1
+                    mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_UPDATE)
                     # Speculative: the update kernels run only if select_root
                     # decided the root (they check the state on the device), so
                     # the GPU updates the data while the host is still polling
@@ -585,10 +591,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     state = st.state
                     if state != PL_RUNNING:
                         break
-                    if profile and n_events < max_events:
-                        ph[n_events] = 1
-                        check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
-                        n_events += 1
+                    mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_ROUNDS)
                 r_host = st.r
                 nw = st.nw
                 if state == PL_FINISHED or state == PL_DEGENERATE or state == PL_FAILED:
@@ -597,18 +600,12 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                 if state == PL_REDO:
                     # the speculative updates did nothing (the root was not
                     # decided): re-decide in double, then update for real
-                    if profile and n_events < max_events:
-                        ph[n_events] = 2
-                        check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
-                        n_events += 1
+                    mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_REDO)
                     n_cand = st.n_cand
                     launch(m, K_ENTROPY64, nw, 1, 256, 1, params)
                     launch(m, K_PAIRS64, nw, n_cand, 256, 1, params)
                     launch(m, K_SELECT64, 1, 1, 1024, 1, params)
-                    if profile and n_events < max_events:
-                        ph[n_events] = 3
-                        check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
-                        n_events += 1
+                    mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_UPDATE)
                     launch_updates(m, r_host, params)
                 # (PL_DECIDED: the speculative updates are already queued)
                 PL_RANGE_POP()
@@ -616,10 +613,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                 if it > p + 1:
                     with gil:
                         raise CudaError(f"the search did not finish within {p} iterations")
-            if profile and n_events < max_events:
-                ph[n_events] = 0
-                check(drv.event_record(<CUevent>ev[n_events], NULL), b"cuEventRecord")
-                n_events += 1
+            mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_PREPARE)
             rc_end = drv.stream_sync(NULL)
             if rc_end != 0:
                 fail_in_flight(rc_end)
@@ -628,9 +622,9 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
         for k in range(n_events - 1):
             check(drv.event_elapsed(&ms, <CUevent>ev[k], <CUevent>ev[k + 1]), b"cuEventElapsedTime")
             gpu_time[PHASES[ph[k]]] += ms * 1e-3
-            if ph[k] == 0:
+            if ph[k] == PH_PREPARE:
                 gpu_rounds.append(0.0)
-            elif ph[k] == 1 and gpu_rounds:
+            elif ph[k] == PH_ROUNDS and gpu_rounds:
                 # (no negative indices: this module is compiled with wraparound=False)
                 gpu_rounds[len(gpu_rounds) - 1] += ms * 1e-3
     finally:
