@@ -336,19 +336,35 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
     return B
 
 
+def _on_gpu(call, step, pronoun):
+    """``call()`` when the CUDA backend is usable; else None and a RuntimeWarning.
+
+    The warning reads "<step> on the GPU failed (<why>); computing <pronoun> on
+    the CPU" and points at the code that called the public function (which
+    reaches here through one private helper).
+    """
+    from . import _cuda
+
+    reason = _cuda.unavailable_reason()
+    if reason is None:
+        try:
+            return call()
+        except Exception as exc:  # out of memory, or a fault (recorded by _cuda_adjacency)
+            reason = f"{type(exc).__name__}: {exc}"
+    warnings.warn(f"{step} on the GPU failed ({reason}); computing {pronoun} on the CPU",
+                  RuntimeWarning, stacklevel=4)
+    return None
+
+
 def _least_squares_factor(gram, on_gpu):
     """:func:`_ols_on_predecessors`, on the GPU when asked and usable, else on the host."""
     if on_gpu:
-        from . import _cuda, _cuda_adjacency
+        from . import _cuda_adjacency
 
-        reason = _cuda.unavailable_reason()
-        if reason is None:
-            try:
-                return _cuda_adjacency.ols_on_predecessors(gram, SINGULAR_TOL)
-            except Exception as exc:  # out of memory, or a fault (recorded there)
-                reason = f"{type(exc).__name__}: {exc}"
-        warnings.warn(f"least squares on the GPU failed ({reason}); computing them on the CPU",
-                      RuntimeWarning, stacklevel=3)
+        out = _on_gpu(lambda: _cuda_adjacency.ols_on_predecessors(gram, SINGULAR_TOL),
+                      "least squares", "them")
+        if out is not None:
+            return out
     return _ols_on_predecessors(gram)
 
 
@@ -361,23 +377,16 @@ def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, 
     back) go to the CPU engine. When the GPU cannot run, nothing is done here
     and a warning says why.
     """
-    from . import _cuda, _cuda_adjacency
+    from . import _cuda_adjacency, _lasso
 
     p = gram.shape[0]
     done = np.zeros(len(targets), dtype=bool)
-    reason = _cuda.unavailable_reason()
-    if reason is None:
-        try:
-            kept, ok = _cuda_adjacency.lars_supports(gram, targets[given], ols_coef, ols_rss,
-                                                     n, gamma)
-        except Exception as exc:  # out of memory, or a fault (recorded by lars_supports)
-            reason = f"{type(exc).__name__}: {exc}"
-    if reason is not None:
-        warnings.warn(f"adaptive lasso on the GPU failed ({reason}); computing it on the CPU",
-                      RuntimeWarning, stacklevel=3)
+    out = _on_gpu(lambda: _cuda_adjacency.lars_supports(gram, targets[given], ols_coef, ols_rss,
+                                                        n, gamma),
+                  "adaptive lasso", "it")
+    if out is None:
         return np.zeros((p, p)), done
-    from . import _lasso
-
+    kept, ok = out
     rows = np.flatnonzero(given)[ok]
     B, failed = _lasso.refit_rows(scatter, targets[rows], kept, n_threads or 0)
     for t in targets[rows[failed]]:
