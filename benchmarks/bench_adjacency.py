@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import paralingam
-from paralingam.adjacency import adaptive_lasso_adjacency, ols_adjacency
+from paralingam.adjacency import _scatter, adaptive_lasso_adjacency, ols_adjacency
 from paralingam.datasets import make_lingam_data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
@@ -80,7 +80,7 @@ def main():
         B = fits[0].adjacency_matrix_
         # least squares from a known scatter matrix (fit passes the search's):
         # the Cholesky factor and the rows, on the backend
-        scatter = (X - X.mean(axis=0)).T @ (X - X.mean(axis=0))
+        scatter = _scatter(X)[1]
         ols_s, _, B_ols = median_time(
             lambda: ols_adjacency(X, order, backend=args.backend, scatter=scatter), args.repeats)
         row = {"case": f"sparse p={p} n={n}", "p": p, "n": n, "search_s": search,
