@@ -11,6 +11,7 @@ finish in minutes, with their orders compared to ours. Writes JSON.
 
     python tools/bench_gpu.py --json bench.json            # full grid
     python tools/bench_gpu.py --quick                      # one n per p
+    python tools/bench_gpu.py --sizes 500x1024 1000x2048   # some sizes of the grid
 """
 
 import argparse
@@ -106,6 +107,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--sweep", action="store_true",
                     help="also time p=1000, n=8192 for worker block shapes (threads, min blocks/SM)")
+    ap.add_argument("--sizes", nargs="*", metavar="PxN",
+                    help="only these sizes of the grid (sparse and dense, the grid's data)")
     ap.add_argument("--json", default="bench_gpu.json")
     args = ap.parse_args()
 
@@ -115,12 +118,19 @@ def main():
           f"({6 * floor:.3e} MUFU op/s)", flush=True)
     grid = [(p, n) for p in (100, 200, 500, 1000) for n in (1024, 2048, 4096, 8192)]
     densities = ("sparse", "dense")
+    # seed of each size's data: the full grid's (the quick grid keeps its own, as in earlier logs)
+    seeds = {size: 100 + k for k, size in enumerate(grid)}
     if args.quick:
         grid, densities = [(100, 1024), (200, 2048), (500, 4096), (1000, 8192)], ("sparse",)
+        seeds = {size: 100 + k for k, size in enumerate(grid)}
+    if args.sizes:
+        seeds = {size: 100 + k for k, size in enumerate(
+            (p, n) for p in (100, 200, 500, 1000) for n in (1024, 2048, 4096, 8192))}
+        grid = [tuple(int(v) for v in size.lower().split("x")) for size in args.sizes]
     rows = []
     for density in densities:
-        for k, (p, n) in enumerate(grid):
-            X, _, _ = make_lingam_data(p, n, density=density, random_state=100 + k)
+        for p, n in grid:
+            X, _, _ = make_lingam_data(p, n, density=density, random_state=seeds.get((p, n), 7))
             row = {"case": f"{density} p={p} n={n}", "p": p, "n": n}
             row.update(run_case(X, args.repeats))
             rows.append(row)
