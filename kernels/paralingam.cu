@@ -52,12 +52,6 @@ extern "C" {
 #define REL_MARGIN 1e-9
 // Float pairs with 1 - rho^2 under this value form their residuals in double.
 #define WIDE_F 0.01
-// Partners a warp claims per visit of a worker: one cursor atomic and one
-// lock CAS per lane, in parallel, instead of a chain of both per pair
-// (tools/bench_gpu.py --sweep measures it; benchmarks/NOTES.md).
-#ifndef CLAIM
-#define CLAIM 4
-#endif
 
 // ---------------------------------------------------------------- helpers
 
@@ -634,63 +628,59 @@ __device__ void worker_body(PlSearch *s)
     for (;;) {
         pos = next_live(s->live, n_active, pos);
         if (pos < 0) return;
-        int w = 0, cur = nw;
+        int a = -1, b = -1, move = 0;
         if (lane == 0) {
-            w = s->active[pos];
-            if (ld_volatile(&s->score[w]) <= stop) cur = atomicAdd(&s->cursor[w], CLAIM);
-            if (cur >= nw - 1) atomicAnd(&s->live[pos >> 5], ~(1u << (pos & 31)));  // out of work this round
+            const int w = s->active[pos];
+            int cur = nw;
+            if (ld_volatile(&s->score[w]) <= stop) cur = atomicAdd(&s->cursor[w], 1);
+            if (cur >= nw - 1) {
+                atomicAnd(&s->live[pos >> 5], ~(1u << (pos & 31)));  // out of work this round
+                move = 1;
+            } else {
+                int t = w + 1 + cur;  // partners cyclically from w + 1 (paper: C = [2..r, 1])
+                if (t >= nw) t -= nw;
+                const int lo = min(w, t), hi = max(w, t);
+                unsigned *lk = &s->lock[lo * p + hi];
+                const unsigned old = ld_volatile(lk);
+                if (old < busy && atomicCAS(lk, old, busy) == old) { a = lo; b = hi; }
+                // else the partner holds the pair: its result arrives as a message
+            }
         }
-        cur = __shfl_sync(FULL, cur, 0);
-        if (cur >= nw - 1) {
+        move = __shfl_sync(FULL, move, 0);
+        if (move) {
             pos = (pos + 1 == n_active) ? 0 : pos + 1;
             continue;
         }
-        w = __shfl_sync(FULL, w, 0);
-        // Lanes 0..CLAIM-1 lock one partner each, cyclically from w + 1 (paper:
-        // C = [2..r, 1]), all at once; a pair the partner holds arrives as a
-        // message.
-        int lo = 0, hi = 0;
-        bool got = false;
-        if (lane < CLAIM && cur + lane < nw - 1) {
-            int t = w + 1 + cur + lane;
-            if (t >= nw) t -= nw;
-            lo = min(w, t);
-            hi = max(w, t);
-            unsigned *lk = &s->lock[lo * p + hi];
-            const unsigned old = ld_volatile(lk);
-            got = old < busy && atomicCAS(lk, old, busy) == old;
-        }
-        for (unsigned claimed = __ballot_sync(FULL, got); claimed; claimed &= claimed - 1) {
-            const int a = __shfl_sync(FULL, lo, __ffs(claimed) - 1);
-            const int b = __shfl_sync(FULL, hi, __ffs(claimed) - 1);
-            double I, e, hu, hv;
-            compare_pair<T>(s, a, b, s->hx, I, e, hu, hv);
-            int finished = 0;
-            if (lane == 0) {
-                if (s->use_float) s->stat_err[a * p + b] = e;
-                if (s->kind[a] == PL_CANDIDATE && s->kind[b] == PL_CANDIDATE) {
-                    s->stat[a * p + b] = I;
-                    s->stat[b * p + a] = -I;
-                    __threadfence();  // results visible before anyone counts them
-                    message(s, a, b, I, e);
-                    message(s, b, a, -I, e);
-                    finished = (atomicAdd(&s->ndone[a], 1) + 1 == nw - 1) |
-                               ((atomicAdd(&s->ndone[b], 1) + 1 == nw - 1) << 1);
-                } else {  // prior knowledge: only the candidate's side counts
-                    const int x = s->kind[a] == PL_CANDIDATE ? a : b, t = a + b - x;
-                    const double v = partner_stat(s, x, t, I, hu, hv, s->hx);
-                    s->stat[x * p + t] = v;
-                    __threadfence();
-                    message(s, x, t, v, e);
-                    if (atomicAdd(&s->ndone[x], 1) + 1 == nw - 1) finished = (x == a) ? 1 : 2;
-                }
-                atomicAdd(&c->compared, 1ull);
+        a = __shfl_sync(FULL, a, 0);
+        b = __shfl_sync(FULL, b, 0);
+        if (a < 0) continue;
+        double I, e, hu, hv;
+        compare_pair<T>(s, a, b, s->hx, I, e, hu, hv);
+        int finished = 0;
+        if (lane == 0) {
+            if (s->use_float) s->stat_err[a * p + b] = e;
+            if (s->kind[a] == PL_CANDIDATE && s->kind[b] == PL_CANDIDATE) {
+                s->stat[a * p + b] = I;
+                s->stat[b * p + a] = -I;
+                __threadfence();  // results visible before anyone counts them
+                message(s, a, b, I, e);
+                message(s, b, a, -I, e);
+                finished = (atomicAdd(&s->ndone[a], 1) + 1 == nw - 1) |
+                           ((atomicAdd(&s->ndone[b], 1) + 1 == nw - 1) << 1);
+            } else {  // prior knowledge: only the candidate's side counts
+                const int w = s->kind[a] == PL_CANDIDATE ? a : b, t = a + b - w;
+                const double v = partner_stat(s, w, t, I, hu, hv, s->hx);
+                s->stat[w * p + t] = v;
+                __threadfence();
+                message(s, w, t, v, e);
+                if (atomicAdd(&s->ndone[w], 1) + 1 == nw - 1) finished = (w == a) ? 1 : 2;
             }
-            finished = __shfl_sync(FULL, finished, 0);
-            if (finished) __threadfence();
-            if (finished & 1) finalize(s, a);
-            if (finished & 2) finalize(s, b);
+            atomicAdd(&c->compared, 1ull);
         }
+        finished = __shfl_sync(FULL, finished, 0);
+        if (finished) __threadfence();
+        if (finished & 1) finalize(s, a);
+        if (finished & 2) finalize(s, b);
     }
 }
 
