@@ -439,6 +439,18 @@ __device__ int lars_target(const double *__restrict__ gram, int p, int k, const 
     return LARS_OK;
 }
 
+// The next task of a persistent block: one atomicAdd on `next`, the same value
+// in every thread.
+__device__ int block_next_task(unsigned int *next)
+{
+    __shared__ int task;
+    if (threadIdx.x == 0) task = atomicAdd(next, 1u);
+    __syncthreads();
+    const int t = task;
+    __syncthreads();  // read by all before the next call overwrites it
+    return t;
+}
+
 // Targets are taken from `next` (largest first, as the host orders them), so
 // a block reuses its workspace: the grid need not cover every target.
 extern "C" __global__ void __launch_bounds__(TPB, LARS_MIN_BLOCKS) lars_paths(
@@ -448,14 +460,10 @@ extern "C" __global__ void __launch_bounds__(TPB, LARS_MIN_BLOCKS) lars_paths(
     unsigned char *kept, int *status)
 {
     __shared__ Shared sh;
-    __shared__ int t_sh;
     double *ws = work + (size_t)blockIdx.x * ((size_t)m * m + 8 * (size_t)p);
     int *iws = iwork + (size_t)blockIdx.x * p;
     while (true) {
-        if (threadIdx.x == 0) t_sh = atomicAdd(next, 1u);
-        __syncthreads();
-        const int t = t_sh;
-        __syncthreads();
+        const int t = block_next_task(next);
         if (t >= n_targets) return;
         const int k = targets[t];
         const int st = lars_target(gram, p, k, ols_coef + (size_t)k * p, ols_rss[k], n, gamma, m,
@@ -562,15 +570,11 @@ extern "C" __global__ void __launch_bounds__(TPB, LARS_MIN_BLOCKS) ols_rows(
     double *ws, unsigned int *next)
 {
     __shared__ double diag[PANEL][PANEL + 1];
-    __shared__ int t_sh;
     const int limit = *info >= 0 ? *info : p;
     double *vec = ws + (size_t)blockIdx.x * p;
     if (blockIdx.x == 0 && threadIdx.x == 0 && limit > 0) rss[0] = L[0] * L[0];
     while (true) {
-        if (threadIdx.x == 0) t_sh = atomicAdd(next, 1u);
-        __syncthreads();
-        const int k = p - 1 - t_sh;
-        __syncthreads();
+        const int k = p - 1 - block_next_task(next);
         if (k < 1) return;
         if (k >= limit) continue;
         for (int j = threadIdx.x; j < k; j += TPB) vec[j] = L[(size_t)k * p + j];

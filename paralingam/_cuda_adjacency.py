@@ -141,8 +141,9 @@ def _guarded(launch, *args):
         raise
 
 
-def _buffer_bytes(p, blocks, m):
-    return 8 * blocks * (m * m + 8 * p) + 4 * blocks * p
+def _buffer_sizes(p, blocks, m):
+    """Bytes of the LARS work buffers of one launch shape: doubles, then ints."""
+    return 8 * blocks * (m * m + 8 * p), 4 * blocks * p
 
 
 def _buffers(p, blocks, m):
@@ -152,8 +153,9 @@ def _buffers(p, blocks, m):
     key = (p, blocks, m)
     if key not in _BUFFERS:
         clear_cache()  # one shape at a time: a new shape frees the old buffers
-        work = drv.mem_alloc(max(8 * blocks * (m * m + 8 * p), 8))
-        iwork = drv.mem_alloc(max(4 * blocks * p, 4))
+        work_bytes, iwork_bytes = _buffer_sizes(p, blocks, m)
+        work = drv.mem_alloc(max(work_bytes, 8))
+        iwork = drv.mem_alloc(max(iwork_bytes, 4))
         _BUFFERS[key] = (work, iwork)
     return _BUFFERS[key]
 
@@ -206,8 +208,8 @@ def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma):
     free, _ = drv.mem_get_info()
     # buffers kept from an earlier call are reused or freed: count them as free,
     # so the block count does not depend on what the last call left behind
-    free += sum(_buffer_bytes(*key) for key in _BUFFERS)
-    per_block = _buffer_bytes(p, 1, m)
+    free += sum(sum(_buffer_sizes(*key)) for key in _BUFFERS)
+    per_block = sum(_buffer_sizes(p, 1, m))
     # the per-call arrays: gram and ols_coef (8 p^2 each), kept (p^2), vectors
     budget = free - 17 * p * p - 32 * p - (64 << 20)
     if budget < per_block:
