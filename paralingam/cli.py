@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._api import ON_COLLINEAR
+
 EXAMPLE = Path(__file__).parent / "data" / "example.csv"
 
 
@@ -103,7 +105,7 @@ def main(argv=None):
     p_fit.add_argument("--soft-prior", action="store_true",
                        help="apply the prior knowledge softly (lingam's "
                             "apply_prior_knowledge_softly)")
-    p_fit.add_argument("--on-collinear", default="warn", choices=("warn", "ignore", "error"),
+    p_fit.add_argument("--on-collinear", default="warn", choices=ON_COLLINEAR,
                        help="exact linear dependencies: warn (default), ignore, or stop "
                             "with an error naming the variables")
     p_fit.add_argument("--delimiter", help="field separator of a text table (default: sniffed)")

@@ -116,17 +116,14 @@ def main():
     floor = mufu_floor()
     print(f"{props['name']}: special-function floor {floor:.3e} sample-pairs/s "
           f"({6 * floor:.3e} MUFU op/s)", flush=True)
-    grid = [(p, n) for p in (100, 200, 500, 1000) for n in (1024, 2048, 4096, 8192)]
-    densities = ("sparse", "dense")
-    # seed of each size's data: the full grid's (the quick grid keeps its own, as in earlier logs)
-    seeds = {size: 100 + k for k, size in enumerate(grid)}
-    if args.quick:
+    full_grid = [(p, n) for p in (100, 200, 500, 1000) for n in (1024, 2048, 4096, 8192)]
+    grid, densities, seeded = full_grid, ("sparse", "dense"), full_grid
+    if args.quick:  # its own seeds, as in earlier logs
         grid, densities = [(100, 1024), (200, 2048), (500, 4096), (1000, 8192)], ("sparse",)
-        seeds = {size: 100 + k for k, size in enumerate(grid)}
-    if args.sizes:
-        seeds = {size: 100 + k for k, size in enumerate(
-            (p, n) for p in (100, 200, 500, 1000) for n in (1024, 2048, 4096, 8192))}
-        grid = [tuple(int(v) for v in size.lower().split("x")) for size in args.sizes]
+        seeded = grid
+    if args.sizes:  # the full grid's data
+        grid, seeded = [tuple(int(v) for v in size.lower().split("x")) for size in args.sizes], full_grid
+    seeds = {size: 100 + k for k, size in enumerate(seeded)}
     rows = []
     for density in densities:
         for p, n in grid:
