@@ -60,6 +60,11 @@ cdef extern from "_cpu_kernels.h" nogil:
     double pl_load_double(const double *p)
     void pl_add_double(double *p, double v)
     void pl_count(long long *p)
+    ctypedef struct pl_keyed:
+        double key
+        int t
+    void pl_order_partners(const double *cov, Py_ssize_t p, const int *idx, int r, int w,
+                           pl_keyed *scratch, int *out)
 
 cdef double K1 = 79.047
 cdef double K2 = 7.4129
@@ -118,6 +123,8 @@ cdef struct Search:
     double *score      # partial scores, updated by atomics
     int *ndone         # comparisons known to each worker
     int *cursor        # next partner offset of each worker
+    int *partner       # (r, r - 1) partners of each worker in visiting order (stride p)
+    bint ordered       # partner holds the orders (else: cyclic from w + 1)
     double *hx         # entropy of each remaining variable
     long long compared # pairs computed in this iteration (atomic)
 
@@ -181,7 +188,10 @@ cdef inline void compare_pair(Search *s, int a, int b) noexcept nogil:
 cdef void run_worker(Search *s, int w, double gamma_stop) noexcept nogil:
     """Compare worker w with its partners until it passes gamma_stop or runs out.
 
-    Partners are visited cyclically from w + 1 (the paper's C = [2..r, 1]).
+    With a threshold, partners are visited in w's partner order (decreasing
+    |correlation|, see pl_order_partners) instead of the paper's cyclic
+    C = [2..r, 1]: a worker that is not the root then passes gamma after
+    fewer comparisons. Without one, every pair is compared in any order.
     A partner whose pair is claimed or done is skipped for good: its result
     arrives as a message. A worker that finds no free pair returns; the
     scheduler runs it again in the next round if it is still unfinished.
@@ -194,7 +204,10 @@ cdef void run_worker(Search *s, int w, double gamma_stop) noexcept nogil:
         if pl_load_int(&s.ndone[w]) >= r - 1:
             return
         while s.cursor[w] < r - 1:
-            t = (w + 1 + s.cursor[w]) % r
+            if s.ordered:
+                t = s.partner[w * s.p + s.cursor[w]]
+            else:
+                t = (w + 1 + s.cursor[w]) % r
             s.cursor[w] += 1
             if s.kind[t] != CANDIDATE:  # w's own pair: no lock needed
                 compare_partner(s, w, t)
@@ -270,6 +283,10 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     cdef double min_unfinished, verify_band
 
     nthreads = n_threads if n_threads > 0 else openmp.omp_get_max_threads()
+    # per-thread scratch of pl_order_partners
+    keyed_arr = np.empty(max(nthreads, 1) * max(p, 1) * sizeof(pl_keyed), dtype=np.uint8)
+    cdef unsigned char[::1] keyed_v = keyed_arr
+    cdef pl_keyed *keyed = <pl_keyed *>&keyed_v[0]
     s.X = &X[0, 0]
     s.cov = &cov[0, 0]
     s.n = n
@@ -289,6 +306,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     score_arr = np.zeros(p, dtype=np.float64)
     ndone_arr = np.zeros(p, dtype=np.intc)
     cursor_arr = np.zeros(p, dtype=np.intc)
+    partner_arr = np.zeros((p, p), dtype=np.intc)
     hx_arr = np.zeros(p, dtype=np.float64)
     frac_arr = np.ones(p, dtype=np.float64)
     active_arr = np.zeros(p, dtype=np.intc)
@@ -307,6 +325,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     cdef double[::1] score = score_arr
     cdef int[::1] ndone = ndone_arr
     cdef int[::1] cursor = cursor_arr
+    cdef int[:, ::1] partner = partner_arr
     cdef double[::1] hx = hx_arr
     cdef double[::1] frac = frac_arr
     cdef int[::1] active = active_arr
@@ -321,6 +340,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     s.score = &score[0]
     s.ndone = &ndone[0]
     s.cursor = &cursor[0]
+    s.partner = &partner[0, 0]
+    s.ordered = threshold
     s.hx = &hx[0]
 
     order = []
@@ -397,6 +418,9 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                 for j in range(s.r):
                     state[k, j] = 0
                     stat[k, j] = 0.0
+                if s.ordered and kind[k] == CANDIDATE:
+                    pl_order_partners(s.cov, p, s.idx, s.r, k,
+                                      keyed + openmp.omp_get_thread_num() * p, &partner[k, 0])
             s.compared = 0
             gamma = gamma0 if threshold else INFINITY
             rounds = 0

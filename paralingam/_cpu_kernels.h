@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Moments of the maximum-entropy approximation for one standardised row:
@@ -153,5 +154,36 @@ static inline void pl_add_double(double *p, double v)
 }
 
 static inline void pl_count(long long *p) { __atomic_fetch_add(p, 1, __ATOMIC_RELAXED); }
+
+/* Partner order of one worker: the other workers by decreasing |correlation|
+ * (ties to the lower index). A strongly correlated partner gives a large
+ * |I|, so a worker that is not the root usually passes the threshold after
+ * its first few comparisons; the order changes which pairs are compared,
+ * never the root (the threshold test is exact in any order). */
+typedef struct { double key; int t; } pl_keyed;
+
+static int pl_keyed_cmp(const void *pa, const void *pb)
+{
+    const pl_keyed *a = (const pl_keyed *)pa, *b = (const pl_keyed *)pb;
+    if (a->key != b->key) return a->key > b->key ? -1 : 1;
+    return (a->t > b->t) - (a->t < b->t);
+}
+
+/* out[0..r-2]: the partners of worker w; idx maps workers to rows of the
+ * (p, p) correlation matrix cov; scratch holds r entries. */
+static inline void pl_order_partners(const double *cov, Py_ssize_t p, const int *idx, int r,
+                                     int w, pl_keyed *scratch, int *out)
+{
+    int m = 0;
+    const double *row = cov + (Py_ssize_t)idx[w] * p;
+    for (int t = 0; t < r; ++t) {
+        if (t == w) continue;
+        scratch[m].key = fabs(row[idx[t]]);
+        scratch[m].t = t;
+        ++m;
+    }
+    qsort(scratch, (size_t)m, sizeof(pl_keyed), pl_keyed_cmp);
+    for (int k = 0; k < m; ++k) out[k] = scratch[k].t;
+}
 
 #endif
