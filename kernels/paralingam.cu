@@ -8,14 +8,14 @@
 //   prep          append the last root (and the variables it explained) to the
 //                 order, compact the remaining set, form collinear groups,
 //                 reset the workers            (1 block)
-//   entropy_*     H(x) of every worker's variable
+//   setup_*       H(x) of every worker's variable and its partner order
 //   worker_*      one threshold round (persistent grid, see below)
 //   select_root   decide the root, or raise gamma and pick the next round's
 //                 workers; certify float roots; publish the status (1 block)
 //   [entropy64, pairs64, select64: re-decide an uncertain float root]
 //   update_data   regress the root out of the remaining rows (Alg. 5) and
-//                 measure their drift from (mean 0, var 1, corr 0)
-//   restandardise re-standardise the rows if they drifted
+//                 measure their drift from (mean 0, var 1, corr 0); the
+//                 last block re-standardises the rows if they drifted
 //   update_cov    covariance update (Alg. 6), or recomputation after drift,
 //                 and the collinear scan
 //
@@ -25,7 +25,8 @@
 // The worker kernel is the paper's Alg. 7 with a persistent grid: every warp
 // is a comparison engine that takes the next active worker in round robin,
 // checks its score against the threshold, claims its next uncompared partner
-// (pair lock by atomicCAS: each unordered pair is compared once in an
+// (by decreasing |correlation|, see order_partners; the paper visits them
+// cyclically) (pair lock by atomicCAS: each unordered pair is compared once in an
 // iteration), compares the pair and messages both sides (score atomics;
 // the partner receives -I). Several warps can serve one worker at once, so
 // a worker with many comparisons left (the root, typically) is spread over
@@ -58,15 +59,29 @@ extern "C" {
 template <typename T>
 __device__ __forceinline__ T ld_volatile(const T *p) { return *(const volatile T *)p; }
 
+// Block sums of N values at once (one pair of barriers for all of them);
+// sh holds 32 N doubles. Every thread gets the totals.
+template <int N>
+__device__ __forceinline__ void block_sums(double (&v)[N], double *sh)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
+#pragma unroll
+    for (int k = 0; k < N; ++k) v[k] = pl_warp_sum(v[k]);
+    __syncthreads();
+    if (lane == 0) {
+#pragma unroll
+        for (int k = 0; k < N; ++k) sh[warp * N + k] = v[k];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < N; ++k) v[k] = pl_warp_sum(lane < nwarp ? sh[lane * N + k] : 0.0);
+}
+
 __device__ __forceinline__ double block_sum(double v, double *sh)
 {
-    v = pl_warp_sum(v);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    __syncthreads();
-    if (lane == 0) sh[warp] = v;
-    __syncthreads();
-    v = (threadIdx.x < (blockDim.x >> 5)) ? sh[threadIdx.x] : 0.0;
-    return pl_warp_sum(v);  // valid in warp 0
+    double t[1] = {v};
+    block_sums(t, sh);
+    return t[0];
 }
 
 // Exclusive prefix sum of flag over 0..count-1 by one block; out[k] = number
@@ -178,26 +193,27 @@ extern "C" __global__ void init_search(PlSearch *s)
         PlControl *c = s->ctl;
         c->r = p; c->nw = 0; c->epoch = 0; c->iteration = 0; c->n_order = 0;
         c->done = 0; c->state = PL_RUNNING; c->root = -1; c->n_cand = 0; c->rounds = 0;
-        c->collinear = 0; c->n_rederived = 0; c->seq = 0;
+        c->collinear = 0; c->n_rederived = 0; c->seq = 0; c->ordered = 0; c->blocks_done = 0;
         c->drift_bits = 0; c->compared = 0; c->gamma = s->gamma0;
         c->n_active = 0;
     }
 }
 
 // Population-standardise one row in double, in place, with its float copy
-// (the whole block).
+// (the whole block). Reads through L2 (__ldcg): after drift the row was just
+// written by another block of the same launch.
 __device__ void standardise_row(double *x, float *x32, int n)
 {
     __shared__ double sh[32];
     __shared__ double s_mean, s_inv;
     double acc = 0.0;
-    for (int k = threadIdx.x; k < n; k += blockDim.x) acc += x[k];
+    for (int k = threadIdx.x; k < n; k += blockDim.x) acc += __ldcg(x + k);
     acc = block_sum(acc, sh);
     if (threadIdx.x == 0) s_mean = acc / n;
     __syncthreads();
     const double mean = s_mean;
     acc = 0.0;
-    for (int k = threadIdx.x; k < n; k += blockDim.x) { const double d = x[k] - mean; acc += d * d; }
+    for (int k = threadIdx.x; k < n; k += blockDim.x) { const double d = __ldcg(x + k) - mean; acc += d * d; }
     acc = block_sum(acc, sh);
     if (threadIdx.x == 0) s_inv = 1.0 / sqrt(acc / n);
     __syncthreads();
@@ -477,37 +493,114 @@ workers:
     }
 }
 
-// One warp per worker: entropy of its variable (and its float error bound).
-template <typename T>
-__device__ void entropy_body(PlSearch *s, double *out, double *out_err)
+// Moments {mean log cosh, mean u exp(-u^2/2)} of one row by the whole block,
+// as pl_series_moments does by one warp: chunks of 8 samples summed in
+// registers and added to per-thread Kahan sums, then a double block sum.
+// Result in warp 0.
+__device__ void block_series_moments(const float *__restrict__ x, int n, double out[2], double *sh)
 {
-    const PlControl *c = s->ctl;
-    const int w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    if (w >= c->nw) return;
-    double m[2];
-    pl_series_moments(rows(s, T(0)) + (size_t)s->idx[w] * s->ld, (int)s->n, m);
-    if ((threadIdx.x & 31) == 0) {
-        out[w] = entropy_of(m[0], m[1]);
-        if (out_err) out_err[w] = is_float(T(0)) ? entropy_bound(m[0], m[1], s->moment_err) : 0.0;
+    PlKahan<float> a, l, g;
+    for (int k0 = threadIdx.x * 8; k0 < n; k0 += blockDim.x * 8) {
+        float sa = 0, sl = 0, sg = 0;
+        const int k1 = min(k0 + 8, n);
+        for (int k = k0; k < k1; ++k) pl_terms(x[k], sa, sl, sg);
+        a.add(sa); l.add(sl); g.add(sg);
     }
+    double t[3] = {a.value(), l.value(), g.value()};
+    block_sums(t, sh);
+    out[0] = (t[0] + PL_LN2 * t[1]) / n - PL_LN2;
+    out[1] = t[2] / n;
 }
 
-extern "C" __global__ void entropy_f32(PlSearch *s) { if (!s->ctl->done) entropy_body<float>(s, s->hx, s->hx_err); }
-extern "C" __global__ void entropy_f64(PlSearch *s) { if (!s->ctl->done) entropy_body<double>(s, s->hx, s->hx_err); }
+__device__ void block_series_moments(const double *__restrict__ x, int n, double out[2], double *sh)
+{
+    double a = 0, l = 0, g = 0;
+    for (int k = threadIdx.x; k < n; k += blockDim.x) pl_terms(x[k], a, l, g);
+    double t[3] = {a, l, g};
+    block_sums(t, sh);
+    out[0] = (t[0] + t[1]) / n - PL_LN2;
+    out[1] = t[2] / n;
+}
+
+// Partner order of worker w: the other workers by decreasing |correlation|,
+// ties to the lower index, sorted in shared memory (bitonic sort of
+// next_pow2(nw) keys). A strongly correlated partner gives a large |I|, so
+// a worker that is not the root usually passes the threshold after its
+// first few comparisons. The order decides which pairs are compared, never
+// the root: the threshold test is exact in any order.
+__device__ void order_partners(PlSearch *s, int w, int nw, unsigned long long *key)
+{
+    int N = 1;  // keys: a power of two
+    while (N < nw) N <<= 1;
+    const size_t p = s->p;
+    const double *row = s->cov + (size_t)s->idx[w] * p;
+    for (int t = threadIdx.x; t < N; t += blockDim.x) {
+        unsigned long long k = ~0ull;  // w itself and the padding sort last
+        if (t < nw && t != w) {
+            const float c = (float)fabs(row[s->idx[t]]);
+            k = ((unsigned long long)~__float_as_uint(c) << 32) | (unsigned)t;
+        }
+        key[t] = k;
+    }
+    __syncthreads();
+    for (int k = 2; k <= N; k <<= 1) {
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int i = threadIdx.x; i < N; i += blockDim.x) {
+                const int q = i ^ j;
+                if (q > i) {
+                    const unsigned long long a = key[i], b = key[q];
+                    if ((a > b) == ((i & k) == 0)) { key[i] = b; key[q] = a; }
+                }
+            }
+            __syncthreads();
+        }
+    }
+    int *out = s->partner + (size_t)w * p;
+    for (int k = threadIdx.x; k < nw - 1; k += blockDim.x) out[k] = (int)(unsigned)key[k];
+}
+
+// One block per worker: the entropy of its variable (and its float error
+// bound) and its partner order. The host gives the sort its shared memory
+// when the threshold is on (without one every pair is compared, in any
+// order) and the iteration is small enough; the workers then visit partners
+// in that order.
+template <typename T>
+__device__ void setup_body(PlSearch *s)
+{
+    extern __shared__ unsigned long long key[];
+    __shared__ double sh[32 * 3];
+    PlControl *c = s->ctl;
+    const int w = blockIdx.x, nw = c->nw;
+    if (c->done || w >= nw) return;
+    unsigned smem;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem));
+    int N = 1;
+    while (N < nw) N <<= 1;
+    const int ordered = (size_t)N * sizeof(unsigned long long) <= smem;
+    if (w == 0 && threadIdx.x == 0) c->ordered = ordered;
+    double m[2];
+    block_series_moments(rows(s, T(0)) + (size_t)s->idx[w] * s->ld, (int)s->n, m, sh);
+    if (threadIdx.x == 0) {
+        s->hx[w] = entropy_of(m[0], m[1]);
+        s->hx_err[w] = is_float(T(0)) ? entropy_bound(m[0], m[1], s->moment_err) : 0.0;
+    }
+    if (ordered && s->kind[w] == PL_CANDIDATE) order_partners(s, w, nw, key);
+}
+
+extern "C" __global__ void __launch_bounds__(512) setup_f32(PlSearch *s) { setup_body<float>(s); }
+extern "C" __global__ void __launch_bounds__(512) setup_f64(PlSearch *s) { setup_body<double>(s); }
 // Double entropies for a re-decision: one block per worker, because a
 // warp alone on a row is bound by the latency of double exp / log1p.
 extern "C" __global__ void __launch_bounds__(256) entropy64(PlSearch *s)
 {
-    __shared__ double sh[32];
+    __shared__ double sh[32 * 3];
     const int w = blockIdx.x, n = (int)s->n;
     if (w >= s->ctl->nw) return;
     const double *x = s->X64 + (size_t)s->idx[w] * s->ld;
-    double a = 0.0, l = 0.0, g = 0.0;
-    for (int k = threadIdx.x; k < n; k += blockDim.x) pl_terms(x[k], a, l, g);
-    a = block_sum(a, sh);
-    l = block_sum(l, sh);
-    g = block_sum(g, sh);
-    if (threadIdx.x == 0) s->hx64[w] = entropy_of((a + l) / n - PL_LN2, g / n);
+    double t[3] = {0.0, 0.0, 0.0};
+    for (int k = threadIdx.x; k < n; k += blockDim.x) pl_terms(x[k], t[0], t[1], t[2]);
+    block_sums(t, sh);
+    if (threadIdx.x == 0) s->hx64[w] = entropy_of((t[0] + t[1]) / n - PL_LN2, t[2] / n);
 }
 
 // ---------------------------------------------------------------- the worker kernel
@@ -620,14 +713,19 @@ __device__ void worker_body(PlSearch *s)
     const size_t p = s->p;
     const double stop = c->gamma * (1.0 + REL_MARGIN);
     const unsigned busy = 2u * (unsigned)c->epoch;
+    const int ordered = c->ordered;
     if (n_active <= 0) return;
     // Warps start spread over the active workers and stay on one until it is
     // out of work (score above gamma, or every partner claimed), then move
     // to the next live one.
     int pos = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) % n_active;
+    unsigned long long compared = 0;  // pairs this warp compared (lane 0)
     for (;;) {
         pos = next_live(s->live, n_active, pos);
-        if (pos < 0) return;
+        if (pos < 0) {
+            if (lane == 0 && compared) atomicAdd(&c->compared, compared);
+            return;
+        }
         int a = -1, b = -1, move = 0;
         if (lane == 0) {
             const int w = s->active[pos];
@@ -637,8 +735,13 @@ __device__ void worker_body(PlSearch *s)
                 atomicAnd(&s->live[pos >> 5], ~(1u << (pos & 31)));  // out of work this round
                 move = 1;
             } else {
-                int t = w + 1 + cur;  // partners cyclically from w + 1 (paper: C = [2..r, 1])
-                if (t >= nw) t -= nw;
+                int t;
+                if (ordered) {
+                    t = s->partner[(size_t)w * p + cur];  // by decreasing |correlation|
+                } else {
+                    t = w + 1 + cur;  // cyclically from w + 1 (paper: C = [2..r, 1])
+                    if (t >= nw) t -= nw;
+                }
                 const int lo = min(w, t), hi = max(w, t);
                 unsigned *lk = &s->lock[lo * p + hi];
                 const unsigned old = ld_volatile(lk);
@@ -675,7 +778,7 @@ __device__ void worker_body(PlSearch *s)
                 message(s, w, t, v, e);
                 if (atomicAdd(&s->ndone[w], 1) + 1 == nw - 1) finished = (w == a) ? 1 : 2;
             }
-            atomicAdd(&c->compared, 1ull);
+            ++compared;  // added to the iteration's count once, on leaving
         }
         finished = __shfl_sync(FULL, finished, 0);
         if (finished) __threadfence();
@@ -954,15 +1057,12 @@ extern "C" __global__ void __launch_bounds__(1024) select64(PlSearch *s)
 
 // ---------------------------------------------------------------- UpdateData and UpdateCovMat
 
-// One block per remaining position: regress the root out of the row (Alg. 5),
-// in double and float; detect fully explained variables; measure the drift
-// max(|mean|, |var - 1|, |corr(x, root)|) of the updated row.
-extern "C" __global__ void update_data(PlSearch *s)
+// Regress the root out of the row at position k (Alg. 5), in double and
+// float; detect a fully explained variable; measure the drift
+// max(|mean|, |var - 1|, |corr(x, root)|) of the updated row (one block).
+__device__ void regress_root_out(PlSearch *s, int k, double *sh)
 {
-    __shared__ double sh[32];
     PlControl *c = s->ctl;
-    const int r = c->r, k = blockIdx.x;
-    if (c->state != PL_DECIDED || k >= r) return;
     const int root = c->root, i = s->alive[k];
     if (i == root) return;
     const size_t p = s->p, ld = s->ld;
@@ -972,21 +1072,17 @@ extern "C" __global__ void update_data(PlSearch *s)
     const double *xr = s->X64 + (size_t)root * ld;
     // The correlation with the root from the data (see verify_band), which
     // UpdateCovMat then uses too.
-    double sa = 0.0, sb = 0.0, sab = 0.0, saa = 0.0, sbb = 0.0;
+    double sum[5] = {0.0, 0.0, 0.0, 0.0, 0.0};  // a, b, ab, aa, bb
     for (int q = threadIdx.x; q < n; q += blockDim.x) {
         const double a = x[q], b = xr[q];
-        sa += a; sb += b; sab += a * b; saa += a * a; sbb += b * b;
+        sum[0] += a; sum[1] += b; sum[2] += a * b; sum[3] += a * a; sum[4] += b * b;
     }
-    sa = block_sum(sa, sh); sb = block_sum(sb, sh); sab = block_sum(sab, sh);
-    saa = block_sum(saa, sh); sbb = block_sum(sbb, sh);
-    __shared__ double s_rho;
+    block_sums(sum, sh);  // every thread gets the same sums
+    const double rho = corr_from_sums(sum[0], sum[1], sum[2], sum[3], sum[4], n);
     if (threadIdx.x == 0) {
-        s_rho = corr_from_sums(sa, sb, sab, saa, sbb, n);
-        s->cov[(size_t)i * p + root] = s_rho;
-        s->cov[(size_t)root * p + i] = s_rho;
+        s->cov[(size_t)i * p + root] = rho;
+        s->cov[(size_t)root * p + i] = rho;
     }
-    __syncthreads();
-    const double rho = s_rho;
     const double f = fmax(0.0, 1.0 - rho * rho);
     const double fr = s->frac[i] * f;
     if (fr <= s->explained_tol) {
@@ -994,20 +1090,18 @@ extern "C" __global__ void update_data(PlSearch *s)
         return;
     }
     const double inv_s = 1.0 / sqrt(f);
-    double s1 = 0.0, s2 = 0.0, sr = 0.0;
+    double mom[3] = {0.0, 0.0, 0.0};  // v, v^2, v y
     for (int q = threadIdx.x; q < n; q += blockDim.x) {
         const double y = xr[q];
         const double v = (x[q] - rho * y) * inv_s;
         x[q] = v;
         x32[q] = (float)v;
-        s1 += v; s2 += v * v; sr += v * y;
+        mom[0] += v; mom[1] += v * v; mom[2] += v * y;
     }
-    s1 = block_sum(s1, sh);
-    s2 = block_sum(s2, sh);
-    sr = block_sum(sr, sh);
+    block_sums(mom, sh);
     if (threadIdx.x == 0) {
         s->frac[i] = fr;
-        const double mean = s1 / n, var = s2 / n - mean * mean, corr = sr / n;
+        const double mean = mom[0] / n, var = mom[1] / n - mean * mean, corr = mom[2] / n;
         const double drift = fmax(fabs(mean), fmax(fabs(var - 1.0), fabs(corr)));
         atomicMax(&c->drift_bits, (unsigned long long)__double_as_longlong(drift));
     }
@@ -1015,19 +1109,36 @@ extern "C" __global__ void update_data(PlSearch *s)
 
 __device__ __forceinline__ bool drifted(const PlSearch *s)
 {
-    return s->ctl->drift_bits > (unsigned long long)__double_as_longlong(s->drift_tol);
+    return ld_volatile(&s->ctl->drift_bits) > (unsigned long long)__double_as_longlong(s->drift_tol);
 }
 
-// After drift: re-standardise every remaining row from its data.
-extern "C" __global__ void restandardise(PlSearch *s)
+// One block per remaining position (grid: at least r blocks): UpdateData.
+// The last block to finish checks the drift: if any updated row drifted, it
+// re-standardises every remaining row from its data (rare; one block is
+// enough, and no launch is spent on the common case).
+extern "C" __global__ void update_data(PlSearch *s)
 {
+    __shared__ double sh[32 * 5];
+    __shared__ int s_last;
     PlControl *c = s->ctl;
-    const int k = blockIdx.x;
-    if (c->state != PL_DECIDED || k >= c->r || !drifted(s)) return;
-    if (k == 0 && threadIdx.x == 0) c->n_rederived += 1;
-    const int i = s->alive[k];
-    if (i == c->root || s->gone[i]) return;
-    standardise_row(s->X64 + (size_t)i * s->ld, s->X32 + (size_t)i * s->ld, (int)s->n);
+    if (c->state != PL_DECIDED) return;
+    const int r = c->r;
+    if (blockIdx.x < r) regress_root_out(s, blockIdx.x, sh);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();  // this block's rows and drift before the count
+        s_last = atomicAdd(&c->blocks_done, 1) == (int)gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!s_last) return;
+    if (threadIdx.x == 0) c->blocks_done = 0;  // for the next launch
+    if (!drifted(s)) return;
+    if (threadIdx.x == 0) c->n_rederived += 1;
+    for (int k = 0; k < r; ++k) {
+        const int i = s->alive[k];
+        if (i == c->root || ld_volatile(&s->gone[i])) continue;
+        standardise_row(s->X64 + (size_t)i * s->ld, s->X32 + (size_t)i * s->ld, (int)s->n);
+    }
 }
 
 // 16 x 16 tiles of remaining positions: the covariance of the updated rows,

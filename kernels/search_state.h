@@ -48,6 +48,8 @@ typedef struct {
     int n_active;                      /* active workers of this round */
     int done, state, root, n_cand, rounds;
     int collinear;                     /* some remaining pair is collinear */
+    int ordered;                       /* workers visit partners in `partner` order */
+    int blocks_done;                   /* update_data blocks finished (the last one checks drift) */
     int n_rederived, seq;
     unsigned long long drift_bits;     /* largest drift of the last data update (double bits) */
     unsigned long long compared;       /* comparisons done in this iteration */
@@ -87,6 +89,7 @@ typedef struct {
     double *err;           /* partial error bound of the score (atomics) */
     int *ndone;            /* comparisons known to each worker */
     int *cursor;           /* next partner offset */
+    int *partner;          /* partners of each worker, by decreasing |correlation| (row stride p) */
     unsigned int *live;    /* bit k: active[k] may still have work in this round */
     int *active;           /* workers of this round (n_active of them) */
     double *final_score;   /* score of a finished worker, summed in index order; -1 unfinished */
@@ -110,5 +113,9 @@ typedef struct {
 } PlSearch;
 
 #define PL_MAGIC 0x5041524c494e47LL
+
+/* Most workers whose partners are ordered (shared-memory sort of up to this
+ * many keys); larger iterations visit partners cyclically. */
+#define PL_MAX_ORDERED 16384
 
 #endif

@@ -146,7 +146,7 @@ def device_properties():
 def bytes_needed(p, n, use_float):
     """Device memory a search of p variables and n samples allocates."""
     ld = (n + 31) // 32 * 32
-    pairs = p * p * (4 + 8 + (8 if use_float else 0))  # lock, stat, stat_err
+    pairs = p * p * (4 + 4 + 8 + (8 if use_float else 0))  # lock, partner, stat, stat_err
     return p * ld * 12 + p * p * 16 + pairs + p * 160 + 4096  # cov and its first copy
 
 
@@ -185,6 +185,7 @@ class _Workspace:
         alloc("cov", p * p * 8)
         alloc("corr0", p * p * 8)  # the first correlation matrix, for least squares
         alloc("lock", p * p * 4)
+        alloc("partner", p * p * 4)
         alloc("stat", p * p * 8)
         alloc("stat_err", p * p * 8 if use_float else 8)
         for name, dt in self.PER_VARIABLE.items():

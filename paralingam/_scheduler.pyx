@@ -8,8 +8,9 @@ kernels through the CUDA driver API, which it binds at run time with dlopen:
 it builds and imports on machines without CUDA (CI).
 
 The search state lives on the device (``kernels/search_state.h``). Per
-iteration the scheduler launches ``prep`` and ``entropy``, then threshold
-rounds: ``worker`` and ``select_root``, after which it waits for the status
+iteration the scheduler launches ``prep`` and ``setup`` (entropies, partner
+orders), then threshold rounds: ``worker`` and ``select_root``, after which
+it waits for the status
 that ``select_root`` publishes in mapped pinned memory (a spin on one word,
 no driver call). Behind each ``select_root`` it queues the update kernels
 speculatively: they run only if the root was decided, so the GPU updates the
@@ -104,6 +105,7 @@ cdef extern from "search_state.h":
         double *err
         int *ndone
         int *cursor
+        int *partner
         unsigned int *live
         int *active
         double *final_score
@@ -122,6 +124,7 @@ cdef extern from "search_state.h":
         PlStatus *status
         long long magic
     long long PL_MAGIC
+    int PL_MAX_ORDERED
 
 ctypedef int CUresult
 ctypedef void *CUmodule
@@ -143,6 +146,7 @@ ctypedef CUresult (*fn_memset32)(CUdeviceptr, unsigned int, size_t) noexcept nog
 ctypedef CUresult (*fn_dtod)(CUdeviceptr, CUdeviceptr, size_t, CUstream) noexcept nogil
 ctypedef CUresult (*fn_error_name)(CUresult, const char **) noexcept nogil
 ctypedef CUresult (*fn_occupancy)(int *, CUfunction, int, size_t) noexcept nogil
+ctypedef CUresult (*fn_func_set_attribute)(CUfunction, int, int) noexcept nogil
 ctypedef CUresult (*fn_event_create)(CUevent *, unsigned int) noexcept nogil
 ctypedef CUresult (*fn_event_record)(CUevent, CUstream) noexcept nogil
 ctypedef CUresult (*fn_event_elapsed)(float *, CUevent, CUevent) noexcept nogil
@@ -161,6 +165,7 @@ cdef struct Driver:
     fn_dtod dtod
     fn_error_name error_name
     fn_occupancy occupancy
+    fn_func_set_attribute func_set_attribute
     fn_event_create event_create
     fn_event_record event_record
     fn_event_elapsed event_elapsed
@@ -169,6 +174,7 @@ cdef struct Driver:
 cdef Driver drv
 cdef bint drv_loaded = False
 DEF CUDA_ERROR_NOT_READY = 600
+DEF CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 
 
 class CudaError(RuntimeError):
@@ -209,6 +215,7 @@ def load_driver():
     drv.dtod = <fn_dtod>_sym(lib, b"cuMemcpyDtoDAsync_v2")
     drv.error_name = <fn_error_name>_sym(lib, b"cuGetErrorName")
     drv.occupancy = <fn_occupancy>_sym(lib, b"cuOccupancyMaxActiveBlocksPerMultiprocessor")
+    drv.func_set_attribute = <fn_func_set_attribute>_sym(lib, b"cuFuncSetAttribute")
     drv.event_create = <fn_event_create>_sym(lib, b"cuEventCreate")
     drv.event_record = <fn_event_record>_sym(lib, b"cuEventRecord")
     drv.event_elapsed = <fn_event_elapsed>_sym(lib, b"cuEventElapsedTime")
@@ -229,18 +236,18 @@ cdef int check(CUresult rc, const char *what) except -1 with gil:
 
 
 # Kernels of kernels/paralingam.cu, in the order of the K_* constants.
-DEF N_KERNELS = 16
+DEF N_KERNELS = 15
 cdef const char *KERNEL_NAMES[N_KERNELS]
-KERNEL_NAMES[:] = [b"init_search", b"standardise", b"covariance", b"prep", b"entropy_f32",
-                   b"entropy_f64", b"worker_f32", b"worker_f64", b"select_root",
+KERNEL_NAMES[:] = [b"init_search", b"standardise", b"covariance", b"prep", b"setup_f32",
+                   b"setup_f64", b"worker_f32", b"worker_f64", b"select_root",
                    b"entropy64", b"pairs64", b"select64", b"update_data",
-                   b"restandardise", b"update_cov", b"fault"]
+                   b"update_cov", b"fault"]
 DEF K_INIT = 0
 DEF K_STANDARDISE = 1
 DEF K_COVARIANCE = 2
 DEF K_PREP = 3
-DEF K_ENTROPY32 = 4
-DEF K_ENTROPY64_MODE = 5
+DEF K_SETUP32 = 4
+DEF K_SETUP64 = 5
 DEF K_WORKER32 = 6
 DEF K_WORKER64 = 7
 DEF K_SELECT = 8
@@ -248,9 +255,8 @@ DEF K_ENTROPY64 = 9
 DEF K_PAIRS64 = 10
 DEF K_SELECT64 = 11
 DEF K_UPDATE_DATA = 12
-DEF K_RESTANDARDISE = 13
-DEF K_UPDATE_COV = 14
-DEF K_FAULT = 15
+DEF K_UPDATE_COV = 13
+DEF K_FAULT = 14
 
 
 cdef class Module:
@@ -277,6 +283,12 @@ cdef class Module:
         for k in range(N_KERNELS):
             check(drv.get_function(&self.fn[k], self.mod, KERNEL_NAMES[k]),
                   b"cuModuleGetFunction")
+        # the partner sort of the largest iterations needs more than the
+        # default 48 KB of dynamic shared memory
+        for k in (K_SETUP32, K_SETUP64):
+            check(drv.func_set_attribute(self.fn[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         order_keys_bytes(PL_MAX_ORDERED)),
+                  b"cuFuncSetAttribute(max dynamic shared memory)")
 
     def worker_blocks_per_sm(self, bint use_float):
         """Resident worker blocks per multiprocessor (occupancy)."""
@@ -310,20 +322,29 @@ cdef void note_launch(const char *name) noexcept nogil:
 
 
 cdef int launch(Module m, int k, unsigned int gx, unsigned int gy, unsigned int bx,
-                unsigned int by, void **params) except -1 nogil:
+                unsigned int by, void **params, unsigned int shared=0) except -1 nogil:
     note_launch(KERNEL_NAMES[k])
-    return check(drv.launch(m.fn[k], gx, gy, 1, bx, by, 1, 0, NULL, params, NULL),
+    return check(drv.launch(m.fn[k], gx, gy, 1, bx, by, 1, shared, NULL, params, NULL),
                  KERNEL_NAMES[k])
 
 
+cdef unsigned int order_keys_bytes(int r) noexcept nogil:
+    """Shared memory of ``setup_*`` for sorting the partners of r workers."""
+    cdef unsigned int keys = 1
+    if r > PL_MAX_ORDERED:
+        return 0  # the kernels visit partners cyclically then
+    while keys < <unsigned int>r:
+        keys <<= 1
+    return keys * 8
+
+
 cdef int launch_updates(Module m, int r, void **params) except -1 nogil:
-    """UpdateData, re-standardisation and UpdateCovMat over ``r`` positions.
+    """UpdateData (with re-standardisation after drift) and UpdateCovMat over ``r`` positions.
 
     Each kernel does nothing unless the device state is PL_DECIDED, and
     skips positions at or past the device's own r.
     """
     launch(m, K_UPDATE_DATA, r, 1, 256, 1, params)
-    launch(m, K_RESTANDARDISE, r, 1, 256, 1, params)
     launch(m, K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16, 16, params)
     return 0
 
@@ -409,6 +430,7 @@ cdef fill_search(PlSearch *h, dict dev, dict cfg):
     h.err = <double *><uintptr_t>dev["err"]
     h.ndone = <int *><uintptr_t>dev["ndone"]
     h.cursor = <int *><uintptr_t>dev["cursor"]
+    h.partner = <int *><uintptr_t>dev["partner"]
     h.live = <unsigned int *><uintptr_t>dev["live"]
     h.active = <int *><uintptr_t>dev["active"]
     h.final_score = <double *><uintptr_t>dev["final_score"]
@@ -489,7 +511,8 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef PlStatus *st = <PlStatus *><uintptr_t>status_host.ctypes.data
     cdef int p = cfg["p"]
     cdef bint use_float = cfg["use_float"]
-    cdef int k_entropy = K_ENTROPY32 if use_float else K_ENTROPY64_MODE
+    cdef bint threshold = cfg["gamma0"] < float("inf")
+    cdef int k_setup = K_SETUP32 if use_float else K_SETUP64
     cdef int k_worker = K_WORKER32 if use_float else K_WORKER64
     cdef int wthreads = m.warps * 32
     cdef int grid = worker_blocks
@@ -564,7 +587,9 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     launch(m, K_PREP, 1, 1, 1024, 1, prep_params)
                 else:
                     launch(m, K_PREP, 1, 1, 1024, 1, prep_params)
-                launch(m, k_entropy, (r_host + 7) // 8, 1, 256, 1, params)
+                # one block per worker; shared memory for sorting its partners
+                launch(m, k_setup, r_host, 1, 512, 1, params,
+                       order_keys_bytes(r_host) if threshold else 0)
                 if fault_mode == 1 and it == 0:
                     note_launch(KERNEL_NAMES[k_worker])
                     check(drv.launch(m.fn[k_worker], grid, 1, 1, 4096, 1, 1, 0, NULL, params,

@@ -162,6 +162,22 @@ def test_cuda_runs_repeat(lingam_data):
     np.testing.assert_allclose(runs64[0].stats["scores"], cpu.stats["scores"], rtol=1e-9, atol=1e-15)
 
 
+def test_cuda_rederiving_at_every_step_gives_the_same_order(lingam_data):
+    # drift_tol=0: every update counts as drift, so the last update_data block
+    # re-standardises the rows and update_cov recomputes the covariance from
+    # the data at every step (the CPU backend's stand-in oracle, test_cpu_backend).
+    from paralingam import _cuda
+
+    X = lingam_data(60, 500, "dense", 611)[0]
+    kw = dict(threshold=True, gamma0=1e-4, c=2.0, collinear_tol=1e-10, explained_tol=1e-10)
+    cpu = fit(X, backend="cpu").causal_order
+    for dtype in ("float32", "float64"):
+        always = _cuda.search(X, times={}, dtype=dtype, drift_tol=0.0, **kw)
+        never = _cuda.search(X, times={}, dtype=dtype, drift_tol=1e-8, **kw)
+        assert always[3] >= len(always[2]["remaining"]) - 1  # re-derived at (nearly) every step
+        assert list(always[0]) == list(never[0]) == cpu
+
+
 def test_cuda_problem_larger_than_memory_is_refused():
     from paralingam import _cuda
 

@@ -1,0 +1,47 @@
+"""Fit one synthetic case of the benchmark grid: a small target for profilers.
+
+Runs ``paralingam.fit`` on the paper-style data of ``tools/bench_gpu.py``
+(same generator, same seeds) and prints the search time and the comparison
+counts, so that Nsight Compute can be pointed at a real search:
+
+    python tools/fit_case.py 500 1024                      # sparse p=500, n=1024
+    python tools/fit_case.py 500 1024 --repeats 3 --no-threshold
+    ncu --launch-skip 800 --launch-count 20 python tools/fit_case.py 500 1024
+"""
+
+import argparse
+import statistics
+import warnings
+
+import paralingam
+from paralingam.datasets import make_lingam_data
+
+GRID = [(p, n) for p in (100, 200, 500, 1000) for n in (1024, 2048, 4096, 8192)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("p", type=int)
+    ap.add_argument("n", type=int)
+    ap.add_argument("--density", choices=("sparse", "dense"), default="sparse")
+    ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--no-threshold", action="store_true", help="compare every pair")
+    args = ap.parse_args()
+
+    seed = 100 + GRID.index((args.p, args.n)) if (args.p, args.n) in GRID else 7
+    X, _, _ = make_lingam_data(args.p, args.n, density=args.density, random_state=seed)
+    times = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        for _ in range(args.repeats):
+            res = paralingam.fit(X, backend=args.backend, threshold=not args.no_threshold)
+            times.append(res.stats["time"]["search"])
+    st = res.stats
+    print(f"{args.density} p={args.p} n={args.n} threshold={not args.no_threshold}: "
+          f"search {statistics.median(times) * 1e3:.1f} ms (median of {len(times)}), "
+          f"compared {sum(st['compared'])}, saved {100 * st['comparisons_saved']:.0f}%")
+
+
+if __name__ == "__main__":
+    main()
