@@ -116,22 +116,25 @@ __device__ __forceinline__ void pl_series_moments(const double *__restrict__ x, 
     out[1] = pl_warp_sum(g) / n;
 }
 
-// Moments of both residuals of the pair (x_a, x_b): out = {m1(u), m2(u), m1(v), m2(v)}.
-// x rows are 16-byte aligned (the row stride is a multiple of 32 floats). Result in every lane of the calling warp.
+// Sums of both residuals of the pair (x_a, x_b) over the samples of one
+// slice of lanes: lane `lane` of `lanes` (a multiple of 32; a group of warps
+// shares a pair when lanes > 32). out = {sum |u|, sum l(u), sum g(u),
+// sum |v|, sum l(v), sum g(v)} (l in log2 units for float), summed over the
+// calling warp's 32 lanes: every lane of the warp gets the warp's totals.
+// x rows are 16-byte aligned (the row stride is a multiple of 32 floats).
 // rho arrives in double and is split as rho_hi + rho_lo (two floats): the
 // rounding of rho to float would otherwise shift every residual sample by a
 // multiple of the partner row, a systematic error amplified by 1 / s.
-__device__ __forceinline__ void pl_pair_moments(const float *__restrict__ xa,
-                                                const float *__restrict__ xb, double rho64,
-                                                float inv_s, int n, double out[4])
+__device__ __forceinline__ void pl_pair_sums(const float *__restrict__ xa,
+                                             const float *__restrict__ xb, double rho64,
+                                             float inv_s, int n, int lane, int lanes, double out[6])
 {
     const float rho = (float)rho64, rlo = (float)(rho64 - (double)rho);
-    const int lane = threadIdx.x & 31;
     PlKahan<float> a_u, l_u, g_u, a_v, l_v, g_v;
     const float4 *va4 = reinterpret_cast<const float4 *>(xa);
     const float4 *vb4 = reinterpret_cast<const float4 *>(xb);
     const int n8 = n >> 3;  // chunks of 8 samples: two float4 per row
-    for (int c = lane; c < n8; c += 32) {
+    for (int c = lane; c < n8; c += lanes) {
         const float4 a0 = __ldg(va4 + 2 * c), a1 = __ldg(va4 + 2 * c + 1);
         const float4 b0 = __ldg(vb4 + 2 * c), b1 = __ldg(vb4 + 2 * c + 1);
         const float xs[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
@@ -145,50 +148,42 @@ __device__ __forceinline__ void pl_pair_moments(const float *__restrict__ xa,
         a_u.add(au); l_u.add(lu); g_u.add(gu);
         a_v.add(av); l_v.add(lv); g_v.add(gv);
     }
-    for (int k = (n8 << 3) + lane; k < n; k += 32) {  // tail: n % 8 samples
+    for (int k = (n8 << 3) + lane; k < n; k += lanes) {  // tail: n % 8 samples
         float au = 0, lu = 0, gu = 0, av = 0, lv = 0, gv = 0;
         pl_terms(fmaf(-rlo, xb[k], fmaf(-rho, xb[k], xa[k])) * inv_s, au, lu, gu);
         pl_terms(fmaf(-rlo, xa[k], fmaf(-rho, xa[k], xb[k])) * inv_s, av, lv, gv);
         a_u.add(au); l_u.add(lu); g_u.add(gu);
         a_v.add(av); l_v.add(lv); g_v.add(gv);
     }
-    const double au = pl_warp_sum(a_u.value()), lu = pl_warp_sum(l_u.value());
-    const double av = pl_warp_sum(a_v.value()), lv = pl_warp_sum(l_v.value());
-    out[0] = (au + PL_LN2 * lu) / n - PL_LN2;
-    out[1] = pl_warp_sum(g_u.value()) / n;
-    out[2] = (av + PL_LN2 * lv) / n - PL_LN2;
-    out[3] = pl_warp_sum(g_v.value()) / n;
+    out[0] = pl_warp_sum(a_u.value()); out[1] = pl_warp_sum(l_u.value());
+    out[2] = pl_warp_sum(g_u.value()); out[3] = pl_warp_sum(a_v.value());
+    out[4] = pl_warp_sum(l_v.value()); out[5] = pl_warp_sum(g_v.value());
 }
 
-__device__ __forceinline__ void pl_pair_moments(const double *__restrict__ xa,
-                                                const double *__restrict__ xb, double rho,
-                                                double inv_s, int n, double out[4])
+__device__ __forceinline__ void pl_pair_sums(const double *__restrict__ xa,
+                                             const double *__restrict__ xb, double rho,
+                                             double inv_s, int n, int lane, int lanes, double out[6])
 {
-    const int lane = threadIdx.x & 31;
     double au = 0, lu = 0, gu = 0, av = 0, lv = 0, gv = 0;
-    for (int k = lane; k < n; k += 32) {
+    for (int k = lane; k < n; k += lanes) {
         const double x = xa[k], y = xb[k];
         pl_terms((x - rho * y) * inv_s, au, lu, gu);
         pl_terms((y - rho * x) * inv_s, av, lv, gv);
     }
-    au = pl_warp_sum(au); lu = pl_warp_sum(lu); gu = pl_warp_sum(gu);
-    av = pl_warp_sum(av); lv = pl_warp_sum(lv); gv = pl_warp_sum(gv);
-    out[0] = (au + lu) / n - PL_LN2;
-    out[1] = gu / n;
-    out[2] = (av + lv) / n - PL_LN2;
-    out[3] = gv / n;
+    out[0] = pl_warp_sum(au); out[1] = pl_warp_sum(lu); out[2] = pl_warp_sum(gu);
+    out[3] = pl_warp_sum(av); out[4] = pl_warp_sum(lv); out[5] = pl_warp_sum(gv);
 }
 
 // Ill-conditioned float pairs (1 - rho^2 small): the residual is formed in
 // double from the double rows, so cancellation does not amplify the float
-// rounding of the data; the special functions stay in float.
-__device__ __forceinline__ void pl_pair_moments_wide(const double *__restrict__ xa,
-                                                     const double *__restrict__ xb, double rho,
-                                                     double inv_s, int n, double out[4])
+// rounding of the data; the special functions stay in float (l in log2 units).
+__device__ __forceinline__ void pl_pair_sums_wide(const double *__restrict__ xa,
+                                                  const double *__restrict__ xb, double rho,
+                                                  double inv_s, int n, int lane, int lanes,
+                                                  double out[6])
 {
-    const int lane = threadIdx.x & 31;
     PlKahan<float> a_u, l_u, g_u, a_v, l_v, g_v;
-    for (int k = lane; k < n; k += 32) {
+    for (int k = lane; k < n; k += lanes) {
         const double x = xa[k], y = xb[k];
         float au = 0, lu = 0, gu = 0, av = 0, lv = 0, gv = 0;
         pl_terms((float)((x - rho * y) * inv_s), au, lu, gu);
@@ -196,12 +191,40 @@ __device__ __forceinline__ void pl_pair_moments_wide(const double *__restrict__ 
         a_u.add(au); l_u.add(lu); g_u.add(gu);
         a_v.add(av); l_v.add(lv); g_v.add(gv);
     }
-    const double au = pl_warp_sum(a_u.value()), lu = pl_warp_sum(l_u.value());
-    const double av = pl_warp_sum(a_v.value()), lv = pl_warp_sum(l_v.value());
-    out[0] = (au + PL_LN2 * lu) / n - PL_LN2;
-    out[1] = pl_warp_sum(g_u.value()) / n;
-    out[2] = (av + PL_LN2 * lv) / n - PL_LN2;
-    out[3] = pl_warp_sum(g_v.value()) / n;
+    out[0] = pl_warp_sum(a_u.value()); out[1] = pl_warp_sum(l_u.value());
+    out[2] = pl_warp_sum(g_u.value()); out[3] = pl_warp_sum(a_v.value());
+    out[4] = pl_warp_sum(l_v.value()); out[5] = pl_warp_sum(g_v.value());
+}
+
+// Moments {m1(u), m2(u), m1(v), m2(v)} of a pair from its six sums; l_unit
+// converts the l sums to natural log (pl_l_unit).
+__device__ __forceinline__ void pl_pair_moments_of(const double sums[6], double l_unit, int n,
+                                                   double out[4])
+{
+    out[0] = (sums[0] + l_unit * sums[1]) / n - PL_LN2;
+    out[1] = sums[2] / n;
+    out[2] = (sums[3] + l_unit * sums[4]) / n - PL_LN2;
+    out[3] = sums[5] / n;
+}
+
+// Moments of both residuals of the pair by one warp: out = {m1(u), m2(u),
+// m1(v), m2(v)} in every lane.
+template <typename T>
+__device__ __forceinline__ void pl_pair_moments(const T *__restrict__ xa, const T *__restrict__ xb,
+                                                double rho, T inv_s, int n, double out[4])
+{
+    double sums[6];
+    pl_pair_sums(xa, xb, rho, inv_s, n, threadIdx.x & 31, 32, sums);
+    pl_pair_moments_of(sums, pl_l_unit(T(0)), n, out);
+}
+
+__device__ __forceinline__ void pl_pair_moments_wide(const double *__restrict__ xa,
+                                                     const double *__restrict__ xb, double rho,
+                                                     double inv_s, int n, double out[4])
+{
+    double sums[6];
+    pl_pair_sums_wide(xa, xb, rho, inv_s, n, threadIdx.x & 31, 32, sums);
+    pl_pair_moments_of(sums, PL_LN2, n, out);
 }
 
 #endif

@@ -59,6 +59,12 @@ extern "C" {
 template <typename T>
 __device__ __forceinline__ T ld_volatile(const T *p) { return *(const volatile T *)p; }
 
+// Barrier `id` (1..15; 0 is __syncthreads) among `threads` threads (whole warps).
+__device__ __forceinline__ void named_barrier(int id, int threads)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Block sums of N values at once (one pair of barriers for all of them);
 // sh holds 32 N doubles. Every thread gets the totals.
 template <int N>
@@ -606,9 +612,13 @@ extern "C" __global__ void __launch_bounds__(256) entropy64(PlSearch *s)
 // ---------------------------------------------------------------- the worker kernel
 
 // I(a, b) of workers a < b and its error bound, and the entropies hu, hv of
-// the residuals of a on b and of b on a: every lane gets them.
+// the residuals of a on b and of b on a, by a group of G warps (the calling
+// warp is warp g of its group; gsum: the group's shared scratch, 6 G
+// doubles; G > 1 synchronises the group with named barrier `bar`). Every
+// lane of warp 0 of the group gets them (of every warp when G = 1).
 template <typename T>
 __device__ __forceinline__ void compare_pair(const PlSearch *s, int a, int b, const double *hx,
+                                             int g, int G, int bar, double *gsum,
                                              double &I, double &e, double &hu, double &hv)
 {
     const size_t p = s->p, ld = s->ld;
@@ -619,19 +629,39 @@ __device__ __forceinline__ void compare_pair(const PlSearch *s, int a, int b, co
     I = 0.0;
     e = 0.0;
     hu = hv = 0.0;
-    if (f <= s->collinear_tol) return;  // collinear: contributes nothing (paralingam.policy)
+    if (f <= s->collinear_tol) {  // collinear: contributes nothing (paralingam.policy)
+        if (G > 1) named_barrier(bar, 32 * G);  // the group leaves together, as below
+        return;
+    }
     const double inv_s = 1.0 / sqrt(f);
-    double m[4];
+    const int lane = g * 32 + (threadIdx.x & 31), lanes = 32 * G;
+    double sums[6];
+    double l_unit = 1.0;
     if (is_float(T(0))) {
+        l_unit = PL_LN2;
         if (f < WIDE_F)
-            pl_pair_moments_wide(s->X64 + ia * ld, s->X64 + ib * ld, rho, inv_s, n, m);
+            pl_pair_sums_wide(s->X64 + ia * ld, s->X64 + ib * ld, rho, inv_s, n, lane, lanes, sums);
         else
-            pl_pair_moments(s->X32 + ia * ld, s->X32 + ib * ld, rho, (float)inv_s, n, m);
+            pl_pair_sums(s->X32 + ia * ld, s->X32 + ib * ld, rho, (float)inv_s, n, lane, lanes, sums);
+    } else {
+        pl_pair_sums(s->X64 + ia * ld, s->X64 + ib * ld, rho, inv_s, n, lane, lanes, sums);
+    }
+    if (G > 1) {  // warp 0 adds the group's warps in a fixed order
+        if ((threadIdx.x & 31) == 0)
+            for (int k = 0; k < 6; ++k) gsum[6 * g + k] = sums[k];
+        named_barrier(bar, lanes);
+        if (g != 0) return;
+        for (int k = 0; k < 6; ++k) {
+            double t = gsum[k];
+            for (int q = 1; q < G; ++q) t += gsum[6 * q + k];
+            sums[k] = t;
+        }
+    }
+    double m[4];
+    pl_pair_moments_of(sums, l_unit, n, m);
+    if (is_float(T(0)))
         e = s->hx_err[a] + s->hx_err[b] + entropy_bound(m[0], m[1], s->moment_err) +
             entropy_bound(m[2], m[3], s->moment_err);
-    } else {
-        pl_pair_moments(s->X64 + ia * ld, s->X64 + ib * ld, rho, inv_s, n, m);
-    }
     // I(a, b) = H(x_b) + H(r_a^(b)) - H(x_a) - H(r_b^(a))
     hu = entropy_of(m[0], m[1]);
     hv = entropy_of(m[2], m[3]);
@@ -703,62 +733,83 @@ __device__ __forceinline__ int next_live(const unsigned *live, int n_active, int
     return -1;
 }
 
+// The comparison engines are groups of G = group_warps consecutive warps of
+// a block (G = 1: every warp is one). Warp 0 of a group (its leader) finds
+// work, claims pairs and messages results; all G warps compare the pair,
+// each on its share of the samples, so a pair takes 1/G of the time and
+// G times fewer pairs are in flight (less threshold overshoot) when n is
+// large enough to keep every lane busy.
 template <typename T>
 __device__ void worker_body(PlSearch *s)
 {
+    __shared__ double gsum_all[WARPS * 6];  // per warp: its 6 partial sums
+    __shared__ int gpair[WARPS][2];         // per group: the claimed pair (a = -2: leave)
     PlControl *c = s->ctl;
     if (ld_volatile(&c->done)) return;
-    const int lane = threadIdx.x & 31;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int G = (int)s->group_warps, g = warp % G, group = warp / G;
+    const int bar = 1 + group;  // named barrier of the group (G > 1)
+    double *gsum = gsum_all + 6 * (warp - g);
     const int nw = c->nw, n_active = c->n_active;
     const size_t p = s->p;
     const double stop = c->gamma * (1.0 + REL_MARGIN);
     const unsigned busy = 2u * (unsigned)c->epoch;
     const int ordered = c->ordered;
     if (n_active <= 0) return;
-    // Warps start spread over the active workers and stay on one until it is
+    // Groups start spread over the active workers and stay on one until it is
     // out of work (score above gamma, or every partner claimed), then move
     // to the next live one.
-    int pos = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) % n_active;
-    unsigned long long compared = 0;  // pairs this warp compared (lane 0)
+    int pos = (blockIdx.x * (blockDim.x >> 5) / G + group) % n_active;
+    unsigned long long compared = 0;  // pairs this group compared (leader, lane 0)
     for (;;) {
-        pos = next_live(s->live, n_active, pos);
-        if (pos < 0) {
-            if (lane == 0 && compared) atomicAdd(&c->compared, compared);
+        int a = -1, b = -1;
+        if (g == 0) {
+            for (;;) {  // find a live worker and claim its next partner
+                pos = next_live(s->live, n_active, pos);
+                if (pos < 0) { a = -2; break; }
+                int move = 0;
+                if (lane == 0) {
+                    const int w = s->active[pos];
+                    int cur = nw;
+                    if (ld_volatile(&s->score[w]) <= stop) cur = atomicAdd(&s->cursor[w], 1);
+                    if (cur >= nw - 1) {
+                        atomicAnd(&s->live[pos >> 5], ~(1u << (pos & 31)));  // out of work this round
+                        move = 1;
+                    } else {
+                        int t;
+                        if (ordered) {
+                            t = s->partner[(size_t)w * p + cur];  // by decreasing |correlation|
+                        } else {
+                            t = w + 1 + cur;  // cyclically from w + 1 (paper: C = [2..r, 1])
+                            if (t >= nw) t -= nw;
+                        }
+                        const int lo = min(w, t), hi = max(w, t);
+                        unsigned *lk = &s->lock[lo * p + hi];
+                        const unsigned old = ld_volatile(lk);
+                        if (old < busy && atomicCAS(lk, old, busy) == old) { a = lo; b = hi; }
+                        // else the partner holds the pair: its result arrives as a message
+                    }
+                }
+                move = __shfl_sync(FULL, move, 0);
+                a = __shfl_sync(FULL, a, 0);
+                b = __shfl_sync(FULL, b, 0);
+                if (move) pos = (pos + 1 == n_active) ? 0 : pos + 1;
+                else if (a >= 0) break;
+            }
+            if (G > 1 && lane == 0) { gpair[group][0] = a; gpair[group][1] = b; }
+        }
+        if (G > 1) {
+            named_barrier(bar, 32 * G);
+            a = gpair[group][0];
+            b = gpair[group][1];
+        }
+        if (a == -2) {
+            if (g == 0 && lane == 0 && compared) atomicAdd(&c->compared, compared);
             return;
         }
-        int a = -1, b = -1, move = 0;
-        if (lane == 0) {
-            const int w = s->active[pos];
-            int cur = nw;
-            if (ld_volatile(&s->score[w]) <= stop) cur = atomicAdd(&s->cursor[w], 1);
-            if (cur >= nw - 1) {
-                atomicAnd(&s->live[pos >> 5], ~(1u << (pos & 31)));  // out of work this round
-                move = 1;
-            } else {
-                int t;
-                if (ordered) {
-                    t = s->partner[(size_t)w * p + cur];  // by decreasing |correlation|
-                } else {
-                    t = w + 1 + cur;  // cyclically from w + 1 (paper: C = [2..r, 1])
-                    if (t >= nw) t -= nw;
-                }
-                const int lo = min(w, t), hi = max(w, t);
-                unsigned *lk = &s->lock[lo * p + hi];
-                const unsigned old = ld_volatile(lk);
-                if (old < busy && atomicCAS(lk, old, busy) == old) { a = lo; b = hi; }
-                // else the partner holds the pair: its result arrives as a message
-            }
-        }
-        move = __shfl_sync(FULL, move, 0);
-        if (move) {
-            pos = (pos + 1 == n_active) ? 0 : pos + 1;
-            continue;
-        }
-        a = __shfl_sync(FULL, a, 0);
-        b = __shfl_sync(FULL, b, 0);
-        if (a < 0) continue;
         double I, e, hu, hv;
-        compare_pair<T>(s, a, b, s->hx, I, e, hu, hv);
+        compare_pair<T>(s, a, b, s->hx, g, G, bar, gsum, I, e, hu, hv);
+        if (g != 0) continue;  // the leader reports the pair
         int finished = 0;
         if (lane == 0) {
             if (s->use_float) s->stat_err[a * p + b] = e;
@@ -788,7 +839,8 @@ __device__ void worker_body(PlSearch *s)
 }
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) worker_f32(PlSearch *s) { worker_body<float>(s); }
-extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) worker_f64(PlSearch *s) { worker_body<double>(s); }
+// (double comparisons need more registers: the compiler's choice)
+extern "C" __global__ void __launch_bounds__(WARPS * 32) worker_f64(PlSearch *s) { worker_body<double>(s); }
 
 // ---------------------------------------------------------------- root selection
 

@@ -68,6 +68,7 @@ typedef struct {
     long long use_float;   /* 1: float comparisons with certified roots; 0: double */
     long long stop_on_degenerate;
     long long use_prior;   /* 1: pk_status gives the candidates (prior knowledge) */
+    long long group_warps; /* warps that compare one pair together (divides WARPS) */
     /* per variable */
     int *alive;            /* remaining variables, ascending (length r) */
     int *gone;             /* 0 searching, 1 explained by the current root, 2 ordered */

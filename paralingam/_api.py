@@ -6,8 +6,8 @@ import numpy as np
 
 from . import _backends
 from ._result import FitResult
-from ._validation import (CUDA_BLOCKS, MAX_THREADS, as_data_matrix, check_bool, check_choice,
-                          check_dtype, check_int, check_positive)
+from ._validation import (CUDA_BLOCKS, MAX_THREADS, WARPS_PER_PAIR, as_data_matrix, check_bool,
+                          check_choice, check_dtype, check_int, check_positive)
 from .adjacency import ols_adjacency
 from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError
 from .prior import PriorKnowledge
@@ -70,6 +70,7 @@ def fit(
     n_threads=None,
     threads_per_block=None,
     blocks=None,
+    warps_per_pair=None,
     prior_knowledge=None,
     apply_prior_knowledge_softly=False,
     on_collinear="warn",
@@ -111,6 +112,9 @@ def fit(
     blocks : int, optional
         CUDA backend: blocks of the persistent worker kernel (default: as
         many as are resident at once, from the device's occupancy).
+    warps_per_pair : {1, 2, 4, 8, 16, 32}, optional
+        CUDA backend: warps that compare one pair together, dividing the
+        block's warps (default: 1 below 2048 samples, 2 below 4096, else 4).
     prior_knowledge : array-like, shape (n_features, n_features), optional
         Prior knowledge of the causal order, with the rules of lingam's
         ``DirectLiNGAM(prior_knowledge=...)`` (:mod:`paralingam.prior`).
@@ -176,6 +180,8 @@ def fit(
         threads_per_block = check_int("threads_per_block", threads_per_block, CUDA_BLOCKS)
     if blocks is not None:
         blocks = check_int("blocks", blocks)
+    if warps_per_pair is not None:
+        warps_per_pair = check_int("warps_per_pair", warps_per_pair, WARPS_PER_PAIR)
     on_collinear = check_choice("on_collinear", on_collinear, ON_COLLINEAR)
     if backend == "cpu" and dtype == "float32":
         raise ValueError("the CPU backend computes in float64; use dtype='float64' or None")
@@ -203,6 +209,7 @@ def fit(
                 search_data, threshold=threshold, gamma0=gamma0, c=c, dtype=dtype or "float32",
                 collinear_tol=collinear_tol, explained_tol=explained_tol, drift_tol=DRIFT_TOL,
                 times=times, threads_per_block=threads_per_block, blocks=blocks,
+                warps_per_pair=warps_per_pair,
                 stop_on_dependence=stop, candidates=candidates)
     except LinearDependenceError as exc:
         raise exc.with_names(names) from None

@@ -32,9 +32,19 @@ import numpy as np
 FLOAT_MOMENT_ERR = 5e-7
 DEFAULT_WARPS = 8  # warps per worker block (threads_per_block = 256)
 # Worker blocks per SM the register allocation must allow (0: compiler's
-# choice, 62 registers, no spills). The sweep in tools/bench_gpu.py found no
-# difference between 0, 4 and 5 at p=1000, n=8192 (benchmarks/NOTES.md).
-DEFAULT_MIN_BLOCKS = 0
+# choice). 4: 64 registers, the float worker's allocation before groups of
+# warps shared a pair (the compiler alone now takes 80: 3 blocks per SM);
+# the sweep in tools/bench_gpu.py found no difference between 4 and 5 at
+# p=1000, n=8192 (benchmarks/NOTES.md).
+DEFAULT_MIN_BLOCKS = 4
+# Samples per warp a pair should keep when several warps share it: the
+# default warps per pair is n // PAIR_SAMPLES_PER_WARP (a power of two, at
+# most 4), so each of the 32 lanes of a warp sums at least 32 samples. H100
+# (benchmarks/ab_warps_per_pair_h100.log, sparse, medians of 4): 1, 2, 4 warps
+# per pair took 55.6, 52.0, 54.8 ms at p=500 n=2048; 75.7, 66.1, 63.2 ms at
+# p=500 n=4096; 295.8, 275.5, 288.1 ms at p=1000 n=4096; 471.8, 416.4,
+# 400.1 ms at p=1000 n=8192.
+PAIR_SAMPLES_PER_WARP = 1024
 HEADERS = ("compare.cuh", "search_state.h")
 
 
@@ -254,13 +264,27 @@ def _note_fault(exc):
     _module.cache_clear()
 
 
+def warps_per_pair_for(n, warps):
+    """Default warps comparing one pair: 1, 2 or 4 as n allows, dividing ``warps``."""
+    g = 1
+    while g < 4 and 2 * g * PAIR_SAMPLES_PER_WARP <= n:
+        g *= 2
+    while g > 1 and (warps % g or warps // g > 15):  # groups must tile the block
+        g //= 2
+    return g
+
+
 def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, drift_tol,
            times, threads_per_block=None, blocks=None, stop_on_dependence=False,
-           profile=False, inject_fault="", min_blocks=None, candidates=None):
+           profile=False, inject_fault="", min_blocks=None, candidates=None,
+           warps_per_pair=None):
     """Causal-order search of ``data`` (n_samples, n_features) on the GPU.
 
     ``candidates`` (prior knowledge, ``paralingam.prior``) is called with the
-    remaining variables at the start of every iteration.
+    remaining variables at the start of every iteration. ``warps_per_pair``
+    warps of a worker block compare one pair together (default
+    ``warps_per_pair_for(n, warps)``); it must divide the block's warps,
+    in at most 15 groups when above 1 (named barriers).
 
     Returns
     -------
@@ -285,6 +309,12 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     times["compile"] = time.perf_counter() - t0
 
     n, p = data.shape
+    if warps_per_pair is None:
+        warps_per_pair = warps_per_pair_for(n, mod.warps)
+    elif mod.warps % warps_per_pair or (warps_per_pair > 1 and mod.warps // warps_per_pair > 15):
+        raise ValueError(
+            f"warps_per_pair={warps_per_pair} must divide the worker block's {mod.warps} warps "
+            f"(threads_per_block={32 * mod.warps}) into at most 15 groups")
     ld = (n + 31) // 32 * 32
     t0 = time.perf_counter()
     ws = _workspace((_context().handle, p, ld, use_float), bytes_needed(p, n, use_float))
@@ -300,7 +330,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         "collinear_tol": collinear_tol, "explained_tol": explained_tol, "drift_tol": drift_tol,
         "moment_err": FLOAT_MOMENT_ERR if use_float else 0.0,
         "use_float": int(use_float), "stop_on_degenerate": int(stop_on_dependence),
-        "use_prior": int(candidates is not None),
+        "use_prior": int(candidates is not None), "group_warps": int(warps_per_pair),
     }
     if blocks is None:
         blocks = device_properties()["multiprocessors"] * mod.worker_blocks_per_sm(use_float)

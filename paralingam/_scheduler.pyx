@@ -85,7 +85,7 @@ cdef extern from "search_state.h":
         double *cov
         long long p, n, ld
         double gamma0, c, collinear_tol, explained_tol, drift_tol, moment_err
-        long long use_float, stop_on_degenerate, use_prior
+        long long use_float, stop_on_degenerate, use_prior, group_warps
         int *alive
         int *gone
         double *frac
@@ -411,6 +411,7 @@ cdef fill_search(PlSearch *h, dict dev, dict cfg):
     h.use_float = cfg["use_float"]
     h.stop_on_degenerate = cfg["stop_on_degenerate"]
     h.use_prior = cfg.get("use_prior", 0)
+    h.group_warps = cfg.get("group_warps", 1)
     h.alive = <int *><uintptr_t>dev["alive"]
     h.gone = <int *><uintptr_t>dev["gone"]
     h.frac = <double *><uintptr_t>dev["frac"]

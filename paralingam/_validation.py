@@ -6,6 +6,7 @@ import numpy as np
 
 MAX_THREADS = 1024  # more OpenMP threads than this are a mistake, and can abort the process
 CUDA_BLOCKS = tuple(range(32, 1025, 32))  # threads per block: whole warps
+WARPS_PER_PAIR = (1, 2, 4, 8, 16, 32)  # powers of two up to a 1024-thread block
 
 
 def as_data_matrix(X, names=None):

@@ -78,15 +78,37 @@ def test_cuda_float_and_double_give_the_same_order(lingam_data):
 @pytest.mark.parametrize("kwargs", [
     {"threads_per_block": 64}, {"threads_per_block": 128}, {"threads_per_block": 512},
     {"blocks": 1}, {"blocks": 3}, {"gamma0": 1e-8, "c": 1.5}, {"gamma0": 10.0, "c": 10.0},
+    {"warps_per_pair": 2}, {"warps_per_pair": 4}, {"warps_per_pair": 8},
+    {"warps_per_pair": 4, "dtype": "float64"}, {"warps_per_pair": 4, "threshold": False},
+    {"threads_per_block": 128, "warps_per_pair": 2}, {"threads_per_block": 1024, "warps_per_pair": 4},
 ])
 def test_cuda_tuning_does_not_change_the_order(lingam_data, reference_on, kwargs):
     X = lingam_data(40, 2048, "dense", 108)[0]
     assert fit(X, **kwargs).causal_order == reference_on(40, 2048, "dense", 108)[0]
 
 
+def test_cuda_warps_per_pair_must_divide_the_block(lingam_data):
+    X = lingam_data(10, 500, "dense", 109)[0]
+    for kwargs in ({"threads_per_block": 64, "warps_per_pair": 4},   # 2 warps
+                   {"threads_per_block": 1024, "warps_per_pair": 2}):  # 16 groups
+        with pytest.raises(ValueError, match="warps_per_pair"):
+            fit(X, **kwargs)
+
+
 @pytest.mark.parametrize("density, seed", [("sparse", 811), ("dense", 812)])
 def test_cuda_large_p_equals_cpu(lingam_data, density, seed):
     X = lingam_data(500, 1024, density, seed)[0]
+    cpu = fit(X, backend="cpu")
+    for dtype in ("float32", "float64"):
+        assert fit(X, dtype=dtype).causal_order == cpu.causal_order
+
+
+def test_cuda_large_n_equals_cpu(lingam_data):
+    # n = 8192: by default four warps compare each pair
+    from paralingam import _cuda
+
+    assert [_cuda.warps_per_pair_for(n, 8) for n in (1024, 2048, 4096, 8192)] == [1, 2, 4, 4]
+    X = lingam_data(120, 8192, "sparse", 813)[0]
     cpu = fit(X, backend="cpu")
     for dtype in ("float32", "float64"):
         assert fit(X, dtype=dtype).causal_order == cpu.causal_order
@@ -129,8 +151,8 @@ def test_cuda_ecoli_full_equals_reference():
 def test_cuda_planted_dependencies_equal_reference(lingam_data, density, seed):
     X, n_planted = planted_degenerate_data(lingam_data(12, 500, density, seed)[0])
     ref_order, ref_explained = reference.causal_order(X)
-    for dtype in ("float32", "float64"):
-        res = fit(X, dtype=dtype)
+    for dtype, group in (("float32", None), ("float64", None), ("float32", 2)):
+        res = fit(X, dtype=dtype, warps_per_pair=group)
         assert res.causal_order == ref_order
         assert res.stats["explained"] == ref_explained
         assert len(ref_explained) == n_planted
@@ -140,8 +162,9 @@ def test_cuda_planted_dependencies_equal_reference(lingam_data, density, seed):
 def test_cuda_near_collinear_columns_equal_reference(lingam_data, unexplained):
     X = near_copy(lingam_data(10, 500, "dense", 522)[0], 4, unexplained)
     ref_order, ref_explained = reference.causal_order(X)
-    for dtype in ("float32", "float64"):
-        res = fit(X, dtype=dtype)
+    # (4 warps per pair: the group path of the double residuals of near copies)
+    for dtype, group in (("float32", None), ("float64", None), ("float32", 4)):
+        res = fit(X, dtype=dtype, warps_per_pair=group)
         assert res.causal_order == ref_order
         assert res.stats["explained"] == ref_explained
 
@@ -328,8 +351,9 @@ def test_cuda_planted_copies_with_prior_knowledge(lingam_data, density, seed):
     for label, pk, soft in degenerate_priors(p):
         kwargs = dict(prior_knowledge=pk, apply_prior_knowledge_softly=soft)
         ref_order, ref_explained = reference.causal_order(X, **kwargs)
-        for dtype in ("float32", "float64"):
-            res = fit(X, dtype=dtype, **kwargs)
+        # (4 warps per pair: the group path of collinear pairs of different statuses)
+        for dtype, group in (("float32", None), ("float64", None), ("float32", 4), ("float64", 4)):
+            res = fit(X, dtype=dtype, warps_per_pair=group, **kwargs)
             assert res.causal_order == ref_order, label
             assert res.stats["explained"] == ref_explained, label
 

@@ -332,6 +332,7 @@ BAD_PARAMETERS = [
     ("dtype", "float16"), ("dtype", "int64"), ("dtype", "double precision"), ("dtype", object),
     ("threads_per_block", 48), ("threads_per_block", 0), ("threads_per_block", 2048),
     ("threads_per_block", 64.0), ("threads_per_block", True),
+    ("warps_per_pair", 3), ("warps_per_pair", 0), ("warps_per_pair", 2.0), ("warps_per_pair", 64),
     ("on_collinear", "raise"), ("on_collinear", None), ("on_collinear", True),
 ]
 

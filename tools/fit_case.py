@@ -27,18 +27,23 @@ def main():
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--no-threshold", action="store_true", help="compare every pair")
+    ap.add_argument("--warps-per-pair", type=int, help="CUDA: warps comparing one pair")
     args = ap.parse_args()
 
     seed = 100 + GRID.index((args.p, args.n)) if (args.p, args.n) in GRID else 7
     X, _, _ = make_lingam_data(args.p, args.n, density=args.density, random_state=seed)
+    kwargs = dict(backend=args.backend, threshold=not args.no_threshold)
+    if args.warps_per_pair:
+        kwargs["warps_per_pair"] = args.warps_per_pair
     times = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
         for _ in range(args.repeats):
-            res = paralingam.fit(X, backend=args.backend, threshold=not args.no_threshold)
+            res = paralingam.fit(X, **kwargs)
             times.append(res.stats["time"]["search"])
     st = res.stats
-    print(f"{args.density} p={args.p} n={args.n} threshold={not args.no_threshold}: "
+    print(f"{args.density} p={args.p} n={args.n} threshold={not args.no_threshold} "
+          f"warps_per_pair={args.warps_per_pair or 'default'}: "
           f"search {statistics.median(times) * 1e3:.1f} ms (median of {len(times)}), "
           f"compared {sum(st['compared'])}, saved {100 * st['comparisons_saved']:.0f}%")
 
