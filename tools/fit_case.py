@@ -28,6 +28,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--no-threshold", action="store_true", help="compare every pair")
     ap.add_argument("--warps-per-pair", type=int, help="CUDA: warps comparing one pair")
+    ap.add_argument("--gamma0", type=float, help="first threshold of each iteration")
     args = ap.parse_args()
 
     seed = 100 + GRID.index((args.p, args.n)) if (args.p, args.n) in GRID else 7
@@ -35,6 +36,8 @@ def main():
     kwargs = dict(backend=args.backend, threshold=not args.no_threshold)
     if args.warps_per_pair:
         kwargs["warps_per_pair"] = args.warps_per_pair
+    if args.gamma0:
+        kwargs["gamma0"] = args.gamma0
     times = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
@@ -43,7 +46,7 @@ def main():
             times.append(res.stats["time"]["search"])
     st = res.stats
     print(f"{args.density} p={args.p} n={args.n} threshold={not args.no_threshold} "
-          f"warps_per_pair={args.warps_per_pair or 'default'}: "
+          f"warps_per_pair={args.warps_per_pair or 'default'} gamma0={args.gamma0 or 'default'}: "
           f"search {statistics.median(times) * 1e3:.1f} ms (median of {len(times)}), "
           f"compared {sum(st['compared'])}, saved {100 * st['comparisons_saved']:.0f}%")
 
