@@ -59,6 +59,9 @@ extern "C" {
 template <typename T>
 __device__ __forceinline__ T ld_volatile(const T *p) { return *(const volatile T *)p; }
 
+// Dynamic shared memory of the kernels that take some (setup_*, update_data).
+extern __shared__ __align__(16) unsigned char pl_dyn_smem[];
+
 // Barrier `id` (1..15; 0 is __syncthreads) among `threads` threads (whole warps).
 __device__ __forceinline__ void named_barrier(int id, int threads)
 {
@@ -528,23 +531,24 @@ __device__ void block_series_moments(const double *__restrict__ x, int n, double
     out[1] = t[2] / n;
 }
 
-// Partner order of worker w: the other workers by decreasing |correlation|,
-// ties to the lower index, sorted in shared memory (bitonic sort of
-// next_pow2(nw) keys). A strongly correlated partner gives a large |I|, so
-// a worker that is not the root usually passes the threshold after its
-// first few comparisons. The order decides which pairs are compared, never
-// the root: the threshold test is exact in any order.
-__device__ void order_partners(PlSearch *s, int w, int nw, unsigned long long *key)
+// Partner order of worker w: the other workers by decreasing |correlation|
+// (to 2^-18), ties to the lower index, sorted in shared memory (bitonic sort
+// of next_pow2(nw) 32-bit keys: the inverted |correlation| above the 14
+// bits of the index, PL_MAX_ORDERED = 2^14). A strongly correlated partner
+// gives a large |I|, so a worker that is not the root usually passes the
+// threshold after its first few comparisons. The order decides which pairs
+// are compared, never the root: the threshold test is exact in any order.
+__device__ void order_partners(PlSearch *s, int w, int nw, unsigned *key)
 {
     int N = 1;  // keys: a power of two
     while (N < nw) N <<= 1;
     const size_t p = s->p;
     const double *row = s->cov + (size_t)s->idx[w] * p;
     for (int t = threadIdx.x; t < N; t += blockDim.x) {
-        unsigned long long k = ~0ull;  // w itself and the padding sort last
+        unsigned k = ~0u;  // w itself and the padding sort last
         if (t < nw && t != w) {
-            const float c = (float)fabs(row[s->idx[t]]);
-            k = ((unsigned long long)~__float_as_uint(c) << 32) | (unsigned)t;
+            const unsigned q = min((unsigned)(fabs(row[s->idx[t]]) * 262144.0), 262143u);
+            k = ((262143u - q) << 14) | (unsigned)t;
         }
         key[t] = k;
     }
@@ -554,15 +558,16 @@ __device__ void order_partners(PlSearch *s, int w, int nw, unsigned long long *k
             for (int i = threadIdx.x; i < N; i += blockDim.x) {
                 const int q = i ^ j;
                 if (q > i) {
-                    const unsigned long long a = key[i], b = key[q];
+                    const unsigned a = key[i], b = key[q];
                     if ((a > b) == ((i & k) == 0)) { key[i] = b; key[q] = a; }
                 }
             }
             __syncthreads();
         }
     }
+    static_assert(PL_MAX_ORDERED <= 16384, "partner indices take 14 bits of a sort key");
     int *out = s->partner + (size_t)w * p;
-    for (int k = threadIdx.x; k < nw - 1; k += blockDim.x) out[k] = (int)(unsigned)key[k];
+    for (int k = threadIdx.x; k < nw - 1; k += blockDim.x) out[k] = (int)(key[k] & 16383u);
 }
 
 // One block per worker: the entropy of its variable (and its float error
@@ -573,7 +578,7 @@ __device__ void order_partners(PlSearch *s, int w, int nw, unsigned long long *k
 template <typename T>
 __device__ void setup_body(PlSearch *s)
 {
-    extern __shared__ unsigned long long key[];
+    unsigned *key = reinterpret_cast<unsigned *>(pl_dyn_smem);
     __shared__ double sh[32 * 3];
     PlControl *c = s->ctl;
     const int w = blockIdx.x, nw = c->nw;
@@ -582,7 +587,7 @@ __device__ void setup_body(PlSearch *s)
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem));
     int N = 1;
     while (N < nw) N <<= 1;
-    const int ordered = (size_t)N * sizeof(unsigned long long) <= smem;
+    const int ordered = (size_t)N * sizeof(unsigned) <= smem;
     if (w == 0 && threadIdx.x == 0) c->ordered = ordered;
     double m[2];
     block_series_moments(rows(s, T(0)) + (size_t)s->idx[w] * s->ld, (int)s->n, m, sh);
@@ -1123,10 +1128,18 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
     float *x32 = s->X32 + i * ld;
     const double *xr = s->X64 + (size_t)root * ld;
     // The correlation with the root from the data (see verify_band), which
-    // UpdateCovMat then uses too.
+    // UpdateCovMat then uses too. When the host gave the block shared memory
+    // for the row, the update reads it from there: the row is read from
+    // global memory once (rows can exceed the L2 cache: p=1000, n=8192 is
+    // 65 MB of them).
+    double *xs = reinterpret_cast<double *>(pl_dyn_smem);
+    unsigned smem;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem));
+    const bool cached = (size_t)n * sizeof(double) <= smem;
     double sum[5] = {0.0, 0.0, 0.0, 0.0, 0.0};  // a, b, ab, aa, bb
     for (int q = threadIdx.x; q < n; q += blockDim.x) {
         const double a = x[q], b = xr[q];
+        if (cached) xs[q] = a;
         sum[0] += a; sum[1] += b; sum[2] += a * b; sum[3] += a * a; sum[4] += b * b;
     }
     block_sums(sum, sh);  // every thread gets the same sums
@@ -1143,9 +1156,9 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
     }
     const double inv_s = 1.0 / sqrt(f);
     double mom[3] = {0.0, 0.0, 0.0};  // v, v^2, v y
-    for (int q = threadIdx.x; q < n; q += blockDim.x) {
+    for (int q = threadIdx.x; q < n; q += blockDim.x) {  // (each thread reads its own xs)
         const double y = xr[q];
-        const double v = (x[q] - rho * y) * inv_s;
+        const double v = ((cached ? xs[q] : x[q]) - rho * y) * inv_s;
         x[q] = v;
         x32[q] = (float)v;
         mom[0] += v; mom[1] += v * v; mom[2] += v * y;

@@ -175,6 +175,7 @@ cdef Driver drv
 cdef bint drv_loaded = False
 DEF CUDA_ERROR_NOT_READY = 600
 DEF CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+DEF MAX_ROW_CACHE = 98304  # bytes of shared memory update_data may take for a row
 
 
 class CudaError(RuntimeError):
@@ -289,6 +290,9 @@ cdef class Module:
             check(drv.func_set_attribute(self.fn[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          order_keys_bytes(PL_MAX_ORDERED)),
                   b"cuFuncSetAttribute(max dynamic shared memory)")
+        check(drv.func_set_attribute(self.fn[K_UPDATE_DATA],
+                                     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, MAX_ROW_CACHE),
+              b"cuFuncSetAttribute(max dynamic shared memory)")
 
     def worker_blocks_per_sm(self, bint use_float):
         """Resident worker blocks per multiprocessor (occupancy)."""
@@ -328,6 +332,11 @@ cdef int launch(Module m, int k, unsigned int gx, unsigned int gy, unsigned int 
                  KERNEL_NAMES[k])
 
 
+cdef unsigned int row_cache_bytes(int n) noexcept nogil:
+    """Shared memory of ``update_data``: the row, if it fits (else it is read twice)."""
+    return n * 8 if n * 8 <= MAX_ROW_CACHE else 0
+
+
 cdef unsigned int order_keys_bytes(int r) noexcept nogil:
     """Shared memory of ``setup_*`` for sorting the partners of r workers."""
     cdef unsigned int keys = 1
@@ -335,16 +344,16 @@ cdef unsigned int order_keys_bytes(int r) noexcept nogil:
         return 0  # the kernels visit partners cyclically then
     while keys < <unsigned int>r:
         keys <<= 1
-    return keys * 8
+    return keys * 4  # 32-bit keys
 
 
-cdef int launch_updates(Module m, int r, void **params) except -1 nogil:
+cdef int launch_updates(Module m, int r, int n, void **params) except -1 nogil:
     """UpdateData (with re-standardisation after drift) and UpdateCovMat over ``r`` positions.
 
     Each kernel does nothing unless the device state is PL_DECIDED, and
     skips positions at or past the device's own r.
     """
-    launch(m, K_UPDATE_DATA, r, 1, 256, 1, params)
+    launch(m, K_UPDATE_DATA, r, 1, 256, 1, params, row_cache_bytes(n))
     launch(m, K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16, 16, params)
     return 0
 
@@ -511,6 +520,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef CUdeviceptr d_search = dev["search"]
     cdef PlStatus *st = <PlStatus *><uintptr_t>status_host.ctypes.data
     cdef int p = cfg["p"]
+    cdef int n = cfg["n"]
     cdef bint use_float = cfg["use_float"]
     cdef bint threshold = cfg["gamma0"] < float("inf")
     cdef int k_setup = K_SETUP32 if use_float else K_SETUP64
@@ -609,7 +619,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     # the GPU updates the data while the host is still polling
                     # the status. r_host (the last status's r) bounds this
                     # iteration's r, and the kernels skip positions past it.
-                    launch_updates(m, r_host, params)
+                    launch_updates(m, r_host, n, params)
                     seq += 1
                     rounds += 1
                     wait_status(st, seq)
@@ -632,7 +642,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     launch(m, K_PAIRS64, nw, n_cand, 256, 1, params)
                     launch(m, K_SELECT64, 1, 1, 1024, 1, params)
                     mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_UPDATE)
-                    launch_updates(m, r_host, params)
+                    launch_updates(m, r_host, n, params)
                 # (PL_DECIDED: the speculative updates are already queued)
                 PL_RANGE_POP()
                 it += 1

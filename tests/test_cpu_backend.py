@@ -94,6 +94,18 @@ def test_threshold_is_raised_geometrically(lingam_data):
         assert all(r >= 1 for r in st["rounds"])
 
 
+def test_default_first_threshold_scales_with_n(lingam_data):
+    from paralingam import _api
+
+    assert _api.default_gamma0(500) == _api.default_gamma0(1024) == _api.DEFAULT_GAMMA0
+    assert _api.default_gamma0(8192) == pytest.approx(_api.DEFAULT_GAMMA0 / 8)
+    n = 3000  # 1024 / n is no power of two: the schedule tells which gamma0 ran
+    st = fit_cpu(lingam_data(20, n, "sparse", 205)[0]).stats
+    steps = np.log(np.array(st["gamma"]) / _api.default_gamma0(n)) / np.log(_api.DEFAULT_C)
+    np.testing.assert_allclose(steps, np.round(steps), atol=1e-6)
+    assert (np.round(steps) >= 0).all()
+
+
 @pytest.mark.parametrize("gamma0, c", [(1e-8, 1.5), (10.0, 10.0), (1e-4, 1.0001), (1e-2, 50.0)])
 def test_gamma0_and_c_do_not_change_the_order(lingam_data, gamma0, c):
     X = lingam_data(40, 800, "sparse", 204)[0]

@@ -144,7 +144,7 @@ def main():
     if args.sweep:
         X, _, _ = make_lingam_data(1000, 8192, density="sparse", random_state=103)
         data = np.ascontiguousarray(X)
-        kw = dict(threshold=True, gamma0=paralingam._api.DEFAULT_GAMMA0, c=paralingam._api.DEFAULT_C,
+        kw = dict(threshold=True, gamma0=paralingam._api.default_gamma0(X.shape[0]), c=paralingam._api.DEFAULT_C,
                   dtype="float32", collinear_tol=1e-10, explained_tol=1e-10,
                   drift_tol=paralingam._api.DRIFT_TOL)
         for threads, min_blocks in ((256, 0), (256, 4), (256, 5), (128, 10), (512, 2)):
