@@ -22,15 +22,16 @@
 // Compile-time constants: WARPS, warps per block of the worker kernel, and
 // MIN_BLOCKS (see below).
 //
-// The worker kernel is the paper's Alg. 7 with a persistent grid: every warp
-// is a comparison engine that takes the next active worker in round robin,
-// checks its score against the threshold, claims its next uncompared partner
-// (by decreasing |correlation|, see order_partners; the paper visits them
-// cyclically) (pair lock by atomicCAS: each unordered pair is compared once in an
-// iteration), compares the pair and messages both sides (score atomics;
-// the partner receives -I). Several warps can serve one worker at once, so
-// a worker with many comparisons left (the root, typically) is spread over
-// the whole GPU instead of running one comparison at a time.
+// The worker kernel is the paper's Alg. 7 with a persistent grid: every
+// group of group_warps warps is a comparison engine that takes the next
+// active worker in round robin, checks its score against the threshold,
+// claims its next uncompared partner (by decreasing |correlation|, see
+// order_partners, where the paper walks them cyclically; pair lock by
+// atomicCAS: each unordered pair is compared once in an iteration), compares
+// the pair and messages both sides (score atomics; the partner receives -I).
+// Several groups can serve one worker at once, so a worker with many
+// comparisons left (the root, typically) is spread over the whole GPU
+// instead of running one comparison at a time.
 #include "compare.cuh"
 
 extern "C" {
@@ -505,7 +506,7 @@ workers:
 // Moments {mean log cosh, mean u exp(-u^2/2)} of one row by the whole block,
 // as pl_series_moments does by one warp: chunks of 8 samples summed in
 // registers and added to per-thread Kahan sums, then a double block sum.
-// Result in warp 0.
+// Every thread gets the result.
 __device__ void block_series_moments(const float *__restrict__ x, int n, double out[2], double *sh)
 {
     PlKahan<float> a, l, g;
@@ -1040,7 +1041,7 @@ extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
 // nothing to the score in either precision.
 extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s)
 {
-    __shared__ double sh[32];
+    __shared__ double sh[32 * 6];
     const PlControl *c = s->ctl;
     const int k = blockIdx.y, j = blockIdx.x;
     if (k >= c->n_cand || j >= c->nw) return;
@@ -1062,8 +1063,9 @@ extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s)
             pl_terms((va - rho * vb) * inv_s, au, lu, gu);
             pl_terms((vb - rho * va) * inv_s, av, lv, gv);
         }
-        au = block_sum(au, sh); lu = block_sum(lu, sh); gu = block_sum(gu, sh);
-        av = block_sum(av, sh); lv = block_sum(lv, sh); gv = block_sum(gv, sh);
+        double t[6] = {au, lu, gu, av, lv, gv};
+        block_sums(t, sh);
+        au = t[0]; lu = t[1]; gu = t[2]; av = t[3]; lv = t[4]; gv = t[5];
         // I(lo, hi) = H(x_hi) + H(r_lo^(hi)) - H(x_lo) - H(r_hi^(lo))
         const double hu = entropy_of((au + lu) / n - PL_LN2, gu / n);
         const double hv = entropy_of((av + lv) / n - PL_LN2, gv / n);
