@@ -13,6 +13,10 @@ from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError
 from .prior import PriorKnowledge
 
 DEFAULT_GAMMA0 = 1e-4
+DEFAULT_C = 2.0
+MIN_C = 1.000001
+DRIFT_TOL = 1e-8
+ON_COLLINEAR = ("warn", "ignore", "error")
 
 
 def default_gamma0(n_samples):
@@ -25,10 +29,6 @@ def default_gamma0(n_samples):
     GPU's in benchmarks/NOTES.md).
     """
     return DEFAULT_GAMMA0 * min(1.0, 1024.0 / max(1, n_samples))
-DEFAULT_C = 2.0
-MIN_C = 1.000001
-DRIFT_TOL = 1e-8
-ON_COLLINEAR = ("warn", "ignore", "error")
 
 
 def column_exponents(X):

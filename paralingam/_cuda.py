@@ -33,9 +33,9 @@ FLOAT_MOMENT_ERR = 5e-7
 DEFAULT_WARPS = 8  # warps per worker block (threads_per_block = 256)
 # Worker blocks per SM the register allocation must allow (0: compiler's
 # choice). 4: 64 registers, the float worker's allocation before groups of
-# warps shared a pair (the compiler alone now takes 80: 3 blocks per SM);
-# the sweep in tools/bench_gpu.py found no difference between 4 and 5 at
-# p=1000, n=8192 (benchmarks/NOTES.md).
+# warps shared a pair (the compiler alone now takes 80: 3 blocks per SM).
+# Before the groups, the sweep in tools/bench_gpu.py found no difference
+# between 0, 4 and 5 at p=1000, n=8192 (benchmarks/NOTES.md).
 DEFAULT_MIN_BLOCKS = 4
 # Samples per warp a pair should keep when several warps share it: the
 # default warps per pair is n // PAIR_SAMPLES_PER_WARP (a power of two, at
