@@ -1,4 +1,5 @@
-// One pairwise comparison of ParaLiNGAM, computed by one warp.
+// One pairwise comparison of ParaLiNGAM, computed by one warp or a group of
+// warps, and the entropy moments of one row, computed by a block.
 //
 // For standardised rows x_a, x_b with correlation rho, the two standardised
 // residuals are u = (x_a - rho x_b) / s and v = (x_b - rho x_a) / s with
@@ -91,29 +92,58 @@ __device__ __forceinline__ double pl_entropy(double a, double l, double g, doubl
     return PL_H_GAUSS - PL_K1 * (m1 - PL_BETA) * (m1 - PL_BETA) - PL_K2 * m2 * m2;
 }
 
-// Moments of one series of n samples: out = {mean log cosh, mean u exp(-u^2/2)}.
-// Result in every lane of the calling warp.
-__device__ __forceinline__ void pl_series_moments(const float *__restrict__ x, int n, double out[2])
+// Block sums of N values at once (one pair of barriers for all of them);
+// sh holds 32 N doubles. Every thread gets the totals.
+template <int N>
+__device__ __forceinline__ void block_sums(double (&v)[N], double *sh)
 {
-    const int lane = threadIdx.x & 31;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
+#pragma unroll
+    for (int k = 0; k < N; ++k) v[k] = pl_warp_sum(v[k]);
+    __syncthreads();
+    if (lane == 0) {
+#pragma unroll
+        for (int k = 0; k < N; ++k) sh[warp * N + k] = v[k];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < N; ++k) v[k] = pl_warp_sum(lane < nwarp ? sh[lane * N + k] : 0.0);
+}
+
+__device__ __forceinline__ double block_sum(double v, double *sh)
+{
+    double t[1] = {v};
+    block_sums(t, sh);
+    return t[0];
+}
+
+// Moments {mean log cosh, mean u exp(-u^2/2)} of one row by the whole block:
+// chunks of 8 samples summed in registers and added to per-thread Kahan
+// sums, then a double block sum (sh: 32 * 3 doubles). Every thread gets the
+// result.
+__device__ void block_series_moments(const float *__restrict__ x, int n, double out[2], double *sh)
+{
     PlKahan<float> a, l, g;
-    for (int k0 = lane * 8; k0 < n; k0 += 32 * 8) {
+    for (int k0 = threadIdx.x * 8; k0 < n; k0 += blockDim.x * 8) {
         float sa = 0, sl = 0, sg = 0;
         const int k1 = min(k0 + 8, n);
         for (int k = k0; k < k1; ++k) pl_terms(x[k], sa, sl, sg);
         a.add(sa); l.add(sl); g.add(sg);
     }
-    out[0] = (pl_warp_sum(a.value()) + PL_LN2 * pl_warp_sum(l.value())) / n - PL_LN2;
-    out[1] = pl_warp_sum(g.value()) / n;
+    double t[3] = {a.value(), l.value(), g.value()};
+    block_sums(t, sh);
+    out[0] = (t[0] + PL_LN2 * t[1]) / n - PL_LN2;
+    out[1] = t[2] / n;
 }
 
-__device__ __forceinline__ void pl_series_moments(const double *__restrict__ x, int n, double out[2])
+__device__ void block_series_moments(const double *__restrict__ x, int n, double out[2], double *sh)
 {
-    const int lane = threadIdx.x & 31;
     double a = 0, l = 0, g = 0;
-    for (int k = lane; k < n; k += 32) pl_terms(x[k], a, l, g);
-    out[0] = (pl_warp_sum(a) + pl_warp_sum(l)) / n - PL_LN2;
-    out[1] = pl_warp_sum(g) / n;
+    for (int k = threadIdx.x; k < n; k += blockDim.x) pl_terms(x[k], a, l, g);
+    double t[3] = {a, l, g};
+    block_sums(t, sh);
+    out[0] = (t[0] + t[1]) / n - PL_LN2;
+    out[1] = t[2] / n;
 }
 
 // Sums of both residuals of the pair (x_a, x_b) over the samples of one

@@ -69,31 +69,6 @@ __device__ __forceinline__ void named_barrier(int id, int threads)
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Block sums of N values at once (one pair of barriers for all of them);
-// sh holds 32 N doubles. Every thread gets the totals.
-template <int N>
-__device__ __forceinline__ void block_sums(double (&v)[N], double *sh)
-{
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
-#pragma unroll
-    for (int k = 0; k < N; ++k) v[k] = pl_warp_sum(v[k]);
-    __syncthreads();
-    if (lane == 0) {
-#pragma unroll
-        for (int k = 0; k < N; ++k) sh[warp * N + k] = v[k];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < N; ++k) v[k] = pl_warp_sum(lane < nwarp ? sh[lane * N + k] : 0.0);
-}
-
-__device__ __forceinline__ double block_sum(double v, double *sh)
-{
-    double t[1] = {v};
-    block_sums(t, sh);
-    return t[0];
-}
-
 // Exclusive prefix sum of flag over 0..count-1 by one block; out[k] = number
 // of flags before k. Returns the total (all threads).
 __device__ int block_scan(const int *flag, int *out, int count)
@@ -501,35 +476,6 @@ workers:
             s->it_rounds[c->iteration] = 0; s->it_compared[c->iteration] = 0; s->it_redo[c->iteration] = 0;
         }
     }
-}
-
-// Moments {mean log cosh, mean u exp(-u^2/2)} of one row by the whole block,
-// as pl_series_moments does by one warp: chunks of 8 samples summed in
-// registers and added to per-thread Kahan sums, then a double block sum.
-// Every thread gets the result.
-__device__ void block_series_moments(const float *__restrict__ x, int n, double out[2], double *sh)
-{
-    PlKahan<float> a, l, g;
-    for (int k0 = threadIdx.x * 8; k0 < n; k0 += blockDim.x * 8) {
-        float sa = 0, sl = 0, sg = 0;
-        const int k1 = min(k0 + 8, n);
-        for (int k = k0; k < k1; ++k) pl_terms(x[k], sa, sl, sg);
-        a.add(sa); l.add(sl); g.add(sg);
-    }
-    double t[3] = {a.value(), l.value(), g.value()};
-    block_sums(t, sh);
-    out[0] = (t[0] + PL_LN2 * t[1]) / n - PL_LN2;
-    out[1] = t[2] / n;
-}
-
-__device__ void block_series_moments(const double *__restrict__ x, int n, double out[2], double *sh)
-{
-    double a = 0, l = 0, g = 0;
-    for (int k = threadIdx.x; k < n; k += blockDim.x) pl_terms(x[k], a, l, g);
-    double t[3] = {a, l, g};
-    block_sums(t, sh);
-    out[0] = (t[0] + t[1]) / n - PL_LN2;
-    out[1] = t[2] / n;
 }
 
 // Partner order of worker w: the other workers by decreasing |correlation|
