@@ -313,7 +313,8 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     n, p = data.shape
     if warps_per_pair is None:
         warps_per_pair = warps_per_pair_for(n, mod.warps)
-    elif mod.warps % warps_per_pair or (warps_per_pair > 1 and mod.warps // warps_per_pair > 15):
+    elif (warps_per_pair < 1 or mod.warps % warps_per_pair
+          or (warps_per_pair > 1 and mod.warps // warps_per_pair > 15)):
         raise ValueError(
             f"warps_per_pair={warps_per_pair} must divide the worker block's {mod.warps} warps "
             f"(threads_per_block={32 * mod.warps}) into at most 15 groups")

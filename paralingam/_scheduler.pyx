@@ -176,6 +176,9 @@ cdef bint drv_loaded = False
 DEF CUDA_ERROR_NOT_READY = 600
 DEF CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 DEF MAX_ROW_CACHE = 98304  # bytes of shared memory update_data may take for a row
+# Dynamic shared memory every device grants without an opt-in: 48 KB less a
+# margin for the kernels' own static shared memory (under 2 KB).
+DEF DEFAULT_DYNAMIC_SMEM = 45056
 
 
 class CudaError(RuntimeError):
@@ -274,6 +277,8 @@ cdef class Module:
     cdef CUfunction fn[N_KERNELS]
     cdef readonly int warps
     cdef readonly bytes image  # the cubin, kept alive while the module is loaded
+    # dynamic shared memory the setup and update_data kernels may be given
+    cdef readonly unsigned int keys_smem, row_smem
 
     def __cinit__(self, bytes cubin, int warps):
         load_driver()
@@ -284,15 +289,22 @@ cdef class Module:
         for k in range(N_KERNELS):
             check(drv.get_function(&self.fn[k], self.mod, KERNEL_NAMES[k]),
                   b"cuModuleGetFunction")
-        # the partner sort of the largest iterations needs more than the
-        # default 48 KB of dynamic shared memory
+        # The partner sort of the largest iterations and the row cache of
+        # update_data want more than the 48 KB of dynamic shared memory any
+        # device grants. A device that refuses the opt-in (less shared memory
+        # per block than asked, as before Hopper and Ampere) keeps the
+        # default: the kernels then sort fewer workers and re-read longer
+        # rows, with the same results.
+        cdef unsigned int keys_want = PL_MAX_ORDERED * 4, row_want = MAX_ROW_CACHE
+        self.keys_smem = keys_want
         for k in (K_SETUP32, K_SETUP64):
-            check(drv.func_set_attribute(self.fn[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                         order_keys_bytes(PL_MAX_ORDERED)),
-                  b"cuFuncSetAttribute(max dynamic shared memory)")
-        check(drv.func_set_attribute(self.fn[K_UPDATE_DATA],
-                                     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, MAX_ROW_CACHE),
-              b"cuFuncSetAttribute(max dynamic shared memory)")
+            if drv.func_set_attribute(self.fn[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                      keys_want) != 0:
+                self.keys_smem = DEFAULT_DYNAMIC_SMEM
+        self.row_smem = row_want
+        if drv.func_set_attribute(self.fn[K_UPDATE_DATA],
+                                  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, row_want) != 0:
+            self.row_smem = DEFAULT_DYNAMIC_SMEM
 
     def worker_blocks_per_sm(self, bint use_float):
         """Resident worker blocks per multiprocessor (occupancy)."""
@@ -332,19 +344,23 @@ cdef int launch(Module m, int k, unsigned int gx, unsigned int gy, unsigned int 
                  KERNEL_NAMES[k])
 
 
-cdef unsigned int row_cache_bytes(int n) noexcept nogil:
-    """Shared memory of ``update_data``: the row, if it fits (else it is read twice)."""
-    return n * 8 if n * 8 <= MAX_ROW_CACHE else 0
+cpdef unsigned int row_cache_bytes(int n, unsigned int cap) noexcept nogil:
+    """Shared memory of ``update_data``: the row, if it fits in ``cap`` bytes (else 0: it is read twice)."""
+    return n * 8 if <unsigned int>n * 8 <= cap else 0
 
 
-cdef unsigned int order_keys_bytes(int r) noexcept nogil:
-    """Shared memory of ``setup_*`` for sorting the partners of r workers."""
+cpdef unsigned int order_keys_bytes(int r, unsigned int cap) noexcept nogil:
+    """Shared memory of ``setup_*`` for sorting the partners of r workers within ``cap`` bytes.
+
+    0 when the keys do not fit (or r > PL_MAX_ORDERED): the kernels then
+    visit partners cyclically.
+    """
     cdef unsigned int keys = 1
     if r > PL_MAX_ORDERED:
-        return 0  # the kernels visit partners cyclically then
+        return 0
     while keys < <unsigned int>r:
         keys <<= 1
-    return keys * 4  # 32-bit keys
+    return keys * 4 if keys * 4 <= cap else 0  # 32-bit keys
 
 
 cdef int launch_updates(Module m, int r, int n, void **params) except -1 nogil:
@@ -353,7 +369,7 @@ cdef int launch_updates(Module m, int r, int n, void **params) except -1 nogil:
     Each kernel does nothing unless the device state is PL_DECIDED, and
     skips positions at or past the device's own r.
     """
-    launch(m, K_UPDATE_DATA, r, 1, 256, 1, params, row_cache_bytes(n))
+    launch(m, K_UPDATE_DATA, r, 1, 256, 1, params, row_cache_bytes(n, m.row_smem))
     launch(m, K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16, 16, params)
     return 0
 
@@ -600,7 +616,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     launch(m, K_PREP, 1, 1, 1024, 1, prep_params)
                 # one block per worker; shared memory for sorting its partners
                 launch(m, k_setup, r_host, 1, 512, 1, params,
-                       order_keys_bytes(r_host) if threshold else 0)
+                       order_keys_bytes(r_host, m.keys_smem) if threshold else 0)
                 if fault_mode == 1 and it == 0:
                     note_launch(KERNEL_NAMES[k_worker])
                     check(drv.launch(m.fn[k_worker], grid, 1, 1, 4096, 1, 1, 0, NULL, params,
