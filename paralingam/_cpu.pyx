@@ -60,11 +60,8 @@ cdef extern from "_cpu_kernels.h" nogil:
     double pl_load_double(const double *p)
     void pl_add_double(double *p, double v)
     void pl_count(long long *p)
-    ctypedef struct pl_keyed:
-        double key
-        int t
     void pl_order_partners(const double *cov, Py_ssize_t p, const int *idx, int r, int w,
-                           pl_keyed *scratch, int *out)
+                           unsigned int *scratch, int *out)
 
 cdef double K1 = 79.047
 cdef double K2 = 7.4129
@@ -283,10 +280,9 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     cdef double min_unfinished, verify_band
 
     nthreads = n_threads if n_threads > 0 else openmp.omp_get_max_threads()
-    # per-thread scratch of pl_order_partners
-    keyed_arr = np.empty(max(nthreads, 1) * max(p, 1) * sizeof(pl_keyed), dtype=np.uint8)
-    cdef unsigned char[::1] keyed_v = keyed_arr
-    cdef pl_keyed *keyed = <pl_keyed *>&keyed_v[0]
+    # per-thread scratch of pl_order_partners: 3 p entries each
+    order_scratch_arr = np.empty(max(nthreads, 1) * 3 * max(p, 1), dtype=np.uint32)
+    cdef unsigned int[::1] order_scratch = order_scratch_arr
     s.X = &X[0, 0]
     s.cov = &cov[0, 0]
     s.n = n
@@ -420,7 +416,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                     stat[k, j] = 0.0
                 if s.ordered and kind[k] == CANDIDATE:
                     pl_order_partners(s.cov, p, s.idx, s.r, k,
-                                      keyed + openmp.omp_get_thread_num() * p, &partner[k, 0])
+                                      &order_scratch[openmp.omp_get_thread_num() * 3 * p],
+                                      &partner[k, 0])
             s.compared = 0
             gamma = gamma0 if threshold else INFINITY
             rounds = 0
