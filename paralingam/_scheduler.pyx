@@ -10,9 +10,8 @@ it builds and imports on machines without CUDA (CI).
 The search state lives on the device (``kernels/search_state.h``). Per
 iteration the scheduler launches ``prep`` and ``setup`` (entropies, partner
 orders), then threshold rounds: ``worker`` and ``select_root``, after which
-it waits for the status
-that ``select_root`` publishes in mapped pinned memory (a spin on one word,
-no driver call). Behind each ``select_root`` it queues the update kernels
+it waits for the status that ``select_root`` publishes in mapped pinned
+memory (a spin on one word, no driver call). Behind each ``select_root`` it queues the update kernels
 speculatively: they run only if the root was decided, so the GPU updates the
 data while the host is still polling. While the status says "running" it
 launches the next round (``select_root`` has already raised gamma by c on the
