@@ -117,23 +117,53 @@ __device__ __forceinline__ double block_sum(double v, double *sh)
     return t[0];
 }
 
-// Moments {mean log cosh, mean u exp(-u^2/2)} of one row by the whole block:
-// chunks of 8 samples summed in registers and added to per-thread Kahan
-// sums, then a double block sum (sh: 32 * 3 doubles). Every thread gets the
-// result.
-__device__ void block_series_moments(const float *__restrict__ x, int n, double out[2], double *sh)
-{
+// Running entropy sums of one float series fed a sample at a time: groups of
+// 8 samples summed in registers, each group added to Kahan sums (the
+// accumulation of block_series_moments, for loops that visit samples in
+// another order).
+struct PlSeriesSums {
     PlKahan<float> a, l, g;
-    for (int k0 = threadIdx.x * 8; k0 < n; k0 += blockDim.x * 8) {
-        float sa = 0, sl = 0, sg = 0;
-        const int k1 = min(k0 + 8, n);
-        for (int k = k0; k < k1; ++k) pl_terms(x[k], sa, sl, sg);
-        a.add(sa); l.add(sl); g.add(sg);
+    float sa = 0, sl = 0, sg = 0;
+    int k = 0;
+    __device__ __forceinline__ void add(float x)
+    {
+        pl_terms(x, sa, sl, sg);
+        if (++k == 8) flush();
     }
-    double t[3] = {a.value(), l.value(), g.value()};
-    block_sums(t, sh);
+    __device__ __forceinline__ void flush()
+    {
+        a.add(sa); l.add(sl); g.add(sg);
+        sa = sl = sg = 0;
+        k = 0;
+    }
+};
+
+// Moments {m1, m2} of a series from its three block-summed sums (l in log2 units).
+__device__ __forceinline__ void pl_series_moments_of(const double t[3], int n, double out[2])
+{
     out[0] = (t[0] + PL_LN2 * t[1]) / n - PL_LN2;
     out[1] = t[2] / n;
+}
+
+// Moments {mean log cosh, mean u exp(-u^2/2)} of one row by the whole block:
+// thread t takes the sample pairs (2q, 2q + 1) for q = t, t + blockDim, ...
+// (8-byte loads; rows are 16-byte aligned) into PlSeriesSums, then a double
+// block sum (sh: 32 * 3 doubles). update_data accumulates the rows it writes
+// in the same order. Every thread gets the result.
+__device__ void block_series_moments(const float *__restrict__ x, int n, double out[2], double *sh)
+{
+    PlSeriesSums h;
+    const float2 *x2 = reinterpret_cast<const float2 *>(x);
+    for (int q = threadIdx.x; q < (n >> 1); q += blockDim.x) {
+        const float2 v = x2[q];
+        h.add(v.x);
+        h.add(v.y);
+    }
+    if ((n & 1) && threadIdx.x == 0) h.add(x[n - 1]);
+    h.flush();
+    double t[3] = {h.a.value(), h.l.value(), h.g.value()};
+    block_sums(t, sh);
+    pl_series_moments_of(t, n, out);
 }
 
 __device__ void block_series_moments(const double *__restrict__ x, int n, double out[2], double *sh)

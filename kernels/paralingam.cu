@@ -63,6 +63,14 @@ __device__ __forceinline__ T ld_volatile(const T *p) { return *(const volatile T
 // Dynamic shared memory of the kernels that take some (setup_*, update_data).
 extern __shared__ __align__(16) unsigned char pl_dyn_smem[];
 
+// Bytes of dynamic shared memory the host gave this launch.
+__device__ __forceinline__ unsigned dynamic_smem_bytes()
+{
+    unsigned bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+    return bytes;
+}
+
 // Barrier `id` (1..15; 0 is __syncthreads) among `threads` threads (whole warps).
 __device__ __forceinline__ void named_barrier(int id, int threads)
 {
@@ -180,7 +188,7 @@ extern "C" __global__ void init_search(PlSearch *s)
         c->done = 0; c->state = PL_RUNNING; c->root = -1; c->n_cand = 0; c->rounds = 0;
         c->collinear = 0; c->n_rederived = 0; c->seq = 0; c->ordered = 0; c->blocks_done = 0;
         c->drift_bits = 0; c->compared = 0; c->gamma = s->gamma0;
-        c->n_active = 0;
+        c->n_active = 0; c->hx_fresh = 0;
     }
 }
 
@@ -478,17 +486,46 @@ workers:
     }
 }
 
+// Keys the partner sort of nw workers takes: a power of two, at least a warp's.
+__device__ __forceinline__ int sort_keys(int nw)
+{
+    int N = 32;
+    while (N < nw) N <<= 1;
+    return N;
+}
+
+// Steps of a bitonic sort whose partners lie in the same warp (distance
+// j < 32), for k from k_lo to k_hi, on the keys in shared memory: each
+// thread holds one key at a time and trades with its partner lane by
+// shuffles, so these steps need no block barrier (the caller syncs after).
+// N and blockDim are multiples of 32, so a warp's lanes are all in or out.
+__device__ __forceinline__ void bitonic_in_warp(unsigned *key, int N, int k_lo, int k_hi)
+{
+    for (int i = threadIdx.x; i < N; i += blockDim.x) {
+        unsigned v = key[i];
+        for (int k = k_lo; k <= k_hi; k <<= 1) {
+            const bool up = (i & k) == 0;
+            for (int j = min(k >> 1, 16); j > 0; j >>= 1) {
+                const unsigned o = __shfl_xor_sync(FULL, v, j);
+                v = (((i & j) == 0) == up) ? min(v, o) : max(v, o);
+            }
+        }
+        key[i] = v;
+    }
+}
+
 // Partner order of worker w: the other workers by decreasing |correlation|
 // (to 2^-18), ties to the lower index, sorted in shared memory (bitonic sort
-// of next_pow2(nw) 32-bit keys: the inverted |correlation| above the 14
+// of sort_keys(nw) 32-bit keys: the inverted |correlation| above the 14
 // bits of the index, PL_MAX_ORDERED = 2^14). A strongly correlated partner
 // gives a large |I|, so a worker that is not the root usually passes the
 // threshold after its first few comparisons. The order decides which pairs
 // are compared, never the root: the threshold test is exact in any order.
+// Steps between warps go through shared memory with a barrier each; the
+// steps within a warp (about 2/3 of all for 1024 keys) run on shuffles.
 __device__ void order_partners(PlSearch *s, int w, int nw, unsigned *key)
 {
-    int N = 1;  // keys: a power of two
-    while (N < nw) N <<= 1;
+    const int N = sort_keys(nw);
     const size_t p = s->p;
     const double *row = s->cov + (size_t)s->idx[w] * p;
     for (int t = threadIdx.x; t < N; t += blockDim.x) {
@@ -500,8 +537,10 @@ __device__ void order_partners(PlSearch *s, int w, int nw, unsigned *key)
         key[t] = k;
     }
     __syncthreads();
-    for (int k = 2; k <= N; k <<= 1) {
-        for (int j = k >> 1; j > 0; j >>= 1) {
+    bitonic_in_warp(key, N, 2, 32);  // sorted runs of 32 keys
+    __syncthreads();
+    for (int k = 64; k <= N; k <<= 1) {
+        for (int j = k >> 1; j >= 32; j >>= 1) {
             for (int i = threadIdx.x; i < N; i += blockDim.x) {
                 const int q = i ^ j;
                 if (q > i) {
@@ -511,6 +550,8 @@ __device__ void order_partners(PlSearch *s, int w, int nw, unsigned *key)
             }
             __syncthreads();
         }
+        bitonic_in_warp(key, N, k, k);
+        __syncthreads();
     }
     static_assert(PL_MAX_ORDERED <= 16384, "partner indices take 14 bits of a sort key");
     int *out = s->partner + (size_t)w * p;
@@ -518,10 +559,12 @@ __device__ void order_partners(PlSearch *s, int w, int nw, unsigned *key)
 }
 
 // One block per worker: the entropy of its variable (and its float error
-// bound) and its partner order. The host gives the sort its shared memory
-// when the threshold is on (without one every pair is compared, in any
-// order) and the iteration is small enough; the workers then visit partners
-// in that order.
+// bound) and its partner order. Float entropies come from update_data, which
+// computed them from the rows it wrote, unless the rows were (re-)
+// standardised since (the first iteration, drift). The host gives the sort
+// its shared memory when the threshold is on (without one every pair is
+// compared, in any order) and the iteration is small enough; the workers
+// then visit partners in that order.
 template <typename T>
 __device__ void setup_body(PlSearch *s)
 {
@@ -530,17 +573,21 @@ __device__ void setup_body(PlSearch *s)
     PlControl *c = s->ctl;
     const int w = blockIdx.x, nw = c->nw;
     if (c->done || w >= nw) return;
-    unsigned smem;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem));
-    int N = 1;
-    while (N < nw) N <<= 1;
-    const int ordered = (size_t)N * sizeof(unsigned) <= smem;
+    const int ordered = (size_t)sort_keys(nw) * sizeof(unsigned) <= dynamic_smem_bytes();
     if (w == 0 && threadIdx.x == 0) c->ordered = ordered;
-    double m[2];
-    block_series_moments(rows(s, T(0)) + (size_t)s->idx[w] * s->ld, (int)s->n, m, sh);
-    if (threadIdx.x == 0) {
-        s->hx[w] = entropy_of(m[0], m[1]);
-        s->hx_err[w] = is_float(T(0)) ? entropy_bound(m[0], m[1], s->moment_err) : 0.0;
+    const int i = s->idx[w];
+    if (is_float(T(0)) && c->hx_fresh) {
+        if (threadIdx.x == 0) {
+            s->hx[w] = s->hx_var[i];
+            s->hx_err[w] = s->hx_var_err[i];
+        }
+    } else {
+        double m[2];
+        block_series_moments(rows(s, T(0)) + (size_t)i * s->ld, (int)s->n, m, sh);
+        if (threadIdx.x == 0) {
+            s->hx[w] = entropy_of(m[0], m[1]);
+            s->hx_err[w] = is_float(T(0)) ? entropy_bound(m[0], m[1], s->moment_err) : 0.0;
+        }
     }
     if (ordered && s->kind[w] == PL_CANDIDATE) order_partners(s, w, nw, key);
 }
@@ -1064,30 +1111,43 @@ extern "C" __global__ void __launch_bounds__(1024) select64(PlSearch *s)
 
 // Regress the root out of the row at position k (Alg. 5), in double and
 // float; detect a fully explained variable; measure the drift
-// max(|mean|, |var - 1|, |corr(x, root)|) of the updated row (one block).
+// max(|mean|, |var - 1|, |corr(x, root)|) of the updated row; with float
+// comparisons, the entropy moments of the new float row, for setup_f32
+// (one block).
+//
+// The rows are 16-byte aligned (the row stride is a multiple of 32), so
+// both passes move two samples per load and store; the loops are unrolled
+// to keep several loads in flight: the kernel is bound by memory latency,
+// one block per row.
 __device__ void regress_root_out(PlSearch *s, int k, double *sh)
 {
     PlControl *c = s->ctl;
     const int root = c->root, i = s->alive[k];
     if (i == root) return;
     const size_t p = s->p, ld = s->ld;
-    const int n = (int)s->n;
+    const int n = (int)s->n, n2 = n >> 1;
     double *x = s->X64 + i * ld;
     float *x32 = s->X32 + i * ld;
     const double *xr = s->X64 + (size_t)root * ld;
+    const double2 *x2 = reinterpret_cast<const double2 *>(x);
+    const double2 *xr2 = reinterpret_cast<const double2 *>(xr);
     // The correlation with the root from the data (see verify_band), which
     // UpdateCovMat then uses too. When the host gave the block shared memory
     // for the row, the update reads it from there: the row is read from
     // global memory once (rows can exceed the L2 cache: p=1000, n=8192 is
     // 65 MB of them).
-    double *xs = reinterpret_cast<double *>(pl_dyn_smem);
-    unsigned smem;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(smem));
-    const bool cached = (size_t)n * sizeof(double) <= smem;
+    double2 *xs2 = reinterpret_cast<double2 *>(pl_dyn_smem);
+    const bool cached = (size_t)n * sizeof(double) <= dynamic_smem_bytes();
     double sum[5] = {0.0, 0.0, 0.0, 0.0, 0.0};  // a, b, ab, aa, bb
-    for (int q = threadIdx.x; q < n; q += blockDim.x) {
-        const double a = x[q], b = xr[q];
-        if (cached) xs[q] = a;
+#pragma unroll 4
+    for (int q = threadIdx.x; q < n2; q += blockDim.x) {
+        const double2 a = x2[q], b = __ldg(xr2 + q);
+        if (cached) xs2[q] = a;
+        sum[0] += a.x + a.y; sum[1] += b.x + b.y; sum[2] += a.x * b.x + a.y * b.y;
+        sum[3] += a.x * a.x + a.y * a.y; sum[4] += b.x * b.x + b.y * b.y;
+    }
+    if ((n & 1) && threadIdx.x == 0) {  // odd n: the last sample
+        const double a = x[n - 1], b = xr[n - 1];
         sum[0] += a; sum[1] += b; sum[2] += a * b; sum[3] += a * a; sum[4] += b * b;
     }
     block_sums(sum, sh);  // every thread gets the same sums
@@ -1103,20 +1163,43 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
         return;
     }
     const double inv_s = 1.0 / sqrt(f);
+    const bool want_h = s->use_float;
+    PlSeriesSums h;
     double mom[3] = {0.0, 0.0, 0.0};  // v, v^2, v y
-    for (int q = threadIdx.x; q < n; q += blockDim.x) {  // (each thread reads its own xs)
-        const double y = xr[q];
-        const double v = ((cached ? xs[q] : x[q]) - rho * y) * inv_s;
-        x[q] = v;
-        x32[q] = (float)v;
-        mom[0] += v; mom[1] += v * v; mom[2] += v * y;
+    double2 *w2 = reinterpret_cast<double2 *>(x);
+    float2 *w32 = reinterpret_cast<float2 *>(x32);
+#pragma unroll 4
+    for (int q = threadIdx.x; q < n2; q += blockDim.x) {  // (each thread reads its own xs)
+        const double2 y = __ldg(xr2 + q);
+        const double2 a = cached ? xs2[q] : x2[q];
+        const double2 v = make_double2((a.x - rho * y.x) * inv_s, (a.y - rho * y.y) * inv_s);
+        const float2 v32 = make_float2((float)v.x, (float)v.y);
+        w2[q] = v;
+        w32[q] = v32;
+        mom[0] += v.x + v.y; mom[1] += v.x * v.x + v.y * v.y; mom[2] += v.x * y.x + v.y * y.y;
+        if (want_h) { h.add(v32.x); h.add(v32.y); }
     }
-    block_sums(mom, sh);
+    if ((n & 1) && threadIdx.x == 0) {
+        const double y = xr[n - 1], v = (x[n - 1] - rho * y) * inv_s;
+        x[n - 1] = v;
+        x32[n - 1] = (float)v;
+        mom[0] += v; mom[1] += v * v; mom[2] += v * y;
+        if (want_h) h.add((float)v);
+    }
+    h.flush();
+    double t[6] = {mom[0], mom[1], mom[2], h.a.value(), h.l.value(), h.g.value()};
+    block_sums(t, sh);
     if (threadIdx.x == 0) {
         s->frac[i] = fr;
-        const double mean = mom[0] / n, var = mom[1] / n - mean * mean, corr = mom[2] / n;
+        const double mean = t[0] / n, var = t[1] / n - mean * mean, corr = t[2] / n;
         const double drift = fmax(fabs(mean), fmax(fabs(var - 1.0), fabs(corr)));
         atomicMax(&c->drift_bits, (unsigned long long)__double_as_longlong(drift));
+        if (want_h) {
+            double m[2];
+            pl_series_moments_of(t + 3, n, m);
+            s->hx_var[i] = entropy_of(m[0], m[1]);
+            s->hx_var_err[i] = entropy_bound(m[0], m[1], s->moment_err);
+        }
     }
 }
 
@@ -1128,10 +1211,11 @@ __device__ __forceinline__ bool drifted(const PlSearch *s)
 // One block per remaining position (grid: at least r blocks): UpdateData.
 // The last block to finish checks the drift: if any updated row drifted, it
 // re-standardises every remaining row from its data (rare; one block is
-// enough, and no launch is spent on the common case).
+// enough, and no launch is spent on the common case), and the entropies
+// update_data computed are stale: setup computes them again.
 extern "C" __global__ void update_data(PlSearch *s)
 {
-    __shared__ double sh[32 * 5];
+    __shared__ double sh[32 * 6];
     __shared__ int s_last;
     PlControl *c = s->ctl;
     if (c->state != PL_DECIDED) return;
@@ -1139,13 +1223,18 @@ extern "C" __global__ void update_data(PlSearch *s)
     if (blockIdx.x < r) regress_root_out(s, blockIdx.x, sh);
     __syncthreads();
     if (threadIdx.x == 0) {
-        __threadfence();  // this block's rows and drift before the count
+        __threadfence();  // release: this block's rows and drift before the count
         s_last = atomicAdd(&c->blocks_done, 1) == (int)gridDim.x - 1;
+        if (s_last) __threadfence();  // acquire: every block's rows and drift after it
     }
     __syncthreads();
     if (!s_last) return;
-    if (threadIdx.x == 0) c->blocks_done = 0;  // for the next launch
-    if (!drifted(s)) return;
+    const bool drift = drifted(s);
+    if (threadIdx.x == 0) {
+        c->blocks_done = 0;  // for the next launch
+        c->hx_fresh = s->use_float && !drift;
+    }
+    if (!drift) return;
     if (threadIdx.x == 0) c->n_rederived += 1;
     for (int k = 0; k < r; ++k) {
         const int i = s->alive[k];

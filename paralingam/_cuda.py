@@ -159,7 +159,7 @@ def bytes_needed(p, n, use_float):
     """Device memory a search of p variables and n samples allocates."""
     ld = (n + 31) // 32 * 32
     pairs = p * p * (4 + 4 + 8 + (8 if use_float else 0))  # lock, partner, stat, stat_err
-    return p * ld * 12 + p * p * 16 + pairs + p * 160 + 4096  # cov and its first copy
+    return p * ld * 12 + p * p * 16 + pairs + p * 192 + 4096  # cov and its first copy
 
 
 class _Workspace:
@@ -170,7 +170,7 @@ class _Workspace:
         "alive": np.int32, "gone": np.int32, "frac": np.float64, "linked": np.int32,
         "order": np.int32, "explained_by": np.int32, "pk_status": np.int8,
         "label": np.int32, "scratch": np.int32, "idx": np.int32, "weight": np.float64,
-        "kind": np.int32,
+        "kind": np.int32, "hx_var": np.float64, "hx_var_err": np.float64,
         "hx": np.float64, "hx_err": np.float64, "hx64": np.float64, "score": np.float64,
         "err": np.float64, "ndone": np.int32, "cursor": np.int32, "live": np.uint32,
         "active": np.int32, "final_score": np.float64, "final_err": np.float64,

@@ -91,6 +91,8 @@ cdef extern from "search_state.h":
         int *linked
         int *order
         int *explained_by
+        double *hx_var
+        double *hx_var_err
         signed char *pk_status
         int *label
         int *scratch
@@ -354,7 +356,7 @@ cpdef unsigned int order_keys_bytes(int r, unsigned int cap) noexcept nogil:
     0 when the keys do not fit (or r > PL_MAX_ORDERED): the kernels then
     visit partners cyclically.
     """
-    cdef unsigned int keys = 1
+    cdef unsigned int keys = 32  # a warp's worth at least: the kernel sorts 32-key runs by shuffles
     if r > PL_MAX_ORDERED:
         return 0
     while keys < <unsigned int>r:
@@ -442,6 +444,8 @@ cdef fill_search(PlSearch *h, dict dev, dict cfg):
     h.linked = <int *><uintptr_t>dev["linked"]
     h.order = <int *><uintptr_t>dev["order"]
     h.explained_by = <int *><uintptr_t>dev["explained_by"]
+    h.hx_var = <double *><uintptr_t>dev["hx_var"]
+    h.hx_var_err = <double *><uintptr_t>dev["hx_var_err"]
     h.pk_status = <signed char *><uintptr_t>dev["pk_status"]
     h.label = <int *><uintptr_t>dev["label"]
     h.scratch = <int *><uintptr_t>dev["scratch"]

@@ -248,6 +248,7 @@ def test_shared_memory_requests_fit_what_the_device_granted():
 
     opt_in, default = 65536, 45056
     assert _scheduler.order_keys_bytes(1000, opt_in) == 1024 * 4  # next power of two, 4-byte keys
+    assert _scheduler.order_keys_bytes(5, opt_in) == 32 * 4  # a warp's worth at least (shuffle steps)
     assert _scheduler.order_keys_bytes(16384, opt_in) == opt_in
     assert _scheduler.order_keys_bytes(16385, opt_in) == 0  # past PL_MAX_ORDERED
     assert _scheduler.order_keys_bytes(16384, default) == 0
