@@ -144,8 +144,6 @@ __device__ __forceinline__ double square_bound(double v, double e)
 
 __device__ __forceinline__ bool is_float(float) { return true; }
 __device__ __forceinline__ bool is_float(double) { return false; }
-__device__ __forceinline__ const float *rows(const PlSearch *s, float) { return s->X32; }
-__device__ __forceinline__ const double *rows(const PlSearch *s, double) { return s->X64; }
 
 // The policy's decisions are taken on correlations computed from the data
 // rows, as the reference and the CPU backend do (paralingam/_cpu.pyx,
@@ -188,7 +186,7 @@ extern "C" __global__ void init_search(PlSearch *s)
         c->done = 0; c->state = PL_RUNNING; c->root = -1; c->n_cand = 0; c->rounds = 0;
         c->collinear = 0; c->n_rederived = 0; c->seq = 0; c->ordered = 0; c->blocks_done = 0;
         c->drift_bits = 0; c->compared = 0; c->gamma = s->gamma0;
-        c->n_active = 0; c->hx_fresh = 0;
+        c->n_active = 0;
     }
 }
 
@@ -218,12 +216,30 @@ __device__ void standardise_row(double *x, float *x32, int n)
     }
 }
 
-// One block per row: the data as given, standardised.
-extern "C" __global__ void standardise(PlSearch *s)
+// Float entropy H(x) of variable i (and its error bound) from its float row
+// (the whole block; the row's writes are visible to it).
+__device__ void row_entropy32(PlSearch *s, int i)
 {
-    standardise_row(s->X64 + (size_t)blockIdx.x * s->ld, s->X32 + (size_t)blockIdx.x * s->ld,
-                    (int)s->n);
+    __shared__ double sh[32 * 3];
+    __syncthreads();  // the row was just written by this block
+    double m[2];
+    block_series_moments(s->X32 + (size_t)i * s->ld, (int)s->n, m, sh);
+    if (threadIdx.x == 0) {
+        s->hx_var[i] = entropy_of(m[0], m[1]);
+        s->hx_var_err[i] = entropy_bound(m[0], m[1], s->moment_err);
+    }
 }
+
+// Standardise variable i's row (double and float) and, with float
+// comparisons, compute its float entropy for setup_f32 (the whole block).
+__device__ void standardise_variable(PlSearch *s, int i)
+{
+    standardise_row(s->X64 + (size_t)i * s->ld, s->X32 + (size_t)i * s->ld, (int)s->n);
+    if (s->use_float) row_entropy32(s, i);
+}
+
+// One block per row: the data as given, standardised.
+extern "C" __global__ void standardise(PlSearch *s) { standardise_variable(s, blockIdx.x); }
 
 // cov[i, j] = <x_i, x_j> / n for the remaining variables i, j (positions
 // alive[0..r)), one 16 x 16 tile of positions per block; rows that left the
@@ -558,13 +574,20 @@ __device__ void order_partners(PlSearch *s, int w, int nw, unsigned *key)
     for (int k = threadIdx.x; k < nw - 1; k += blockDim.x) out[k] = (int)(key[k] & 16383u);
 }
 
-// One block per worker: the entropy of its variable (and its float error
-// bound) and its partner order. Float entropies come from update_data, which
-// computed them from the rows it wrote, unless the rows were (re-)
-// standardised since (the first iteration, drift). The host gives the sort
-// its shared memory when the threshold is on (without one every pair is
-// compared, in any order) and the iteration is small enough; the workers
-// then visit partners in that order.
+// The float entropy of worker w's variable, computed by update_data (or
+// standardise) from the row it wrote.
+__device__ __forceinline__ void take_entropy32(PlSearch *s, int w)
+{
+    const int i = s->idx[w];
+    s->hx[w] = s->hx_var[i];
+    s->hx_err[w] = s->hx_var_err[i];
+}
+
+// One block per worker: its entropy (float: from update_data; double:
+// computed here) and its partner order, sorted in shared memory. The host
+// gives the sort its shared memory when the threshold is on (without one
+// every pair is compared, in any order) and the iteration is small enough;
+// the workers then visit partners in that order.
 template <typename T>
 __device__ void setup_body(PlSearch *s)
 {
@@ -575,18 +598,14 @@ __device__ void setup_body(PlSearch *s)
     if (c->done || w >= nw) return;
     const int ordered = (size_t)sort_keys(nw) * sizeof(unsigned) <= dynamic_smem_bytes();
     if (w == 0 && threadIdx.x == 0) c->ordered = ordered;
-    const int i = s->idx[w];
-    if (is_float(T(0)) && c->hx_fresh) {
-        if (threadIdx.x == 0) {
-            s->hx[w] = s->hx_var[i];
-            s->hx_err[w] = s->hx_var_err[i];
-        }
+    if (is_float(T(0))) {
+        if (threadIdx.x == 0) take_entropy32(s, w);
     } else {
         double m[2];
-        block_series_moments(rows(s, T(0)) + (size_t)i * s->ld, (int)s->n, m, sh);
+        block_series_moments(s->X64 + (size_t)s->idx[w] * s->ld, (int)s->n, m, sh);
         if (threadIdx.x == 0) {
             s->hx[w] = entropy_of(m[0], m[1]);
-            s->hx_err[w] = is_float(T(0)) ? entropy_bound(m[0], m[1], s->moment_err) : 0.0;
+            s->hx_err[w] = 0.0;
         }
     }
     if (ordered && s->kind[w] == PL_CANDIDATE) order_partners(s, w, nw, key);
@@ -1211,8 +1230,8 @@ __device__ __forceinline__ bool drifted(const PlSearch *s)
 // One block per remaining position (grid: at least r blocks): UpdateData.
 // The last block to finish checks the drift: if any updated row drifted, it
 // re-standardises every remaining row from its data (rare; one block is
-// enough, and no launch is spent on the common case), and the entropies
-// update_data computed are stale: setup computes them again.
+// enough, and no launch is spent on the common case), with their float
+// entropies.
 extern "C" __global__ void update_data(PlSearch *s)
 {
     __shared__ double sh[32 * 6];
@@ -1229,17 +1248,13 @@ extern "C" __global__ void update_data(PlSearch *s)
     }
     __syncthreads();
     if (!s_last) return;
-    const bool drift = drifted(s);
-    if (threadIdx.x == 0) {
-        c->blocks_done = 0;  // for the next launch
-        c->hx_fresh = s->use_float && !drift;
-    }
-    if (!drift) return;
+    if (threadIdx.x == 0) c->blocks_done = 0;  // for the next launch
+    if (!drifted(s)) return;
     if (threadIdx.x == 0) c->n_rederived += 1;
     for (int k = 0; k < r; ++k) {
         const int i = s->alive[k];
         if (i == c->root || ld_volatile(&s->gone[i])) continue;
-        standardise_row(s->X64 + (size_t)i * s->ld, s->X32 + (size_t)i * s->ld, (int)s->n);
+        standardise_variable(s, i);
     }
 }
 

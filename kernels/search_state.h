@@ -50,7 +50,6 @@ typedef struct {
     int collinear;                     /* some remaining pair is collinear */
     int ordered;                       /* workers visit partners in `partner` order */
     int blocks_done;                   /* update_data blocks finished (the last one checks drift) */
-    int hx_fresh;                      /* hx_var holds the float entropies of the current rows */
     int n_rederived, seq;
     unsigned long long drift_bits;     /* largest drift of the last data update (double bits) */
     unsigned long long compared;       /* comparisons done in this iteration */
@@ -77,7 +76,7 @@ typedef struct {
     int *linked;           /* 1: has a collinear partner among the remaining */
     int *order;            /* causal order so far (length n_order) */
     int *explained_by;     /* root that completed a fully explained variable, else -1 */
-    double *hx_var;        /* float entropy of each variable's row, written by update_data */
+    double *hx_var;        /* float entropy of each variable's row (standardise, update_data) */
     double *hx_var_err;    /* its error bound */
     signed char *pk_status;/* prior knowledge of each position: PL_CANDIDATE, PL_IN_VJ, PL_OTHER */
     /* per position / worker */

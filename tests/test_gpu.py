@@ -114,6 +114,13 @@ def test_cuda_large_n_equals_cpu(lingam_data):
         assert fit(X, dtype=dtype).causal_order == cpu.causal_order
 
 
+def test_cuda_more_than_1024_variables_equals_cpu(lingam_data):
+    # The first iterations sort 2048 partner keys per worker (4 per thread of
+    # setup's block), the later ones 1024 and fewer
+    X = lingam_data(1060, 1536, "sparse", 815)[0]
+    assert fit(X).causal_order == fit(X, backend="cpu").causal_order
+
+
 def ecoli_full():
     """The whole E. coli core sample (n=10000) when this machine has it."""
     for path in (os.environ.get("PARALINGAM_ECOLI_FULL"),
