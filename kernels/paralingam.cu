@@ -60,7 +60,7 @@ extern "C" {
 template <typename T>
 __device__ __forceinline__ T ld_volatile(const T *p) { return *(const volatile T *)p; }
 
-// Dynamic shared memory of the kernels that take some (setup_*, update_data).
+// Dynamic shared memory of update_data (its row cache).
 extern __shared__ __align__(16) unsigned char pl_dyn_smem[];
 
 // Bytes of dynamic shared memory the host gave this launch.
@@ -502,76 +502,79 @@ workers:
     }
 }
 
-// Keys the partner sort of nw workers takes: a power of two, at least a warp's.
-__device__ __forceinline__ int sort_keys(int nw)
+// Bucket of a partner with correlation rho: |rho| in PL_ORDER_BUCKETS steps,
+// bucket 0 the largest (paralingam/_cpu_kernels.h, pl_order_bucket).
+__device__ __forceinline__ int order_bucket(double rho)
 {
-    int N = 32;
-    while (N < nw) N <<= 1;
-    return N;
+    const double q = fabs(rho) * PL_ORDER_BUCKETS;
+    return PL_ORDER_BUCKETS - 1 - (q < PL_ORDER_BUCKETS - 1.0 ? (int)q : PL_ORDER_BUCKETS - 1);
 }
 
-// Steps of a bitonic sort whose partners lie in the same warp (distance
-// j < 32), for k from k_lo to k_hi, on the keys in shared memory: each
-// thread holds one key at a time and trades with its partner lane by
-// shuffles, so these steps need no block barrier (the caller syncs after).
-// N and blockDim are multiples of 32, so a warp's lanes are all in or out.
-__device__ __forceinline__ void bitonic_in_warp(unsigned *key, int N, int k_lo, int k_hi)
-{
-    for (int i = threadIdx.x; i < N; i += blockDim.x) {
-        unsigned v = key[i];
-        for (int k = k_lo; k <= k_hi; k <<= 1) {
-            const bool up = (i & k) == 0;
-            for (int j = min(k >> 1, 16); j > 0; j >>= 1) {
-                const unsigned o = __shfl_xor_sync(FULL, v, j);
-                v = (((i & j) == 0) == up) ? min(v, o) : max(v, o);
-            }
-        }
-        key[i] = v;
-    }
-}
-
-// Partner order of worker w: the other workers by decreasing |correlation|
-// (to 2^-18), ties to the lower index, sorted in shared memory (bitonic sort
-// of sort_keys(nw) 32-bit keys: the inverted |correlation| above the 14
-// bits of the index, PL_MAX_ORDERED = 2^14). A strongly correlated partner
+// Partner order of worker w (the whole block, at most 16 warps): the other
+// workers by decreasing |correlation| in PL_ORDER_BUCKETS steps, ties to the
+// lower index, as the CPU backend orders them. A strongly correlated partner
 // gives a large |I|, so a worker that is not the root usually passes the
 // threshold after its first few comparisons. The order decides which pairs
 // are compared, never the root: the threshold test is exact in any order.
-// Steps between warps go through shared memory with a barrier each; the
-// steps within a warp (about 2/3 of all for 1024 keys) run on shuffles.
-__device__ void order_partners(PlSearch *s, int w, int nw, unsigned *key)
+//
+// One stable counting pass: a histogram of the buckets, their offsets, then
+// the partners placed tile by tile in index order. Within a tile a partner's
+// rank among its bucket's earlier members is its rank in its warp
+// (__match_any_sync) plus the counts of the tile's earlier warps; O(nw) work
+// and four barriers per tile of blockDim partners.
+__device__ void order_partners(PlSearch *s, int w, int nw)
 {
-    const int N = sort_keys(nw);
+    __shared__ int next[PL_ORDER_BUCKETS];  // next free slot of each bucket
+    __shared__ unsigned short tile_count[16][PL_ORDER_BUCKETS];  // per warp of the tile
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
     const size_t p = s->p;
     const double *row = s->cov + (size_t)s->idx[w] * p;
-    for (int t = threadIdx.x; t < N; t += blockDim.x) {
-        unsigned k = ~0u;  // w itself and the padding sort last
-        if (t < nw && t != w) {
-            const unsigned q = min((unsigned)(fabs(row[s->idx[t]]) * 262144.0), 262143u);
-            k = ((262143u - q) << 14) | (unsigned)t;
+    for (int b = threadIdx.x; b < PL_ORDER_BUCKETS; b += blockDim.x) next[b] = 0;
+    for (int b = lane; b < PL_ORDER_BUCKETS; b += 32) tile_count[warp][b] = 0;
+    __syncthreads();
+    for (int t = threadIdx.x; t < nw; t += blockDim.x)
+        if (t != w) atomicAdd(&next[order_bucket(row[s->idx[t]])], 1);
+    __syncthreads();
+    if (warp == 0) {  // exclusive scan of the counts: 8 buckets per lane
+        constexpr int per = PL_ORDER_BUCKETS / 32;
+        int c[per], sum = 0;
+#pragma unroll
+        for (int q = 0; q < per; ++q) { c[q] = next[lane * per + q]; sum += c[q]; }
+        int incl = sum;
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const int v = __shfl_up_sync(FULL, incl, off);
+            if (lane >= off) incl += v;
         }
-        key[t] = k;
+        int at = incl - sum;
+#pragma unroll
+        for (int q = 0; q < per; ++q) { next[lane * per + q] = at; at += c[q]; }
     }
     __syncthreads();
-    bitonic_in_warp(key, N, 2, 32);  // sorted runs of 32 keys
-    __syncthreads();
-    for (int k = 64; k <= N; k <<= 1) {
-        for (int j = k >> 1; j >= 32; j >>= 1) {
-            for (int i = threadIdx.x; i < N; i += blockDim.x) {
-                const int q = i ^ j;
-                if (q > i) {
-                    const unsigned a = key[i], b = key[q];
-                    if ((a > b) == ((i & k) == 0)) { key[i] = b; key[q] = a; }
-                }
-            }
-            __syncthreads();
+    int *out = s->partner + (size_t)w * p;
+    const unsigned below = (1u << lane) - 1u;
+    for (int base = 0; base < nw; base += blockDim.x) {  // the same trip count for every thread
+        const int t = base + threadIdx.x;
+        const bool valid = t < nw && t != w;
+        const int b = valid ? order_bucket(row[s->idx[t]]) : -1;
+        const unsigned peers = __match_any_sync(FULL, b);
+        const int rank = __popc(peers & below);
+        if (valid && rank == 0) tile_count[warp][b] = (unsigned short)__popc(peers);
+        __syncthreads();
+        if (valid) {
+            int at = next[b] + rank;
+            for (int q = 0; q < warp; ++q) at += tile_count[q][b];
+            out[at] = t;
         }
-        bitonic_in_warp(key, N, k, k);
+        __syncthreads();
+        for (int c = threadIdx.x; c < PL_ORDER_BUCKETS; c += blockDim.x) {  // advance past the tile
+            int sum = 0;
+            for (int q = 0; q < nwarp; ++q) { sum += tile_count[q][c]; tile_count[q][c] = 0; }
+            next[c] += sum;
+        }
         __syncthreads();
     }
-    static_assert(PL_MAX_ORDERED <= 16384, "partner indices take 14 bits of a sort key");
-    int *out = s->partner + (size_t)w * p;
-    for (int k = threadIdx.x; k < nw - 1; k += blockDim.x) out[k] = (int)(key[k] & 16383u);
+    static_assert(PL_ORDER_BUCKETS % 32 == 0, "the offsets scan takes whole buckets per lane");
 }
 
 // The float entropy of worker w's variable, computed by update_data (or
@@ -583,20 +586,18 @@ __device__ __forceinline__ void take_entropy32(PlSearch *s, int w)
     s->hx_err[w] = s->hx_var_err[i];
 }
 
-// One block per worker: its entropy (float: from update_data; double:
-// computed here) and its partner order, sorted in shared memory. The host
-// gives the sort its shared memory when the threshold is on (without one
-// every pair is compared, in any order) and the iteration is small enough;
-// the workers then visit partners in that order.
+// One block per worker (at most 512 threads): its entropy (float: from
+// update_data; double: computed here) and, with a threshold, its partner
+// order (without one every pair is compared, in any order: the workers
+// walk their partners cyclically).
 template <typename T>
 __device__ void setup_body(PlSearch *s)
 {
-    unsigned *key = reinterpret_cast<unsigned *>(pl_dyn_smem);
     __shared__ double sh[32 * 3];
     PlControl *c = s->ctl;
     const int w = blockIdx.x, nw = c->nw;
     if (c->done || w >= nw) return;
-    const int ordered = (size_t)sort_keys(nw) * sizeof(unsigned) <= dynamic_smem_bytes();
+    const bool ordered = s->gamma0 < INFINITY;
     if (w == 0 && threadIdx.x == 0) c->ordered = ordered;
     if (is_float(T(0))) {
         if (threadIdx.x == 0) take_entropy32(s, w);
@@ -608,7 +609,7 @@ __device__ void setup_body(PlSearch *s)
             s->hx_err[w] = 0.0;
         }
     }
-    if (ordered && s->kind[w] == PL_CANDIDATE) order_partners(s, w, nw, key);
+    if (ordered && s->kind[w] == PL_CANDIDATE) order_partners(s, w, nw);
 }
 
 extern "C" __global__ void __launch_bounds__(512) setup_f32(PlSearch *s) { setup_body<float>(s); }

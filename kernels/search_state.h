@@ -117,8 +117,8 @@ typedef struct {
 
 #define PL_MAGIC 0x5041524c494e47LL
 
-/* Most workers whose partners are ordered (shared-memory sort of up to this
- * many keys); larger iterations visit partners cyclically. */
-#define PL_MAX_ORDERED 16384
+/* Steps of |correlation| in the partner order (paralingam/_cpu_kernels.h
+ * has the same for the CPU backend). */
+#define PL_ORDER_BUCKETS 256
 
 #endif

@@ -280,8 +280,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     cdef double min_unfinished, verify_band
 
     nthreads = n_threads if n_threads > 0 else openmp.omp_get_max_threads()
-    # per-thread scratch of pl_order_partners: 3 p entries each
-    order_scratch_arr = np.empty(max(nthreads, 1) * 3 * max(p, 1), dtype=np.uint32)
+    # per-thread scratch of pl_order_partners: p entries each
+    order_scratch_arr = np.empty(max(nthreads, 1) * max(p, 1), dtype=np.uint32)
     cdef unsigned int[::1] order_scratch = order_scratch_arr
     s.X = &X[0, 0]
     s.cov = &cov[0, 0]
@@ -416,7 +416,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                     stat[k, j] = 0.0
                 if s.ordered and kind[k] == CANDIDATE:
                     pl_order_partners(s.cov, p, s.idx, s.r, k,
-                                      &order_scratch[openmp.omp_get_thread_num() * 3 * p],
+                                      &order_scratch[openmp.omp_get_thread_num() * p],
                                       &partner[k, 0])
             s.compared = 0
             gamma = gamma0 if threshold else INFINITY

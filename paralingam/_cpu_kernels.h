@@ -160,41 +160,34 @@ static inline void pl_count(long long *p) { __atomic_fetch_add(p, 1, __ATOMIC_RE
  * its first few comparisons; the order changes which pairs are compared,
  * never the root (the threshold test is exact in any order).
  *
- * |correlation| is quantised to 2^-18 and sorted by a stable radix sort of
- * two 9-bit digits over the partners taken in index order: the order of the
- * CUDA backend's 32-bit keys (kernels/paralingam.cu, order_partners), in
- * O(r) instead of a comparison sort's O(r log r) calls. */
-#define PL_ORDER_BITS 18
+ * |correlation| is quantised to PL_ORDER_BUCKETS steps and the partners,
+ * taken in index order, are placed by one stable counting pass: O(r), and
+ * the order of the CUDA backend (kernels/paralingam.cu, order_partners).
+ * Finer steps compare no fewer pairs: 2^-18 instead of 1/256 gave the same
+ * counts to 0.3% (sparse p=200 and 300, dense p=200, 2 cores). */
+#define PL_ORDER_BUCKETS 256
+
+static inline unsigned pl_order_bucket(double rho)
+{
+    const double q = fabs(rho) * PL_ORDER_BUCKETS;  /* bucket 0: the largest |correlation| */
+    return PL_ORDER_BUCKETS - 1u - (q < PL_ORDER_BUCKETS - 1.0 ? (unsigned)q : PL_ORDER_BUCKETS - 1u);
+}
 
 /* out[0..r-2]: the partners of worker w; idx maps workers to rows of the
- * (p, p) correlation matrix cov; scratch holds 3 r unsigned ints. */
+ * (p, p) correlation matrix cov; scratch holds r unsigned ints. */
 static inline void pl_order_partners(const double *cov, Py_ssize_t p, const int *idx, int r,
                                      int w, unsigned *scratch, int *out)
 {
-    const unsigned top = (1u << PL_ORDER_BITS) - 1u;
-    unsigned *key = scratch, *key2 = scratch + r;
-    int *tmp = (int *)(scratch + 2 * (Py_ssize_t)r);
     const double *row = cov + (Py_ssize_t)idx[w] * p;
-    int m = 0;
+    int start[PL_ORDER_BUCKETS] = {0};
     for (int t = 0; t < r; ++t) {
         if (t == w) continue;
-        double q = fabs(row[idx[t]]) * (double)(1u << PL_ORDER_BITS);
-        key[m] = top - (q < (double)top ? (unsigned)q : top);  /* descending |correlation| */
-        out[m] = t;
-        ++m;
+        scratch[t] = pl_order_bucket(row[idx[t]]);
+        ++start[scratch[t]];
     }
-    for (int shift = 0; shift < PL_ORDER_BITS; shift += 9) {  /* stable: index order within ties */
-        unsigned *src_key = shift ? key2 : key, *dst_key = shift ? key : key2;
-        int *src = shift ? tmp : out, *dst = shift ? out : tmp;
-        int start[512] = {0};
-        for (int k = 0; k < m; ++k) ++start[(src_key[k] >> shift) & 511u];
-        for (int d = 0, sum = 0; d < 512; ++d) { const int c = start[d]; start[d] = sum; sum += c; }
-        for (int k = 0; k < m; ++k) {
-            const int pos = start[(src_key[k] >> shift) & 511u]++;
-            dst_key[pos] = src_key[k];
-            dst[pos] = src[k];
-        }
-    }
+    for (int b = 0, sum = 0; b < PL_ORDER_BUCKETS; ++b) { const int c = start[b]; start[b] = sum; sum += c; }
+    for (int t = 0; t < r; ++t)
+        if (t != w) out[start[scratch[t]]++] = t;
 }
 
 #endif

@@ -125,7 +125,6 @@ cdef extern from "search_state.h":
         PlStatus *status
         long long magic
     long long PL_MAGIC
-    int PL_MAX_ORDERED
 
 ctypedef int CUresult
 ctypedef void *CUmodule
@@ -278,8 +277,8 @@ cdef class Module:
     cdef CUfunction fn[N_KERNELS]
     cdef readonly int warps
     cdef readonly bytes image  # the cubin, kept alive while the module is loaded
-    # dynamic shared memory the setup and update_data kernels may be given
-    cdef readonly unsigned int keys_smem, row_smem
+    # dynamic shared memory update_data may be given
+    cdef readonly unsigned int row_smem
 
     def __cinit__(self, bytes cubin, int warps):
         load_driver()
@@ -290,18 +289,12 @@ cdef class Module:
         for k in range(N_KERNELS):
             check(drv.get_function(&self.fn[k], self.mod, KERNEL_NAMES[k]),
                   b"cuModuleGetFunction")
-        # The partner sort of the largest iterations and the row cache of
-        # update_data want more than the 48 KB of dynamic shared memory any
-        # device grants. A device that refuses the opt-in (less shared memory
-        # per block than asked, as before Hopper and Ampere) keeps the
-        # default: the kernels then sort fewer workers and re-read longer
-        # rows, with the same results.
-        cdef unsigned int keys_want = PL_MAX_ORDERED * 4, row_want = MAX_ROW_CACHE
-        self.keys_smem = keys_want
-        for k in (K_SETUP32, K_SETUP64):
-            if drv.func_set_attribute(self.fn[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                      keys_want) != 0:
-                self.keys_smem = DEFAULT_DYNAMIC_SMEM
+        # The row cache of update_data wants more than the 48 KB of dynamic
+        # shared memory any device grants. A device that refuses the opt-in
+        # (less shared memory per block than asked, as before Hopper and
+        # Ampere) keeps the default: longer rows are then read twice, with
+        # the same results.
+        cdef unsigned int row_want = MAX_ROW_CACHE
         self.row_smem = row_want
         if drv.func_set_attribute(self.fn[K_UPDATE_DATA],
                                   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, row_want) != 0:
@@ -348,20 +341,6 @@ cdef int launch(Module m, int k, unsigned int gx, unsigned int gy, unsigned int 
 cpdef unsigned int row_cache_bytes(int n, unsigned int cap) noexcept nogil:
     """Shared memory of ``update_data``: the row, if it fits in ``cap`` bytes (else 0: it is read twice)."""
     return n * 8 if <unsigned int>n * 8 <= cap else 0
-
-
-cpdef unsigned int order_keys_bytes(int r, unsigned int cap) noexcept nogil:
-    """Shared memory of ``setup_*`` for sorting the partners of r workers within ``cap`` bytes.
-
-    0 when the keys do not fit (or r > PL_MAX_ORDERED): the kernels then
-    visit partners cyclically.
-    """
-    cdef unsigned int keys = 32  # a warp's worth at least: the kernel sorts 32-key runs by shuffles
-    if r > PL_MAX_ORDERED:
-        return 0
-    while keys < <unsigned int>r:
-        keys <<= 1
-    return keys * 4 if keys * 4 <= cap else 0  # 32-bit keys
 
 
 cdef int launch_updates(Module m, int r, int n, void **params) except -1 nogil:
@@ -541,7 +520,6 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef int p = cfg["p"]
     cdef int n = cfg["n"]
     cdef bint use_float = cfg["use_float"]
-    cdef bint threshold = cfg["gamma0"] < float("inf")
     cdef int k_setup = K_SETUP32 if use_float else K_SETUP64
     cdef int k_worker = K_WORKER32 if use_float else K_WORKER64
     cdef int wthreads = m.warps * 32
@@ -617,9 +595,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     launch(m, K_PREP, 1, 1, 1024, 1, prep_params)
                 else:
                     launch(m, K_PREP, 1, 1, 1024, 1, prep_params)
-                # one block per worker; shared memory for sorting its partners
-                launch(m, k_setup, r_host, 1, 512, 1, params,
-                       order_keys_bytes(r_host, m.keys_smem) if threshold else 0)
+                launch(m, k_setup, r_host, 1, 512, 1, params)  # a block per worker
                 if fault_mode == 1 and it == 0:
                     note_launch(KERNEL_NAMES[k_worker])
                     check(drv.launch(m.fn[k_worker], grid, 1, 1, 4096, 1, 1, 0, NULL, params,

@@ -243,17 +243,11 @@ def test_gpu_adjacency_fault_falls_back_and_records_sticky_faults(monkeypatch, s
 def test_shared_memory_requests_fit_what_the_device_granted():
     # The CUDA scheduler's launch sizes (it builds and imports without CUDA):
     # a device that refused the opt-in beyond 48 KB gets requests within it,
-    # and the kernels fall back (cyclic partners, rows read twice).
+    # and update_data falls back to reading its rows twice.
     from paralingam import _scheduler
 
-    opt_in, default = 65536, 45056
-    assert _scheduler.order_keys_bytes(1000, opt_in) == 1024 * 4  # next power of two, 4-byte keys
-    assert _scheduler.order_keys_bytes(5, opt_in) == 32 * 4  # a warp's worth at least (shuffle steps)
-    assert _scheduler.order_keys_bytes(16384, opt_in) == opt_in
-    assert _scheduler.order_keys_bytes(16385, opt_in) == 0  # past PL_MAX_ORDERED
-    assert _scheduler.order_keys_bytes(16384, default) == 0
-    assert _scheduler.order_keys_bytes(8192, default) == 8192 * 4
-    assert _scheduler.row_cache_bytes(8192, 98304) == 8192 * 8
-    assert _scheduler.row_cache_bytes(12289, 98304) == 0
+    opt_in, default = 98304, 45056
+    assert _scheduler.row_cache_bytes(8192, opt_in) == 8192 * 8
+    assert _scheduler.row_cache_bytes(12289, opt_in) == 0
     assert _scheduler.row_cache_bytes(8192, default) == 0
     assert _scheduler.row_cache_bytes(5000, default) == 5000 * 8
