@@ -156,15 +156,57 @@ __device__ __forceinline__ double verify_band(const PlSearch *s)
     return fmax(1e-4, 100.0 * s->collinear_tol);
 }
 
-// Pearson correlation of two rows by one thread (rare: pairs in the band).
-__device__ double row_corr(const double *xa, const double *xb, int n)
+// Pearson correlation of two rows by one warp (lane: the caller's lane;
+// every lane gets the result).
+__device__ double warp_row_corr(const double *xa, const double *xb, int n, int lane)
 {
     double sa = 0.0, sb = 0.0, sab = 0.0, saa = 0.0, sbb = 0.0;
-    for (int k = 0; k < n; ++k) {
+    for (int k = lane; k < n; k += 32) {
         const double a = xa[k], b = xb[k];
         sa += a; sb += b; sab += a * b; saa += a * a; sbb += b * b;
     }
-    return corr_from_sums(sa, sb, sab, saa, sbb, n);
+    return corr_from_sums(pl_warp_sum(sa), pl_warp_sum(sb), pl_warp_sum(sab), pl_warp_sum(saa),
+                          pl_warp_sum(sbb), n);
+}
+
+// The correlation v of variables a and b, stored both ways; a collinear
+// pair is flagged for the groups of the next iteration.
+__device__ __forceinline__ void store_corr(PlSearch *s, int a, int b, double v)
+{
+    const size_t p = s->p;
+    s->cov[a * p + b] = v;
+    s->cov[b * p + a] = v;
+    if (1.0 - v * v <= s->collinear_tol) { s->linked[a] = 1; s->linked[b] = 1; s->ctl->collinear = 1; }
+}
+
+// Pairs of a 16 x 16 tile whose correlation must come from the data (see
+// verify_band): the threads that find them list them, then the block's
+// warps compute them, a warp per pair. (One thread per pair walked n samples
+// alone; on E. coli's near-copies that was most of the search.)
+struct BandPairs {
+    int count;
+    int a[256], b[256];
+};
+
+__device__ __forceinline__ void band_add(BandPairs &band, int a, int b)
+{
+    const int slot = atomicAdd(&band.count, 1);
+    band.a[slot] = a;
+    band.b[slot] = b;
+}
+
+// Every thread of the (16 x 16) block calls it, after the listing.
+__device__ void band_resolve(PlSearch *s, BandPairs &band)
+{
+    __syncthreads();
+    const int tid = threadIdx.y * blockDim.x + threadIdx.x, lane = tid & 31;
+    const int nwarp = (blockDim.x * blockDim.y) >> 5;
+    const size_t ld = s->ld;
+    for (int q = tid >> 5; q < band.count; q += nwarp) {
+        const int a = band.a[q], b = band.b[q];
+        const double v = warp_row_corr(s->X64 + a * ld, s->X64 + b * ld, (int)s->n, lane);
+        if (lane == 0) store_corr(s, a, b, v);
+    }
 }
 
 // ---------------------------------------------------------------- set-up
@@ -248,9 +290,11 @@ extern "C" __global__ void standardise(PlSearch *s) { standardise_variable(s, bl
 __device__ void covariance_tile(PlSearch *s, int r, int skip)
 {
     __shared__ double ta[16][17], tb[16][17];
+    __shared__ BandPairs band;
     const int bi = blockIdx.y * 16, bj = blockIdx.x * 16;
     if (bj + 15 < bi) return;  // lower triangle: mirrored
     const int ty = threadIdx.y, tx = threadIdx.x, n = (int)s->n;
+    if (tx == 0 && ty == 0) band.count = 0;  // (the loop's barriers order it)
     const size_t ld = s->ld;
     const int ra = bi + ty < r ? s->alive[bi + ty] : -1;
     const int rb = bj + ty < r ? s->alive[bj + ty] : -1;
@@ -265,16 +309,16 @@ __device__ void covariance_tile(PlSearch *s, int r, int skip)
         __syncthreads();
     }
     const int i = bi + ty, j = bj + tx;
-    if (i >= r || j >= r || j < i) return;
-    const int vi = s->alive[i], vj = s->alive[j];
-    if (vi == skip || vj == skip || s->gone[vi] || s->gone[vj]) return;
-    const size_t p = s->p;
-    if (i == j) { s->cov[vi * p + vi] = 1.0; return; }
-    double v = acc / n;
-    if (1.0 - v * v <= verify_band(s)) v = row_corr(s->X64 + vi * ld, s->X64 + vj * ld, n);
-    s->cov[vi * p + vj] = v;
-    s->cov[vj * p + vi] = v;
-    if (1.0 - v * v <= s->collinear_tol) { s->linked[vi] = 1; s->linked[vj] = 1; s->ctl->collinear = 1; }
+    if (i < r && j < r && j >= i) {
+        const int vi = s->alive[i], vj = s->alive[j];
+        if (vi != skip && vj != skip && !s->gone[vi] && !s->gone[vj]) {
+            const double v = acc / n;
+            if (i == j) s->cov[vi * s->p + vi] = 1.0;
+            else if (1.0 - v * v <= verify_band(s)) band_add(band, vi, vj);
+            else store_corr(s, vi, vj, v);
+        }
+    }
+    band_resolve(s, band);
 }
 
 extern "C" __global__ void covariance(PlSearch *s) { covariance_tile(s, (int)s->p, -1); }
@@ -1264,6 +1308,7 @@ extern "C" __global__ void update_data(PlSearch *s)
 // collinear scan. (The first covariance, kernel `covariance`, scans too.)
 extern "C" __global__ void update_cov(PlSearch *s)
 {
+    __shared__ BandPairs band;
     PlControl *c = s->ctl;
     const int r = c->r;
     if (c->state != PL_DECIDED) return;
@@ -1272,19 +1317,22 @@ extern "C" __global__ void update_cov(PlSearch *s)
         covariance_tile(s, r, root);
         return;
     }
+    if (blockIdx.x * 16 + 15 <= blockIdx.y * 16) return;  // no pair j > k in the tile
+    if (threadIdx.x == 0 && threadIdx.y == 0) band.count = 0;
+    __syncthreads();
     const int k = blockIdx.y * 16 + threadIdx.y, j = blockIdx.x * 16 + threadIdx.x;
-    if (k >= r || j >= r || j <= k) return;
-    const int ia = s->alive[k], ib = s->alive[j];
-    if (ia == root || ib == root || s->gone[ia] || s->gone[ib]) return;
-    const size_t p = s->p;
-    // the root's row and column are only read: no write races with them
-    const double ra = s->cov[ia * p + root], rb = s->cov[ib * p + root];
-    double v = (s->cov[ia * p + ib] - ra * rb) / sqrt((1.0 - ra * ra) * (1.0 - rb * rb));
-    if (1.0 - v * v <= verify_band(s))  // decide it on the data (see verify_band)
-        v = row_corr(s->X64 + ia * s->ld, s->X64 + ib * s->ld, (int)s->n);
-    s->cov[ia * p + ib] = v;
-    s->cov[ib * p + ia] = v;
-    if (1.0 - v * v <= s->collinear_tol) { s->linked[ia] = 1; s->linked[ib] = 1; c->collinear = 1; }
+    if (k < r && j < r && j > k) {
+        const int ia = s->alive[k], ib = s->alive[j];
+        if (ia != root && ib != root && !s->gone[ia] && !s->gone[ib]) {
+            const size_t p = s->p;
+            // the root's row and column are only read: no write races with them
+            const double ra = s->cov[ia * p + root], rb = s->cov[ib * p + root];
+            const double v = (s->cov[ia * p + ib] - ra * rb) / sqrt((1.0 - ra * ra) * (1.0 - rb * rb));
+            if (1.0 - v * v <= verify_band(s)) band_add(band, ia, ib);  // decide it on the data
+            else store_corr(s, ia, ib, v);
+        }
+    }
+    band_resolve(s, band);
 }
 
 // Fault injection for the error-handling tests: an illegal address.

@@ -5,6 +5,7 @@ Runs ``paralingam.fit`` on the paper-style data of ``tools/bench_gpu.py``
 counts, so that Nsight Compute can be pointed at a real search:
 
     python tools/fit_case.py 500 1024                      # sparse p=500, n=1024
+    python tools/fit_case.py ecoli                         # the E. coli core sample (n=10000)
     python tools/fit_case.py 500 1024 --repeats 3 --no-threshold
     ncu --launch-skip 800 --launch-count 20 python tools/fit_case.py 500 1024
 """
@@ -21,8 +22,8 @@ GRID = [(p, n) for p in (100, 200, 500, 1000) for n in (1024, 2048, 4096, 8192)]
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("p", type=int)
-    ap.add_argument("n", type=int)
+    ap.add_argument("p", help="variables, or 'ecoli' for the E. coli core sample")
+    ap.add_argument("n", type=int, nargs="?", help="samples (synthetic cases)")
     ap.add_argument("--density", choices=("sparse", "dense"), default="sparse")
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--repeats", type=int, default=1)
@@ -31,8 +32,18 @@ def main():
     ap.add_argument("--gamma0", type=float, help="first threshold of each iteration")
     args = ap.parse_args()
 
-    seed = 100 + GRID.index((args.p, args.n)) if (args.p, args.n) in GRID else 7
-    X, _, _ = make_lingam_data(args.p, args.n, density=args.density, random_state=seed)
+    if args.p == "ecoli":
+        from bench_gpu import ecoli_full  # tools/ is on the path when run as a script
+
+        X, label = ecoli_full()
+        case = f"E. coli core {label}"
+    else:
+        p, n = int(args.p), args.n
+        if n is None:
+            ap.error("synthetic cases need p and n")
+        seed = 100 + GRID.index((p, n)) if (p, n) in GRID else 7
+        X, _, _ = make_lingam_data(p, n, density=args.density, random_state=seed)
+        case = f"{args.density} p={p} n={n}"
     kwargs = dict(backend=args.backend, threshold=not args.no_threshold)
     if args.warps_per_pair:
         kwargs["warps_per_pair"] = args.warps_per_pair
@@ -45,7 +56,7 @@ def main():
             res = paralingam.fit(X, **kwargs)
             times.append(res.stats["time"]["search"])
     st = res.stats
-    print(f"{args.density} p={args.p} n={args.n} threshold={not args.no_threshold} "
+    print(f"{case} threshold={not args.no_threshold} "
           f"warps_per_pair={args.warps_per_pair or 'default'} gamma0={args.gamma0 or 'default'}: "
           f"search {statistics.median(times) * 1e3:.1f} ms (median of {len(times)}), "
           f"compared {sum(st['compared'])}, saved {100 * st['comparisons_saved']:.0f}%")
