@@ -8,14 +8,16 @@
 //   prep          append the last root (and the variables it explained) to the
 //                 order, compact the remaining set, form collinear groups,
 //                 reset the workers            (1 block)
-//   setup_*       H(x) of every worker's variable and its partner order
+//   setup_*       H(x) of every worker's variable (float: computed by the
+//                 kernel that last wrote the row) and its partner order
 //   worker_*      one threshold round (persistent grid, see below)
 //   select_root   decide the root, or raise gamma and pick the next round's
 //                 workers; certify float roots; publish the status (1 block)
 //   [entropy64, pairs64, select64: re-decide an uncertain float root]
 //   update_data   regress the root out of the remaining rows (Alg. 5) and
-//                 measure their drift from (mean 0, var 1, corr 0); the
-//                 last block re-standardises the rows if they drifted
+//                 measure their drift from (mean 0, var 1, corr 0), with
+//                 the float entropies of the new rows; the last block
+//                 re-standardises the rows if they drifted
 //   update_cov    covariance update (Alg. 6), or recomputation after drift,
 //                 and the collinear scan
 //
@@ -565,11 +567,12 @@ __device__ __forceinline__ int order_bucket(double rho)
 // the partners placed tile by tile in index order. Within a tile a partner's
 // rank among its bucket's earlier members is its rank in its warp
 // (__match_any_sync) plus the counts of the tile's earlier warps; O(nw) work
-// and four barriers per tile of blockDim partners.
+// and three barriers per tile of blockDim partners. setup_* launch at most
+// 512 threads (__launch_bounds__), hence 16 rows of tile counts.
 __device__ void order_partners(PlSearch *s, int w, int nw)
 {
     __shared__ int next[PL_ORDER_BUCKETS];  // next free slot of each bucket
-    __shared__ unsigned short tile_count[16][PL_ORDER_BUCKETS];  // per warp of the tile
+    __shared__ unsigned short tile_count[512 / 32][PL_ORDER_BUCKETS];  // per warp of the tile
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
     const size_t p = s->p;
     const double *row = s->cov + (size_t)s->idx[w] * p;

@@ -29,8 +29,9 @@ import numpy as np
 # measured at most 1.0e-7 (pairs) and 1.8e-7 (single rows, before the
 # compensated sums) over 20 000 pairs of six distributions with n from 300
 # to 32768 on an H100; the bound keeps a factor of about 3 over that. The
-# rows' moments by one block (setup_*), probed at a7ec6e8: at most 5.3e-8
-# (benchmarks/probe_float_h100_a7ec6e8.log).
+# rows' moments by one block (standardise and update_data, 256 threads; the
+# same sums by 512), probed at 312e09f: at most 4.2e-8
+# (benchmarks/probe_float_h100_series_pairs.json).
 FLOAT_MOMENT_ERR = 5e-7
 DEFAULT_WARPS = 8  # warps per worker block (threads_per_block = 256)
 # Worker blocks per SM the register allocation must allow (0: compiler's
