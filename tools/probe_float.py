@@ -63,7 +63,7 @@ extern "C" __global__ void moments64(const double *X, int ld, int n, const int *
     if ((threadIdx.x & 31) == 0) for (int q = 0; q < 4; ++q) out[4 * warp + q] = m[q];
 }
 
-// One block per row, as the engine computes H(x) (setup_f32, update_data).
+// One block per row, as the engine computes H(x) (standardise, update_data).
 extern "C" __global__ void series32(const float *X, int ld, int n, double *out, int rows)
 {
     __shared__ double sh[32 * 3];
@@ -189,7 +189,7 @@ def main():
         mod.get_function("moments_wide")(d_x64, np.int32(ld), np.int32(n), d_pa, d_pb, d_rho,
                                          drv.Out(outw), np.int32(npairs), block=(256, 1, 1), grid=grid)
         s32 = np.zeros((rows, 2)); s32_256 = np.zeros((rows, 2)); s64 = np.zeros((rows, 2))
-        g2 = (rows, 1)  # one block per row: 512 threads as setup_f32, 256 as update_data
+        g2 = (rows, 1)  # one block per row: 256 threads (standardise, update_data), and 512
         mod.get_function("series32")(d_x32, np.int32(ld), np.int32(n), drv.Out(s32), np.int32(rows),
                                      block=(512, 1, 1), grid=g2)
         mod.get_function("series32")(d_x32, np.int32(ld), np.int32(n), drv.Out(s32_256),
