@@ -73,6 +73,22 @@ __device__ __forceinline__ unsigned dynamic_smem_bytes()
     return bytes;
 }
 
+// Programmatic dependent launch (sm_90 and later; the host asks for it, see
+// paralingam/_scheduler.pyx): a kernel may be launched while its
+// predecessor in the stream still runs, so its blocks are resident when the
+// predecessor ends instead of being launched then. Every kernel starts with
+// pl_enter: let the successor be launched now (it waits in turn), then wait
+// until the predecessor has finished and its writes are visible. Every block
+// must wait before it returns: a kernel whose blocks all returned early would
+// count as finished while its predecessor still ran.
+__device__ __forceinline__ void pl_enter()
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // Barrier `id` (1..15; 0 is __syncthreads) among `threads` threads (whole warps).
 __device__ __forceinline__ void named_barrier(int id, int threads)
 {
@@ -215,6 +231,7 @@ __device__ void band_resolve(PlSearch *s, BandPairs &band)
 
 extern "C" __global__ void init_search(PlSearch *s)
 {
+    pl_enter();
     if (s->magic != PL_MAGIC) __trap();  // host and device disagree on the state layout
     const int p = (int)s->p;
     for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < p; k += gridDim.x * blockDim.x) {
@@ -283,7 +300,7 @@ __device__ void standardise_variable(PlSearch *s, int i)
 }
 
 // One block per row: the data as given, standardised.
-extern "C" __global__ void standardise(PlSearch *s) { standardise_variable(s, blockIdx.x); }
+extern "C" __global__ void standardise(PlSearch *s) { pl_enter(); standardise_variable(s, blockIdx.x); }
 
 // cov[i, j] = <x_i, x_j> / n for the remaining variables i, j (positions
 // alive[0..r)), one 16 x 16 tile of positions per block; rows that left the
@@ -323,7 +340,7 @@ __device__ void covariance_tile(PlSearch *s, int r, int skip)
     band_resolve(s, band);
 }
 
-extern "C" __global__ void covariance(PlSearch *s) { covariance_tile(s, (int)s->p, -1); }
+extern "C" __global__ void covariance(PlSearch *s) { pl_enter(); covariance_tile(s, (int)s->p, -1); }
 
 // ---------------------------------------------------------------- iteration start
 
@@ -407,6 +424,7 @@ __device__ void stop_degenerate(PlSearch *s, int kind, int a, int b)
 // remaining set, writes pk_status and runs mode 2.
 extern "C" __global__ void __launch_bounds__(1024) prep(PlSearch *s, int mode)
 {
+    pl_enter();
     PlControl *c = s->ctl;
     __shared__ int s_first_explained, s_stop;
     if (threadIdx.x == 0) s_stop = (c->state == PL_DEGENERATE) || (!(mode & 1) && c->state == PL_FINISHED);
@@ -659,12 +677,13 @@ __device__ void setup_body(PlSearch *s)
     if (ordered && s->kind[w] == PL_CANDIDATE) order_partners(s, w, nw);
 }
 
-extern "C" __global__ void __launch_bounds__(512) setup_f32(PlSearch *s) { setup_body<float>(s); }
-extern "C" __global__ void __launch_bounds__(512) setup_f64(PlSearch *s) { setup_body<double>(s); }
+extern "C" __global__ void __launch_bounds__(512) setup_f32(PlSearch *s) { pl_enter(); setup_body<float>(s); }
+extern "C" __global__ void __launch_bounds__(512) setup_f64(PlSearch *s) { pl_enter(); setup_body<double>(s); }
 // Double entropies for a re-decision: one block per worker, because a
 // warp alone on a row is bound by the latency of double exp / log1p.
 extern "C" __global__ void __launch_bounds__(256) entropy64(PlSearch *s)
 {
+    pl_enter();
     __shared__ double sh[32 * 3];
     const int w = blockIdx.x, n = (int)s->n;
     if (w >= s->ctl->nw) return;
@@ -904,9 +923,17 @@ __device__ void worker_body(PlSearch *s)
     }
 }
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) worker_f32(PlSearch *s) { worker_body<float>(s); }
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) worker_f32(PlSearch *s)
+{
+    pl_enter();
+    worker_body<float>(s);
+}
 // (double comparisons need more registers: the compiler's choice)
-extern "C" __global__ void __launch_bounds__(WARPS * 32) worker_f64(PlSearch *s) { worker_body<double>(s); }
+extern "C" __global__ void __launch_bounds__(WARPS * 32) worker_f64(PlSearch *s)
+{
+    pl_enter();
+    worker_body<double>(s);
+}
 
 // ---------------------------------------------------------------- root selection
 
@@ -973,6 +1000,7 @@ __device__ void record_iteration(PlSearch *s, double score, int redo)
 // re-decided in double (PL_REDO).
 extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
 {
+    pl_enter();
     PlControl *c = s->ctl;
     __shared__ int s_done;
     if (threadIdx.x == 0) s_done = c->done;
@@ -1101,6 +1129,7 @@ extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
 // nothing to the score in either precision.
 extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s)
 {
+    pl_enter();
     __shared__ double sh[32 * 6];
     const PlControl *c = s->ctl;
     const int k = blockIdx.y, j = blockIdx.x;
@@ -1139,6 +1168,7 @@ extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s)
 
 extern "C" __global__ void __launch_bounds__(1024) select64(PlSearch *s)
 {
+    pl_enter();
     PlControl *c = s->ctl;
     const int n_cand = c->n_cand, nw = c->nw, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const size_t p = s->p;
@@ -1282,6 +1312,7 @@ __device__ __forceinline__ bool drifted(const PlSearch *s)
 // entropies.
 extern "C" __global__ void update_data(PlSearch *s)
 {
+    pl_enter();
     __shared__ double sh[32 * 6];
     __shared__ int s_last;
     PlControl *c = s->ctl;
@@ -1311,6 +1342,7 @@ extern "C" __global__ void update_data(PlSearch *s)
 // collinear scan. (The first covariance, kernel `covariance`, scans too.)
 extern "C" __global__ void update_cov(PlSearch *s)
 {
+    pl_enter();
     __shared__ BandPairs band;
     PlControl *c = s->ctl;
     const int r = c->r;
@@ -1341,5 +1373,6 @@ extern "C" __global__ void update_cov(PlSearch *s)
 // Fault injection for the error-handling tests: an illegal address.
 extern "C" __global__ void fault(PlSearch *s)
 {
+    pl_enter();
     if (threadIdx.x == 0) *(volatile int *)(s->magic) = 1;
 }

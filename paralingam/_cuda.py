@@ -49,6 +49,11 @@ DEFAULT_MIN_BLOCKS = 4
 # 400.1 ms at p=1000 n=8192.
 PAIR_SAMPLES_PER_WARP = 1024
 HEADERS = ("compare.cuh", "search_state.h")
+# Launch each kernel so that it is scheduled while its predecessor still runs
+# (programmatic dependent launch, compute capability >= 9.0): 3-6% off a
+# search at p <= 500 on the H100 (benchmarks/ab_pdl_h100.log). The kernels
+# are correct either way; False gives plain stream-ordered launches.
+PROGRAMMATIC_LAUNCH = True
 
 
 class GPUMemoryError(MemoryError):
@@ -115,7 +120,7 @@ def kernel_source():
 
 
 @functools.lru_cache(maxsize=None)
-def _module(ctx_handle, warps, min_blocks):
+def _module(ctx_handle, warps, min_blocks, programmatic):
     """Compiled and loaded kernels for one context and worker block shape."""
     import pycuda.driver as drv
     from pycuda.compiler import compile as nvcc_compile
@@ -129,7 +134,8 @@ def _module(ctx_handle, warps, min_blocks):
         arch=f"sm_{major}{minor}",
         no_extern_c=True,
     )
-    return _scheduler.Module(cubin, warps)
+    # Hopper and later: programmatic dependent launches (see _scheduler.Module)
+    return _scheduler.Module(cubin, warps, programmatic=programmatic and major >= 9)
 
 
 def module(threads_per_block=None, min_blocks=None):
@@ -138,7 +144,7 @@ def module(threads_per_block=None, min_blocks=None):
     warps = (threads_per_block or DEFAULT_WARPS * 32) // 32
     if min_blocks is None:  # the default scaled to the block size: 40 warps per SM
         min_blocks = max(1, DEFAULT_MIN_BLOCKS * DEFAULT_WARPS // warps) if DEFAULT_MIN_BLOCKS else 0
-    return _module(ctx.handle, warps, min(min_blocks, 2048 // (32 * warps)))
+    return _module(ctx.handle, warps, min(min_blocks, 2048 // (32 * warps)), PROGRAMMATIC_LAUNCH)
 
 
 def device_properties():

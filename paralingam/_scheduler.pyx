@@ -49,9 +49,37 @@ cdef extern from *:
     #define PL_RANGE_PUSH(name) ((void)(name))
     #define PL_RANGE_POP() ((void)0)
     #endif
+    #include <string.h>
     static inline int pl_load_acquire(const int *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+    /* cuLaunchKernelEx's CUlaunchConfig and CUlaunchAttribute (cuda.h, CUDA 12+),
+       with the one attribute this module sets */
+    typedef struct {
+        int id;
+        char pad[4];
+        union { char bytes[64]; int value; unsigned long long align; } v;
+    } pl_launch_attr;
+    typedef struct {
+        unsigned int gx, gy, gz, bx, by, bz, smem;
+        void *stream;
+        pl_launch_attr *attrs;
+        unsigned int n_attrs;
+    } pl_launch_config;
+    static inline void pl_attr_programmatic(pl_launch_attr *a)
+    {
+        memset(a, 0, sizeof *a);
+        a->id = 6;  /* CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION */
+        a->v.value = 1;
+    }
     static inline void pl_cpu_relax(void) { __builtin_ia32_pause(); }
     """
+    ctypedef struct pl_launch_attr:
+        pass
+    ctypedef struct pl_launch_config:
+        unsigned int gx, gy, gz, bx, by, bz, smem
+        void *stream
+        pl_launch_attr *attrs
+        unsigned int n_attrs
+    void pl_attr_programmatic(pl_launch_attr *a) nogil
     void PL_RANGE_PUSH(const char *name) nogil
     void PL_RANGE_POP() nogil
     int pl_load_acquire(const int *p) nogil
@@ -136,6 +164,8 @@ ctypedef unsigned long long CUdeviceptr
 ctypedef CUresult (*fn_launch)(CUfunction, unsigned int, unsigned int, unsigned int,
                                unsigned int, unsigned int, unsigned int, unsigned int,
                                CUstream, void **, void **) noexcept nogil
+ctypedef CUresult (*fn_launch_ex)(const pl_launch_config *, CUfunction, void **,
+                                  void **) noexcept nogil
 ctypedef CUresult (*fn_module_load)(CUmodule *, const void *) noexcept nogil
 ctypedef CUresult (*fn_module_unload)(CUmodule) noexcept nogil
 ctypedef CUresult (*fn_get_function)(CUfunction *, CUmodule, const char *) noexcept nogil
@@ -154,6 +184,7 @@ ctypedef CUresult (*fn_event_destroy)(CUevent) noexcept nogil
 
 cdef struct Driver:
     fn_launch launch
+    fn_launch_ex launch_ex  # NULL before CUDA 12: no programmatic launches
     fn_module_load module_load
     fn_module_unload module_unload
     fn_get_function get_function
@@ -208,6 +239,7 @@ def load_driver():
     if lib == NULL:
         raise CudaError(f"cannot load libcuda.so.1: {(<bytes>dlerror()).decode()}")
     drv.launch = <fn_launch>_sym(lib, b"cuLaunchKernel")
+    drv.launch_ex = <fn_launch_ex>dlsym(lib, b"cuLaunchKernelEx")
     drv.module_load = <fn_module_load>_sym(lib, b"cuModuleLoadData")
     drv.module_unload = <fn_module_unload>_sym(lib, b"cuModuleUnload")
     drv.get_function = <fn_get_function>_sym(lib, b"cuModuleGetFunction")
@@ -272,18 +304,26 @@ cdef class Module:
         Compiled ``kernels/paralingam.cu``.
     warps : int
         Warps per block of the worker kernel (the WARPS it was compiled with).
+    programmatic : bool
+        Launch every kernel as a programmatic dependent launch (compute
+        capability 9.0 and later): its blocks are scheduled while the
+        previous kernel still runs and wait for it on the device
+        (``pl_enter`` in the kernels). Ignored if the driver lacks
+        ``cuLaunchKernelEx``.
     """
     cdef CUmodule mod
     cdef CUfunction fn[N_KERNELS]
     cdef readonly int warps
+    cdef readonly bint programmatic
     cdef readonly bytes image  # the cubin, kept alive while the module is loaded
     # dynamic shared memory update_data may be given
     cdef readonly unsigned int row_smem
 
-    def __cinit__(self, bytes cubin, int warps):
+    def __cinit__(self, bytes cubin, int warps, bint programmatic=False):
         load_driver()
         self.image = cubin
         self.warps = warps
+        self.programmatic = programmatic and drv.launch_ex != NULL
         self.mod = NULL
         check(drv.module_load(&self.mod, <const char *>self.image), b"cuModuleLoadData")
         for k in range(N_KERNELS):
@@ -333,9 +373,20 @@ cdef void note_launch(const char *name) noexcept nogil:
 
 cdef int launch(Module m, int k, unsigned int gx, unsigned int gy, unsigned int bx,
                 unsigned int by, void **params, unsigned int shared=0) except -1 nogil:
+    cdef pl_launch_config cfg
+    cdef pl_launch_attr attr
     note_launch(KERNEL_NAMES[k])
-    return check(drv.launch(m.fn[k], gx, gy, 1, bx, by, 1, shared, NULL, params, NULL),
-                 KERNEL_NAMES[k])
+    if not m.programmatic:
+        return check(drv.launch(m.fn[k], gx, gy, 1, bx, by, 1, shared, NULL, params, NULL),
+                     KERNEL_NAMES[k])
+    pl_attr_programmatic(&attr)
+    cfg.gx = gx; cfg.gy = gy; cfg.gz = 1
+    cfg.bx = bx; cfg.by = by; cfg.bz = 1
+    cfg.smem = shared
+    cfg.stream = NULL
+    cfg.attrs = &attr
+    cfg.n_attrs = 1
+    return check(drv.launch_ex(&cfg, m.fn[k], params, NULL), KERNEL_NAMES[k])
 
 
 cpdef unsigned int row_cache_bytes(int n, unsigned int cap) noexcept nogil:

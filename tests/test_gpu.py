@@ -302,6 +302,24 @@ def test_cuda_repeated_fits_reuse_module_and_buffers(lingam_data):
     assert _cuda._module.cache_info().hits == hits + 1  # same loaded module
 
 
+def test_cuda_programmatic_and_plain_launches_give_the_same_order(lingam_data, monkeypatch):
+    # Programmatic dependent launch (Hopper and later) overlaps a kernel's
+    # start with its predecessor's end; plain launches must agree with it.
+    import pycuda.driver as drv
+
+    from paralingam import _cuda
+
+    X = lingam_data(300, 1024, "sparse", 842)[0]
+    kw = dict(threshold=True, gamma0=1e-4, c=2.0, dtype="float32", collinear_tol=1e-10,
+              explained_tol=1e-10, drift_tol=1e-8)
+    programmatic = _cuda.search(X, times={}, **kw)[0]
+    assert _cuda.module().programmatic == (drv.Context.get_device().compute_capability()[0] >= 9)
+    monkeypatch.setattr(_cuda, "PROGRAMMATIC_LAUNCH", False)
+    assert not _cuda.module().programmatic
+    plain = _cuda.search(X, times={}, **kw)[0]
+    assert list(plain) == list(programmatic) == fit(X, backend="cpu").causal_order
+
+
 # --------------------------------------------------------------------------
 # Prior knowledge (the cases of tests/test_prior_knowledge.py)
 # --------------------------------------------------------------------------
