@@ -972,10 +972,12 @@ __device__ void publish(PlSearch *s)
     st->root = (c->state == PL_DECIDED) ? c->root : -1;
     st->n_rederived = c->n_rederived;
     st->n_order = c->n_order;
-    __threadfence_system();
+    __threadfence_system();  // the fields reach the host before the sequence number
     c->seq += 1;
     *(volatile int *)&st->seq = c->seq;
-    __threadfence_system();
+    // No fence after this store: it would only hold the block (and so the
+    // next kernel) until the host can see it; the store is not held back by
+    // the block leaving, and the kernel's end flushes it at the latest.
 }
 
 __device__ void record_iteration(PlSearch *s, double score, int redo)
