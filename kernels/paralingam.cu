@@ -246,6 +246,7 @@ extern "C" __global__ void init_search(PlSearch *s)
         c->r = p; c->nw = 0; c->epoch = 0; c->iteration = 0; c->n_order = 0;
         c->done = 0; c->state = PL_RUNNING; c->root = -1; c->n_cand = 0; c->rounds = 0;
         c->collinear = 0; c->n_rederived = 0; c->seq = 0; c->ordered = 0; c->blocks_done = 0;
+        c->workers_done = 0;
         c->drift_bits = 0; c->compared = 0; c->gamma = s->gamma0;
         c->n_active = 0;
     }
@@ -923,16 +924,20 @@ __device__ void worker_body(PlSearch *s)
     }
 }
 
+__device__ void select_after_workers(PlSearch *s);
+
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) worker_f32(PlSearch *s)
 {
     pl_enter();
     worker_body<float>(s);
+    select_after_workers(s);
 }
 // (double comparisons need more registers: the compiler's choice)
 extern "C" __global__ void __launch_bounds__(WARPS * 32) worker_f64(PlSearch *s)
 {
     pl_enter();
     worker_body<double>(s);
+    select_after_workers(s);
 }
 
 // ---------------------------------------------------------------- root selection
@@ -1000,9 +1005,8 @@ __device__ void record_iteration(PlSearch *s, double score, int redo)
 // bound plus their error and another round runs, so their partial scores
 // grow (or they finish). Only finished rivals that stay too close are
 // re-decided in double (PL_REDO).
-extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
+__device__ void select_root_body(PlSearch *s)
 {
-    pl_enter();
     PlControl *c = s->ctl;
     __shared__ int s_done;
     if (threadIdx.x == 0) s_done = c->done;
@@ -1121,6 +1125,32 @@ extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
         c->n_active = n_active;
         publish(s);
     }
+}
+
+// The same, as a kernel of its own (tools/profile_launch.py's launch and
+// poll round trip; the search runs it at the end of the worker kernel).
+extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
+{
+    pl_enter();
+    select_root_body(s);
+}
+
+// The end of a worker kernel: the last block to finish selects the root, so
+// a round is one kernel (one start and one drain fewer than a select_root
+// launch). Every warp of the block must have left the comparisons.
+__device__ void select_after_workers(PlSearch *s)
+{
+    __shared__ int s_last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();  // release: this block's scores and messages before the count
+        s_last = atomicAdd(&s->ctl->workers_done, 1) == (int)gridDim.x - 1;
+        if (s_last) __threadfence();  // acquire: every block's results after it
+    }
+    __syncthreads();
+    if (!s_last) return;
+    if (threadIdx.x == 0) s->ctl->workers_done = 0;  // for the next round
+    select_root_body(s);
 }
 
 // ---------------------------------------------------------------- re-deciding in double

@@ -50,6 +50,7 @@ typedef struct {
     int collinear;                     /* some remaining pair is collinear */
     int ordered;                       /* workers visit partners in `partner` order */
     int blocks_done;                   /* update_data blocks finished (the last one checks drift) */
+    int workers_done;                  /* worker blocks finished (the last one selects the root) */
     int n_rederived, seq;
     unsigned long long drift_bits;     /* largest drift of the last data update (double bits) */
     unsigned long long compared;       /* comparisons done in this iteration */

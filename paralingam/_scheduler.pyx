@@ -9,15 +9,16 @@ it builds and imports on machines without CUDA (CI).
 
 The search state lives on the device (``kernels/search_state.h``). Per
 iteration the scheduler launches ``prep`` and ``setup`` (entropies, partner
-orders), then threshold rounds: ``worker`` and ``select_root``, after which
-it waits for the status that ``select_root`` publishes in mapped pinned
-memory (a spin on one word, no driver call). Behind each ``select_root`` it queues the update kernels
-speculatively: they run only if the root was decided, so the GPU updates the
-data while the host is still polling. While the status says "running" it
-launches the next round (``select_root`` has already raised gamma by c on the
-device); if the float root was not certified it launches the re-decision
-kernels and the updates again (the speculative ones did nothing); then the
-next iteration's kernels, without waiting: they queue behind the updates.
+orders), then threshold rounds: one ``worker`` launch each, whose last block
+to finish selects the root (``select_root``'s body) and publishes the status
+in mapped pinned memory; the host waits for it with a spin on one word (no
+driver call). Behind each round it queues the update kernels speculatively:
+they run only if the root was decided, so the GPU updates the data while the
+host is still polling. While the status says "running" it launches the next
+round (the selection has already raised gamma by c on the device); if the
+float root was not certified it launches the re-decision kernels and the
+updates again (the speculative ones did nothing); then the next iteration's
+kernels, without waiting: they queue behind the updates.
 
 NVTX ranges (``iteration k``, ``round k``) are compiled in when the NVTX3
 headers were found at build time; they cost nothing unless a profiler such
@@ -657,10 +658,10 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                 while True:
                     snprintf(label, sizeof(label), b"round %d", rounds)
                     PL_RANGE_PUSH(label)
+                    # (the worker kernel's last block selects the root)
                     launch(m, k_worker, grid, 1, wthreads, 1, params)
-                    launch(m, K_SELECT, 1, 1, 1024, 1, params)
                     mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_UPDATE)
-                    # Speculative: the update kernels run only if select_root
+                    # Speculative: the update kernels run only if the round
                     # decided the root (they check the state on the device), so
                     # the GPU updates the data while the host is still polling
                     # the status. r_host (the last status's r) bounds this

@@ -9,7 +9,7 @@ Measures on the current GPU:
   PyCUDA launch + ``Context.synchronize()``, PyCUDA launch + a Python spin on
   the mapped status, and the Cython launch + C spin the backend uses;
 * a real fit with CUDA events around each phase (prepare: prep + entropy;
-  rounds: worker + select_root; redo: double re-decisions; update: UpdateData
+  rounds: worker, whose last block selects the root; redo: double re-decisions; update: UpdateData
   + UpdateCovMat), with rounds per iteration.
 
 Prints tables and writes JSON. Run on the GPU machine:
