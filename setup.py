@@ -97,6 +97,7 @@ setup(
         "cuda": ["pycuda>=2024.1"],
         "test": ["pytest>=7", "hypothesis>=6", "lingam==1.13.0"],
         "bench": ["lingam==1.13.0"],
+        "plot": ["graphviz"],
     },
     entry_points={"console_scripts": ["paralingam=paralingam.cli:main"]},
     zip_safe=False,

@@ -53,6 +53,8 @@ def as_data_matrix(X, names=None):
             raise ValueError(f"feature_names must give one name per column: X has {p} "
                              f"columns, got {count}")
         names = [str(v) for v in given]
+    if names is not None:
+        _check_unique(names)
     if isinstance(arr, np.ma.MaskedArray):
         masked = np.ma.getmaskarray(arr)
         if masked.any():
@@ -192,6 +194,21 @@ def _fits_float64(values):
     except OverflowError:
         return False
     return True
+
+
+def _check_unique(names):
+    """Refuse repeated column names: the order and effects would be ambiguous."""
+    first = {}
+    repeated = {}
+    for j, name in enumerate(names):
+        if name in first:
+            repeated.setdefault(name, [first[name]]).append(j)
+        else:
+            first[name] = j
+    if repeated:
+        listed = _list([f"{name!r} (columns {', '.join(map(str, cols))})"
+                        for name, cols in sorted(repeated.items(), key=lambda kv: kv[1])])
+        raise ValueError(f"column names must be unique: {listed} repeated")
 
 
 def _name(names, j):

@@ -12,6 +12,9 @@ import numpy as np
 from ._api import ON_COLLINEAR
 
 EXAMPLE = Path(__file__).parent / "data" / "example.csv"
+# formats that are not text tables; named in the error instead of a decoding failure
+BINARY_SUFFIXES = (".npz", ".gz", ".bz2", ".xz", ".zip", ".xlsx", ".xls", ".parquet",
+                   ".feather", ".h5", ".hdf5", ".pkl", ".pickle")
 
 
 def read_table(path, *, delimiter=None):
@@ -28,22 +31,40 @@ def read_table(path, *, delimiter=None):
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
     if path.suffix == ".npy":
-        return np.load(path, allow_pickle=False), None
-    with path.open(newline="") as fh:
-        sample = fh.read(65536)
-        fh.seek(0)
-        if delimiter is None:
-            try:
-                delimiter = csv.Sniffer().sniff(sample, delimiters=",;\t ").delimiter
-            except csv.Error:
-                delimiter = ","
-        rows = [row for row in csv.reader(fh, delimiter=delimiter) if row]
+        try:
+            return np.load(path, allow_pickle=False), None
+        except ValueError as exc:  # object arrays, damaged files
+            raise ValueError(f"{path}: cannot read this .npy file as a numeric array ({exc})") \
+                from None
+    if path.suffix in BINARY_SUFFIXES:
+        raise ValueError(f"{path}: {path.suffix} files are not read; give a text table "
+                         "(.csv, .tsv, .txt) or a .npy array")
+    # utf-8-sig: spreadsheet programs start "CSV UTF-8" files with a byte-order mark
+    with path.open(newline="", encoding="utf-8-sig") as fh:
+        try:
+            sample = fh.read(65536)
+            fh.seek(0)
+            if delimiter is None:
+                try:
+                    delimiter = csv.Sniffer().sniff(sample, delimiters=",;\t ").delimiter
+                except csv.Error:
+                    delimiter = ","
+            rows = [row for row in csv.reader(fh, delimiter=delimiter) if row]
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}: not a UTF-8 text table; give a text table "
+                             "(.csv, .tsv, .txt) or a .npy array") from None
     if not rows:
         raise ValueError(f"{path} is empty")
     names = None
     if not _numeric_row(rows[0]):
         names = [name.strip() for name in rows[0]]
         rows = rows[1:]
+        empty = [j for j, name in enumerate(names) if not name]
+        if empty:
+            hint = (" (a table saved with its row index, such as pandas' to_csv "
+                    "without index=False? remove that column)" if empty == [0] else "")
+            raise ValueError(f"{path}: the header has no name for column(s) "
+                             f"{', '.join(map(str, empty))}{hint}")
     width = len(names) if names else len(rows[0])
     for lineno, row in enumerate(rows, start=2 if names else 1):
         if len(row) != width:
@@ -66,7 +87,11 @@ def read_prior_knowledge(path, names, *, delimiter=None):
     Shape and values are checked by :func:`paralingam.fit`.
     """
     pk, pk_names = read_table(path, delimiter=delimiter)
-    if pk_names is not None and names is not None and pk_names != names:
+    if pk_names is not None and names is None:
+        raise ValueError(f"{path} has a header but the data file has none: the header "
+                         "cannot be checked against the data's columns (remove it, or "
+                         "name the data's columns)")
+    if pk_names is not None and pk_names != names:
         k = next((k for k, (a, b) in enumerate(zip(pk_names, names)) if a != b),
                  min(len(pk_names), len(names)))
         got = repr(pk_names[k]) if k < len(pk_names) else "nothing"
@@ -116,6 +141,8 @@ def main(argv=None):
 
     import paralingam
 
+    if args.soft_prior and not args.prior_knowledge:
+        parser.error("--soft-prior needs --prior-knowledge")
     try:
         X, names = read_table(args.file, delimiter=args.delimiter)
         prior = None
@@ -145,8 +172,9 @@ def main(argv=None):
           f"{100 * st['comparisons_saved']:.0f}% comparisons saved):")
     print("  " + " -> ".join(str(v) for v in result.causal_order_names))
     if st["explained"]:
-        print(f"  fully explained (placed after the root that completed them): "
-              f"{len(st['explained'])}")
+        label = (lambda i: str(i)) if names is None else (lambda i: names[i])
+        print("  fully explained (placed after the root that completed them): "
+              + ", ".join(f"{label(v)} (after {label(r)})" for v, r in st["explained"].items()))
     print(f"result written to {out}")
     return 0
 

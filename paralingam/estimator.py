@@ -25,11 +25,27 @@ from ._validation import as_data_matrix
 from .adjacency import ADJACENCY_METHODS, allowed_predictors, estimate_adjacency
 from .bootstrap import BootstrapResult, total_effects
 from .hsic import independence_p_values
+from .policy import EXPLAINED_TOL
 from .prior import PriorKnowledge
 
 MEASURES = ("pwling",)
 # lingam's other measures, which paralingam does not implement.
 _LINGAM_ONLY_MEASURES = ("kernel", "pwling_fast")
+
+
+def _check_random_state(random_state):
+    """Refuse a ``random_state`` that :meth:`DirectLiNGAM.bootstrap` could not use."""
+    if random_state is None or isinstance(random_state, np.random.RandomState):
+        return
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, (bool, np.bool_)):
+        if 0 <= random_state < 2**32:
+            return
+        raise ValueError(f"random_state must be in [0, 2**32 - 1]; got {random_state!r}")
+    hint = (" (the bootstrap draws its resamples as lingam does, with a RandomState: "
+            "pass an int seed instead of a Generator)"
+            if isinstance(random_state, np.random.Generator) else "")
+    raise ValueError("random_state must be None, an int or a numpy.random.RandomState; "
+                     f"got {random_state!r}{hint}")
 
 
 class DirectLiNGAM(BaseEstimator):
@@ -179,6 +195,7 @@ class DirectLiNGAM(BaseEstimator):
         if not isinstance(self.apply_prior_knowledge_softly, (bool, np.bool_)):
             raise ValueError("apply_prior_knowledge_softly must be True or False; got "
                              f"{self.apply_prior_knowledge_softly!r}")
+        _check_random_state(self.random_state)
         options = dict(self.fit_options or {})
         reserved = {"backend", "prior_knowledge", "apply_prior_knowledge_softly"} & set(options)
         if reserved:
@@ -272,7 +289,10 @@ class DirectLiNGAM(BaseEstimator):
 
         The errors are ``E = X - X B^T``; each pair of columns of ``E`` gets
         the HSIC test with the gamma approximation (lingam's
-        ``hsic_test_gamma``).
+        ``hsic_test_gamma``). The error of a fully explained variable (its
+        variance at most ``paralingam.policy.EXPLAINED_TOL`` times the
+        variable's) is zero up to rounding, so independent of the others:
+        its p-values are 1 where the test would give NaN or rounding noise.
 
         Parameters
         ----------
@@ -286,7 +306,8 @@ class DirectLiNGAM(BaseEstimator):
         """
         data = self._checked_data(X)
         E = data - data @ self.adjacency_matrix_.T
-        return independence_p_values(E)
+        constant = E.var(axis=0) <= EXPLAINED_TOL * data.var(axis=0)
+        return independence_p_values(E, constant)
 
     # ------------------------------------------------------------------
     # bootstrap

@@ -28,6 +28,8 @@ def kernel_width(x):
     Returns
     -------
     float
+        NaN when no distance is positive (the samples are equal up to
+        rounding): no Gaussian kernel fits them.
     """
     x = _as_columns(x)[:100]
     # The squared distances are expanded as |a|^2 + |b|^2 - 2 a.b, as in lingam:
@@ -36,7 +38,10 @@ def kernel_width(x):
     sq = np.sum(x * x, axis=1)[:, None]
     dists = sq + sq.T - 2.0 * (x @ x.T)
     upper = dists[np.triu_indices(len(x), k=1)]
-    return float(np.sqrt(0.5 * np.median(upper[upper > 0])))
+    positive = upper[upper > 0]
+    if positive.size == 0:
+        return float("nan")
+    return float(np.sqrt(0.5 * np.median(positive)))
 
 
 def centred_gram(x, width):
@@ -76,14 +81,18 @@ def hsic_test_gamma(X, Y):
         ``n`` times the biased HSIC estimate.
     p_value : float
         Upper tail of the gamma law fitted to the statistic's null mean and
-        variance.
+        variance; 1 when ``X`` or ``Y`` is constant (see
+        :func:`independence_p_values`).
     """
     X, Y = _as_columns(X), _as_columns(Y)
     n = len(X)
     if len(Y) != n:
         raise ValueError(f"X and Y need the same number of samples; got {n} and {len(Y)}")
-    K, Kc = centred_gram(X, kernel_width(X))
-    L, Lc = centred_gram(Y, kernel_width(Y))
+    width_x, width_y = kernel_width(X), kernel_width(Y)
+    if np.isnan(width_x) or np.isnan(width_y):
+        return 0.0, 1.0
+    K, Kc = centred_gram(X, width_x)
+    L, Lc = centred_gram(Y, width_y)
     stat = np.sum(Kc * Lc) / n
     sq_k, sq_l = Kc * Kc, Lc * Lc
     var_sum = np.sum(sq_k * sq_l) - np.sum(np.diag(sq_k) * np.diag(sq_l))
@@ -93,12 +102,20 @@ def hsic_test_gamma(X, Y):
     return float(stat), float(p[0])
 
 
-def independence_p_values(E):
+def independence_p_values(E, constant=None):
     """p-values of pairwise HSIC independence tests between the columns of ``E``.
+
+    A constant column is independent of every other: its p-values are 1.
+    Such are the columns in ``constant`` (the errors of fully explained
+    variables, zero up to rounding) and those whose kernel width is
+    undefined (no two of the samples that set it differ), where the test
+    itself would give NaN.
 
     Parameters
     ----------
     E : ndarray, shape (n_samples, n_features)
+    constant : array-like of bool, shape (n_features,), optional
+        Columns to treat as constant.
 
     Returns
     -------
@@ -110,12 +127,21 @@ def independence_p_values(E):
     P = np.zeros((p, p))
     if p < 2:
         return P
-    if p * n * n * 16 <= _GRAM_MEMORY_BYTES:
-        _all_pairs_at_once(E, P)
-    else:
-        for i in range(p - 1):
-            for j in range(i + 1, p):
-                P[i, j] = P[j, i] = hsic_test_gamma(E[:, i], E[:, j])[1]
+    flat = np.zeros(p, dtype=bool) if constant is None else np.array(constant, dtype=bool)
+    flat |= np.array([np.isnan(kernel_width(E[:, i])) for i in range(p)])
+    keep = np.flatnonzero(~flat)
+    sub = np.zeros((len(keep), len(keep)))
+    if len(keep) > 1:
+        if len(keep) * n * n * 16 <= _GRAM_MEMORY_BYTES:
+            _all_pairs_at_once(E[:, keep], sub)
+        else:
+            for a in range(len(keep) - 1):
+                for b in range(a + 1, len(keep)):
+                    sub[a, b] = sub[b, a] = hsic_test_gamma(E[:, keep[a]], E[:, keep[b]])[1]
+    P[np.ix_(keep, keep)] = sub
+    P[flat, :] = 1.0
+    P[:, flat] = 1.0
+    np.fill_diagonal(P, 0.0)
     return P
 
 

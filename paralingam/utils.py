@@ -199,7 +199,12 @@ def make_dot(adjacency_matrix, labels=None, lower_limit=0.01, **options):
                 f"(pip install lingam): {exc}") from exc
         return lingam_make_dot(adjacency_matrix, labels=labels, lower_limit=lower_limit,
                                **options)
-    import graphviz
+    try:
+        import graphviz
+    except ImportError:
+        raise ImportError("make_dot draws with the graphviz package, which paralingam does "
+                          "not install by default: pip install 'paralingam[plot]' "
+                          "(or pip install graphviz)") from None
 
     raw = np.asarray(adjacency_matrix, dtype=np.float64)
     if raw.ndim != 2 or raw.shape[0] != raw.shape[1]:

@@ -102,3 +102,64 @@ def test_on_collinear_error_exits_2_naming_the_columns(lingam_data, tmp_path, ca
     assert cli.main(args + ["--on-collinear", "error"]) == 2
     err = capsys.readouterr().err
     assert "paralingam: error:" in err and "'d'" in err
+
+
+def test_byte_order_mark_is_not_part_of_the_first_name(lingam_data, tmp_path, capsys):
+    # spreadsheet programs save "CSV UTF-8" with a byte-order mark
+    X = lingam_data(3, 200, "sparse", 906)[0]
+    text = "alpha,beta,gamma\n" + "\n".join(",".join(f"{v:.17g}" for v in row) for row in X)
+    (tmp_path / "x.csv").write_text(text, encoding="utf-8-sig")
+    (tmp_path / "pk.csv").write_text("alpha,beta,gamma\n-1,-1,-1\n-1,-1,-1\n-1,-1,-1\n")
+    assert cli.main(["fit", str(tmp_path / "x.csv"), "--backend", "cpu",
+                     "--prior-knowledge", str(tmp_path / "pk.csv")]) == 0
+    out = json.loads((tmp_path / "x.paralingam.json").read_text())
+    assert sorted(out["causal_order_names"]) == ["alpha", "beta", "gamma"]
+
+
+def test_fully_explained_variables_are_printed_by_name(lingam_data, tmp_path, capsys):
+    X = np.array(lingam_data(4, 300, "sparse", 907)[0])
+    X = np.column_stack([X, X[:, 0] + X[:, 2]])
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",", header="a,b,c,d,e", comments="")
+    with pytest.warns(Warning):
+        assert cli.main(["fit", str(tmp_path / "x.csv"), "--backend", "cpu"]) == 0
+    out = capsys.readouterr().out
+    line = next(s for s in out.splitlines() if "fully explained" in s)
+    # e = a + c: explained once both are ordered, after the later of the two
+    order = json.loads((tmp_path / "x.paralingam.json").read_text())["causal_order_names"]
+    later = max("a", "c", key=order.index)
+    assert line.endswith(f": e (after {later})")
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("idx.csv", ",a,b\n0,1,2\n1,3,1\n2,5,7\n3,2,2\n", "no name for column(s) 0 (a table saved with its row index"),
+    ("x.csv", "a,,b\n1,0,2\n3,1,1\n5,0,7\n2,1,2\n", "no name for column(s) 1"),
+    ("dup.csv", "a,a,b\n1,0,2\n3,1,1\n5,0,7\n2,1,2\n", "column names must be unique: 'a' (columns 0, 1)"),
+    ("x.npz", "PK\x03\x04", ".npz files are not read; give a text table"),
+    ("x.dat", "\udcff\udcfe\x00\x01", "not a UTF-8 text table"),
+])
+def test_unreadable_tables_exit_2_with_a_message(tmp_path, capsys, name, content, message):
+    (tmp_path / name).write_bytes(content.encode("utf-8", "surrogateescape"))
+    assert cli.main(["fit", str(tmp_path / name), "--backend", "cpu"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_object_npy_exits_2_with_a_message(tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.array([[1.0, "a"]], dtype=object), allow_pickle=True)
+    assert cli.main(["fit", str(tmp_path / "x.npy"), "--backend", "cpu"]) == 2
+    assert "cannot read this .npy file as a numeric array" in capsys.readouterr().err
+
+
+def test_soft_prior_needs_prior_knowledge(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["fit", "--soft-prior"])
+    assert exc.value.code == 2
+    assert "--soft-prior needs --prior-knowledge" in capsys.readouterr().err
+
+
+def test_prior_knowledge_header_needs_a_data_header(lingam_data, tmp_path, capsys):
+    X = lingam_data(3, 200, "sparse", 908)[0]
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",")
+    (tmp_path / "pk.csv").write_text("a,b,c\n-1,-1,-1\n-1,-1,-1\n-1,-1,-1\n")
+    assert cli.main(["fit", str(tmp_path / "x.csv"), "--backend", "cpu",
+                     "--prior-knowledge", str(tmp_path / "pk.csv")]) == 2
+    assert "pk.csv has a header but the data file has none" in capsys.readouterr().err

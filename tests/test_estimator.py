@@ -61,6 +61,27 @@ def test_p_values_equal_lingam(fitted_pair):
                                theirs.get_error_independence_p_values(X), rtol=1e-8, atol=1e-10)
 
 
+def test_p_values_of_a_fully_explained_variable_are_one(lingam_data):
+    # its error is zero up to rounding: independent of the others (the test
+    # itself would give NaN, with numpy warnings, or rounding noise)
+    X = np.array(lingam_data(4, 300, "sparse", 512)[0])
+    Y = np.column_stack([X, X[:, 1] - 0.5 * X[:, 3]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted = model().fit(Y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        P = fitted.get_error_independence_p_values(Y)
+    assert np.isfinite(P).all()
+    np.testing.assert_array_equal(P[4, :4], 1.0)
+    np.testing.assert_array_equal(P[:4, 4], 1.0)
+    assert P[4, 4] == 0.0
+    # the other pairs are the test's, as lingam computes it on their errors
+    P_rest = paralingam.hsic.independence_p_values(
+        (Y - Y @ fitted.adjacency_matrix_.T)[:, :4])
+    np.testing.assert_allclose(P[:4, :4], P_rest, rtol=1e-12, atol=0)
+
+
 def test_total_effects_equal_lingam(fitted_pair):
     X, theirs, ours = fitted_pair
     order = ours.causal_order_
@@ -206,6 +227,13 @@ def test_parameters_are_stored_verbatim_and_checked_in_fit(lingam_data):
         ({"fit_options": {"backend": "cpu"}}, r"must not set \['backend'\]"),
         ({"prior_knowledge": np.zeros((3, 3))}, r"shape \(4, 4\) .*; got shape \(3, 3\)"),
         ({"prior_knowledge": np.full((4, 4), 2)}, r"must be -1 or NaN .*invalid at \[0, 0\] = 2\.0,"),
+        # random_state: what bootstrap's RandomState resampling can use, checked in fit
+        ({"random_state": "x"}, r"random_state must be None, an int or a numpy.random.RandomState; got 'x'"),
+        ({"random_state": 1.5}, r"random_state must be .*; got 1.5"),
+        ({"random_state": True}, r"random_state must be .*; got True"),
+        ({"random_state": -1}, r"random_state must be in \[0, 2\*\*32 - 1\]; got -1"),
+        ({"random_state": 2**32}, r"random_state must be in \[0, 2\*\*32 - 1\]"),
+        ({"random_state": np.random.default_rng(0)}, r"pass an int seed instead of a Generator"),
     ]
     for params, message in bad:
         with pytest.raises(ValueError, match=message):

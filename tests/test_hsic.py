@@ -70,3 +70,25 @@ def test_kernel_width_uses_the_first_100_samples():
 def test_one_variable_has_no_pairs():
     E = np.random.default_rng(308).standard_normal((30, 1))
     np.testing.assert_array_equal(hsic.independence_p_values(E), np.zeros((1, 1)))
+
+
+def test_constant_columns_are_independent_of_every_column():
+    # no kernel fits a constant: the test would divide 0 by 0
+    E = errors(120, 4, 309)
+    E[:, 2] = 0.0
+    P = hsic.independence_p_values(E)
+    assert np.isfinite(P).all()
+    np.testing.assert_array_equal(P[2, [0, 1, 3]], 1.0)
+    np.testing.assert_array_equal(P[[0, 1, 3], 2], 1.0)
+    np.testing.assert_array_equal(np.diag(P), 0.0)
+    keep = [0, 1, 3]
+    np.testing.assert_allclose(P[np.ix_(keep, keep)], lingam_p_values(E[:, keep]), rtol=1e-9)
+    assert np.isnan(hsic.kernel_width(E[:, 2]))
+    assert hsic.hsic_test_gamma(E[:, 2], E[:, 0]) == (0.0, 1.0)
+
+
+def test_columns_named_constant_get_p_value_one():
+    E = errors(80, 3, 310)
+    P = hsic.independence_p_values(E, constant=[False, True, False])
+    np.testing.assert_array_equal(P[1, [0, 2]], 1.0)
+    assert P[0, 2] == pytest.approx(lingam_p_values(E)[0, 2], rel=1e-9)

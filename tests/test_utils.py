@@ -1,5 +1,7 @@
 """paralingam.utils against lingam.utils (lingam 1.13)."""
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -59,6 +61,12 @@ def test_make_dot_source_equals_lingam():
         utils.make_dot(B, colour="red")
     with pytest.raises(ValueError, match="not square"):
         utils.make_dot(np.zeros((2, 3)))
+
+
+def test_make_dot_without_graphviz_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "graphviz", None)  # import graphviz now fails
+    with pytest.raises(ImportError, match=r"pip install 'paralingam\[plot\]'"):
+        utils.make_dot(np.zeros((2, 2)))
 
 
 def test_total_effect_helpers_equal_lingam():

@@ -258,6 +258,9 @@ def test_feature_names_reach_messages_and_results(small):
         fit_cpu(X, feature_names=cols[:5])
     with pytest.raises(ValueError, match="got a string"):
         fit_cpu(X, feature_names="abcdef")
+    with pytest.raises(ValueError, match=r"column names must be unique: 'g1' \(columns 1, 4\), "
+                                         r"'g2' \(columns 2, 3, 5\) repeated"):
+        fit_cpu(X, feature_names=["g0", "g1", "g2", "g2", "g1", "g2"])
 
 
 def test_dataframe_names_reach_messages_and_results(small):
@@ -274,6 +277,8 @@ def test_dataframe_names_reach_messages_and_results(small):
     df3 = df.copy()
     df3["v1"] = 5.0
     raises(r"constant columns \(zero variance\): column 1 \('v1'\)$", df3)
+    raises(r"column names must be unique: 'v0' \(columns 0, 2\) repeated",
+           df.set_axis(["v0", "v1", "v0", "v3", "v4", "v5"], axis=1))
 
 
 def test_dataframe_column_types(small):
