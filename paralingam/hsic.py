@@ -127,13 +127,15 @@ def independence_p_values(E, constant=None):
     P = np.zeros((p, p))
     if p < 2:
         return P
-    flat = np.zeros(p, dtype=bool) if constant is None else np.array(constant, dtype=bool)
-    flat |= np.array([np.isnan(kernel_width(E[:, i])) for i in range(p)])
+    widths = np.array([kernel_width(E[:, i]) for i in range(p)])
+    flat = np.isnan(widths)
+    if constant is not None:
+        flat |= np.asarray(constant, dtype=bool)
     keep = np.flatnonzero(~flat)
     sub = np.zeros((len(keep), len(keep)))
     if len(keep) > 1:
         if len(keep) * n * n * 16 <= _GRAM_MEMORY_BYTES:
-            _all_pairs_at_once(E[:, keep], sub)
+            _all_pairs_at_once(E[:, keep], widths[keep], sub)
         else:
             for a in range(len(keep) - 1):
                 for b in range(a + 1, len(keep)):
@@ -145,12 +147,12 @@ def independence_p_values(E, constant=None):
     return P
 
 
-def _all_pairs_at_once(E, P):
+def _all_pairs_at_once(E, widths, P):
     n, p = E.shape
     flat = np.empty((p, n * n))  # centred Gram matrices, one per row
     mean = np.empty(p)
     for i in range(p):
-        K, Kc = centred_gram(E[:, i], kernel_width(E[:, i]))
+        K, Kc = centred_gram(E[:, i], widths[i])
         flat[i] = Kc.ravel()
         mean[i] = _null_kernel_mean(K, n)
     stat = flat @ flat.T / n
