@@ -7,7 +7,7 @@ import numpy as np
 from . import _backends
 from ._result import FitResult
 from ._validation import (CUDA_BLOCKS, MAX_THREADS, WARPS_PER_PAIR, as_data_matrix, check_bool,
-                          check_choice, check_dtype, check_int, check_positive)
+                          _name, check_choice, check_dtype, check_int, check_positive)
 from .adjacency import ols_adjacency
 from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError
 from .prior import PriorKnowledge
@@ -241,7 +241,7 @@ def fit(
     if not np.isfinite(B).all():
         i, j = np.argwhere(~np.isfinite(B))[0]
         raise ValueError(
-            f"the edge weight of {_label(names, j)} on {_label(names, i)} exceeds float64: their "
+            f"the edge weight of {_name(names, j)} on {_name(names, i)} exceeds float64: their "
             "scales differ by more than float64's range; rescale them")
     times["adjacency"] = time.perf_counter() - t0
 
@@ -291,10 +291,6 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
         rederive=rederive, stop_on_dependence=stop_on_dependence, candidates=candidates)
     times["search"] = time.perf_counter() - t0
     return result
-
-
-def _label(names, j):
-    return f"column {j}" if names is None else f"column {j} ({names[j]!r})"
 
 
 def _warn_explained(explained, names):
