@@ -89,6 +89,24 @@ __device__ __forceinline__ void pl_enter()
 #endif
 }
 
+// Whether this block is the last of the grid to get here, counted on
+// `counter` (reset by that block for the next launch). Every thread of every
+// block must call it. Release: each block's writes are visible before its
+// count; acquire: the last block sees every block's writes.
+__device__ bool last_block_done(int *counter)
+{
+    __shared__ int s_last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();  // release: this block's results before the count
+        s_last = atomicAdd(counter, 1) == (int)gridDim.x - 1;
+        if (s_last) __threadfence();  // acquire: every block's results after it
+    }
+    __syncthreads();
+    if (s_last && threadIdx.x == 0) *counter = 0;  // for the next launch
+    return s_last;
+}
+
 // Barrier `id` (1..15; 0 is __syncthreads) among `threads` threads (whole warps).
 __device__ __forceinline__ void named_barrier(int id, int threads)
 {
@@ -1140,17 +1158,7 @@ extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
 // launch). Every warp of the block must have left the comparisons.
 __device__ void select_after_workers(PlSearch *s)
 {
-    __shared__ int s_last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();  // release: this block's scores and messages before the count
-        s_last = atomicAdd(&s->ctl->workers_done, 1) == (int)gridDim.x - 1;
-        if (s_last) __threadfence();  // acquire: every block's results after it
-    }
-    __syncthreads();
-    if (!s_last) return;
-    if (threadIdx.x == 0) s->ctl->workers_done = 0;  // for the next round
-    select_root_body(s);
+    if (last_block_done(&s->ctl->workers_done)) select_root_body(s);
 }
 
 // ---------------------------------------------------------------- re-deciding in double
@@ -1346,20 +1354,11 @@ extern "C" __global__ void update_data(PlSearch *s)
 {
     pl_enter();
     __shared__ double sh[32 * 6];
-    __shared__ int s_last;
     PlControl *c = s->ctl;
     if (c->state != PL_DECIDED) return;
     const int r = c->r;
     if (blockIdx.x < r) regress_root_out(s, blockIdx.x, sh);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence();  // release: this block's rows and drift before the count
-        s_last = atomicAdd(&c->blocks_done, 1) == (int)gridDim.x - 1;
-        if (s_last) __threadfence();  // acquire: every block's rows and drift after it
-    }
-    __syncthreads();
-    if (!s_last) return;
-    if (threadIdx.x == 0) c->blocks_done = 0;  // for the next launch
+    if (!last_block_done(&c->blocks_done)) return;
     if (!drifted(s)) return;
     if (threadIdx.x == 0) c->n_rederived += 1;
     for (int k = 0; k < r; ++k) {
