@@ -146,6 +146,22 @@ def test_planted_dependencies_with_errors_and_scores(lingam_data, backend, densi
     assert (err.kind, err.variables, err.roots) == ("collinear", (3, 10), ())
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("p, n, seed", [(60, 30, 1041), (150, 24, 1042), (40, 3, 1043),
+                                        (24, 9, 1044), (100, 37, 1045)])
+def test_fewer_samples_than_variables(lingam_data, backend, p, n, seed):
+    # Wide data, as in gene expression: the centred data have rank n - 1, so
+    # once n - 2 roots are regressed out the remaining residuals span one
+    # dimension (all collinear), and after n - 1 every remaining variable is
+    # explained.
+    X = lingam_data(p, n, "sparse", seed)[0]
+    res, _ = assert_matches_reference(X, backend)
+    assert len(res.stats["explained"]) == p - (n - 1)
+    assert len(res.stats["scores"]) == n - 1
+    err = same_error(X, backend)
+    assert err.kind == "collinear" and len(err.roots) == n - 2
+
+
 # --------------------------------------------------------------------------
 # Tolerance edges
 # --------------------------------------------------------------------------
