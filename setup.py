@@ -53,6 +53,9 @@ extensions = [
         extra_link_args=["-fopenmp"],
         depends=["paralingam/_lasso_kernels.h"],
     ),
+    # The rank-one Cholesky update of the minimum-norm least squares
+    # (paralingam.adjacency, rank-deficient data).
+    Extension("paralingam._linalg", ["paralingam/_linalg.pyx"], extra_compile_args=["-O3"]),
     # Host scheduler of the CUDA backend. It binds libcuda at run time
     # (dlopen), so it builds and imports without CUDA; NVTX ranges are
     # compiled in when the header-only NVTX3 is found.

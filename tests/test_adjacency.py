@@ -272,6 +272,34 @@ def test_compiled_engine_past_max_iter_equals_sklearn():
         assert np.count_nonzero(want)
 
 
+@pytest.mark.parametrize("p, n, seed, ill", [(40, 12, 231, False), (120, 30, 232, False),
+                                             (30, 200, 233, False), (120, 40, 234, True)])
+def test_ols_on_rank_deficient_data_is_minimum_norm_least_squares(p, n, seed, ill):
+    # Wide data (rank n - 1) and tall data with planted exact combinations:
+    # every row is the minimum-norm least-squares fit on its predecessors.
+    # ill: the last independent column is nearly a combination of the others
+    # (1 - R^2 ~ 3e-10), so the pivots of the exact combinations after it
+    # round to about SINGULAR_TOL instead of zero and must still count as zero.
+    rng = np.random.default_rng(seed)
+    X = rng.laplace(size=(n, p))
+    if n > p:
+        X[:, 7] = X[:, 2] - 0.5 * X[:, 5]
+        X[:, 20] = 3.0 * X[:, 7] + X[:, 11]
+        X[:, 21] = X[:, 20]
+    order = rng.permutation(p)
+    if ill:
+        X[:, order[n - 2]] = 0.1 * X[:, order[:n - 2]] @ rng.standard_normal(n - 2) + \
+            1e-4 * rng.standard_normal(n)
+    B = ols_adjacency(X, order)
+    Xc = X - X.mean(axis=0)
+    for k in range(1, p):
+        target, earlier = order[k], order[:k]
+        want = np.linalg.lstsq(Xc[:, earlier], Xc[:, target], rcond=None)[0]
+        np.testing.assert_allclose(B[target, earlier], want, rtol=0,
+                                   atol=(1e-6 if ill else 1e-8) * max(1.0, np.abs(want).max()))
+        assert not B[target, order[k:]].any()
+
+
 def test_least_squares_on_predecessors_from_one_factor():
     from paralingam.adjacency import _ols_on_predecessors
 
