@@ -189,26 +189,28 @@ def _pivot_noise(gram, coef):
     return np.maximum(np.arange(len(sd)), 1) * _EPS * (sd + np.abs(coef) @ sd) ** 2
 
 
-def _min_norm_rows(gram):
+def _min_norm_rows(gram, block=256):
     """Minimum-norm least squares of every variable on all variables before it.
 
     A variable whose Cholesky pivot on the variables before it keeps no more
     than ``SINGULAR_TOL`` of its diagonal, or no more than the pivot's
     rounding error, is *dependent*: an exact combination of the *basis*, the
-    independent variables before it. In the
-    orthonormal coordinates of the basis (Gram-Schmidt in causal order), each
-    variable ``j`` is its factor row ``l_j``; with ``C_k`` the rows of the
-    variables before ``k`` as columns, the regression of ``k`` on them is
-    ``pinv(C_k) l_k = C_k^T (C_k C_k^T)^{-1} l_k``. ``C_k C_k^T`` gains
-    ``l_j l_j^T`` with each variable, so its Cholesky factor is updated by
-    Givens rotations (``_linalg.cholesky_add``) instead of refactorised: all
-    rows in O(p^2 r) for rank r, where a least-squares solve per target costs
-    O(p^4) (p=1000, n=100: 300 s that way on two cores, under 1 s this way).
+    independent variables before it. In the orthonormal coordinates of the
+    basis (Gram-Schmidt in causal order), each variable ``j`` is its factor
+    row ``l_j``; with ``C_k`` the coordinates of the variables before ``k`` as
+    columns, the regression of ``k`` on them is ``pinv(C_k) l_k = C_k^T y_k``
+    with ``(C_k C_k^T) y_k = l_k``. ``C_k C_k^T`` gains ``l_j l_j^T`` with
+    each variable, so its Cholesky factor is updated by Givens rotations
+    (``_linalg.cholesky_add``) instead of refactorised. All rows cost
+    O(p^2 r) for rank r, where a least-squares solve per target costs O(p^4)
+    (p=1000, n=100: 300 s that way on two cores, under 1 s this way).
 
     Parameters
     ----------
     gram : ndarray, shape (p, p)
         Covariance or scatter matrix, variables in causal order.
+    block : int
+        Variables whose coordinates are solved for at once.
 
     Returns
     -------
@@ -220,52 +222,68 @@ def _min_norm_rows(gram):
     from ._linalg import cholesky_add
 
     p = gram.shape[0]
-    coef = np.zeros((p, p))
     diag = np.diag(gram)
     # The variables up to the first failing pivot form the basis's start:
     # one blocked factorisation gives their rows (all of them: full rank).
-    coef0, rss0, solved = _ols_on_predecessors(gram)
+    coef, rss0, solved = _ols_on_predecessors(gram)
     rows = int(np.argmin(solved)) if not solved.all() else p
-    noise = _pivot_noise(gram[:rows, :rows], coef0[:rows, :rows])
+    noise = _pivot_noise(gram[:rows, :rows], coef[:rows, :rows])
     ok = rss0[:rows] > np.maximum(noise, SINGULAR_TOL * diag[:rows])
     first = rows if ok.all() else int(np.argmin(ok))
     if first == p:
-        return coef0
+        return coef
+    coef[first:] = 0.0
     cap = max(first, min(p, 64))
     L = np.zeros((cap, cap))  # factor over the basis: row m is the basis variable's l
     C = np.zeros((cap, p))    # column j: l_j, the coordinates of variable j
     R = np.zeros((cap, cap))  # upper, R^T R = C_k C_k^T
+    Y = np.zeros((p, cap))    # row k: y_k
     basis = list(range(first))
     if first:
-        F = cholesky(gram[:first, :first], lower=True, check_finite=False)
-        L[:first, :first] = F
-        C[:first, :first] = F.T
-        R[:first, :first] = np.linalg.qr(F, mode="r")
-        coef[:first, :first] = coef0[:first, :first]
-    for k in range(first, p):
-        m = len(basis)
-        l = np.zeros(0)
-        pivot, noise = diag[k], 0.0
-        if m:
-            l = solve_triangular(L[:m, :m], gram[basis, k], lower=True, check_finite=False)
+        L[:first, :first] = cholesky(gram[:first, :first], lower=True, check_finite=False)
+        C[:first, :first] = L[:first, :first].T
+        R[:first, :first] = np.linalg.qr(L[:first, :first], mode="r")
+    for k0 in range(first, p, block):
+        cols = np.arange(k0, min(k0 + block, p))
+        m0 = len(basis)
+        # coordinates of the block on the basis as it stands (one BLAS-3
+        # solve); basis variables added inside the block extend them below
+        lb = np.zeros((m0 + len(cols), len(cols)))
+        if m0:
+            lb[:m0] = solve_triangular(L[:m0, :m0], gram[np.ix_(basis, cols)], lower=True,
+                                       check_finite=False)
+        for i, k in enumerate(cols):
+            m = len(basis)
+            l = lb[:m, i]
+            for q in range(m0, m):
+                l[q] = (gram[basis[q], k] - L[q, :q] @ l[:q]) / L[q, q]
             pivot = diag[k] - l @ l
-            a = solve_triangular(L[:m, :m], l, lower=True, trans="T", check_finite=False)
-            noise = m * _EPS * (np.sqrt(diag[k]) + np.abs(a) @ np.sqrt(diag[basis])) ** 2  # _pivot_noise
-            w = solve_triangular(R[:m, :m], l, trans="T", check_finite=False)
-            coef[k, :k] = C[:m, :k].T @ solve_triangular(R[:m, :m], w, check_finite=False)
-        x = np.zeros(cap)
-        x[:m] = l
-        if pivot > max(SINGULAR_TOL * diag[k], noise) and np.isfinite(pivot):  # a new basis variable
-            if m == cap:
-                cap = min(2 * cap, p)
-                L, R = _grown(L, (cap, cap)), _grown(R, (cap, cap))
-                C, x = _grown(C, (cap, p)), _grown(x, (cap,))
-            L[m, :m] = l
-            L[m, m] = x[m] = np.sqrt(pivot)
-            m += 1
-            basis.append(k)
-        C[:m, k] = x[:m]
-        cholesky_add(R, x, m)
+            if m:
+                w = solve_triangular(R[:m, :m], l, trans="T", check_finite=False)
+                Y[k, :m] = solve_triangular(R[:m, :m], w, check_finite=False)
+            independent = pivot > SINGULAR_TOL * diag[k] and np.isfinite(pivot)
+            if independent and m:
+                # the pivot of an exact combination x_k = X_S a is its rounding
+                # error, not zero (_pivot_noise)
+                a = solve_triangular(L[:m, :m], l, lower=True, trans="T", check_finite=False)
+                independent = pivot > m * _EPS * (np.sqrt(diag[k]) + np.abs(a) @ np.sqrt(diag[basis])) ** 2
+            x = np.zeros(cap)
+            x[:m] = l
+            if independent:
+                if m == cap:
+                    cap = min(2 * cap, p)
+                    L, R = _grown(L, (cap, cap)), _grown(R, (cap, cap))
+                    C, Y, x = _grown(C, (cap, p)), _grown(Y, (p, cap)), _grown(x, (cap,))
+                L[m, :m] = l
+                L[m, m] = x[m] = np.sqrt(pivot)
+                m += 1
+                basis.append(k)
+            C[:m, k] = x[:m]
+            cholesky_add(R, x, m)
+    # row k: C_k^T y_k, the columns before k of Y C (one BLAS-3 product per chunk)
+    for r0 in range(first, p, 1024):
+        r1 = min(r0 + 1024, p)
+        coef[r0:r1] = np.tril(Y[r0:r1] @ C, r0 - 1)
     return coef
 
 
