@@ -44,6 +44,14 @@ CUDA_LASSO_MIN_FEATURES = 256
 
 _EPS = np.finfo(np.float64).eps
 
+# Rank-deficient least squares: rows after the first dependent variable are
+# solved one by one with an SVD (np.linalg.lstsq) while the sum of k^3 over
+# them stays under this (p ~ 300 from the start: under a second); above it, by the
+# blocked in-order basis of _min_norm_rows, which turns hours into seconds on
+# wide data but can lose digits when exact combinations follow a nearly
+# dependent variable in the order (benchmarks/NOTES.md).
+LSTSQ_ROWS_BUDGET = 2e9
+
 # sklearn's LassoLarsIC defaults, which lingam uses unchanged.
 _LARS_MAX_ITER = 500
 _LARS_EPS = np.finfo(np.float64).eps
@@ -139,7 +147,8 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
     data (a variable that is an exact combination of earlier ones: its pivot
     keeps no more than ``SINGULAR_TOL`` of its variance, as with wide data
     after n - 1 variables) has no Cholesky factor; then each row is the
-    minimum-norm least-squares solution, all rows in O(p^2 r) for rank r.
+    minimum-norm least-squares solution: one SVD per row while that is cheap,
+    else all rows in O(p^2 r) for rank r (:func:`_min_norm_rows`).
     Targets whose predictors prior knowledge restricts are solved one by one.
     """
     if backend not in ADJACENCY_BACKENDS:
@@ -186,7 +195,12 @@ def _pivot_noise(gram, coef):
     ``SINGULAR_TOL`` of the variance, and such a pivot must count as zero.
     """
     sd = np.sqrt(np.diag(gram))
-    return np.maximum(np.arange(len(sd)), 1) * _EPS * (sd + np.abs(coef) @ sd) ** 2
+    return np.array([_noise(sd[k], np.abs(coef[k, :k]) * sd[:k]) for k in range(len(sd))])
+
+
+def _noise(sd_k, a_sd):
+    """The bound of :func:`_pivot_noise` for one pivot (``a_sd``: ``|a_i| |x_i|``)."""
+    return max(len(a_sd), 1) * _EPS * (sd_k + a_sd.sum()) ** 2
 
 
 def _min_norm_rows(gram, block=256):
@@ -203,7 +217,10 @@ def _min_norm_rows(gram, block=256):
     each variable, so its Cholesky factor is updated by Givens rotations
     (``_linalg.cholesky_add``) instead of refactorised. All rows cost
     O(p^2 r) for rank r, where a least-squares solve per target costs O(p^4)
-    (p=1000, n=100: 300 s that way on two cores, under 1 s this way).
+    (p=1000, n=100: 300 s that way on two cores, under 1 s this way). While
+    that cost stays under ``LSTSQ_ROWS_BUDGET``, the rows are solved one by
+    one instead: the in-order basis loses digits when exact combinations
+    follow a nearly dependent variable, an SVD per row does not.
 
     Parameters
     ----------
@@ -233,6 +250,10 @@ def _min_norm_rows(gram, block=256):
     if first == p:
         return coef
     coef[first:] = 0.0
+    if sum(k**3 for k in range(first, p)) <= LSTSQ_ROWS_BUDGET:
+        for k in range(first, p):  # SVD per row: the rank decided on each block
+            coef[k, :k] = _lstsq(gram[:k, :k], gram[:k, k])
+        return coef
     cap = max(first, min(p, 64))
     L = np.zeros((cap, cap))  # factor over the basis: row m is the basis variable's l
     C = np.zeros((cap, p))    # column j: l_j, the coordinates of variable j
@@ -266,7 +287,7 @@ def _min_norm_rows(gram, block=256):
                 # the pivot of an exact combination x_k = X_S a is its rounding
                 # error, not zero (_pivot_noise)
                 a = solve_triangular(L[:m, :m], l, lower=True, trans="T", check_finite=False)
-                independent = pivot > m * _EPS * (np.sqrt(diag[k]) + np.abs(a) @ np.sqrt(diag[basis])) ** 2
+                independent = pivot > _noise(np.sqrt(diag[k]), np.abs(a) * np.sqrt(diag[basis]))
             x = np.zeros(cap)
             x[:m] = l
             if independent:

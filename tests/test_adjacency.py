@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from lingam_cases import lingam_adjacency, random_prior_knowledge, tutorial_data
 
-from paralingam import reference
+from paralingam import adjacency, reference
 from paralingam.adjacency import (
     adaptive_lasso_adjacency,
     estimate_adjacency,
@@ -272,9 +272,11 @@ def test_compiled_engine_past_max_iter_equals_sklearn():
         assert np.count_nonzero(want)
 
 
+@pytest.mark.parametrize("rows", ["svd_per_row", "blocked_basis"])
 @pytest.mark.parametrize("p, n, seed, ill", [(40, 12, 231, False), (120, 30, 232, False),
                                              (30, 200, 233, False), (120, 40, 234, True)])
-def test_ols_on_rank_deficient_data_is_minimum_norm_least_squares(p, n, seed, ill):
+def test_ols_on_rank_deficient_data_is_minimum_norm_least_squares(p, n, seed, ill, rows,
+                                                                  monkeypatch):
     # Wide data (rank n - 1) and tall data with planted exact combinations:
     # every row is the minimum-norm least-squares fit on its predecessors.
     # ill: the last independent column is nearly a combination of the others
@@ -290,6 +292,8 @@ def test_ols_on_rank_deficient_data_is_minimum_norm_least_squares(p, n, seed, il
     if ill:
         X[:, order[n - 2]] = 0.1 * X[:, order[:n - 2]] @ rng.standard_normal(n - 2) + \
             1e-4 * rng.standard_normal(n)
+    # large problems take the blocked basis (adjacency.LSTSQ_ROWS_BUDGET)
+    monkeypatch.setattr(adjacency, "LSTSQ_ROWS_BUDGET", 0 if rows == "blocked_basis" else 1e30)
     B = ols_adjacency(X, order)
     Xc = X - X.mean(axis=0)
     for k in range(1, p):
