@@ -16,7 +16,9 @@ that lingam removes: ``prior_knowledge[target, j] == 0`` ("no directed path
 from ``j`` to ``target``").
 
 Both work from the scatter matrix ``Xc.T @ Xc`` of the centred data, computed
-once per call: a regression never touches the samples again.
+once per call: a regression never touches the samples again, except least
+squares over linearly dependent predecessors, whose basis comes from the data
+(the covariance squares their condition number).
 """
 
 import warnings
@@ -43,14 +45,6 @@ SINGULAR_TOL = 1e-10
 CUDA_LASSO_MIN_FEATURES = 256
 
 _EPS = np.finfo(np.float64).eps
-
-# Rank-deficient least squares: rows after the first dependent variable are
-# solved one by one with an SVD (np.linalg.lstsq) while the sum of k^3 over
-# them stays under this (p ~ 300 from the start: under a second); above it, by the
-# blocked in-order basis of _min_norm_rows, which turns hours into seconds on
-# wide data but can lose digits when exact combinations follow a nearly
-# dependent variable in the order (benchmarks/NOTES.md).
-LSTSQ_ROWS_BUDGET = 2e9
 
 # sklearn's LassoLarsIC defaults, which lingam uses unchanged.
 _LARS_MAX_ITER = 500
@@ -147,9 +141,10 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
     data (a variable that is an exact combination of earlier ones: its pivot
     keeps no more than ``SINGULAR_TOL`` of its variance, as with wide data
     after n - 1 variables) has no Cholesky factor; then each row is the
-    minimum-norm least-squares solution: one SVD per row while that is cheap,
-    else all rows in O(p^2 r) for rank r (:func:`_min_norm_rows`).
-    Targets whose predictors prior knowledge restricts are solved one by one.
+    minimum-norm least-squares solution, all rows from one in-order basis of
+    the data in O(p^2 r) for rank r (:func:`_min_norm_rows`).
+    Targets whose predictors prior knowledge restricts are solved one by one
+    (over dependent predictors: :func:`_min_norm_row`).
     """
     if backend not in ADJACENCY_BACKENDS:
         raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
@@ -164,7 +159,7 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
         if solved.all() and (rss > _pivot_noise(cov, coef)).all():
             B_ord = coef
     if B_ord is None:
-        B_ord = _ols_rows_host(cov)
+        B_ord = _ols_rows_host(cov, X, order)
     B = np.zeros((p, p))
     B[np.ix_(order, order)] = B_ord
 
@@ -177,13 +172,29 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
                 continue  # nothing excluded: the Cholesky row stands
             B[target, :] = 0.0
             if len(keep):
-                B[target, keep] = _solve_spd(scatter[np.ix_(keep, keep)], scatter[keep, target])
+                coef = _cholesky_solve(scatter[np.ix_(keep, keep)], scatter[keep, target])
+                B[target, keep] = coef if coef is not None else _min_norm_row(X, keep, target)
     return B
 
 
-def _ols_rows_host(cov):
-    """Row ``k``: least squares of variable ``k`` on ``0..k-1`` (``cov`` in causal order)."""
-    return _min_norm_rows(cov)
+def _ols_rows_host(cov, X, order):
+    """Row ``k``: least squares of variable ``k`` on ``0..k-1`` (``cov`` in causal order).
+
+    One Cholesky factorisation of ``cov`` gives the rows up to the first
+    dependent variable; the rows after it, where the predecessors are rank
+    deficient, come from the data (:func:`_min_norm_rows`).
+    """
+    p = cov.shape[0]
+    coef, rss, solved = _ols_on_predecessors(cov)
+    rows = int(np.argmin(solved)) if not solved.all() else p
+    noise = _pivot_noise(cov[:rows, :rows], coef[:rows, :rows])
+    ok = rss[:rows] > np.maximum(noise, SINGULAR_TOL * np.diag(cov)[:rows])
+    first = rows if ok.all() else int(np.argmin(ok))
+    if first < p:
+        V = _data_vectors(X, order)
+        first = min(first, V.shape[0])  # no more independent columns than rows
+        coef[first:] = _min_norm_rows(V, first)
+    return coef
 
 
 def _pivot_noise(gram, coef):
@@ -195,117 +206,129 @@ def _pivot_noise(gram, coef):
     ``SINGULAR_TOL`` of the variance, and such a pivot must count as zero.
     """
     sd = np.sqrt(np.diag(gram))
-    return np.array([_noise(sd[k], np.abs(coef[k, :k]) * sd[:k]) for k in range(len(sd))])
+    return np.array([max(k, 1) * _EPS * (sd[k] + np.abs(coef[k, :k]) @ sd[:k]) ** 2
+                     for k in range(len(sd))])
 
 
-def _noise(sd_k, a_sd):
-    """The bound of :func:`_pivot_noise` for one pivot (``a_sd``: ``|a_i| |x_i|``)."""
-    return max(len(a_sd), 1) * _EPS * (sd_k + a_sd.sum()) ** 2
+def _data_vectors(X, order):
+    """Columns whose inner products are the covariance of ``X[:, order]``.
+
+    The centred data over ``sqrt(n)``, or, with more samples than variables,
+    the triangular factor of their QR decomposition (same inner products,
+    ``p`` rows instead of ``n``).
+    """
+    n, p = X.shape
+    Xc = np.array(X[:, order], dtype=np.float64)  # one copy, centred and scaled in place
+    Xc -= Xc.mean(axis=0)
+    Xc /= np.sqrt(n)
+    return np.linalg.qr(Xc, mode="r") if n > p else Xc
 
 
-def _min_norm_rows(gram, block=256):
-    """Minimum-norm least squares of every variable on all variables before it.
+def _min_norm_rows(V, first, block=256):
+    """Minimum-norm least squares of each variable from ``first`` on its predecessors.
 
-    A variable whose Cholesky pivot on the variables before it keeps no more
-    than ``SINGULAR_TOL`` of its diagonal, or no more than the pivot's
-    rounding error, is *dependent*: an exact combination of the *basis*, the
-    independent variables before it. In the orthonormal coordinates of the
-    basis (Gram-Schmidt in causal order), each variable ``j`` is its factor
-    row ``l_j``; with ``C_k`` the coordinates of the variables before ``k`` as
-    columns, the regression of ``k`` on them is ``pinv(C_k) l_k = C_k^T y_k``
-    with ``(C_k C_k^T) y_k = l_k``. ``C_k C_k^T`` gains ``l_j l_j^T`` with
-    each variable, so its Cholesky factor is updated by Givens rotations
+    The variables are the columns of ``V`` (in causal order); a variable whose
+    residual on the variables before it keeps no more than ``SINGULAR_TOL`` of
+    its squared norm is *dependent*, an exact combination of the *basis*: the
+    independent variables before it. Gram-Schmidt in causal order (twice, as
+    one pass loses orthogonality) gives the basis orthonormal vectors ``U``
+    and each variable ``j`` its coordinates ``l_j = U^T v_j``. With ``C_k``
+    the coordinates of the variables before ``k`` as columns, the regression
+    of ``k`` on them is ``pinv(C_k) l_k = C_k^T y_k`` with
+    ``(C_k C_k^T) y_k = l_k``; ``C_k C_k^T`` gains ``l_j l_j^T`` with each
+    variable, so its Cholesky factor is updated by Givens rotations
     (``_linalg.cholesky_add``) instead of refactorised. All rows cost
-    O(p^2 r) for rank r, where a least-squares solve per target costs O(p^4)
-    (p=1000, n=100: 300 s that way on two cores, under 1 s this way). While
-    that cost stays under ``LSTSQ_ROWS_BUDGET``, the rows are solved one by
-    one instead: the in-order basis loses digits when exact combinations
-    follow a nearly dependent variable, an SVD per row does not.
+    O(p^2 r + d p r) for rank r, where a least-squares solve per target costs
+    O(p^4) (p=1000, n=100: 300 s that way on two cores, under a second this
+    way).
+
+    The basis comes from the data, not from the covariance: the residual of
+    an exact combination ``x_k = X a`` is then at ``eps |a| |X|``, where a
+    covariance pivot is at its square and, after a nearly dependent variable,
+    reaches ``SINGULAR_TOL`` (benchmarks/NOTES.md).
 
     Parameters
     ----------
-    gram : ndarray, shape (p, p)
-        Covariance or scatter matrix, variables in causal order.
+    V : ndarray, shape (d, p)
+        Vectors of the variables in causal order (:func:`_data_vectors`).
+    first : int
+        The variables before ``first`` are independent (their rows are known).
     block : int
-        Variables whose coordinates are solved for at once.
+        Variables projected on the basis at once (one BLAS-3 product).
 
     Returns
     -------
-    coef : ndarray, shape (p, p)
-        Row ``k``: the coefficients of variable ``k`` on ``0..k-1``.
+    coef : ndarray, shape (p - first, p)
+        Row ``i``: the coefficients of variable ``first + i`` on the
+        variables before it.
     """
-    from scipy.linalg import cholesky, solve_triangular
-
     from ._linalg import cholesky_add
 
-    p = gram.shape[0]
-    diag = np.diag(gram)
-    # The variables up to the first failing pivot form the basis's start:
-    # one blocked factorisation gives their rows (all of them: full rank).
-    coef, rss0, solved = _ols_on_predecessors(gram)
-    rows = int(np.argmin(solved)) if not solved.all() else p
-    noise = _pivot_noise(gram[:rows, :rows], coef[:rows, :rows])
-    ok = rss0[:rows] > np.maximum(noise, SINGULAR_TOL * diag[:rows])
-    first = rows if ok.all() else int(np.argmin(ok))
-    if first == p:
-        return coef
-    coef[first:] = 0.0
-    if sum(k**3 for k in range(first, p)) <= LSTSQ_ROWS_BUDGET:
-        for k in range(first, p):  # SVD per row: the rank decided on each block
-            coef[k, :k] = _lstsq(gram[:k, :k], gram[:k, k])
-        return coef
-    cap = max(first, min(p, 64))
-    L = np.zeros((cap, cap))  # factor over the basis: row m is the basis variable's l
+    d, p = V.shape
+    sq_norm = np.einsum("ij,ij->j", V, V)
+    cap = max(first, min(p, d, 64))
+    U = np.zeros((d, cap))    # orthonormal basis, in the order its variables came
     C = np.zeros((cap, p))    # column j: l_j, the coordinates of variable j
     R = np.zeros((cap, cap))  # upper, R^T R = C_k C_k^T
     Y = np.zeros((p, cap))    # row k: y_k
-    basis = list(range(first))
+    m = first
     if first:
-        L[:first, :first] = cholesky(gram[:first, :first], lower=True, check_finite=False)
-        C[:first, :first] = L[:first, :first].T
-        R[:first, :first] = np.linalg.qr(L[:first, :first], mode="r")
+        U[:, :first], C[:first, :first] = np.linalg.qr(V[:, :first])
+        R[:first, :first] = np.linalg.qr(C[:first, :first].T, mode="r")
     for k0 in range(first, p, block):
         cols = np.arange(k0, min(k0 + block, p))
-        m0 = len(basis)
-        # coordinates of the block on the basis as it stands (one BLAS-3
-        # solve); basis variables added inside the block extend them below
-        lb = np.zeros((m0 + len(cols), len(cols)))
-        if m0:
-            lb[:m0] = solve_triangular(L[:m0, :m0], gram[np.ix_(basis, cols)], lower=True,
-                                       check_finite=False)
+        m0 = m
+        A = V[:, cols].copy()
+        L = np.zeros((m0, len(cols)))
+        for _ in range(2):  # the block on the basis as it stands
+            step = U[:, :m0].T @ A
+            A -= U[:, :m0] @ step
+            L += step
         for i, k in enumerate(cols):
-            m = len(basis)
-            l = lb[:m, i]
-            for q in range(m0, m):
-                l[q] = (gram[basis[q], k] - L[q, :q] @ l[:q]) / L[q, q]
-            pivot = diag[k] - l @ l
+            a = A[:, i]
+            l = np.zeros(cap)
+            l[:m0] = L[:, i]
+            for _ in range(2):  # on the basis vectors added inside this block
+                step = U[:, m0:m].T @ a
+                a -= U[:, m0:m] @ step
+                l[m0:m] += step
             if m:
-                w = solve_triangular(R[:m, :m], l, trans="T", check_finite=False)
-                Y[k, :m] = solve_triangular(R[:m, :m], w, check_finite=False)
-            independent = pivot > SINGULAR_TOL * diag[k] and np.isfinite(pivot)
-            if independent and m:
-                # the pivot of an exact combination x_k = X_S a is its rounding
-                # error, not zero (_pivot_noise)
-                a = solve_triangular(L[:m, :m], l, lower=True, trans="T", check_finite=False)
-                independent = pivot > _noise(np.sqrt(diag[k]), np.abs(a) * np.sqrt(diag[basis]))
-            x = np.zeros(cap)
-            x[:m] = l
-            if independent:
+                w = _solve_upper(R[:m, :m], l[:m], trans="T")
+                Y[k, :m] = _solve_upper(R[:m, :m], w)
+            res2 = a @ a
+            if m < d and res2 > SINGULAR_TOL * sq_norm[k] and np.isfinite(res2):
                 if m == cap:
-                    cap = min(2 * cap, p)
-                    L, R = _grown(L, (cap, cap)), _grown(R, (cap, cap))
-                    C, Y, x = _grown(C, (cap, p)), _grown(Y, (p, cap)), _grown(x, (cap,))
-                L[m, :m] = l
-                L[m, m] = x[m] = np.sqrt(pivot)
+                    cap = min(2 * cap, p, d)
+                    U, C = _grown(U, (d, cap)), _grown(C, (cap, p))
+                    R, Y, l = _grown(R, (cap, cap)), _grown(Y, (p, cap)), _grown(l, (cap,))
+                l[m] = np.sqrt(res2)
+                U[:, m] = a / l[m]
                 m += 1
-                basis.append(k)
-            C[:m, k] = x[:m]
-            cholesky_add(R, x, m)
+            C[:m, k] = l[:m]
+            cholesky_add(R, l, m)
     # row k: C_k^T y_k, the columns before k of Y C (one BLAS-3 product per chunk)
+    coef = np.zeros((p - first, p))
     for r0 in range(first, p, 1024):
         r1 = min(r0 + 1024, p)
-        coef[r0:r1] = np.tril(Y[r0:r1] @ C, r0 - 1)
+        coef[r0 - first:r1 - first] = np.tril(Y[r0:r1] @ C, r0 - 1)
     return coef
+
+
+def _min_norm_row(X, predictors, target):
+    """Minimum-norm least squares of column ``target`` of ``X`` on ``predictors``.
+
+    Dependent predictors are decided as in :func:`_min_norm_rows` (the
+    ``SINGULAR_TOL`` bound, from the data), not by an SVD cutoff.
+    """
+    V = _data_vectors(X, np.append(predictors, target))
+    return _min_norm_rows(V, 0)[-1, :-1]
+
+
+def _solve_upper(R, b, trans="N"):
+    """``R^{-1} b`` (or ``R^{-T} b``) for upper triangular ``R``."""
+    from scipy.linalg import solve_triangular
+
+    return solve_triangular(R, b, trans=trans, check_finite=False)
 
 
 def _grown(A, shape):
@@ -653,18 +676,22 @@ def _solve_spd(A, b):
     linear combination of the others, and the Cholesky solution would be
     noise. (The compiled engine applies the same bound.)
     """
+    x = _cholesky_solve(A, b)
+    return x if x is not None else _lstsq(A, b)
+
+
+def _cholesky_solve(A, b):
+    """``A^{-1} b`` by Cholesky; None when ``A`` is singular to ``SINGULAR_TOL``."""
     from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
     try:
         factor = cho_factor(A, lower=True, check_finite=False)
-        pivots = np.diag(factor[0]) ** 2
-        if (pivots > SINGULAR_TOL * np.diag(A)).all():
-            x = cho_solve(factor, b, check_finite=False)
-            if np.isfinite(x).all():
-                return x
     except LinAlgError:
-        pass
-    return _lstsq(A, b)
+        return None
+    if not (np.diag(factor[0]) ** 2 > SINGULAR_TOL * np.diag(A)).all():
+        return None
+    x = cho_solve(factor, b, check_finite=False)
+    return x if np.isfinite(x).all() else None
 
 
 def _lstsq(A, b):

@@ -272,36 +272,86 @@ def test_compiled_engine_past_max_iter_equals_sklearn():
         assert np.count_nonzero(want)
 
 
-@pytest.mark.parametrize("rows", ["svd_per_row", "blocked_basis"])
-@pytest.mark.parametrize("p, n, seed, ill", [(40, 12, 231, False), (120, 30, 232, False),
-                                             (30, 200, 233, False), (120, 40, 234, True)])
-def test_ols_on_rank_deficient_data_is_minimum_norm_least_squares(p, n, seed, ill, rows,
-                                                                  monkeypatch):
-    # Wide data (rank n - 1) and tall data with planted exact combinations:
-    # every row is the minimum-norm least-squares fit on its predecessors.
+def _shuffled_combinations(n, p, rng):
+    """Every third column an exact combination of four earlier ones, columns shuffled.
+
+    In a random causal order the exact combinations then follow nearly
+    dependent variables: an in-order basis taken from the covariance lost
+    the rows here (up to 1.0 off), one from the data does not.
+    """
+    X = rng.laplace(size=(n, p))
+    for j in range(4, p, 3):
+        X[:, j] = X[:, rng.choice(j, 4, replace=False)] @ rng.standard_normal(4)
+    return X[:, rng.permutation(p)]
+
+
+@pytest.mark.parametrize("p, n, seed, kind", [(40, 12, 231, "wide"), (120, 30, 232, "wide"),
+                                              (30, 200, 233, "planted"), (120, 40, 234, "ill"),
+                                              (60, 200, 235, "ill"), (400, 500, 3, "shuffled"),
+                                              (250, 300, 2, "shuffled")])
+def test_ols_on_rank_deficient_data_is_minimum_norm_least_squares(p, n, seed, kind):
+    # Wide data (rank n - 1) and tall data with exact combinations: every row
+    # is the minimum-norm least-squares fit on its predecessors.
     # ill: the last independent column is nearly a combination of the others
-    # (1 - R^2 ~ 3e-10), so the pivots of the exact combinations after it
-    # round to about SINGULAR_TOL instead of zero and must still count as zero.
+    # (1 - R^2 ~ 1e-9), and with tall data every later column is an exact
+    # combination: their residuals must count as zero, that column's not.
     rng = np.random.default_rng(seed)
     X = rng.laplace(size=(n, p))
-    if n > p:
+    if kind == "planted":
         X[:, 7] = X[:, 2] - 0.5 * X[:, 5]
         X[:, 20] = 3.0 * X[:, 7] + X[:, 11]
         X[:, 21] = X[:, 20]
+    elif kind == "shuffled":
+        X = _shuffled_combinations(n, p, rng)
     order = rng.permutation(p)
-    if ill:
-        X[:, order[n - 2]] = 0.1 * X[:, order[:n - 2]] @ rng.standard_normal(n - 2) + \
+    if kind == "ill":
+        r = min(n, p) - 2
+        X[:, order[r]] = 0.1 * X[:, order[:r]] @ rng.standard_normal(r) + \
             1e-4 * rng.standard_normal(n)
-    # large problems take the blocked basis (adjacency.LSTSQ_ROWS_BUDGET)
-    monkeypatch.setattr(adjacency, "LSTSQ_ROWS_BUDGET", 0 if rows == "blocked_basis" else 1e30)
+        for k in range(r + 1, p if n > p else 0):
+            X[:, order[k]] = X[:, order[:k - 1]] @ rng.standard_normal(k - 1)
     B = ols_adjacency(X, order)
     Xc = X - X.mean(axis=0)
     for k in range(1, p):
         target, earlier = order[k], order[:k]
-        want = np.linalg.lstsq(Xc[:, earlier], Xc[:, target], rcond=None)[0]
+        want, _, rank, sv = np.linalg.lstsq(Xc[:, earlier], Xc[:, target], rcond=None)
+        # least squares from the covariance, like the normal equations, is
+        # accurate to eps kappa^2 (kappa: the predecessors' condition number);
+        # the shuffled combinations reach kappa ~ 1e7 on some rows
+        kappa = sv[0] / sv[rank - 1]
+        tol = min(1e-8 + np.finfo(float).eps * kappa**2, 1e-4)
         np.testing.assert_allclose(B[target, earlier], want, rtol=0,
-                                   atol=(1e-6 if ill else 1e-8) * max(1.0, np.abs(want).max()))
+                                   atol=tol * max(1.0, np.abs(want).max()))
         assert not B[target, order[k:]].any()
+
+
+@pytest.mark.parametrize("p, n, seed", [(60, 15, 236), (40, 300, 237)])
+def test_ols_under_prior_knowledge_over_dependent_predictors(p, n, seed):
+    # Targets whose predictors prior knowledge restricts are solved one by
+    # one; once their kept predictors are dependent (wide data, or exact
+    # combinations among them) the row is the minimum-norm fit on the data.
+    rng = np.random.default_rng(seed)
+    X = rng.laplace(size=(n, p))
+    if n > p:
+        for j in range(3, p, 3):
+            X[:, j] = X[:, rng.choice(j, 3, replace=False)] @ rng.standard_normal(3)
+    order = rng.permutation(p)
+    pk = random_prior_knowledge(p, seed)
+    B = ols_adjacency(X, order, prior_knowledge=pk)
+    Xc = X - X.mean(axis=0)
+    restricted = 0
+    for k in range(1, p):
+        target, earlier = order[k], order[:k]
+        keep = earlier[pk[target, earlier] != 0]
+        if len(keep) == k:
+            continue
+        restricted += 1
+        want = np.zeros(p)
+        if len(keep):
+            want[keep] = np.linalg.lstsq(Xc[:, keep], Xc[:, target], rcond=None)[0]
+        np.testing.assert_allclose(B[target], want, rtol=0,
+                                   atol=1e-8 * max(1.0, np.abs(want).max()))
+    assert restricted > p // 2
 
 
 def test_least_squares_on_predecessors_from_one_factor():

@@ -1,0 +1,97 @@
+"""Time and check least squares on rank-deficient data (wide data, exact combinations).
+
+    python benchmarks/bench_min_norm.py                      # the default cases below
+    python benchmarks/bench_min_norm.py --cases wide:4000x1024 --check-rows 50
+
+For each case, ``adjacency.ols_adjacency`` (minimum-norm rows from the
+in-order basis of the data, as ``fit`` runs it), medians of ``--repeats``;
+``--check-rows`` rows, spread over the order, are compared with
+``numpy.linalg.lstsq`` on the centred data: the worst relative difference,
+and the worst in units of the row's bound ``1e-8 + eps kappa^2`` (kappa: the
+condition number of its predecessors). Where exact combinations are exact
+only to their own rounding (built in floating point, as real data are), the
+two answers differ by that rounding times kappa^2, not eps times kappa^2. Cases: ``wide`` (Laplace noise, n < p)
+and ``shuffled`` (a third of the columns exact combinations of four earlier
+ones, columns shuffled: exact combinations follow nearly dependent variables).
+Prints a table and writes JSON. Speed is measured here, never in unit tests.
+"""
+
+import argparse
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from paralingam.adjacency import _scatter, ols_adjacency
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from bench_cpu import median_time  # noqa: E402  (tools/ is not a package)
+
+DEFAULT_CASES = ["wide:2000x200", "wide:2000x1024", "wide:4000x1024",
+                 "shuffled:400x500", "shuffled:1000x5000", "shuffled:2000x4000"]
+
+
+def make_case(kind, p, n, seed):
+    """Data and a random causal order for one case."""
+    rng = np.random.default_rng(seed)
+    X = rng.laplace(size=(n, p))
+    if kind == "shuffled":
+        for j in range(4, p, 3):
+            X[:, j] = X[:, rng.choice(j, 4, replace=False)] @ rng.standard_normal(4)
+        X = X[:, rng.permutation(p)]
+    elif kind != "wide":
+        raise ValueError(f"case kind must be 'wide' or 'shuffled'; got {kind!r}")
+    return X, rng.permutation(p)
+
+
+def worst_row_error(X, order, B, rows):
+    """Worst relative ``|B - lstsq|`` over ``rows``, also in units of ``1e-8 + eps kappa^2``."""
+    Xc = X - X.mean(axis=0)
+    worst = worst_units = 0.0
+    for k in rows:
+        target, earlier = order[k], order[:k]
+        want, _, rank, sv = np.linalg.lstsq(Xc[:, earlier], Xc[:, target], rcond=None)
+        bound = 1e-8 + np.finfo(float).eps * (sv[0] / sv[rank - 1]) ** 2
+        diff = np.abs(B[target, earlier] - want).max() / max(1.0, np.abs(want).max())
+        worst, worst_units = max(worst, diff), max(worst_units, diff / bound)
+    return worst, worst_units
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", nargs="+", default=DEFAULT_CASES,
+                    help="KIND:PxN, KIND one of wide, shuffled")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--check-rows", type=int, default=20)
+    ap.add_argument("--json", default="bench_min_norm.json")
+    args = ap.parse_args()
+
+    results = []
+    print(f"{'case':<22} {'rank':>6} {'least squares':>14} {'worst rel diff':>15} "
+          f"{'worst / bound':>14}")
+    for case in args.cases:
+        kind, size = case.split(":")
+        p, n = (int(v) for v in size.lower().split("x"))
+        X, order = make_case(kind, p, n, seed=1000 * p + n)
+        scatter = _scatter(X)[1]
+        med, times, B = median_time(lambda: ols_adjacency(X, order, scatter=scatter),
+                                    args.repeats)
+        rows = np.unique(np.linspace(1, p - 1, args.check_rows).astype(int))
+        worst, worst_units = worst_row_error(X, order, B, rows)
+        rank = int(np.linalg.matrix_rank(X - X.mean(axis=0)))
+        print(f"{case:<22} {rank:>6} {med:>12.3f} s {worst:>15.2e} {worst_units:>14.2e}",
+              flush=True)
+        results.append({"case": case, "p": p, "n": n, "rank": rank, "median_s": med,
+                        "times_s": times, "rows_checked": len(rows),
+                        "worst_relative_difference": worst,
+                        "worst_over_bound": worst_units})
+        Path(args.json).write_text(json.dumps(
+            {"machine": platform.node(), "cores": os.cpu_count(), "results": results},
+            indent=1))
+
+
+if __name__ == "__main__":
+    main()
