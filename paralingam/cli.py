@@ -30,14 +30,15 @@ def read_table(path, *, delimiter=None):
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
-    if path.suffix == ".npy":
+    suffix = path.suffix.lower()  # DATA.NPY as data.npy (Windows, instrument exports)
+    if suffix == ".npy":
         try:
             return np.load(path, allow_pickle=False), None
         except ValueError as exc:  # object arrays, damaged files
             raise ValueError(f"{path}: cannot read this .npy file as a numeric array ({exc})") \
                 from None
-    if path.suffix in BINARY_SUFFIXES:
-        raise ValueError(f"{path}: {path.suffix} files are not read; give a text table "
+    if suffix in BINARY_SUFFIXES:
+        raise ValueError(f"{path}: {suffix} files are not read; give a text table "
                          "(.csv, .tsv, .txt) or a .npy array")
     # utf-8-sig: spreadsheet programs start "CSV UTF-8" files with a byte-order mark
     with path.open(newline="", encoding="utf-8-sig") as fh:

@@ -21,11 +21,13 @@ def test_fit_csv_with_header_keeps_names_and_writes_json(lingam_data, tmp_path, 
     assert " -> ".join(names[k] for k in order) in capsys.readouterr().out
 
 
-def test_fit_npy_and_output_option(lingam_data, tmp_path):
+@pytest.mark.parametrize("name", ["x.npy", "X.NPY"])
+def test_fit_npy_and_output_option(lingam_data, tmp_path, name):
     X = lingam_data(5, 300, "dense", 902)[0]
-    np.save(tmp_path / "x.npy", X)
+    with open(tmp_path / name, "wb") as fh:  # np.save would append .npy to X.NPY
+        np.save(fh, X)
     target = tmp_path / "result.json"
-    assert cli.main(["fit", str(tmp_path / "x.npy"), "--backend", "cpu", "-o", str(target)]) == 0
+    assert cli.main(["fit", str(tmp_path / name), "--backend", "cpu", "-o", str(target)]) == 0
     assert json.loads(target.read_text())["causal_order"] == reference.causal_order(X)[0]
 
 
@@ -135,6 +137,7 @@ def test_fully_explained_variables_are_printed_by_name(lingam_data, tmp_path, ca
     ("x.csv", "a,,b\n1,0,2\n3,1,1\n5,0,7\n2,1,2\n", "no name for column(s) 1"),
     ("dup.csv", "a,a,b\n1,0,2\n3,1,1\n5,0,7\n2,1,2\n", "column names must be unique: 'a' (columns 0, 1)"),
     ("x.npz", "PK\x03\x04", ".npz files are not read; give a text table"),
+    ("X.XLSX", "PK\x03\x04", ".xlsx files are not read; give a text table"),
     ("x.dat", "\udcff\udcfe\x00\x01", "not a UTF-8 text table"),
 ])
 def test_unreadable_tables_exit_2_with_a_message(tmp_path, capsys, name, content, message):
