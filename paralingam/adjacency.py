@@ -143,8 +143,8 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
     after n - 1 variables) has no Cholesky factor; then each row is the
     minimum-norm least-squares solution, all rows from one in-order basis of
     the data in O(p^2 r) for rank r (:func:`_min_norm_rows`).
-    Targets whose predictors prior knowledge restricts are solved one by one
-    (over dependent predictors: :func:`_min_norm_row`).
+    Targets whose predictors prior knowledge restricts are solved one by one,
+    each as the last row of the same computation on its kept predictors.
     """
     if backend not in ADJACENCY_BACKENDS:
         raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
@@ -171,9 +171,10 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
             if len(keep) == k:
                 continue  # nothing excluded: the Cholesky row stands
             B[target, :] = 0.0
-            if len(keep):
-                coef = _cholesky_solve(scatter[np.ix_(keep, keep)], scatter[keep, target])
-                B[target, keep] = coef if coef is not None else _min_norm_row(X, keep, target)
+            if len(keep):  # the last row of the same solve on keep + [target]
+                cols = np.append(keep, target)
+                rows = _ols_rows_host(scatter[np.ix_(cols, cols)] / X.shape[0], X, cols)
+                B[target, keep] = rows[-1, :-1]
     return B
 
 
@@ -312,16 +313,6 @@ def _min_norm_rows(V, first, block=256):
         r1 = min(r0 + 1024, p)
         coef[r0 - first:r1 - first] = np.tril(Y[r0:r1] @ C, r0 - 1)
     return coef
-
-
-def _min_norm_row(X, predictors, target):
-    """Minimum-norm least squares of column ``target`` of ``X`` on ``predictors``.
-
-    Dependent predictors are decided as in :func:`_min_norm_rows` (the
-    ``SINGULAR_TOL`` bound, from the data), not by an SVD cutoff.
-    """
-    V = _data_vectors(X, np.append(predictors, target))
-    return _min_norm_rows(V, 0)[-1, :-1]
 
 
 def _solve_upper(R, b, trans="N"):
@@ -676,22 +667,18 @@ def _solve_spd(A, b):
     linear combination of the others, and the Cholesky solution would be
     noise. (The compiled engine applies the same bound.)
     """
-    x = _cholesky_solve(A, b)
-    return x if x is not None else _lstsq(A, b)
-
-
-def _cholesky_solve(A, b):
-    """``A^{-1} b`` by Cholesky; None when ``A`` is singular to ``SINGULAR_TOL``."""
     from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
     try:
         factor = cho_factor(A, lower=True, check_finite=False)
+        pivots = np.diag(factor[0]) ** 2
+        if (pivots > SINGULAR_TOL * np.diag(A)).all():
+            x = cho_solve(factor, b, check_finite=False)
+            if np.isfinite(x).all():
+                return x
     except LinAlgError:
-        return None
-    if not (np.diag(factor[0]) ** 2 > SINGULAR_TOL * np.diag(A)).all():
-        return None
-    x = cho_solve(factor, b, check_finite=False)
-    return x if np.isfinite(x).all() else None
+        pass
+    return _lstsq(A, b)
 
 
 def _lstsq(A, b):

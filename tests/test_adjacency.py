@@ -354,6 +354,25 @@ def test_ols_under_prior_knowledge_over_dependent_predictors(p, n, seed):
     assert restricted > p // 2
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_ols_under_prior_knowledge_exact_combination_of_near_copies(seed):
+    # x2 = x1 - x0 exactly, with x1 a near copy of x0 (kappa ~ 1e4): the
+    # Cholesky pivot of x2 is its rounding, ~1e-7 of its variance, far above
+    # SINGULAR_TOL; the restricted target must still get the minimum-norm row.
+    rng = np.random.default_rng(seed)
+    n, p = 2000, 6
+    X = rng.integers(-10**6, 10**6 + 1, size=(n, p)).astype(float)
+    X[:, 1] = X[:, 0] + rng.integers(-100, 101, size=n)
+    X[:, 2] = X[:, 1] - X[:, 0]
+    pk = -np.ones((p, p))
+    pk[4, 3] = 0  # target 4 keeps {0, 1, 2}
+    B = ols_adjacency(X, np.arange(p), prior_knowledge=pk)
+    Xc = X - X.mean(axis=0)
+    want = np.linalg.lstsq(Xc[:, :3], Xc[:, 4], rcond=None)[0]
+    np.testing.assert_allclose(B[4, :3], want, rtol=0, atol=1e-8 * np.abs(want).max())
+    assert not B[4, 3:].any()
+
+
 def test_least_squares_on_predecessors_from_one_factor():
     from paralingam.adjacency import _ols_on_predecessors
 
