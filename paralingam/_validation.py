@@ -85,14 +85,37 @@ def as_data_matrix(X, names=None):
         raise ValueError(
             f"values too large to centre and square in float64 in columns: {_list(bad)} "
             "(rescale them)")
-    # Constant up to rounding: the spread is a few ulps of the largest value.
-    spread = np.ptp(data, axis=0)
-    scale = np.maximum(np.abs(data).max(axis=0), np.finfo(np.float64).tiny)
-    constant = spread <= 8 * np.finfo(np.float64).eps * scale
+    constant = constant_columns(data)
     if constant.any():
         bad = [_name(names, j) for j in np.flatnonzero(constant)]
         raise ValueError(f"constant columns (zero variance): {_list(bad)}")
     return data, names
+
+
+def constant_columns(data):
+    """Columns constant up to rounding: their spread is a few ulps of their largest value."""
+    spread = np.ptp(data, axis=0)
+    scale = np.maximum(np.abs(data).max(axis=0), np.finfo(np.float64).tiny)
+    return spread <= 8 * np.finfo(np.float64).eps * scale
+
+
+def constant_in_resample(data, resampled, k, names=None):
+    """ValueError if resample ``k`` of ``data`` has a constant column, naming them.
+
+    A column with few distinct values (binary with rare ones, say) can take
+    a single value in a bootstrap resample, where it has no variance and no
+    place in a causal order.
+    """
+    constant = constant_columns(resampled)
+    if not constant.any():
+        return
+    bad = []
+    for j in np.flatnonzero(constant):
+        values, counts = np.unique(data[:, j], return_counts=True)
+        bad.append(f"{_name(names, j)} ({data.shape[0] - counts.max()} of "
+                   f"{data.shape[0]} rows differ from its most common value)")
+    raise ValueError(f"bootstrap resample {k} (0-based) has constant columns: {_list(bad)}; "
+                     "drop or merge such columns, or collect more samples")
 
 
 def _as_array(X):

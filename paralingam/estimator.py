@@ -21,7 +21,7 @@ from sklearn.utils import check_random_state, resample
 from threadpoolctl import threadpool_limits
 
 from . import _api, _backends
-from ._validation import as_data_matrix
+from ._validation import as_data_matrix, constant_in_resample
 from .adjacency import ADJACENCY_METHODS, allowed_predictors, estimate_adjacency
 from .bootstrap import BootstrapResult, total_effects
 from .hsic import independence_p_values
@@ -346,7 +346,7 @@ class DirectLiNGAM(BaseEstimator):
             raise ValueError(f"n_sampling must be an integer greater than 0; got {n_sampling!r}")
         if progress not in (True, False, "auto"):
             raise ValueError(f"progress must be True, False or 'auto'; got {progress!r}")
-        data, _ = as_data_matrix(X)
+        data, names = as_data_matrix(X)
         p = data.shape[1]
         settings = self._checked_settings(p)
         # Resolve "auto" once: every resample then runs on the same backend,
@@ -363,16 +363,17 @@ class DirectLiNGAM(BaseEstimator):
         # product): BLAS threads gain nothing there and, next to the search's own
         # threads, cost more than the work itself. One BLAS thread for the loop.
         with threadpool_limits(limits=1, user_api="blas"):
-            self._bootstrap_loop(data, n_sampling, settings, backend, rng, adjacency_matrices,
-                                 effects, resampled_indices, timings, reporter)
+            self._bootstrap_loop(data, names, n_sampling, settings, backend, rng,
+                                 adjacency_matrices, effects, resampled_indices, timings,
+                                 reporter)
         reporter.close()
         result = BootstrapResult(adjacency_matrices, effects, resampled_indices=resampled_indices)
         # Not in lingam's result: where the time went, in seconds over all resamples.
         result.timings_ = timings
         return result
 
-    def _bootstrap_loop(self, data, n_sampling, settings, backend, rng, adjacency_matrices,
-                        effects, resampled_indices, timings, reporter):
+    def _bootstrap_loop(self, data, names, n_sampling, settings, backend, rng,
+                        adjacency_matrices, effects, resampled_indices, timings, reporter):
         index = np.arange(data.shape[0])
         for k in range(n_sampling):
             t0 = time.perf_counter()
@@ -380,6 +381,7 @@ class DirectLiNGAM(BaseEstimator):
             with config_context(skip_parameter_validation=True):
                 rows = resample(index, random_state=rng)
             Xk = data[rows]
+            constant_in_resample(data, Xk, k, names)
             t1 = time.perf_counter()
             order, B, stats = self._fit_data(Xk, settings, backend)
             t3 = time.perf_counter()

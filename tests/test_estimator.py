@@ -169,6 +169,21 @@ def test_bootstrap_random_state_and_fitted_model(lingam_data):
     assert not np.array_equal(third.resampled_indices_[0], first.resampled_indices_[0])
 
 
+def test_bootstrap_names_a_column_constant_in_a_resample(lingam_data):
+    # A column with one odd row is constant in most resamples: the error
+    # names the resample and the column, not just "constant columns".
+    import pandas as pd
+
+    X = np.array(lingam_data(4, 40, "sparse", 509)[0])
+    X[:, 2] = 0.1
+    X[3, 2] = 1.1
+    frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    est = model(random_state=0, adjacency="ols").fit(frame)  # X itself is fine
+    with pytest.raises(ValueError, match=r"bootstrap resample \d+ \(0-based\) has constant "
+                       r"columns: column 2 \('c'\) \(1 of 40 rows differ"):
+        est.bootstrap(frame, 20)
+
+
 def test_bootstrap_progress_goes_to_stderr(lingam_data, capsys):
     X = lingam_data(4, 100, "sparse", 509)[0]
     model(adjacency="ols").bootstrap(X, 3, progress=True)
