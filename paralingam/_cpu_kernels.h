@@ -2,7 +2,7 @@
  *
  * Kept in C so that the sample loops are plain pointer loops the compiler
  * vectorises: built with -O3 -ffast-math, GCC calls glibc's vector math
- * (libmvec: exp, log1p) on 4 doubles at a time. -ffast-math is safe here
+ * (libmvec: exp, log) on 4 doubles at a time. -ffast-math is safe here
  * because every input is finite and standardised (checked in Python), and
  * it is only a compile flag: it is never passed to the linker, so loading
  * the module does not switch the process to flush-to-zero.
@@ -14,18 +14,47 @@
 #include <stdint.h>
 #include <string.h>
 
+/* log cosh u = |u| + log(1 + exp(-2|u|)) - log 2 never overflows. The sums
+ * of log(1 + e), e in (0, 1], take one log per PL_FACTORS terms: the factors
+ * 1 + e of a chunk are multiplied lane by lane (at most 2^PL_FACTORS, no
+ * overflow) and each lane's product takes one log. libmvec's log costs about
+ * four exps, so the pair loop runs 2x faster than with a log1p per term
+ * (benchmarks/NOTES.md); each product or 1 + e rounds by eps/2 relative, an
+ * absolute error of about eps per term, the order of the sum's own rounding. */
+#define PL_LANES 8
+#define PL_FACTORS 8
+#define PL_CHUNK (PL_LANES * PL_FACTORS)
+
+/* sum(log(t[k])) over one chunk of factors t[k] in [1, 2]. */
+static inline double pl_chunk_log_sum(const double *t)
+{
+    double prod[PL_LANES];
+    for (int j = 0; j < PL_LANES; ++j) prod[j] = t[j];
+    for (int i = 1; i < PL_FACTORS; ++i)
+        for (int j = 0; j < PL_LANES; ++j) prod[j] *= t[i * PL_LANES + j];
+    double s = 0.0;
+    for (int j = 0; j < PL_LANES; ++j) s += log(prod[j]);
+    return s;
+}
+
 /* Moments of the maximum-entropy approximation for one standardised row:
  * out[0] = sum(log cosh u) + n log 2 (the log 2 is subtracted by the caller),
- * out[1] = sum(u exp(-u^2 / 2)).
- * log cosh u = |u| + log1p(exp(-2|u|)) - log 2 never overflows. */
+ * out[1] = sum(u exp(-u^2 / 2)). */
 static inline void pl_row_moments(const double *x, Py_ssize_t n, double *out)
 {
     double lc = 0.0, g = 0.0;
-    for (Py_ssize_t k = 0; k < n; ++k) {
-        double u = x[k];
-        double a = fabs(u);
-        lc += a + log1p(exp(-2.0 * a));
-        g += u * exp(-0.5 * u * u);
+    double t[PL_CHUNK];
+    for (Py_ssize_t k0 = 0; k0 < n; k0 += PL_CHUNK) {
+        const Py_ssize_t m = n - k0 < PL_CHUNK ? n - k0 : PL_CHUNK;
+        for (Py_ssize_t k = 0; k < m; ++k) {
+            double u = x[k0 + k];
+            double a = fabs(u);
+            lc += a;
+            t[k] = 1.0 + exp(-2.0 * a);
+            g += u * exp(-0.5 * u * u);
+        }
+        for (Py_ssize_t k = m; k < PL_CHUNK; ++k) t[k] = 1.0;  /* log 1 = 0 */
+        lc += pl_chunk_log_sum(t);
     }
     out[0] = lc;
     out[1] = g;
@@ -39,14 +68,24 @@ static inline void pl_pair_moments(const double *xa, const double *xb, double rh
                                    double inv_s, Py_ssize_t n, double *out)
 {
     double lc_ab = 0.0, g_ab = 0.0, lc_ba = 0.0, g_ba = 0.0;
-    for (Py_ssize_t k = 0; k < n; ++k) {
-        double u = (xa[k] - rho * xb[k]) * inv_s;
-        double v = (xb[k] - rho * xa[k]) * inv_s;
-        double au = fabs(u), av = fabs(v);
-        lc_ab += au + log1p(exp(-2.0 * au));
-        g_ab += u * exp(-0.5 * u * u);
-        lc_ba += av + log1p(exp(-2.0 * av));
-        g_ba += v * exp(-0.5 * v * v);
+    double tu[PL_CHUNK], tv[PL_CHUNK];
+    for (Py_ssize_t k0 = 0; k0 < n; k0 += PL_CHUNK) {
+        const Py_ssize_t m = n - k0 < PL_CHUNK ? n - k0 : PL_CHUNK;
+        const double *a = xa + k0, *b = xb + k0;
+        for (Py_ssize_t k = 0; k < m; ++k) {
+            double u = (a[k] - rho * b[k]) * inv_s;
+            double v = (b[k] - rho * a[k]) * inv_s;
+            double au = fabs(u), av = fabs(v);
+            lc_ab += au;
+            lc_ba += av;
+            tu[k] = 1.0 + exp(-2.0 * au);
+            tv[k] = 1.0 + exp(-2.0 * av);
+            g_ab += u * exp(-0.5 * u * u);
+            g_ba += v * exp(-0.5 * v * v);
+        }
+        for (Py_ssize_t k = m; k < PL_CHUNK; ++k) tu[k] = tv[k] = 1.0;
+        lc_ab += pl_chunk_log_sum(tu);
+        lc_ba += pl_chunk_log_sum(tv);
     }
     out[0] = lc_ab;
     out[1] = g_ab;
@@ -61,11 +100,19 @@ static inline void pl_residual_moments(const double *xa, const double *xb, doubl
                                        double inv_s, Py_ssize_t n, double *out)
 {
     double lc = 0.0, g = 0.0;
-    for (Py_ssize_t k = 0; k < n; ++k) {
-        double u = (xa[k] - rho * xb[k]) * inv_s;
-        double au = fabs(u);
-        lc += au + log1p(exp(-2.0 * au));
-        g += u * exp(-0.5 * u * u);
+    double t[PL_CHUNK];
+    for (Py_ssize_t k0 = 0; k0 < n; k0 += PL_CHUNK) {
+        const Py_ssize_t m = n - k0 < PL_CHUNK ? n - k0 : PL_CHUNK;
+        const double *a = xa + k0, *b = xb + k0;
+        for (Py_ssize_t k = 0; k < m; ++k) {
+            double u = (a[k] - rho * b[k]) * inv_s;
+            double au = fabs(u);
+            lc += au;
+            t[k] = 1.0 + exp(-2.0 * au);
+            g += u * exp(-0.5 * u * u);
+        }
+        for (Py_ssize_t k = m; k < PL_CHUNK; ++k) t[k] = 1.0;
+        lc += pl_chunk_log_sum(t);
     }
     out[0] = lc;
     out[1] = g;
