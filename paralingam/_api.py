@@ -236,8 +236,12 @@ def fit(
         # squares; it gets the scatter matrix the CUDA search already has.
         step = _adjacency or (lambda data, order, scatter, backend:
                               ols_adjacency(data, order, scatter=scatter, backend=backend))
-        B = np.ldexp(step(search_data, order, scatter, name),
-                     exponents[:, None] - exponents[None, :])
+        if name == "cpu":  # BLAS beside the search's spinning threads: see _blas_in_this_thread
+            with _blas_in_this_thread():
+                B = step(search_data, order, scatter, name)
+        else:
+            B = step(search_data, order, scatter, name)
+        B = np.ldexp(B, exponents[:, None] - exponents[None, :])
     if not np.isfinite(B).all():
         i, j = np.argwhere(~np.isfinite(B))[0]
         raise ValueError(
@@ -267,12 +271,36 @@ def fit(
     return FitResult(order, B, names, stats)
 
 
+_blas_controller = None
+
+
+def _blas_in_this_thread():
+    """A context in which numpy's BLAS runs in the calling thread only.
+
+    After each multi-threaded call OpenBLAS's worker threads spin for about
+    0.1 s before they sleep: after the covariance product they took the
+    cores the CPU search's OpenMP threads need (p=200, n=1024 on 2 cores: the
+    search 20% slower), and the search's own threads, spinning after it, slow
+    multi-threaded BLAS in the adjacency step. The controller is made once
+    (threadpool_limits scans the loaded libraries on every call: 0.8 ms),
+    after scipy's BLAS is loaded: the adjacency step uses both.
+    """
+    global _blas_controller
+    if _blas_controller is None:
+        import scipy.linalg  # noqa: F401  (loads scipy's BLAS, which the controller must see)
+        from threadpoolctl import ThreadpoolController
+
+        _blas_controller = ThreadpoolController()
+    return _blas_controller.limit(limits=1, user_api="blas")
+
+
 def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times,
                 stop_on_dependence, candidates=None):
     from . import _cpu
 
     t0 = time.perf_counter()
-    Z, cov = standardise_rows(data)
+    with _blas_in_this_thread():
+        Z, cov = standardise_rows(data)
     times["standardise"] = time.perf_counter() - t0
 
     def rederive(alive):
@@ -282,7 +310,8 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
         rows -= rows.mean(axis=1, keepdims=True)
         rows /= np.sqrt((rows * rows).mean(axis=1, keepdims=True))
         Z[alive] = rows
-        cov[np.ix_(alive, alive)] = covariance_of_rows(rows)
+        with _blas_in_this_thread():
+            cov[np.ix_(alive, alive)] = covariance_of_rows(rows)
 
     t0 = time.perf_counter()
     result = _cpu.search_order(
