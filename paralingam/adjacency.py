@@ -207,8 +207,8 @@ def _pivot_noise(gram, coef):
     ``SINGULAR_TOL`` of the variance, and such a pivot must count as zero.
     """
     sd = np.sqrt(np.diag(gram))
-    return np.array([max(k, 1) * _EPS * (sd[k] + np.abs(coef[k, :k]) @ sd[:k]) ** 2
-                     for k in range(len(sd))])
+    terms = np.abs(np.tril(coef, -1)) @ sd  # row k: sum over i < k of |a_i| |x_i|
+    return np.maximum(np.arange(len(sd)), 1) * _EPS * (sd + terms) ** 2
 
 
 def _data_vectors(X, order):
