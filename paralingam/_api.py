@@ -16,6 +16,12 @@ DEFAULT_GAMMA0 = 1e-4
 DEFAULT_C = 2.0
 MIN_C = 1.000001
 DRIFT_TOL = 1e-8
+# CPU searches with fewer sample-variable products than this run on one
+# thread unless n_threads says otherwise: threads do not speed them up (2
+# cores: p=30, n=1024 7 ms on one thread, 8 ms on two; p=35 8 and 6 ms), and
+# their many short parallel regions stall when another process holds a core
+# (p=30: 382 ms on two threads with one core busy, 7 ms on one).
+SMALL_SEARCH = 32768
 ON_COLLINEAR = ("warn", "ignore", "error")
 
 
@@ -117,7 +123,9 @@ def fit(
     collinear_tol, explained_tol : float
         Tolerances of the degenerate-data policy (:mod:`paralingam.policy`).
     n_threads : int, optional
-        CPU threads, 1..1024 (default: all cores, or ``OMP_NUM_THREADS``).
+        CPU threads, 1..1024 (default: all cores, or ``OMP_NUM_THREADS``;
+        one for a search with n_samples * n_features < 32768, which threads
+        do not speed up).
     threads_per_block : int, optional
         CUDA backend: threads per block of the worker kernel (a multiple of
         32 up to 1024; default 256).
@@ -316,7 +324,8 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
     t0 = time.perf_counter()
     result = _cpu.search_order(
         Z, cov, threshold=threshold, gamma0=gamma0, c=c, collinear_tol=collinear_tol,
-        explained_tol=explained_tol, drift_tol=DRIFT_TOL, n_threads=n_threads or 0,
+        explained_tol=explained_tol, drift_tol=DRIFT_TOL,
+        n_threads=n_threads or (1 if data.size < SMALL_SEARCH else 0),
         rederive=rederive, stop_on_dependence=stop_on_dependence, candidates=candidates)
     times["search"] = time.perf_counter() - t0
     return result
