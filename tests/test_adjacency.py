@@ -354,6 +354,40 @@ def test_ols_under_prior_knowledge_over_dependent_predictors(p, n, seed):
     assert restricted > p // 2
 
 
+@pytest.mark.parametrize("copy_noise", [None, 1e-2, 3e-3])
+def test_ols_under_prior_knowledge_few_exclusions_from_the_whole_factor(copy_noise, monkeypatch):
+    # One "no outgoing path" column: every later target excludes one
+    # predecessor, and its row comes from the inverse factor of the whole
+    # order (a Schur complement), not from a factorisation of its own; also
+    # when the excluded column is a near copy of a kept one (1 - R^2 down to
+    # ~5e-6, just above SCHUR_MIN_PIVOT).
+    rng = np.random.default_rng(238)
+    n, p = 600, 60
+    X = rng.laplace(size=(n, p))
+    order = rng.permutation(p)
+    if copy_noise is not None:
+        X[:, order[5]] = X[:, order[2]] + copy_noise * rng.standard_normal(n)
+    pk = -np.ones((p, p))
+    pk[:, order[5]] = 0
+    pk[order[5], order[5]] = -1
+    calls = []
+    host_rows = adjacency._ols_rows_host
+    monkeypatch.setattr(adjacency, "_ols_rows_host",
+                        lambda *a: calls.append(1) or host_rows(*a))
+    B = ols_adjacency(X, order, prior_knowledge=pk)
+    # the whole order, and the targets where one exclusion is too large a share
+    direct = sum(1 > k * adjacency.SCHUR_MAX_EXCLUDED for k in range(6, p))
+    assert direct < 3 and len(calls) == 1 + direct
+    Xc = X - X.mean(axis=0)
+    for k in range(6, p):
+        target, earlier = order[k], order[:k]
+        keep = earlier[earlier != order[5]]
+        want = np.linalg.lstsq(Xc[:, keep], Xc[:, target], rcond=None)[0]
+        np.testing.assert_allclose(B[target, keep], want, rtol=0,
+                                   atol=1e-9 * max(1.0, np.abs(want).max()))
+        assert B[target, order[5]] == 0.0
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_ols_under_prior_knowledge_exact_combination_of_near_copies(seed):
     # x2 = x1 - x0 exactly, with x1 a near copy of x0 (kappa ~ 1e4): the
