@@ -151,8 +151,10 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
     after n - 1 variables) has no Cholesky factor; then each row is the
     minimum-norm least-squares solution, all rows from one in-order basis of
     the data in O(p^2 r) for rank r (:func:`_min_norm_rows`).
-    Targets whose predictors prior knowledge restricts are solved one by one,
-    each as the last row of the same computation on its kept predictors.
+    Targets whose predictors prior knowledge restricts take their row from
+    the whole order's inverse factor when few predictors are excluded
+    (:func:`_row_without`), else as the last row of the same computation on
+    their kept predictors.
     """
     if backend not in ADJACENCY_BACKENDS:
         raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
