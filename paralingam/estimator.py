@@ -22,7 +22,7 @@ from threadpoolctl import threadpool_limits
 
 from . import _api, _backends
 from ._validation import as_data_matrix, constant_in_resample
-from .adjacency import ADJACENCY_METHODS, allowed_predictors, estimate_adjacency
+from .adjacency import ADJACENCY_METHODS, estimate_adjacency
 from .bootstrap import BootstrapResult, total_effects
 from .hsic import independence_p_values
 from .policy import EXPLAINED_TOL
