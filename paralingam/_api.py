@@ -17,11 +17,12 @@ DEFAULT_C = 2.0
 MIN_C = 1.000001
 DRIFT_TOL = 1e-8
 # CPU searches with fewer sample-variable products than this run on one
-# thread unless n_threads says otherwise: threads do not speed them up (2
-# cores: p=30, n=1024 7 ms on one thread, 8 ms on two; p=35 8 and 6 ms), and
-# their many short parallel regions stall when another process holds a core
-# (p=30: 382 ms on two threads with one core busy, 7 ms on one).
-SMALL_SEARCH = 32768
+# thread unless n_threads says otherwise: two threads do not speed them up
+# (2 cores, back-to-back fits: p=10, n=1024 0.53 ms on one, 0.49 on two;
+# from p=12 two win: 0.93 and 0.73 ms), and their many short parallel regions
+# stall when another process holds a core (a 50-resample bootstrap of p=10,
+# n=500 with one core busy: 0.21 s on two threads, 0.05 s on one).
+SMALL_SEARCH = 12288
 ON_COLLINEAR = ("warn", "ignore", "error")
 
 
@@ -124,7 +125,7 @@ def fit(
         Tolerances of the degenerate-data policy (:mod:`paralingam.policy`).
     n_threads : int, optional
         CPU threads, 1..1024 (default: all cores, or ``OMP_NUM_THREADS``;
-        one for a search with n_samples * n_features < 32768, which threads
+        one for a search with n_samples * n_features < 12288, which threads
         do not speed up).
     threads_per_block : int, optional
         CUDA backend: threads per block of the worker kernel (a multiple of
