@@ -1,5 +1,6 @@
 """``paralingam.fit``: validate, standardise, search the order, estimate edges."""
 
+import contextlib
 import time
 
 import numpy as np
@@ -245,10 +246,8 @@ def fit(
         # squares; it gets the scatter matrix the CUDA search already has.
         step = _adjacency or (lambda data, order, scatter, backend:
                               ols_adjacency(data, order, scatter=scatter, backend=backend))
-        if name == "cpu":  # BLAS beside the search's spinning threads: see _blas_in_this_thread
-            with _blas_in_this_thread():
-                B = step(search_data, order, scatter, name)
-        else:
+        # BLAS beside the CPU search's spinning threads: see _blas_in_this_thread
+        with _blas_in_this_thread() if name == "cpu" else contextlib.nullcontext():
             B = step(search_data, order, scatter, name)
         B = np.ldexp(B, exponents[:, None] - exponents[None, :])
     if not np.isfinite(B).all():

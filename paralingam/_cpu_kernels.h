@@ -37,29 +37,6 @@ static inline double pl_chunk_log_sum(const double *t)
     return s;
 }
 
-/* Moments of the maximum-entropy approximation for one standardised row:
- * out[0] = sum(log cosh u) + n log 2 (the log 2 is subtracted by the caller),
- * out[1] = sum(u exp(-u^2 / 2)). */
-static inline void pl_row_moments(const double *x, Py_ssize_t n, double *out)
-{
-    double lc = 0.0, g = 0.0;
-    double t[PL_CHUNK];
-    for (Py_ssize_t k0 = 0; k0 < n; k0 += PL_CHUNK) {
-        const Py_ssize_t m = n - k0 < PL_CHUNK ? n - k0 : PL_CHUNK;
-        for (Py_ssize_t k = 0; k < m; ++k) {
-            double u = x[k0 + k];
-            double a = fabs(u);
-            lc += a;
-            t[k] = 1.0 + exp(-2.0 * a);
-            g += u * exp(-0.5 * u * u);
-        }
-        for (Py_ssize_t k = m; k < PL_CHUNK; ++k) t[k] = 1.0;  /* log 1 = 0 */
-        lc += pl_chunk_log_sum(t);
-    }
-    out[0] = lc;
-    out[1] = g;
-}
-
 /* Moments of both standardised residuals of a pair of standardised rows:
  * r_ab = (x_a - rho x_b) * inv_s and r_ba = (x_b - rho x_a) * inv_s, where
  * inv_s = 1 / sqrt(1 - rho^2) is the inverse std of either residual.
@@ -116,6 +93,14 @@ static inline void pl_residual_moments(const double *xa, const double *xb, doubl
     }
     out[0] = lc;
     out[1] = g;
+}
+
+/* Moments of the maximum-entropy approximation for one standardised row:
+ * out[0] = sum(log cosh u) + n log 2 (the log 2 is subtracted by the caller),
+ * out[1] = sum(u exp(-u^2 / 2)): the residual of x on nothing (rho = 0). */
+static inline void pl_row_moments(const double *x, Py_ssize_t n, double *out)
+{
+    pl_residual_moments(x, x, 0.0, 1.0, n, out);
 }
 
 /* x <- (x - rho * xr) * inv_s, returning sum(x), sum(x^2) and sum(x * xr) of

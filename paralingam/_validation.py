@@ -111,7 +111,7 @@ def constant_in_resample(data, resampled, k, names=None):
         return
     bad = []
     for j in np.flatnonzero(constant):
-        values, counts = np.unique(data[:, j], return_counts=True)
+        _, counts = np.unique(data[:, j], return_counts=True)
         bad.append(f"{_name(names, j)} ({data.shape[0] - counts.max()} of "
                    f"{data.shape[0]} rows differ from its most common value)")
     raise ValueError(f"bootstrap resample {k} (0-based) has constant columns: {_list(bad)}; "

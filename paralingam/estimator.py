@@ -18,7 +18,6 @@ import numpy as np
 from sklearn import config_context
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state, resample
-from threadpoolctl import threadpool_limits
 
 from . import _api, _backends
 from ._validation import as_data_matrix, constant_in_resample
@@ -362,7 +361,7 @@ class DirectLiNGAM(BaseEstimator):
         # Per resample the linear algebra is small (p x p solves, one n x p
         # product): BLAS threads gain nothing there and, next to the search's own
         # threads, cost more than the work itself. One BLAS thread for the loop.
-        with threadpool_limits(limits=1, user_api="blas"):
+        with _api._blas_in_this_thread():
             self._bootstrap_loop(data, names, n_sampling, settings, backend, rng,
                                  adjacency_matrices, effects, resampled_indices, timings,
                                  reporter)
