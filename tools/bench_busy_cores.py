@@ -1,0 +1,74 @@
+"""Time the CPU search with idle cores and with one core busy, per thread setting.
+
+    python tools/bench_busy_cores.py                  # p=30 and p=100, n=1024
+    python tools/bench_busy_cores.py --sizes 30x1024 --fits 9
+
+Each setting (2 threads, 1 thread, 2 threads with OMP_WAIT_POLICY=PASSIVE)
+runs in a fresh process, since OpenMP reads its wait policy at start-up:
+median search time of ``--fits`` fits with a 0.1 s pause between them. "Busy"
+runs a Python busy loop in another process meanwhile. Prints a table and
+writes JSON. The busy numbers vary a lot from run to run (the scheduler
+decides how long a waiting thread stays off a core).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ONE_SETTING = """
+import sys, time, statistics
+import numpy as np, paralingam
+from paralingam.datasets import make_lingam_data
+p, n, threads, fits = (int(v) for v in sys.argv[1:5])
+X = np.asarray(make_lingam_data(p, n, random_state=0)[0])
+times = []
+for _ in range(fits):
+    time.sleep(0.1)
+    times.append(paralingam.fit(X, backend="cpu", n_threads=threads).stats["time"]["search"])
+print(statistics.median(times))
+"""
+
+SETTINGS = [("2 threads", 2, {}), ("1 thread", 1, {}),
+            ("2 passive", 2, {"OMP_WAIT_POLICY": "PASSIVE"})]
+
+
+def search_time(p, n, threads, fits, env):
+    out = subprocess.run([sys.executable, "-c", ONE_SETTING, str(p), str(n), str(threads),
+                          str(fits)], env={**os.environ, **env}, capture_output=True,
+                         text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", nargs="+", default=["30x1024", "100x1024"], metavar="PxN")
+    ap.add_argument("--fits", type=int, default=7)
+    ap.add_argument("--json", default="bench_busy_cores.json")
+    args = ap.parse_args()
+
+    rows = []
+    for load in ("idle", "busy"):
+        busy = None
+        if load == "busy":
+            busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            time.sleep(1.0)
+        try:
+            for size in args.sizes:
+                p, n = (int(v) for v in size.lower().split("x"))
+                for label, threads, env in SETTINGS:
+                    t = search_time(p, n, threads, args.fits, env)
+                    rows.append({"cores": load, "p": p, "n": n, "setting": label, "search_s": t})
+                    print(f"{load:5} p={p:<4} n={n:<6} {label:10} {t * 1e3:9.1f} ms", flush=True)
+        finally:
+            if busy is not None:
+                busy.kill()
+    with open(args.json, "w") as fh:
+        json.dump({"cpus": os.cpu_count(), "fits": args.fits, "rows": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
