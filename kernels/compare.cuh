@@ -9,10 +9,11 @@
 // log cosh u = |u| + log(1 + exp(-2|u|)) - log 2 never overflows.
 //
 // Float: exp and log go to the special-function unit through
-// ex2.approx.ftz / lg2.approx.ftz (3 such operations per residual sample,
-// 6 per sample pair: the hardware floor of this computation). Their error is
-// a few 1e-7 absolute per term, which the certified-root check bounds (see
-// FLOAT_MOMENT_ERR in paralingam/_cuda.py). Double: libdevice exp / log1p,
+// ex2.approx.ftz / lg2.approx.ftz: 3 such operations per residual sample,
+// 6 per sample pair (the issue's floor), except in the pair loop, which takes
+// one log per 8 samples of a residual (pl_terms_deferred): 4.25 per sample
+// pair. Their error is a few 1e-7 absolute per term, which the
+// certified-root check bounds (see FLOAT_MOMENT_ERR in paralingam/_cuda.py). Double: libdevice exp / log1p,
 // used for dtype="float64" and to re-decide uncertain float roots.
 //
 // Accumulation: each lane sums chunks of 8 samples in registers and adds
@@ -49,6 +50,21 @@ __device__ __forceinline__ void pl_terms(float u, float &a, float &l, float &g)
     a += au;
     l += pl_lg2(1.0f + pl_ex2(-2.8853900817779268f * au));  // -2 log2(e)
     g += u * pl_ex2(-0.72134752044448170f * (u * u));       // -log2(e) / 2
+}
+
+// The same terms for the pair loop, with the log deferred: p *= 1 + exp(-2|u|)
+// (each factor in (1, 2]), and the caller takes one lg2 of the product of 8
+// factors (at most 2^8) per chunk: 2 + 1/8 special-function operations per
+// residual sample instead of 3. The product adds at most 7 roundings of
+// 2^-24 relative (< 6e-7 in log2 units per chunk, against 8 lg2.approx
+// errors of ~2^-22.6 absolute per chunk before); tools/probe_float.py
+// measures the moments against double.
+__device__ __forceinline__ void pl_terms_deferred(float u, float &a, float &p, float &g)
+{
+    const float au = fabsf(u);
+    a += au;
+    p *= 1.0f + pl_ex2(-2.8853900817779268f * au);      // -2 log2(e)
+    g += u * pl_ex2(-0.72134752044448170f * (u * u));  // -log2(e) / 2
 }
 
 __device__ __forceinline__ void pl_terms(double u, double &a, double &l, double &g)
@@ -199,14 +215,14 @@ __device__ __forceinline__ void pl_pair_sums(const float *__restrict__ xa,
         const float4 b0 = __ldg(vb4 + 2 * c), b1 = __ldg(vb4 + 2 * c + 1);
         const float xs[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
         const float ys[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-        float au = 0, lu = 0, gu = 0, av = 0, lv = 0, gv = 0;
+        float au = 0, pu = 1, gu = 0, av = 0, pv = 1, gv = 0;
 #pragma unroll
         for (int q = 0; q < 8; ++q) {
-            pl_terms(fmaf(-rlo, ys[q], fmaf(-rho, ys[q], xs[q])) * inv_s, au, lu, gu);
-            pl_terms(fmaf(-rlo, xs[q], fmaf(-rho, xs[q], ys[q])) * inv_s, av, lv, gv);
+            pl_terms_deferred(fmaf(-rlo, ys[q], fmaf(-rho, ys[q], xs[q])) * inv_s, au, pu, gu);
+            pl_terms_deferred(fmaf(-rlo, xs[q], fmaf(-rho, xs[q], ys[q])) * inv_s, av, pv, gv);
         }
-        a_u.add(au); l_u.add(lu); g_u.add(gu);
-        a_v.add(av); l_v.add(lv); g_v.add(gv);
+        a_u.add(au); l_u.add(pl_lg2(pu)); g_u.add(gu);
+        a_v.add(av); l_v.add(pl_lg2(pv)); g_v.add(gv);
     }
     for (int k = (n8 << 3) + lane; k < n; k += lanes) {  // tail: n % 8 samples
         float au = 0, lu = 0, gu = 0, av = 0, lv = 0, gv = 0;
