@@ -127,7 +127,9 @@ def fit(
     n_threads : int, optional
         CPU threads, 1..1024 (default: all cores, or ``OMP_NUM_THREADS``;
         one for a search with n_samples * n_features < 12288, which threads
-        do not speed up).
+        do not speed up; and one for a few iterations at a time while other
+        processes keep the threads waiting for cores, see
+        ``stats["threads"]``). A number given here is used throughout.
     threads_per_block : int, optional
         CUDA backend: threads per block of the worker kernel (a multiple of
         32 up to 1024; default 256).
@@ -272,6 +274,7 @@ def fit(
         "scores": per_it["scores"],
         "float64_redo": per_it.get("float64_redo", []),
         "float64_candidates": per_it.get("float64_candidates", []),
+        "threads": per_it.get("threads", []),
         "time": times,
     }
     if explained and on_collinear == "warn":
@@ -326,7 +329,7 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
         Z, cov, threshold=threshold, gamma0=gamma0, c=c, collinear_tol=collinear_tol,
         explained_tol=explained_tol, drift_tol=DRIFT_TOL,
         n_threads=n_threads or (1 if data.size < SMALL_SEARCH else 0),
-        rederive=rederive, stop_on_dependence=stop_on_dependence, candidates=candidates)
+        adapt_threads=n_threads is None, rederive=rederive, stop_on_dependence=stop_on_dependence, candidates=candidates)
     times["search"] = time.perf_counter() - t0
     return result
 

@@ -60,6 +60,9 @@ cdef extern from "_cpu_kernels.h" nogil:
     double pl_load_double(const double *p)
     void pl_add_double(double *p, double v)
     void pl_count(long long *p)
+    int pl_next_tasks(int *counter, int chunk)
+    double pl_wall_seconds()
+    double pl_thread_seconds()
     void pl_order_partners(const double *cov, Py_ssize_t p, const int *idx, int r, int w,
                            unsigned int *scratch, int *out)
 
@@ -95,6 +98,44 @@ cdef double STOP_MARGIN = 1e-9
 # the covariance error that re-derivation allows (< 1e-6).
 cdef double VERIFY_BAND = 1e-4
 
+# Threads held up by other processes. OpenMP's regions end at a barrier, so
+# when another process takes a core from one of the search's threads, the
+# region waits until the thread gets it back: with one of 2 cores busy, most
+# iterations of p=100, n=1024 ran as on idle cores and about one in ten
+# stalled for ~25 ms (a time slice of the other process), and the search
+# took 250-375 ms on two threads against 100 ms on one (NOTES.md, "Busy
+# cores"). With ``adapt_threads`` the search clocks its parallel regions
+# (run_region): their wall time W against the CPU time C that its threads
+# spent on tasks, which is what one thread would have needed. When W
+# exceeds BUSY_RATIO * C + BUSY_MARGIN per iteration, summed over the last
+# BUSY_WINDOW iterations (not counting the first BUSY_SKIP of a search: the
+# first of a new process starts the threads, 20 ms), searches in this
+# process halve their threads for a quiet period: BUSY_QUIET_FACTOR times
+# the time lost per iteration, between BUSY_QUIET_MIN and BUSY_QUIET_MAX,
+# and doubled after each failed retry. A retry is one iteration on all
+# threads, judged alone, so retries cost a few per cent. On idle cores the
+# sum stays below zero (W / C about 0.55 on 2 cores, never above 1 per
+# iteration after the first two); a stall of the busy case exceeds it by
+# 14-26 ms per iteration. The order never depends on the thread count.
+cdef double BUSY_RATIO = 1.5
+cdef double BUSY_MARGIN = 2e-4
+cdef int BUSY_WINDOW = 4
+cdef int BUSY_SKIP = 2
+cdef double BUSY_QUIET_FACTOR = 50.0
+cdef double BUSY_QUIET_MIN = 0.02
+cdef double BUSY_QUIET_MAX = 1.0
+cdef double busy_until = 0.0   # wall time (pl_wall_seconds) until which to use busy_threads
+cdef int busy_threads = 1      # threads of searches until busy_until
+cdef double busy_quiet = 0.0   # the last quiet period; 0 after a clean window
+
+
+def reset_busy_state():
+    """Forget that threads were held up (for tests): the next search uses all threads."""
+    global busy_until, busy_threads, busy_quiet
+    busy_until = 0.0
+    busy_threads = 1
+    busy_quiet = 0.0
+
 
 cdef inline double entropy_from_moments(double lc, double g, Py_ssize_t n) noexcept nogil:
     cdef double h_gauss = 0.5 * (1.0 + log(2.0 * pi))
@@ -124,6 +165,20 @@ cdef struct Search:
     bint ordered       # partner holds the orders (else: cyclic from w + 1)
     double *hx         # entropy of each remaining variable
     long long compared # pairs computed in this iteration (atomic)
+    # tasks of the parallel regions (run_region)
+    int *active        # workers of a round
+    double gamma_stop  # a round's workers stop above this score
+    unsigned int *order_scratch  # p entries per thread for pl_order_partners
+    double *moments    # (p, 4) scratch, one row per task
+    int *alive         # remaining variables (original index), ascending
+    int root           # the root just found (original index)
+    double *frac       # variance of each variable left unexplained so far
+    int *gone          # 1 once ordered, 2 when just explained
+    double *drift      # per alive position: drift of the updated row from (0, 1, 0)
+    double explained_tol
+    # clocks of the iteration's regions (see BUSY_MARGIN)
+    double wall        # wall time of the regions
+    double cpu         # CPU time the threads spent on their tasks
 
 
 cdef inline void compare_partner(Search *s, int w, int t) noexcept nogil:
@@ -222,6 +277,122 @@ cdef void run_worker(Search *s, int w, double gamma_stop) noexcept nogil:
             return
 
 
+cdef void prepare_worker(Search *s, int k) noexcept nogil:
+    """Entropy of worker k's variable; reset its state and order its partners."""
+    cdef double *m = s.moments + 4 * k
+    cdef int j
+    pl_row_moments(s.X + s.idx[k] * s.n, s.n, m)
+    s.hx[k] = entropy_from_moments(m[0], m[1], s.n)
+    s.score[k] = 0.0
+    s.ndone[k] = 0
+    s.cursor[k] = 0
+    for j in range(s.r):
+        s.state[k * s.p + j] = 0
+        s.stat[k * s.p + j] = 0.0
+    if s.ordered and s.kind[k] == CANDIDATE:
+        pl_order_partners(s.cov, s.p, s.idx, s.r, k,
+                          s.order_scratch + openmp.omp_get_thread_num() * s.p,
+                          s.partner + k * s.p)
+
+
+cdef void update_row(Search *s, int k) noexcept nogil:
+    """UpdateData (Alg. 5) of the variable at alive position k: regress the root out.
+
+    Marks the variable explained (``gone`` 2) when the root leaves it no more
+    than ``explained_tol`` of its variance, else stores the drift of the
+    updated row's mean, variance and correlation with the root.
+    """
+    cdef int i = s.alive[k]
+    cdef double *m = s.moments + 4 * k
+    cdef double rho, f, mean, var, corr, drift
+    s.drift[k] = 0.0
+    if i == s.root:
+        return
+    rho = pl_row_corr(s.X + i * s.n, s.X + s.root * s.n, s.n)  # see VERIFY_BAND
+    s.cov[i * s.p + s.root] = rho
+    s.cov[s.root * s.p + i] = rho
+    f = 1.0 - rho * rho
+    if f < 0.0:
+        f = 0.0
+    s.frac[i] = s.frac[i] * f
+    if s.frac[i] <= s.explained_tol:
+        s.gone[i] = 2
+        return
+    pl_regress_row(s.X + i * s.n, s.X + s.root * s.n, rho, 1.0 / sqrt(f), s.n, m)
+    mean = m[0] / s.n
+    var = m[1] / s.n - mean * mean
+    corr = m[2] / s.n
+    drift = fabs(mean)
+    if fabs(var - 1.0) > drift:
+        drift = fabs(var - 1.0)
+    if fabs(corr) > drift:
+        drift = fabs(corr)
+    s.drift[k] = drift
+
+
+cdef void update_cov_row(Search *s, int k) noexcept nogil:
+    """UpdateCovMat (Alg. 6): row k of the remaining block after the root."""
+    cdef double *cov = s.cov
+    cdef const int *alive = s.alive
+    cdef Py_ssize_t p = s.p
+    cdef int ia = alive[k]
+    cdef int ib, j
+    cdef int r = s.r
+    # the root's correlations from its row, contiguous (cov is symmetric)
+    cdef const double *with_root = cov + s.root * p
+    cdef double ra = with_root[ia]
+    cdef double sa = 1.0 - ra * ra
+    cdef double v
+    for j in range(k + 1, r):
+        ib = alive[j]
+        v = (cov[ia * p + ib] - ra * with_root[ib]) / sqrt(
+            sa * (1.0 - with_root[ib] * with_root[ib]))
+        cov[ia * p + ib] = v
+        cov[ib * p + ia] = v
+
+
+cdef enum:
+    PREPARE = 0
+    ROUND = 1
+    UPDATE_DATA = 2
+    UPDATE_COV = 3
+
+
+cdef void run_region(Search *s, int what, int count, int nt) noexcept nogil:
+    """Run ``count`` tasks of one kind on ``nt`` threads; add to ``s.wall`` and ``s.cpu``.
+
+    A dynamic schedule by hand (an atomic task counter), so that each thread
+    reads its CPU clock after its last task, before the region's barrier:
+    ``s.cpu`` is then the work alone, what one thread would have needed.
+    Workers (ROUND) are taken one at a time, as their lengths differ widely;
+    rows in chunks of about count / (8 nt), since the counter itself costs
+    as much as a short row of the covariance update. Tasks write disjoint
+    rows, so the thread that runs a task never changes a result.
+    """
+    cdef int next_task = 0
+    cdef int chunk = 1 if what == ROUND else max(1, count // (8 * nt))
+    cdef int first = 0, task = 0, end = 0  # (private in the region; set for the compiler)
+    cdef double t_cpu = 0.0
+    cdef double t_wall = pl_wall_seconds()
+    with parallel(num_threads=nt):
+        t_cpu = pl_thread_seconds()
+        first = pl_next_tasks(&next_task, chunk)
+        while first < count:
+            end = min(first + chunk, count)
+            for task in range(first, end):
+                if what == PREPARE:
+                    prepare_worker(s, task)
+                elif what == ROUND:
+                    run_worker(s, s.active[task], s.gamma_stop)
+                elif what == UPDATE_DATA:
+                    update_row(s, task)
+                else:
+                    update_cov_row(s, task)
+            first = pl_next_tasks(&next_task, chunk)
+        pl_add_double(&s.cpu, pl_thread_seconds() - t_cpu)
+    s.wall = s.wall + (pl_wall_seconds() - t_wall)
+
+
 cdef double ordered_score(Search *s, int w) noexcept nogil:
     """Score of a finished worker, summed in index order (deterministic)."""
     cdef double total = 0.0, v
@@ -244,7 +415,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                  double gamma0=1e-4, double c=2.0, double collinear_tol=1e-10,
                  double explained_tol=1e-10, double drift_tol=1e-8,
                  int n_threads=0, rederive=None, bint stop_on_dependence=False,
-                 candidates=None):
+                 candidates=None, bint adapt_threads=False, double busy_margin=BUSY_MARGIN):
     """Causal order of standardised rows ``X`` (p, n) with covariance ``cov``.
 
     Both arrays are modified in place. ``rederive(alive)`` is called with the
@@ -260,26 +431,36 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     ascending, and returns two bool arrays aligned with them: which may be
     the root, and which are in ``V_j``.
 
+    ``n_threads`` threads (0: OpenMP's default). With ``adapt_threads`` the
+    search runs on one thread while other processes hold its threads up (see
+    ``BUSY_MARGIN``; ``busy_margin`` overrides it, for tests).
+
     Returns
     -------
     order : list of int
     explained : dict
         ``{variable: root}`` for fully explained variables.
     per_iteration : dict of lists
-        ``remaining``, ``compared``, ``gamma``, ``rounds`` and ``scores``
-        (the root's score, summed in index order) per iteration.
+        ``remaining``, ``compared``, ``gamma``, ``rounds``, ``scores``
+        (the root's score, summed in index order) and ``threads`` per
+        iteration.
     n_rederived : int
         How many times the covariance was re-derived.
     """
+    global busy_until, busy_threads, busy_quiet
     cdef Py_ssize_t p = X.shape[0]
     cdef Py_ssize_t n = X.shape[1]
     cdef Search s
     cdef int k, i, j, ia, ib, ga, gb, r, root_local, root, n_active, rounds, nthreads
     cdef int nw, first_worker  # candidate groups (prior knowledge) and the first one
-    cdef double gamma, gamma_stop, best, v, f, rho, drift, mean, var, corr, inv_s
+    cdef double gamma, best, v, rho, drift
     cdef double min_unfinished, verify_band
+    cdef int nt
 
     nthreads = n_threads if n_threads > 0 else openmp.omp_get_max_threads()
+    nt = nthreads  # threads of the current iteration
+    if pl_thread_seconds() < 0.0:
+        adapt_threads = False  # no thread CPU clock on this platform
     # per-thread scratch of pl_order_partners: p entries each
     order_scratch_arr = np.empty(max(nthreads, 1) * max(p, 1), dtype=np.uint32)
     cdef unsigned int[::1] order_scratch = order_scratch_arr
@@ -339,11 +520,21 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     s.partner = &partner[0, 0]
     s.ordered = threshold
     s.hx = &hx[0]
+    s.active = &active[0]
+    s.order_scratch = &order_scratch[0]
+    s.moments = &mom[0, 0]
+    s.alive = &alive[0]
+    s.frac = &frac[0]
+    s.gone = &gone[0]
+    s.drift = &drift_v[0]
+    s.explained_tol = explained_tol
 
     order = []
     explained = {}
-    per_iteration = {"remaining": [], "compared": [], "gamma": [], "rounds": [], "scores": []}
+    per_iteration = {"remaining": [], "compared": [], "gamma": [], "rounds": [], "scores": [],
+                     "threads": []}
     n_rederived = 0
+    window = []  # (wall, cpu) of recent iterations on several threads (BUSY_WINDOW)
     r = <int>p
 
     while r > 0:
@@ -403,21 +594,14 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             raise LinearDependenceError(
                 "collinear", alive_arr[:r][group_arr[:r] == first], order)
 
+        if adapt_threads:
+            nt = min(busy_threads, nthreads) if pl_wall_seconds() < busy_until else nthreads
+
+        s.wall = 0.0
+        s.cpu = 0.0
         with nogil:
             # Entropy of every worker's variable; reset worker state.
-            for k in prange(s.r, schedule="static", num_threads=nthreads):
-                pl_row_moments(s.X + idx[k] * n, n, &mom[k, 0])
-                hx[k] = entropy_from_moments(mom[k, 0], mom[k, 1], n)
-                score[k] = 0.0
-                ndone[k] = 0
-                cursor[k] = 0
-                for j in range(s.r):
-                    state[k, j] = 0
-                    stat[k, j] = 0.0
-                if s.ordered and kind[k] == CANDIDATE:
-                    pl_order_partners(s.cov, p, s.idx, s.r, k,
-                                      &order_scratch[openmp.omp_get_thread_num() * p],
-                                      &partner[k, 0])
+            run_region(&s, PREPARE, s.r, nt)
             s.compared = 0
             gamma = gamma0 if threshold else INFINITY
             rounds = 0
@@ -429,12 +613,12 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             while nw > 1:
                 n_active = 0
                 min_unfinished = INFINITY
-                gamma_stop = gamma * (1.0 + STOP_MARGIN)
+                s.gamma_stop = gamma * (1.0 + STOP_MARGIN)
                 for k in range(s.r):
                     if kind[k] != CANDIDATE:  # no worker (prior knowledge)
                         continue
                     if ndone[k] < s.r - 1:
-                        if score[k] <= gamma_stop:
+                        if score[k] <= s.gamma_stop:
                             active[n_active] = k
                             n_active = n_active + 1
                         elif score[k] < min_unfinished:
@@ -456,8 +640,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                         gamma = gamma * c
                     continue
                 rounds = rounds + 1
-                for i in prange(n_active, schedule="dynamic", num_threads=nthreads):
-                    run_worker(&s, active[i], gamma_stop)
+                run_region(&s, ROUND, n_active, nt)
 
         root = idx[root_local]
         order.append(root)
@@ -467,35 +650,12 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         per_iteration["gamma"].append(gamma)
         per_iteration["rounds"].append(rounds)
         per_iteration["scores"].append(best)
+        per_iteration["threads"].append(nt)
 
         # UpdateData (Alg. 5): regress the root out, detect explained rows.
+        s.root = root
         with nogil:
-            for k in prange(r, schedule="static", num_threads=nthreads):
-                i = alive[k]
-                drift_v[k] = 0.0
-                if i == root:
-                    continue
-                rho = pl_row_corr(s.X + i * n, s.X + root * n, n)  # see VERIFY_BAND
-                cov[i, root] = rho
-                cov[root, i] = rho
-                f = 1.0 - rho * rho
-                if f < 0.0:
-                    f = 0.0
-                frac[i] = frac[i] * f
-                if frac[i] <= explained_tol:
-                    gone[i] = 2
-                    continue
-                inv_s = 1.0 / sqrt(f)
-                pl_regress_row(s.X + i * n, s.X + root * n, rho, inv_s, n, &mom[k, 0])
-                mean = mom[k, 0] / n
-                var = mom[k, 1] / n - mean * mean
-                corr = mom[k, 2] / n
-                drift = fabs(mean)
-                if fabs(var - 1.0) > drift:
-                    drift = fabs(var - 1.0)
-                if fabs(corr) > drift:
-                    drift = fabs(corr)
-                drift_v[k] = drift
+            run_region(&s, UPDATE_DATA, r, nt)
 
         if stop_on_dependence and (gone_arr[alive_arr[:r]] == 2).any():
             raise LinearDependenceError(
@@ -517,16 +677,28 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         r = j
 
         # UpdateCovMat (Alg. 6) on the remaining block.
+        s.r = r
         with nogil:
-            for k in prange(r, schedule="static", num_threads=nthreads):
-                ia = alive[k]
-                for j in range(k + 1, r):
-                    ib = alive[j]
-                    v = (cov[ia, ib] - cov[ia, root] * cov[ib, root]) / sqrt(
-                        (1.0 - cov[ia, root] * cov[ia, root])
-                        * (1.0 - cov[ib, root] * cov[ib, root]))
-                    cov[ia, ib] = v
-                    cov[ib, ia] = v
+            run_region(&s, UPDATE_COV, r, nt)
+        if adapt_threads and nt > 1 and len(per_iteration["threads"]) > BUSY_SKIP:
+            if len(window) == BUSY_WINDOW:
+                window.pop(0)
+            window.append((s.wall, s.cpu))
+            retry = busy_quiet > 0.0 and nt == nthreads
+            recent = window[len(window) - 1:] if retry else window  # a retry: this iteration
+            if retry or len(window) == BUSY_WINDOW:
+                wall = sum([w for w, _ in recent])
+                work = sum([c for _, c in recent])
+                if wall > BUSY_RATIO * work + busy_margin * len(recent):  # waiting for cores
+                    busy_threads = max(1, nt // 2)
+                    busy_quiet = min(max(2.0 * busy_quiet,
+                                         BUSY_QUIET_FACTOR * (wall - work) / len(recent),
+                                         BUSY_QUIET_MIN), BUSY_QUIET_MAX)
+                    busy_until = pl_wall_seconds() + busy_quiet
+                    window.clear()
+                elif len(window) == BUSY_WINDOW and not retry:
+                    busy_quiet = 0.0
+
         for k in range(r):
             cov[alive[k], alive[k]] = 1.0
 

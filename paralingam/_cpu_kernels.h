@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 /* log cosh u = |u| + log(1 + exp(-2|u|)) - log 2 never overflows. The sums
  * of log(1 + e), e in (0, 1], take one log per PL_FACTORS terms: the factors
@@ -185,6 +186,34 @@ static inline void pl_add_double(double *p, double v)
 }
 
 static inline void pl_count(long long *p) { __atomic_fetch_add(p, 1, __ATOMIC_RELAXED); }
+
+/* First of the next `chunk` tasks of a hand-made dynamic schedule. */
+static inline int pl_next_tasks(int *counter, int chunk)
+{
+    return __atomic_fetch_add(counter, chunk, __ATOMIC_RELAXED);
+}
+
+/* ---- clocks of the thread-count check (see _cpu.pyx, BUSY_MARGIN) ---- */
+
+/* Wall-clock seconds (monotonic). */
+static inline double pl_wall_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* CPU seconds of the calling thread: time it ran, not time it waited for a
+ * core. Returns -1 where the platform has no such clock (no check then). */
+static inline double pl_thread_seconds(void)
+{
+#ifdef CLOCK_THREAD_CPUTIME_ID
+    struct timespec t;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) == 0)
+        return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+#endif
+    return -1.0;
+}
 
 /* Partner order of one worker: the other workers by decreasing |correlation|
  * (ties to the lower index). A strongly correlated partner gives a large

@@ -210,6 +210,72 @@ def test_search_is_deterministic_with_degenerate_data(ecoli):
         assert res.stats["explained"] == runs[0].stats["explained"]
 
 
+@pytest.fixture
+def force_thread_drops(monkeypatch):
+    """``force_thread_drops()``: from then on, CPU searches run on 4 threads
+    and judge every window busy (``busy_margin=-1``).
+
+    The thread-count check then halves the threads as if other processes
+    held them up, whatever the machine's load. The busy state is reset
+    before and after, so other tests see all threads.
+    """
+    search_order = _cpu.search_order
+
+    def forced(*args, **kwargs):
+        kwargs.update(n_threads=4, adapt_threads=True, busy_margin=-1.0)
+        return search_order(*args, **kwargs)
+
+    _cpu.reset_busy_state()
+    yield lambda: monkeypatch.setattr(_cpu, "search_order", forced)
+    _cpu.reset_busy_state()
+
+
+@pytest.mark.parametrize("density, seed", [("sparse", 403), ("dense", 404)])
+def test_fewer_threads_when_cores_are_busy_keep_the_order(lingam_data, force_thread_drops,
+                                                          density, seed):
+    X = lingam_data(40, 400, density, seed)[0]
+    ref = fit_cpu(X, n_threads=1)
+    force_thread_drops()
+    res = fit_cpu(X)
+    threads = res.stats["threads"]
+    assert len(threads) == len(res.stats["remaining"])
+    # the first iterations on all 4 threads, then halved: 2, later 1
+    assert threads[0] == 4 and set(threads) <= {1, 2, 4}
+    assert 2 in threads and 1 in threads
+    assert threads.index(2) < threads.index(1)
+    assert res.causal_order == ref.causal_order == reference.causal_order(X)[0]
+    np.testing.assert_array_equal(res.adjacency_matrix, ref.adjacency_matrix)
+
+
+def test_fewer_threads_with_degenerate_data(ecoli, force_thread_drops):
+    X = ecoli[0][:500]
+    ref = fit_cpu(X, n_threads=1)
+    force_thread_drops()
+    res = fit_cpu(X)
+    assert min(res.stats["threads"]) < 4
+    assert res.causal_order == ref.causal_order
+    assert res.stats["explained"] == ref.stats["explained"]
+
+
+def test_threads_stay_on_idle_judgement(lingam_data, monkeypatch):
+    # busy_margin so large that no window is judged busy: every iteration
+    # keeps its 4 threads (the check itself changes nothing)
+    search_order = _cpu.search_order
+    monkeypatch.setattr(_cpu, "search_order", lambda *a, **k: search_order(
+        *a, **{**k, "n_threads": 4, "adapt_threads": True, "busy_margin": 1e9}))
+    _cpu.reset_busy_state()
+    X = lingam_data(40, 400, "sparse", 405)[0]
+    res = fit_cpu(X)
+    assert set(res.stats["threads"]) == {4}
+
+
+def test_threads_in_stats(lingam_data):
+    X = lingam_data(30, 500, "sparse", 406)[0]
+    assert set(fit_cpu(X, n_threads=1).stats["threads"]) == {1}
+    assert set(fit_cpu(X, n_threads=3).stats["threads"]) == {3}  # a given number is kept
+    assert len(fit_cpu(X).stats["threads"]) == 29
+
+
 # --------------------------------------------------------------------------
 # Degenerate data (paralingam.policy)
 # --------------------------------------------------------------------------

@@ -3,8 +3,10 @@
     python tools/bench_busy_cores.py                  # p=30 and p=100, n=1024
     python tools/bench_busy_cores.py --sizes 30x1024 --fits 9
 
-Each setting (2 threads, 1 thread, 2 threads with OMP_WAIT_POLICY=PASSIVE)
-runs in a fresh process, since OpenMP reads its wait policy at start-up:
+Each setting (the default, which drops threads while other processes hold
+them up; 2 threads, 1 thread, and 2 threads with OMP_WAIT_POLICY=PASSIVE, each
+given as ``n_threads``, which turns the check off) runs in a fresh process,
+since OpenMP reads its wait policy at start-up:
 median search time of ``--fits`` fits with a 0.1 s pause between them. "Busy"
 runs a Python busy loop in another process meanwhile. Prints a table and
 writes JSON. The busy numbers vary a lot from run to run (the scheduler
@@ -25,14 +27,16 @@ import numpy as np, paralingam
 from paralingam.datasets import make_lingam_data
 p, n, threads, fits = (int(v) for v in sys.argv[1:5])
 X = np.asarray(make_lingam_data(p, n, random_state=0)[0])
-times = []
+times, threads_used = [], []
 for _ in range(fits):
     time.sleep(0.1)
-    times.append(paralingam.fit(X, backend="cpu", n_threads=threads).stats["time"]["search"])
-print(statistics.median(times))
+    stats = paralingam.fit(X, backend="cpu", n_threads=threads or None).stats
+    times.append(stats["time"]["search"])
+    threads_used.append(statistics.mean(stats["threads"]))
+print(statistics.median(times), statistics.mean(threads_used))
 """
 
-SETTINGS = [("2 threads", 2, {}), ("1 thread", 1, {}),
+SETTINGS = [("default", 0, {}), ("2 threads", 2, {}), ("1 thread", 1, {}),
             ("2 passive", 2, {"OMP_WAIT_POLICY": "PASSIVE"})]
 
 
@@ -40,7 +44,8 @@ def search_time(p, n, threads, fits, env):
     out = subprocess.run([sys.executable, "-c", ONE_SETTING, str(p), str(n), str(threads),
                           str(fits)], env={**os.environ, **env}, capture_output=True,
                          text=True, check=True)
-    return float(out.stdout.strip().splitlines()[-1])
+    median, threads = out.stdout.strip().splitlines()[-1].split()
+    return float(median), float(threads)
 
 
 def main():
@@ -60,9 +65,11 @@ def main():
             for size in args.sizes:
                 p, n = (int(v) for v in size.lower().split("x"))
                 for label, threads, env in SETTINGS:
-                    t = search_time(p, n, threads, args.fits, env)
-                    rows.append({"cores": load, "p": p, "n": n, "setting": label, "search_s": t})
-                    print(f"{load:5} p={p:<4} n={n:<6} {label:10} {t * 1e3:9.1f} ms", flush=True)
+                    t, used = search_time(p, n, threads, args.fits, env)
+                    rows.append({"cores": load, "p": p, "n": n, "setting": label, "search_s": t,
+                                 "mean_threads": used})
+                    print(f"{load:5} p={p:<4} n={n:<6} {label:10} {t * 1e3:9.1f} ms"
+                          f"   threads per iteration {used:4.2f}", flush=True)
         finally:
             if busy is not None:
                 busy.kill()
