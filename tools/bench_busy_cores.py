@@ -2,11 +2,12 @@
 
     python tools/bench_busy_cores.py                  # p=30 and p=100, n=1024
     python tools/bench_busy_cores.py --sizes 30x1024 --fits 9
+    python tools/bench_busy_cores.py --sizes 300x1024 --threads 16 15 8   # a 16-core host
 
 Each setting (the default, which drops threads while other processes hold
-them up; 2 threads, 1 thread, and 2 threads with OMP_WAIT_POLICY=PASSIVE, each
-given as ``n_threads``, which turns the check off) runs in a fresh process,
-since OpenMP reads its wait policy at start-up:
+them up; each count of ``--threads``, default 2 and 1, given as ``n_threads``,
+which turns the check off; and the first count with OMP_WAIT_POLICY=PASSIVE)
+runs in a fresh process, since OpenMP reads its wait policy at start-up:
 median search time of ``--fits`` fits with a 0.1 s pause between them. "Busy"
 runs a Python busy loop in another process meanwhile. Prints a table and
 writes JSON. The busy numbers vary a lot from run to run (the scheduler
@@ -36,8 +37,14 @@ for _ in range(fits):
 print(statistics.median(times), statistics.mean(threads_used))
 """
 
-SETTINGS = [("default", 0, {}), ("2 threads", 2, {}), ("1 thread", 1, {}),
-            ("2 passive", 2, {"OMP_WAIT_POLICY": "PASSIVE"})]
+
+
+def settings(counts):
+    """The default, each thread count given, and the first count with passive waits."""
+    out = [("default", 0, {})]
+    out += [(f"{k} thread{'s' if k > 1 else ''}", k, {}) for k in counts]
+    out.append((f"{counts[0]} passive", counts[0], {"OMP_WAIT_POLICY": "PASSIVE"}))
+    return out
 
 
 def search_time(p, n, threads, fits, env):
@@ -52,6 +59,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", default=["30x1024", "100x1024"], metavar="PxN")
     ap.add_argument("--fits", type=int, default=7)
+    ap.add_argument("--threads", nargs="+", type=int, default=[2, 1], metavar="N",
+                    help="thread counts to run besides the default (given as n_threads)")
     ap.add_argument("--json", default="bench_busy_cores.json")
     args = ap.parse_args()
 
@@ -64,7 +73,7 @@ def main():
         try:
             for size in args.sizes:
                 p, n = (int(v) for v in size.lower().split("x"))
-                for label, threads, env in SETTINGS:
+                for label, threads, env in settings(args.threads):
                     t, used = search_time(p, n, threads, args.fits, env)
                     rows.append({"cores": load, "p": p, "n": n, "setting": label, "search_s": t,
                                  "mean_threads": used})
