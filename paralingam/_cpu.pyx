@@ -534,7 +534,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     per_iteration = {"remaining": [], "compared": [], "gamma": [], "rounds": [], "scores": [],
                      "threads": []}
     n_rederived = 0
-    window = []  # (wall, cpu) of recent iterations on several threads (BUSY_WINDOW)
+    window = []  # (wall, cpu) of recent iterations on window_threads threads (BUSY_WINDOW)
+    window_threads = 0
     r = <int>p
 
     while r > 0:
@@ -681,11 +682,16 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         with nogil:
             run_region(&s, UPDATE_COV, r, nt)
         if adapt_threads and nt > 1 and len(per_iteration["threads"]) > BUSY_SKIP:
+            if window_threads != nt:  # judge each thread count on its own iterations
+                window.clear()
+                window_threads = nt
             if len(window) == BUSY_WINDOW:
                 window.pop(0)
             window.append((s.wall, s.cpu))
+            # A retry (all threads again after a quiet period) is judged on
+            # each iteration alone until a whole window on all threads is clean.
             retry = busy_quiet > 0.0 and nt == nthreads
-            recent = window[len(window) - 1:] if retry else window  # a retry: this iteration
+            recent = window[len(window) - 1:] if retry else window
             if retry or len(window) == BUSY_WINDOW:
                 wall = sum([w for w, _ in recent])
                 work = sum([c for _, c in recent])
@@ -696,8 +702,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                                          BUSY_QUIET_MIN), BUSY_QUIET_MAX)
                     busy_until = pl_wall_seconds() + busy_quiet
                     window.clear()
-                elif len(window) == BUSY_WINDOW and not retry:
-                    busy_quiet = 0.0
+                elif len(window) == BUSY_WINDOW and nt == nthreads:
+                    busy_quiet = 0.0  # a clean window on all threads: the cores are free again
 
         for k in range(r):
             cov[alive[k], alive[k]] = 1.0
