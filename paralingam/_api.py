@@ -9,7 +9,7 @@ from . import _backends
 from ._result import FitResult
 from ._validation import (CUDA_BLOCKS, MAX_THREADS, WARPS_PER_PAIR, as_data_matrix, check_bool,
                           _name, check_choice, check_dtype, check_int, check_positive)
-from .adjacency import ols_adjacency
+from .adjacency import _ols_adjacency
 from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError
 from .prior import PriorKnowledge
 
@@ -246,8 +246,8 @@ def fit(
             scatter = search_data.shape[0] * per_it.pop("correlation") * np.outer(sd, sd)
         # ``_adjacency`` (private: DirectLiNGAM's adjacency step) replaces least
         # squares; it gets the scatter matrix the CUDA search already has.
-        step = _adjacency or (lambda data, order, scatter, backend:
-                              ols_adjacency(data, order, scatter=scatter, backend=backend))
+        step = _adjacency or (lambda data, order, scatter, backend: _ols_adjacency(
+            data, np.asarray(order, dtype=np.intp), scatter=scatter, backend=backend))
         # BLAS beside the CPU search's spinning threads: see _blas_in_this_thread
         with _blas_in_this_thread() if name == "cpu" else contextlib.nullcontext():
             B = step(search_data, order, scatter, name)

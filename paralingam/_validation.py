@@ -9,7 +9,7 @@ CUDA_BLOCKS = tuple(range(32, 1025, 32))  # threads per block: whole warps
 WARPS_PER_PAIR = (1, 2, 4, 8, 16, 32)  # powers of two up to a 1024-thread block
 
 
-def as_data_matrix(X, names=None):
+def as_data_matrix(X, names=None, *, allow_constant=False):
     """Return ``X`` as a float64 (n_samples, n_features) array and its names.
 
     Accepts numpy arrays (masked arrays without masked entries), nested
@@ -21,6 +21,9 @@ def as_data_matrix(X, names=None):
     X : array-like or pandas.DataFrame, shape (n_samples, n_features)
     names : sequence, optional
         Column names (one per column); by default a DataFrame's, else None.
+    allow_constant : bool
+        Accept constant columns (the adjacency step regresses on them with
+        coefficient zero; a causal order has no place for them).
 
     Returns
     -------
@@ -85,11 +88,46 @@ def as_data_matrix(X, names=None):
         raise ValueError(
             f"values too large to centre and square in float64 in columns: {_list(bad)} "
             "(rescale them)")
-    constant = constant_columns(data)
+    constant = np.zeros(p, dtype=bool) if allow_constant else constant_columns(data)
     if constant.any():
         bad = [_name(names, j) for j in np.flatnonzero(constant)]
         raise ValueError(f"constant columns (zero variance): {_list(bad)}")
     return data, names
+
+
+def check_order(causal_order, n_features):
+    """``causal_order`` as an intp array, checked to hold each column index once.
+
+    Raises
+    ------
+    ValueError
+        For anything but a permutation of ``0 .. n_features - 1``: the message
+        names the entries out of range, repeated or missing.
+    """
+    order = np.asarray(causal_order)
+    if order.ndim != 1:
+        raise ValueError(f"causal_order must be a 1-D sequence of column indices; got shape "
+                         f"{order.shape}")
+    if order.size and order.dtype.kind not in "iu":
+        integral = order.dtype.kind == "f" and np.isfinite(order).all() and (order == np.round(order)).all()
+        if not integral:
+            raise ValueError(f"causal_order must hold integer column indices; got "
+                             f"{_list([repr(v) for v in order.tolist()])}")
+    order = order.astype(np.intp)
+    outside = order[(order < 0) | (order >= n_features)]
+    if outside.size:
+        raise ValueError(f"causal_order has indices outside 0..{n_features - 1} (X has "
+                         f"{n_features} columns): {_list([str(v) for v in sorted(set(outside.tolist()))])}")
+    counts = np.bincount(order, minlength=n_features)
+    if (counts != 1).any():
+        problems = []
+        if (counts > 1).any():
+            problems.append(f"repeated {_list([str(v) for v in np.flatnonzero(counts > 1)])}")
+        if (counts == 0).any():
+            problems.append(f"missing {_list([str(v) for v in np.flatnonzero(counts == 0)])}")
+        raise ValueError(f"causal_order must list each of the {n_features} columns once; "
+                         f"{' and '.join(problems)}")
+    return order
 
 
 def constant_columns(data):

@@ -19,11 +19,18 @@ Both work from the scatter matrix ``Xc.T @ Xc`` of the centred data, computed
 once per call: a regression never touches the samples again, except least
 squares over linearly dependent predecessors, whose basis comes from the data
 (the covariance squares their condition number).
+
+The three public functions check their input as ``paralingam.fit`` does
+(a 2-D table of finite numbers; constant columns are allowed here) and that
+``causal_order`` lists every column once, with errors that name the
+problem; ``fit`` and the estimator call the private ones on checked data.
 """
 
 import warnings
 
 import numpy as np
+
+from ._validation import as_data_matrix, check_order
 
 ADJACENCY_METHODS = ("adaptive_lasso", "ols")
 
@@ -101,17 +108,42 @@ def estimate_adjacency(
     -------
     B : ndarray, shape (n_features, n_features)
     """
+    X, order = _checked_inputs(X, causal_order, scatter)
+    return _estimate_adjacency(X, order, method=method, prior_knowledge=prior_knowledge,
+                               coef_threshold=coef_threshold, backend=backend,
+                               n_threads=n_threads, scatter=scatter)
+
+
+def _estimate_adjacency(X, order, *, method, prior_knowledge=None, coef_threshold=None,
+                        backend=None, n_threads=None, scatter=None):
+    """:func:`estimate_adjacency` on checked input (float64 ``X``, ``order`` a permutation)."""
     if method == "adaptive_lasso":
-        B = adaptive_lasso_adjacency(X, causal_order, prior_knowledge=prior_knowledge,
-                                     n_threads=n_threads, backend=backend, scatter=scatter)
+        B = _adaptive_lasso_adjacency(X, order, prior_knowledge=prior_knowledge,
+                                      n_threads=n_threads, backend=backend, scatter=scatter)
     elif method == "ols":
-        B = ols_adjacency(X, causal_order, prior_knowledge=prior_knowledge, backend=backend,
-                          scatter=scatter)
+        B = _ols_adjacency(X, order, prior_knowledge=prior_knowledge, backend=backend,
+                           scatter=scatter)
     else:
         raise ValueError(f"adjacency must be one of {ADJACENCY_METHODS}; got {method!r}")
     if coef_threshold is not None:
         B[np.abs(B) < coef_threshold] = 0.0
     return B
+
+
+def _checked_inputs(X, causal_order, scatter):
+    """``X`` as float64 and ``causal_order`` as a checked permutation of its columns.
+
+    The public functions take user input; ``paralingam.fit`` and the
+    estimator pass data they have already checked to the private ones.
+    Constant columns are accepted here: as predictors they get coefficient
+    zero, as targets a zero row.
+    """
+    data, _ = as_data_matrix(X, allow_constant=True)
+    order = check_order(causal_order, data.shape[1])
+    if scatter is not None and np.shape(scatter) != (data.shape[1],) * 2:
+        raise ValueError(f"scatter must have shape (n_features, n_features) = "
+                         f"({data.shape[1]}, {data.shape[1]}); got {np.shape(scatter)}")
+    return data, order
 
 
 def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatter=None):
@@ -156,9 +188,15 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
     (:func:`_row_without`), else as the last row of the same computation on
     their kept predictors.
     """
+    X, order = _checked_inputs(X, causal_order, scatter)
+    return _ols_adjacency(X, order, prior_knowledge=prior_knowledge, backend=backend,
+                          scatter=scatter)
+
+
+def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None):
+    """:func:`ols_adjacency` on checked input (float64 ``X``, ``order`` a permutation)."""
     if backend not in ADJACENCY_BACKENDS:
         raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
-    order = np.asarray(causal_order, dtype=np.intp)
     p = X.shape[1]
     if scatter is None:
         scatter = _scatter(X)[1]
@@ -453,11 +491,19 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         When a target has ``n_samples <= n_predictors + 1``: BIC's noise
         variance cannot be estimated (lingam raises there too).
     """
+    X, order = _checked_inputs(X, causal_order, scatter)
+    return _adaptive_lasso_adjacency(X, order, prior_knowledge=prior_knowledge, gamma=gamma,
+                                     n_threads=n_threads, engine=engine, backend=backend,
+                                     scatter=scatter)
+
+
+def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_threads=None,
+                              engine="auto", backend=None, scatter=None):
+    """:func:`adaptive_lasso_adjacency` on checked input (float64 ``X``, ``order`` a permutation)."""
     if engine not in ("auto", "compiled", "sklearn"):
         raise ValueError(f"engine must be 'auto', 'compiled' or 'sklearn'; got {engine!r}")
     if backend not in ADJACENCY_BACKENDS:
         raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
-    order = np.asarray(causal_order, dtype=np.intp)
     n, p = X.shape
     if scatter is None:
         scatter = _scatter(X)[1]

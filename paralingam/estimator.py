@@ -21,7 +21,7 @@ from sklearn.utils import check_random_state, resample
 
 from . import _api, _backends
 from ._validation import as_data_matrix, constant_in_resample
-from .adjacency import ADJACENCY_METHODS, estimate_adjacency
+from .adjacency import ADJACENCY_METHODS, _estimate_adjacency
 from .bootstrap import BootstrapResult, total_effects
 from .hsic import independence_p_values
 from .policy import EXPLAINED_TOL
@@ -233,8 +233,8 @@ class DirectLiNGAM(BaseEstimator):
         n_threads = settings["fit_options"].get("n_threads")
 
         def adjacency(search_data, order, scatter, backend_used):
-            return estimate_adjacency(
-                search_data, order, method=self.adjacency, prior_knowledge=pk,
+            return _estimate_adjacency(
+                search_data, np.asarray(order, dtype=np.intp), method=self.adjacency, prior_knowledge=pk,
                 backend=backend_used, n_threads=n_threads, scatter=scatter)
 
         result = _api.fit(data, _adjacency=adjacency, **kwargs)

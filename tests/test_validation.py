@@ -372,3 +372,68 @@ def test_extreme_threshold_parameters_terminate(small):
 def test_float32_on_the_cpu_backend_is_refused(small):
     with pytest.raises(ValueError, match="the CPU backend computes in float64"):
         paralingam.fit(small[0], backend="cpu", dtype="float32")
+
+
+# --------------------------------------------------------------------------
+# The adjacency functions of paralingam.adjacency, called directly
+# --------------------------------------------------------------------------
+
+def _adjacency_functions():
+    from paralingam.adjacency import adaptive_lasso_adjacency, estimate_adjacency, ols_adjacency
+
+    return {"ols_adjacency": ols_adjacency,
+            "adaptive_lasso_adjacency": adaptive_lasso_adjacency,
+            "estimate_adjacency": estimate_adjacency}
+
+
+def _chain(n=200, seed=7):
+    rng = np.random.default_rng(seed)
+    X = rng.laplace(size=(n, 4))
+    X[:, 1] += 0.8 * X[:, 0]
+    X[:, 2] += -0.6 * X[:, 1]
+    X[:, 3] += 0.5 * X[:, 0] + 0.7 * X[:, 2]
+    return X
+
+
+@pytest.mark.parametrize("name", ["ols_adjacency", "adaptive_lasso_adjacency",
+                                  "estimate_adjacency"])
+@pytest.mark.parametrize("order, message", [
+    ([0, 1, 1, 3], "each of the 4 columns once; repeated 1 and missing 2"),
+    ([0, 1, 2], "each of the 4 columns once; missing 3"),
+    ([0, 1, 2, 4], r"outside 0\.\.3 \(X has 4 columns\): 4"),
+    ([0, 1, 2, -1], r"outside 0\.\.3 \(X has 4 columns\): -1"),
+    ([0.0, 1.5, 2.0, 3.0], "integer column indices; got 0.0, 1.5"),
+    ([[0, 1], [2, 3]], r"1-D sequence of column indices; got shape \(2, 2\)"),
+])
+def test_adjacency_functions_refuse_a_bad_order(name, order, message):
+    with pytest.raises(ValueError, match=message):
+        _adjacency_functions()[name](_chain(), order)
+
+
+@pytest.mark.parametrize("name", ["ols_adjacency", "adaptive_lasso_adjacency",
+                                  "estimate_adjacency"])
+def test_adjacency_functions_refuse_bad_data(name):
+    f = _adjacency_functions()[name]
+    X = _chain()
+    X[5, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN, missing or infinite values in columns: column 2"):
+        f(X, [0, 1, 2, 3])
+    with pytest.raises(ValueError, match="X must be 2-D"):
+        f(_chain()[:, 0], [0])
+    with pytest.raises(ValueError, match=r"scatter must have shape .* \(4, 4\); got \(3, 3\)"):
+        f(_chain(), [0, 1, 2, 3], scatter=np.eye(3))
+
+
+@pytest.mark.parametrize("name", ["ols_adjacency", "adaptive_lasso_adjacency"])
+def test_adjacency_functions_take_lists_float32_frames_and_integral_floats(name):
+    pd = pytest.importorskip("pandas")
+    f = _adjacency_functions()[name]
+    X = _chain()
+    B = f(X, [0, 1, 2, 3])
+    assert abs(B[3, 2]) > 0.3 and B[0].tolist() == [0.0] * 4  # a real graph, not zeros
+    np.testing.assert_array_equal(f(X.tolist(), [0, 1, 2, 3]), B)
+    np.testing.assert_array_equal(f(pd.DataFrame(X, columns=list("abcd")), (0, 1, 2, 3)), B)
+    np.testing.assert_array_equal(f(X, np.array([0.0, 1.0, 2.0, 3.0])), B)
+    X32 = X.astype(np.float32)
+    np.testing.assert_allclose(f(X32, [0, 1, 2, 3]), f(X32.astype(np.float64), [0, 1, 2, 3]),
+                               rtol=0, atol=0)
