@@ -127,9 +127,11 @@ def fit(
     n_threads : int, optional
         CPU threads, 1..1024 (default: all cores, or ``OMP_NUM_THREADS``;
         one for a search with n_samples * n_features < 12288, which threads
-        do not speed up; and one for a few iterations at a time while other
-        processes keep the threads waiting for cores, see
-        ``stats["threads"]``). A number given here is used throughout.
+        do not speed up; and by default the search halves its threads, down
+        to one, while other work keeps them waiting for cores, for up to a
+        second at a time and across later fits of the process, then steps
+        back up: ``stats["threads"]`` gives the threads of each iteration).
+        A number given here is used throughout.
     threads_per_block : int, optional
         CUDA backend: threads per block of the worker kernel (a multiple of
         32 up to 1024; default 256).

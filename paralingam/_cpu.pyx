@@ -98,25 +98,26 @@ cdef double STOP_MARGIN = 1e-9
 # the covariance error that re-derivation allows (< 1e-6).
 cdef double VERIFY_BAND = 1e-4
 
-# Threads held up by other processes. OpenMP's regions end at a barrier, so
-# when another process takes a core from one of the search's threads, the
-# region waits until the thread gets it back: with one of 2 cores busy, most
-# iterations of p=100, n=1024 ran as on idle cores and about one in ten
-# stalled for ~25 ms (a time slice of the other process), and the search
-# took 250-375 ms on two threads against 100 ms on one (NOTES.md, "Busy
-# cores"). With ``adapt_threads`` the search clocks its parallel regions
-# (run_region): their wall time W against the CPU time C that its threads
-# spent on tasks, which is what one thread would have needed. When W
-# exceeds BUSY_RATIO * C + BUSY_MARGIN per iteration, summed over the last
-# BUSY_WINDOW iterations (not counting the first BUSY_SKIP of a search: the
-# first of a new process starts the threads, 20 ms), searches in this
-# process halve their threads for a quiet period: BUSY_QUIET_FACTOR times
-# the time lost per iteration, between BUSY_QUIET_MIN and BUSY_QUIET_MAX,
-# and doubled after each failed retry. A retry is one iteration on all
-# threads, judged alone, so retries cost a few per cent. On idle cores the
-# sum stays below zero (W / C about 0.55 on 2 cores, never above 1 per
-# iteration after the first two); a stall of the busy case exceeds it by
-# 14-26 ms per iteration. The order never depends on the thread count.
+# Threads held up by other work. OpenMP's regions end at a barrier, so when
+# another process (or another thread pool of this one) takes a core from one
+# of the search's threads, the region waits until the thread gets it back:
+# with one of 2 cores busy, most iterations of p=100, n=1024 ran as on idle
+# cores and about one in ten stalled for ~25 ms (a time slice of the other
+# process), and the search took 250-375 ms on two threads against 100 ms on
+# one (NOTES.md, "Busy cores"). With ``adapt_threads`` the search clocks its
+# parallel regions (run_region): their wall time W against the CPU time C its
+# threads spent on tasks, which is what one thread would have needed. The
+# iterations of all searches of the process (less the first BUSY_SKIP of
+# each, which start the threads: 20 ms in a new process) are judged in
+# windows of BUSY_WINDOW on one thread count. A window with W > BUSY_RATIO C
+# + BUSY_MARGIN per iteration halves the threads for a quiet period
+# (BUSY_QUIET_FACTOR times the time lost per iteration, at least
+# BUSY_QUIET_MIN, doubled while the trouble lasts, at most BUSY_QUIET_MAX).
+# After it the threads double again on trial, one step per clean window,
+# back to all threads, where a clean window ends the episode. On idle cores
+# W / C is about 0.55 on 2 cores (never above 1 per iteration after the
+# first two); a stall of the busy case adds 14-26 ms to an iteration. The
+# order never depends on the thread count.
 cdef double BUSY_RATIO = 1.5
 cdef double BUSY_MARGIN = 2e-4
 cdef int BUSY_WINDOW = 4
@@ -124,17 +125,61 @@ cdef int BUSY_SKIP = 2
 cdef double BUSY_QUIET_FACTOR = 50.0
 cdef double BUSY_QUIET_MIN = 0.02
 cdef double BUSY_QUIET_MAX = 1.0
-cdef double busy_until = 0.0   # wall time (pl_wall_seconds) until which to use busy_threads
-cdef int busy_threads = 1      # threads of searches until busy_until
-cdef double busy_quiet = 0.0   # the last quiet period; 0 after a clean window
+cdef int ALL_THREADS = 1 << 30
+
+
+class _BusyCores:
+    """The process's record of threads held up by other work (see BUSY_RATIO)."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self.cap = ALL_THREADS   # the most threads a search may use now
+        self.until = 0.0         # end of the quiet period (pl_wall_seconds)
+        self.quiet = 0.0         # its length; 0 when no trouble is recorded
+        self.trial = False       # the current cap is on trial after a quiet period
+        self.window = []         # (wall, cpu) of iterations on window_threads threads
+        self.window_threads = 0
+
+    def threads(self, nthreads, now):
+        """Threads for the next iteration of a search that could use ``nthreads``."""
+        if self.cap < nthreads and now >= self.until and not self.trial:
+            self.cap = min(nthreads, 2 * self.cap)  # quiet period over: one step up
+            self.trial = True
+        return max(1, min(self.cap, nthreads))
+
+    def record(self, nt, nthreads, wall, cpu, margin, now):
+        """Judge an iteration that ran on ``nt`` > 1 threads."""
+        if nt != self.window_threads:
+            self.window = []
+            self.window_threads = nt
+        self.window.append((wall, cpu))
+        if len(self.window) < BUSY_WINDOW:
+            return
+        lost = sum([w for w, _ in self.window]) - BUSY_RATIO * sum([c for _, c in self.window])
+        self.window = []
+        if lost > margin * BUSY_WINDOW:  # the threads waited for cores
+            self.cap = max(1, nt // 2)
+            self.quiet = min(max(2.0 * self.quiet, BUSY_QUIET_FACTOR * lost / BUSY_WINDOW,
+                                 BUSY_QUIET_MIN), BUSY_QUIET_MAX)
+            self.until = now + self.quiet
+            self.trial = False
+        elif nt >= nthreads:  # clean on all threads: the episode is over
+            self.cap = ALL_THREADS
+            self.quiet = 0.0
+            self.trial = False
+        elif self.trial:  # clean on trial: the next step up
+            self.trial = False
+            self.until = now
+
+
+busy_cores = _BusyCores()
 
 
 def reset_busy_state():
     """Forget that threads were held up (for tests): the next search uses all threads."""
-    global busy_until, busy_threads, busy_quiet
-    busy_until = 0.0
-    busy_threads = 1
-    busy_quiet = 0.0
+    busy_cores.reset()
 
 
 cdef inline double entropy_from_moments(double lc, double g, Py_ssize_t n) noexcept nogil:
@@ -432,8 +477,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     the root, and which are in ``V_j``.
 
     ``n_threads`` threads (0: OpenMP's default). With ``adapt_threads`` the
-    search runs on one thread while other processes hold its threads up (see
-    ``BUSY_MARGIN``; ``busy_margin`` overrides it, for tests).
+    search uses fewer of them while other work holds its threads up (see
+    ``BUSY_RATIO``; ``busy_margin`` overrides ``BUSY_MARGIN``, for tests).
 
     Returns
     -------
@@ -447,7 +492,6 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     n_rederived : int
         How many times the covariance was re-derived.
     """
-    global busy_until, busy_threads, busy_quiet
     cdef Py_ssize_t p = X.shape[0]
     cdef Py_ssize_t n = X.shape[1]
     cdef Search s
@@ -534,8 +578,6 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     per_iteration = {"remaining": [], "compared": [], "gamma": [], "rounds": [], "scores": [],
                      "threads": []}
     n_rederived = 0
-    window = []  # (wall, cpu) of recent iterations on window_threads threads (BUSY_WINDOW)
-    window_threads = 0
     r = <int>p
 
     while r > 0:
@@ -596,7 +638,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                 "collinear", alive_arr[:r][group_arr[:r] == first], order)
 
         if adapt_threads:
-            nt = min(busy_threads, nthreads) if pl_wall_seconds() < busy_until else nthreads
+            nt = busy_cores.threads(nthreads, pl_wall_seconds())
 
         s.wall = 0.0
         s.cpu = 0.0
@@ -682,28 +724,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         with nogil:
             run_region(&s, UPDATE_COV, r, nt)
         if adapt_threads and nt > 1 and len(per_iteration["threads"]) > BUSY_SKIP:
-            if window_threads != nt:  # judge each thread count on its own iterations
-                window.clear()
-                window_threads = nt
-            if len(window) == BUSY_WINDOW:
-                window.pop(0)
-            window.append((s.wall, s.cpu))
-            # A retry (all threads again after a quiet period) is judged on
-            # each iteration alone until a whole window on all threads is clean.
-            retry = busy_quiet > 0.0 and nt == nthreads
-            recent = window[len(window) - 1:] if retry else window
-            if retry or len(window) == BUSY_WINDOW:
-                wall = sum([w for w, _ in recent])
-                work = sum([c for _, c in recent])
-                if wall > BUSY_RATIO * work + busy_margin * len(recent):  # waiting for cores
-                    busy_threads = max(1, nt // 2)
-                    busy_quiet = min(max(2.0 * busy_quiet,
-                                         BUSY_QUIET_FACTOR * (wall - work) / len(recent),
-                                         BUSY_QUIET_MIN), BUSY_QUIET_MAX)
-                    busy_until = pl_wall_seconds() + busy_quiet
-                    window.clear()
-                elif len(window) == BUSY_WINDOW and nt == nthreads:
-                    busy_quiet = 0.0  # a clean window on all threads: the cores are free again
+            busy_cores.record(nt, nthreads, s.wall, s.cpu, busy_margin, pl_wall_seconds())
 
         for k in range(r):
             cov[alive[k], alive[k]] = 1.0

@@ -257,6 +257,51 @@ def test_fewer_threads_with_degenerate_data(ecoli, force_thread_drops):
     assert res.stats["explained"] == ref.stats["explained"]
 
 
+def test_busy_record_halves_then_steps_back_up():
+    # the process-wide record on synthetic clocks: 16 threads, windows of
+    # BUSY_WINDOW iterations; W = 0.3 ms, C = 1 ms is clean, W = 30 ms slow
+    busy = _cpu._BusyCores()
+    clean, slow = (3e-4, 1e-3), (3e-2, 1e-3)
+
+    def window(nt, clocks, now):
+        for _ in range(4):
+            busy.record(nt, 16, *clocks, 2e-4, now)
+
+    assert busy.threads(16, 0.0) == 16
+    window(16, clean, 0.0)
+    assert busy.threads(16, 0.0) == 16 and busy.quiet == 0.0
+    window(16, slow, 1.0)                       # a stalled window: half the threads
+    assert busy.threads(16, 1.0) == 8
+    first_quiet = busy.quiet
+    assert 0.02 <= first_quiet <= 1.0
+    window(8, slow, 1.001)                      # still stalled on 8: 4, a longer quiet
+    assert busy.threads(16, 1.002) == 4 and busy.quiet == min(2 * first_quiet, 1.0)
+    t = busy.until
+    window(4, clean, t - 1e-3)                  # clean during the quiet period: stay
+    assert busy.threads(16, t - 1e-3) == 4
+    assert busy.threads(16, t) == 8             # quiet over: one step up, on trial
+    window(8, clean, t)
+    assert busy.threads(16, t) == 16            # clean on trial: the next step
+    window(16, slow, t)                         # stalls on all threads again
+    assert busy.threads(16, t) == 8 and busy.quiet == min(4 * first_quiet, 1.0)
+    t = busy.until
+    assert busy.threads(16, t) == 16
+    window(16, clean, t)                        # clean on all threads: over
+    assert busy.cap >= 16 and busy.quiet == 0.0 and busy.threads(16, t) == 16
+
+
+def test_busy_record_judges_each_thread_count_on_its_own():
+    busy = _cpu._BusyCores()
+    for nt in (16, 8, 16, 8):  # alternating counts never fill a window
+        busy.record(nt, 16, 3e-2, 1e-3, 2e-4, 0.0)
+    assert busy.threads(16, 0.0) == 16
+    for _ in range(2):
+        busy.record(8, 16, 3e-2, 1e-3, 2e-4, 0.0)
+    assert busy.threads(16, 0.0) == 16          # 3 slow iterations in a row on 8 threads
+    busy.record(8, 16, 3e-2, 1e-3, 2e-4, 0.0)   # the 4th fills the window
+    assert busy.threads(16, 0.0) == 4
+
+
 def test_threads_stay_on_idle_judgement(lingam_data, monkeypatch):
     # busy_margin so large that no window is judged busy: every iteration
     # keeps its 4 threads (the check itself changes nothing)
