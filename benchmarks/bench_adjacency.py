@@ -27,7 +27,11 @@ from pathlib import Path
 import numpy as np
 
 import paralingam
-from paralingam.adjacency import _scatter, adaptive_lasso_adjacency, ols_adjacency
+# the private steps, as fit and the estimator call them on checked data (the
+# public functions add the input checks, an O(n p) pass)
+from paralingam.adjacency import _adaptive_lasso_adjacency as adaptive_lasso_adjacency
+from paralingam.adjacency import _ols_adjacency as ols_adjacency
+from paralingam.adjacency import _scatter
 from paralingam.datasets import make_lingam_data
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
@@ -72,7 +76,7 @@ def main():
             search, _, result = median_time(lambda: paralingam.fit(X, backend=args.backend),
                                          args.repeats)
         search = result.stats["time"].get("search", search) if args.backend == "cuda" else search
-        order = list(result.causal_order)
+        order = np.asarray(result.causal_order, dtype=np.intp)
         # the estimator's fit: search, then the adaptive lasso where the search ran
         fits = [paralingam.DirectLiNGAM(backend=args.backend).fit(X)
                 for _ in range(args.repeats + 1)][1:]  # the first one warms up

@@ -79,9 +79,11 @@ def time_paralingam(X, n_sampling, backend, adjacency, seed, repeats=1, n_thread
 def time_adjacency_engines(X, n_threads=None):
     """One adaptive-lasso adjacency of ``X`` per engine: seconds (median of repeats)."""
     import paralingam
-    from paralingam.adjacency import _compiled_lasso, adaptive_lasso_adjacency
+    # the private step, as fit runs it on checked data
+    from paralingam.adjacency import _adaptive_lasso_adjacency as adaptive_lasso_adjacency
+    from paralingam.adjacency import _compiled_lasso
 
-    order = paralingam.fit(X, backend="cpu").causal_order
+    order = np.asarray(paralingam.fit(X, backend="cpu").causal_order, dtype=np.intp)
     runs = [("sklearn", {"engine": "sklearn"}, 1)]
     if _compiled_lasso() is not None:
         runs += [("compiled, 1 thread", {"engine": "compiled", "n_threads": 1}, 5),

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from paralingam.adjacency import _scatter, ols_adjacency
+from paralingam.adjacency import _ols_adjacency as ols_adjacency  # fit's step, on checked data
+from paralingam.adjacency import _scatter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from bench_cpu import median_time  # noqa: E402  (tools/ is not a package)
