@@ -13,8 +13,9 @@
 // 6 per sample pair (the issue's floor), except in the pair loop, which takes
 // one log per 8 samples of a residual (pl_terms_deferred): 4.25 per sample
 // pair. Their error is a few 1e-7 absolute per term, which the
-// certified-root check bounds (see FLOAT_MOMENT_ERR in paralingam/_cuda.py). Double: libdevice exp / log1p,
-// used for dtype="float64" and to re-decide uncertain float roots.
+// certified-root check bounds (see FLOAT_MOMENT_ERR in paralingam/_cuda.py).
+// Double: libdevice exp / log1p, used for dtype="float64" and to re-decide
+// uncertain float roots.
 //
 // Accumulation: each lane sums chunks of 8 samples in registers and adds
 // each chunk to Kahan-compensated running sums, so the float rounding of a

@@ -248,11 +248,11 @@ def fit(
             scatter = search_data.shape[0] * per_it.pop("correlation") * np.outer(sd, sd)
         # ``_adjacency`` (private: DirectLiNGAM's adjacency step) replaces least
         # squares; it gets the scatter matrix the CUDA search already has.
-        step = _adjacency or (lambda data, order, scatter, backend: _ols_adjacency(
-            data, np.asarray(order, dtype=np.intp), scatter=scatter, backend=backend))
+        step = _adjacency or (lambda data, order, scatter, backend:
+                              _ols_adjacency(data, order, scatter=scatter, backend=backend))
         # BLAS beside the CPU search's spinning threads: see _blas_in_this_thread
         with _blas_in_this_thread() if name == "cpu" else contextlib.nullcontext():
-            B = step(search_data, order, scatter, name)
+            B = step(search_data, np.asarray(order, dtype=np.intp), scatter, name)
         B = np.ldexp(B, exponents[:, None] - exponents[None, :])
     if not np.isfinite(B).all():
         i, j = np.argwhere(~np.isfinite(B))[0]
@@ -331,7 +331,8 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
         Z, cov, threshold=threshold, gamma0=gamma0, c=c, collinear_tol=collinear_tol,
         explained_tol=explained_tol, drift_tol=DRIFT_TOL,
         n_threads=n_threads or (1 if data.size < SMALL_SEARCH else 0),
-        adapt_threads=n_threads is None, rederive=rederive, stop_on_dependence=stop_on_dependence, candidates=candidates)
+        adapt_threads=n_threads is None, rederive=rederive,
+        stop_on_dependence=stop_on_dependence, candidates=candidates)
     times["search"] = time.perf_counter() - t0
     return result
 

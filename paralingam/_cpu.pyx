@@ -165,8 +165,9 @@ class _BusyCores:
         self.window.append((wall, cpu))
         # During an episode, on trial or on all threads, one stalled
         # iteration is enough: a stall costs ~25 ms, the window three more.
-        if self.quiet > 0.0 and (self.trial or nt >= nthreads) and wall - BUSY_RATIO * cpu > BUSY_STALL:
-            self._slow(nt, wall - BUSY_RATIO * cpu, now)
+        lost_now = wall - BUSY_RATIO * cpu
+        if self.quiet > 0.0 and (self.trial or nt >= nthreads) and lost_now > BUSY_STALL:
+            self._slow(nt, lost_now, now)
             return
         if len(self.window) < BUSY_WINDOW:
             return

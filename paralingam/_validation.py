@@ -109,15 +109,17 @@ def check_order(causal_order, n_features):
         raise ValueError(f"causal_order must be a 1-D sequence of column indices; got shape "
                          f"{order.shape}")
     if order.size and order.dtype.kind not in "iu":
-        integral = order.dtype.kind == "f" and np.isfinite(order).all() and (order == np.round(order)).all()
+        integral = (order.dtype.kind == "f" and np.isfinite(order).all()
+                    and (order == np.round(order)).all())
         if not integral:
             raise ValueError(f"causal_order must hold integer column indices; got "
                              f"{_list([repr(v) for v in order.tolist()])}")
     order = order.astype(np.intp)
     outside = order[(order < 0) | (order >= n_features)]
     if outside.size:
+        shown = [str(v) for v in sorted(set(outside.tolist()))]
         raise ValueError(f"causal_order has indices outside 0..{n_features - 1} (X has "
-                         f"{n_features} columns): {_list([str(v) for v in sorted(set(outside.tolist()))])}")
+                         f"{n_features} columns): {_list(shown)}")
     counts = np.bincount(order, minlength=n_features)
     if (counts != 1).any():
         problems = []

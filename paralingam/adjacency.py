@@ -499,7 +499,8 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
 
 def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_threads=None,
                               engine="auto", backend=None, scatter=None):
-    """:func:`adaptive_lasso_adjacency` on checked input (float64 ``X``, ``order`` a permutation)."""
+    """:func:`adaptive_lasso_adjacency` on checked input (float64 ``X``, ``order``
+    a permutation)."""
     if engine not in ("auto", "compiled", "sklearn"):
         raise ValueError(f"engine must be 'auto', 'compiled' or 'sklearn'; got {engine!r}")
     if backend not in ADJACENCY_BACKENDS:

@@ -234,7 +234,7 @@ class DirectLiNGAM(BaseEstimator):
 
         def adjacency(search_data, order, scatter, backend_used):
             return _estimate_adjacency(
-                search_data, np.asarray(order, dtype=np.intp), method=self.adjacency, prior_knowledge=pk,
+                search_data, order, method=self.adjacency, prior_knowledge=pk,
                 backend=backend_used, n_threads=n_threads, scatter=scatter)
 
         result = _api.fit(data, _adjacency=adjacency, **kwargs)
