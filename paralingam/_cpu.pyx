@@ -123,8 +123,9 @@ cdef double VERIFY_BAND = 1e-4
 # iteration after the first two; a stall of the busy case adds 14-26 ms to
 # an iteration. The constants trade the idle cost (120 random fits on 2
 # idle cores: 0.7% slower than 2 fixed threads) against the busy one (16
-# cores, one busy: 1.6x a fixed 8 threads, 1/7 of 16): benchmarks/NOTES.md,
-# "Busy cores". The order never depends on the thread count.
+# cores, one busy: 1.6-1.7x a fixed 8 threads, 1/20-1/7 of 16):
+# benchmarks/NOTES.md, "Busy cores". The order never depends on the thread
+# count.
 cdef double BUSY_RATIO = 1.5
 cdef double BUSY_MARGIN = 1e-3
 cdef int BUSY_WINDOW = 4
