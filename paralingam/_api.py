@@ -118,10 +118,12 @@ def fit(
     c : float, optional
         Factor by which the threshold is raised, > 1.000001 (default 2).
     dtype : {None, "float64", "float32"}
-        Arithmetic of the comparisons on the GPU (default float32, with
-        float64 redone where the root is uncertain). The CPU backend computes
-        in float64: ``backend="cpu"`` with ``"float32"`` is an error, while
-        ``"auto"`` uses it only when it picks CUDA.
+        Arithmetic of the comparisons (default float32). With float32 the
+        special functions run in float and every statistic carries an error
+        bound; where the bounds cannot separate the root from a rival, the
+        iteration is re-decided in float64, so the order is the float64
+        order either way (``stats["float64_redo"]``). ``"float64"`` computes
+        every comparison in double.
     collinear_tol, explained_tol : float
         Tolerances of the degenerate-data policy (:mod:`paralingam.policy`).
     n_threads : int, optional
@@ -209,8 +211,6 @@ def fit(
     if warps_per_pair is not None:
         warps_per_pair = check_int("warps_per_pair", warps_per_pair, WARPS_PER_PAIR)
     on_collinear = check_choice("on_collinear", on_collinear, ON_COLLINEAR)
-    if backend == "cpu" and dtype == "float32":
-        raise ValueError("the CPU backend computes in float64; use dtype='float64' or None")
     candidates = None
     if prior_knowledge is not None:
         prior = PriorKnowledge(
@@ -228,7 +228,7 @@ def fit(
         if name == "cpu":
             order, explained, per_it, n_rederived = _search_cpu(
                 search_data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads,
-                times, stop, candidates)
+                times, stop, candidates, use_float=dtype != "float64")
         else:  # pragma: no cover - needs a GPU
             from . import _cuda
             order, explained, per_it, n_rederived = _cuda.search(
@@ -308,7 +308,7 @@ def _blas_in_this_thread():
 
 
 def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times,
-                stop_on_dependence, candidates=None):
+                stop_on_dependence, candidates=None, use_float=True):
     from . import _cpu
 
     t0 = time.perf_counter()
@@ -332,7 +332,7 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
         explained_tol=explained_tol, drift_tol=DRIFT_TOL,
         n_threads=n_threads or (1 if data.size < SMALL_SEARCH else 0),
         adapt_threads=n_threads is None, rederive=rederive,
-        stop_on_dependence=stop_on_dependence, candidates=candidates)
+        stop_on_dependence=stop_on_dependence, candidates=candidates, use_float=use_float)
     times["search"] = time.perf_counter() - t0
     return result
 

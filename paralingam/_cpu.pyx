@@ -50,6 +50,8 @@ cdef extern from "_cpu_kernels.h" nogil:
                          double inv_s, Py_ssize_t n, double *out)
     void pl_residual_moments(const double *xa, const double *xb, double rho,
                              double inv_s, Py_ssize_t n, double *out)
+    void pl_moments_f32(const double *xa, const double *xb, double rho, double inv_s,
+                        Py_ssize_t n, int both, double *out)
     void pl_regress_row(double *x, const double *xr, double rho, double inv_s,
                         Py_ssize_t n, double *out)
     double pl_row_corr(const double *xa, const double *xb, Py_ssize_t n)
@@ -97,6 +99,18 @@ cdef double STOP_MARGIN = 1e-9
 # within VERIFY_BAND (or 100 collinear_tol) of collinearity, far wider than
 # the covariance error that re-derivation allows (< 1e-6).
 cdef double VERIFY_BAND = 1e-4
+
+# dtype float32: a pair's residuals are formed in double and their exp and log
+# taken in float (pl_moments_f32, about 2-3x the double loop). Each mean
+# moment (mean log cosh u, mean u exp(-u^2/2)) is then off by at most
+# FLOAT_MOMENT_ERR: the worst case of every rounding and approximation of a
+# term adds up to under 2.5e-7 (log cosh) and 6e-7 (the other), see
+# _cpu_kernels.h; tests/test_cpu_float.py measures errors near 1e-9. Every
+# statistic carries the bound it implies, every score the sum of its terms'
+# bounds, and an iteration whose float scores cannot separate the root from
+# a rival within them is re-decided in double for the rivals only, so the
+# order is the double search's (as the CUDA backend's certified roots).
+FLOAT_MOMENT_ERR = 1e-6
 
 # Threads held up by other work. OpenMP's regions end at a barrier, so when
 # another process (or another thread pool of this one) takes a core from one
@@ -209,6 +223,20 @@ cdef inline double entropy_from_moments(double lc, double g, Py_ssize_t n) noexc
     return h_gauss - K1 * a * a - K2 * b * b
 
 
+cdef inline double entropy_bound(double lc, double g, Py_ssize_t n, double D) noexcept nogil:
+    """Bound on the error of entropy_from_moments when each mean moment errs by D."""
+    cdef double a = lc / n - LOG2 - GAMMA
+    cdef double b = g / n
+    return 2.0 * K1 * fabs(a) * D + 2.0 * K2 * fabs(b) * D + (K1 + K2) * D * D
+
+
+cdef inline double square_bound(double v, double e) noexcept nogil:
+    """Bound on |min(0, I)^2 - min(0, v)^2| when |I - v| <= e."""
+    if v >= e:
+        return 0.0
+    return 2.0 * (-v if v < 0.0 else 0.0) * e + e * e
+
+
 cdef struct Search:
     # problem
     double *X          # (p, n) standardised rows, original variable index
@@ -241,16 +269,24 @@ cdef struct Search:
     int *gone          # 1 once ordered, 2 when just explained
     double *drift      # per alive position: drift of the updated row from (0, 1, 0)
     double explained_tol
+    # dtype float32 (see FLOAT_MOMENT_ERR)
+    bint use_float     # the comparisons' special functions in float
+    double moment_err  # FLOAT_MOMENT_ERR
+    double *stat_err   # (r, r) bound on |I_float - I_double| (stride p)
+    double *err        # bound on each partial score's error (atomics)
+    int *cand          # rivals of the root to re-decide in double, ascending
+    int n_cand
+    double *redo_stat  # (n_cand, r) their statistics in double (stride p)
     # clocks of the iteration's regions (see BUSY_MARGIN)
     double wall        # wall time of the regions
     double cpu         # CPU time the threads spent on their tasks
 
 
-cdef inline void compare_partner(Search *s, int w, int t) noexcept nogil:
-    """Compare candidate w with non-candidate t: I(w, t), for w's score only.
+cdef inline double partner_stat(Search *s, int w, int t, bint use_float,
+                                double *err) noexcept nogil:
+    """I(w, t) of candidate w and non-candidate t, and its error bound in ``err``.
 
-    Only w's worker computes this pair, so it needs no lock and sends no
-    message. A partner in V_j stands in for its own residual (lingam):
+    A partner in V_j stands in for its own residual (lingam):
     I(w, t) = H(x_t) + H(r_w^(t)) - H(x_w) - H(x_t).
     """
     cdef int iw = s.idx[w]
@@ -258,48 +294,109 @@ cdef inline void compare_partner(Search *s, int w, int t) noexcept nogil:
     cdef double rho = s.cov[iw * s.p + it]
     cdef double f = 1.0 - rho * rho
     cdef double m[4]
-    cdef double stat = 0.0
     cdef double inv_s
-    if f > s.collinear_tol:
-        inv_s = 1.0 / sqrt(f)
-        if s.kind[t] == IN_VJ:
-            pl_residual_moments(s.X + iw * s.n, s.X + it * s.n, rho, inv_s, s.n, m)
-            stat = (s.hx[t] + entropy_from_moments(m[0], m[1], s.n)) - (s.hx[w] + s.hx[t])
-        else:
-            pl_pair_moments(s.X + iw * s.n, s.X + it * s.n, rho, inv_s, s.n, m)
-            stat = (s.hx[t] + entropy_from_moments(m[0], m[1], s.n)) - (
-                s.hx[w] + entropy_from_moments(m[2], m[3], s.n))
+    cdef int both = s.kind[t] != IN_VJ
+    err[0] = 0.0
+    if f <= s.collinear_tol:
+        return 0.0
+    inv_s = 1.0 / sqrt(f)
+    if use_float:
+        pl_moments_f32(s.X + iw * s.n, s.X + it * s.n, rho, inv_s, s.n, both, m)
+        err[0] = entropy_bound(m[0], m[1], s.n, s.moment_err)
+        if both:
+            err[0] += entropy_bound(m[2], m[3], s.n, s.moment_err)
+    elif both:
+        pl_pair_moments(s.X + iw * s.n, s.X + it * s.n, rho, inv_s, s.n, m)
+    else:
+        pl_residual_moments(s.X + iw * s.n, s.X + it * s.n, rho, inv_s, s.n, m)
+    if not both:
+        return (s.hx[t] + entropy_from_moments(m[0], m[1], s.n)) - (s.hx[w] + s.hx[t])
+    return (s.hx[t] + entropy_from_moments(m[0], m[1], s.n)) - (
+        s.hx[w] + entropy_from_moments(m[2], m[3], s.n))
+
+
+cdef inline double pair_stat(Search *s, int a, int b, bint use_float, double *err) noexcept nogil:
+    """I(a, b) of local candidates a < b, and its error bound in ``err``."""
+    cdef int ia = s.idx[a]
+    cdef int ib = s.idx[b]
+    cdef double rho = s.cov[ia * s.p + ib]
+    cdef double f = 1.0 - rho * rho
+    cdef double m[4]
+    cdef double inv_s
+    err[0] = 0.0
+    if f <= s.collinear_tol:
+        return 0.0
+    inv_s = 1.0 / sqrt(f)
+    if use_float:
+        pl_moments_f32(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, 1, m)
+        err[0] = (entropy_bound(m[0], m[1], s.n, s.moment_err)
+                  + entropy_bound(m[2], m[3], s.n, s.moment_err))
+    else:
+        pl_pair_moments(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, m)
+    return (s.hx[b] + entropy_from_moments(m[0], m[1], s.n)) - (
+        s.hx[a] + entropy_from_moments(m[2], m[3], s.n))
+
+
+cdef inline void add_term(Search *s, int w, int partner, double v, double e) noexcept nogil:
+    """Add partner's term min(0, v)^2 (weighted) to w's score, and its bound to w's error."""
+    if v < 0.0:
+        pl_add_double(&s.score[w], s.weight[partner] * v * v)
+    if e > 0.0 and v < e:
+        pl_add_double(&s.err[w], s.weight[partner] * square_bound(v, e))
+
+
+cdef inline void compare_partner(Search *s, int w, int t) noexcept nogil:
+    """Compare candidate w with non-candidate t: I(w, t), for w's score only.
+
+    Only w's worker computes this pair, so it needs no lock and sends no
+    message.
+    """
+    cdef double e
+    cdef double stat = partner_stat(s, w, t, s.use_float, &e)
     s.stat[w * s.p + t] = stat
-    if stat < 0.0:
-        pl_add_double(&s.score[w], s.weight[t] * stat * stat)
+    if s.use_float:
+        s.stat_err[w * s.p + t] = e
+    add_term(s, w, t, stat, e)
     pl_add_int(&s.ndone[w], 1)
     pl_count(&s.compared)
 
 
 cdef inline void compare_pair(Search *s, int a, int b) noexcept nogil:
     """Compare local pair a < b, store I(a, b) and message both workers."""
-    cdef int ia = s.idx[a]
-    cdef int ib = s.idx[b]
-    cdef double rho = s.cov[ia * s.p + ib]
-    cdef double f = 1.0 - rho * rho
-    cdef double m[4]
-    cdef double stat = 0.0
-    cdef double inv_s, contrib
-    if f > s.collinear_tol:
-        inv_s = 1.0 / sqrt(f)
-        pl_pair_moments(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, m)
-        stat = (s.hx[b] + entropy_from_moments(m[0], m[1], s.n)) - (
-            s.hx[a] + entropy_from_moments(m[2], m[3], s.n))
+    cdef double e
+    cdef double stat = pair_stat(s, a, b, s.use_float, &e)
     s.stat[a * s.p + b] = stat
     s.stat[b * s.p + a] = -stat
+    if s.use_float:
+        s.stat_err[a * s.p + b] = e
+        s.stat_err[b * s.p + a] = e
     pl_store_int(&s.state[a * s.p + b], 2)
-    if stat < 0.0:
-        pl_add_double(&s.score[a], s.weight[b] * stat * stat)
-    elif stat > 0.0:
-        pl_add_double(&s.score[b], s.weight[a] * stat * stat)
+    add_term(s, a, b, stat, e)
+    add_term(s, b, a, -stat, e)
     pl_add_int(&s.ndone[a], 1)
     pl_add_int(&s.ndone[b], 1)
     pl_count(&s.compared)
+
+
+cdef void redo_stat(Search *s, int task) noexcept nogil:
+    """Statistic ``task`` of a re-decision in double: rival task // r against partner task % r.
+
+    The same function and orientation as the double search, so each value is
+    the one that search would have computed, bit for bit.
+    """
+    cdef int ci = task // s.r
+    cdef int j = task % s.r
+    cdef int w = s.cand[ci]
+    cdef double e, v = 0.0
+    if j == w:
+        v = 0.0
+    elif s.kind[j] != CANDIDATE:
+        v = partner_stat(s, w, j, False, &e)
+    elif w < j:
+        v = pair_stat(s, w, j, False, &e)
+    else:
+        v = -pair_stat(s, j, w, False, &e)
+    s.redo_stat[ci * s.p + j] = v
 
 
 cdef void run_worker(Search *s, int w, double gamma_stop) noexcept nogil:
@@ -349,11 +446,15 @@ cdef void prepare_worker(Search *s, int k) noexcept nogil:
     pl_row_moments(s.X + s.idx[k] * s.n, s.n, m)
     s.hx[k] = entropy_from_moments(m[0], m[1], s.n)
     s.score[k] = 0.0
+    s.err[k] = 0.0
     s.ndone[k] = 0
     s.cursor[k] = 0
     for j in range(s.r):
         s.state[k * s.p + j] = 0
         s.stat[k * s.p + j] = 0.0
+    if s.use_float:
+        for j in range(s.r):
+            s.stat_err[k * s.p + j] = 0.0
     if s.ordered and s.kind[k] == CANDIDATE:
         pl_order_partners(s.cov, s.p, s.idx, s.r, k,
                           s.order_scratch + openmp.omp_get_thread_num() * s.p,
@@ -421,6 +522,7 @@ cdef enum:
     ROUND = 1
     UPDATE_DATA = 2
     UPDATE_COV = 3
+    REDO = 4
 
 
 cdef void run_region(Search *s, int what, int count, int nt) noexcept nogil:
@@ -429,13 +531,14 @@ cdef void run_region(Search *s, int what, int count, int nt) noexcept nogil:
     A dynamic schedule by hand (an atomic task counter), so that each thread
     reads its CPU clock after its last task, before the region's barrier:
     ``s.cpu`` is then the work alone, what one thread would have needed.
-    Workers (ROUND) are taken one at a time, as their lengths differ widely;
+    Workers (ROUND) and pairs (REDO) are taken one at a time, as their
+    lengths differ widely;
     rows in chunks of about count / (8 nt), since the counter itself costs
     as much as a short row of the covariance update. Tasks write disjoint
     rows, so the thread that runs a task never changes a result.
     """
     cdef int next_task = 0
-    cdef int chunk = 1 if what == ROUND else max(1, count // (8 * nt))
+    cdef int chunk = 1 if what == ROUND or what == REDO else max(1, count // (8 * nt))
     cdef int first = 0, task = 0, end = 0  # (private in the region; set for the compiler)
     cdef double t_cpu = 0.0
     cdef double t_wall = pl_wall_seconds()
@@ -451,6 +554,8 @@ cdef void run_region(Search *s, int what, int count, int nt) noexcept nogil:
                     run_worker(s, s.active[task], s.gamma_stop)
                 elif what == UPDATE_DATA:
                     update_row(s, task)
+                elif what == REDO:
+                    redo_stat(s, task)
                 else:
                     update_cov_row(s, task)
             first = pl_next_tasks(&next_task, chunk)
@@ -469,6 +574,71 @@ cdef double ordered_score(Search *s, int w) noexcept nogil:
     return total
 
 
+cdef double ordered_err(Search *s, int w) noexcept nogil:
+    """Error bound of ordered_score (dtype float32), summed in index order."""
+    cdef double total = 0.0
+    cdef int j
+    for j in range(s.r):
+        total += s.weight[j] * square_bound(s.stat[w * s.p + j], s.stat_err[w * s.p + j])
+    return total
+
+
+cdef double certify(Search *s, int best_w, double best) noexcept nogil:
+    """Rivals of the float root ``best_w`` (score ``best``) within the error bounds.
+
+    A candidate is a rival when its score could be at or under the root's
+    (ties go to the lower index, as in the double search). Finished rivals
+    go to ``s.cand`` (with the root, ascending). An unfinished rival (one that
+    stopped at the threshold) is not settled yet: the return value is then
+    the threshold under which every such rival works on, else -1.
+    """
+    cdef double upper = best + ordered_err(s, best_w)
+    cdef double target = -1.0, lower, e
+    cdef bint finished, rival
+    cdef int k
+    s.n_cand = 0
+    for k in range(s.r):
+        if s.kind[k] != CANDIDATE:
+            continue
+        finished = s.ndone[k] >= s.r - 1
+        if k == best_w:
+            rival = True
+        elif finished:
+            e = ordered_err(s, k)
+            lower = ordered_score(s, k) - e
+            rival = lower <= upper if k < best_w else lower < upper
+        else:
+            e = pl_load_double(&s.err[k])
+            lower = pl_load_double(&s.score[k]) - e
+            rival = lower <= upper if k < best_w else lower < upper
+            if rival and upper + e > target:
+                target = upper + e
+            continue
+        if rival:
+            s.cand[s.n_cand] = k
+            s.n_cand = s.n_cand + 1
+    if target >= 0.0:
+        return target * (1.0 + 1e-6)
+    return -1.0
+
+
+cdef int redecide(Search *s, int nt) noexcept nogil:
+    """The root among the rivals ``s.cand``, by their scores in double."""
+    cdef double best = INFINITY, total, v
+    cdef int best_w = -1, ci, j
+    run_region(s, REDO, s.n_cand * s.r, nt)
+    for ci in range(s.n_cand):
+        total = 0.0
+        for j in range(s.r):
+            v = s.redo_stat[ci * s.p + j]
+            if v < 0.0:
+                total += s.weight[j] * v * v
+        if total < best:
+            best = total
+            best_w = s.cand[ci]
+    return best_w
+
+
 cdef inline int find_group(int *parent, int k) noexcept nogil:
     while parent[k] != k:
         parent[k] = parent[parent[k]]
@@ -480,7 +650,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                  double gamma0=1e-4, double c=2.0, double collinear_tol=1e-10,
                  double explained_tol=1e-10, double drift_tol=1e-8,
                  int n_threads=0, rederive=None, bint stop_on_dependence=False,
-                 candidates=None, bint adapt_threads=False, double busy_margin=BUSY_MARGIN):
+                 candidates=None, bint adapt_threads=False, double busy_margin=BUSY_MARGIN,
+                 bint use_float=False, double moment_err=FLOAT_MOMENT_ERR):
     """Causal order of standardised rows ``X`` (p, n) with covariance ``cov``.
 
     Both arrays are modified in place. ``rederive(alive)`` is called with the
@@ -500,6 +671,11 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     search uses fewer of them while other work holds its threads up (see
     ``BUSY_RATIO``; ``busy_margin`` overrides ``BUSY_MARGIN``, for tests).
 
+    With ``use_float`` the comparisons take their exp and log in float, and
+    roots that the float scores cannot certify are re-decided in double (see
+    ``FLOAT_MOMENT_ERR``; ``moment_err`` overrides it, for tests): the order
+    is the same, and the scores are the float ones.
+
     Returns
     -------
     order : list of int
@@ -507,7 +683,9 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         ``{variable: root}`` for fully explained variables.
     per_iteration : dict of lists
         ``remaining``, ``compared``, ``gamma``, ``rounds``, ``scores``
-        (the root's score, summed in index order) and ``threads`` per
+        (the root's score, summed in index order), ``threads``,
+        ``float64_redo`` (the root was re-decided in double) and
+        ``float64_candidates`` (the rivals re-decided, 0 without) per
         iteration.
     n_rederived : int
         How many times the covariance was re-derived.
@@ -554,6 +732,12 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     drift_arr = np.zeros(p, dtype=np.float64)
     gone_arr = np.zeros(p, dtype=np.intc)  # 1 once ordered, 2 when just explained
     moments_arr = np.zeros((p, 4), dtype=np.float64)  # one scratch row per task
+    err_arr = np.zeros(p, dtype=np.float64)
+    cand_arr = np.zeros(p, dtype=np.intc)
+    # the float search's bounds and the re-decision's statistics
+    side = p if use_float else 1
+    stat_err_arr = np.zeros((side, side), dtype=np.float64)
+    redo_arr = np.zeros((side, side), dtype=np.float64)
     cdef int[::1] alive = alive_arr
     cdef int[::1] parent = parent_arr
     cdef int[::1] group = group_arr
@@ -573,6 +757,10 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     cdef double[::1] drift_v = drift_arr
     cdef int[::1] gone = gone_arr
     cdef double[:, ::1] mom = moments_arr
+    cdef double[::1] err_v = err_arr
+    cdef int[::1] cand_v = cand_arr
+    cdef double[:, ::1] stat_err_v = stat_err_arr
+    cdef double[:, ::1] redo_v = redo_arr
     s.idx = &idx[0]
     s.weight = &weight[0]
     s.kind = &kind[0]
@@ -592,11 +780,19 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     s.gone = &gone[0]
     s.drift = &drift_v[0]
     s.explained_tol = explained_tol
+    s.use_float = use_float
+    s.moment_err = moment_err
+    s.err = &err_v[0]
+    s.cand = &cand_v[0]
+    s.stat_err = &stat_err_v[0, 0]
+    s.redo_stat = &redo_v[0, 0]
+    cdef double settle
+    cdef int n_redo
 
     order = []
     explained = {}
     per_iteration = {"remaining": [], "compared": [], "gamma": [], "rounds": [], "scores": [],
-                     "threads": []}
+                     "threads": [], "float64_redo": [], "float64_candidates": []}
     n_rederived = 0
     r = <int>p
 
@@ -668,6 +864,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             s.compared = 0
             gamma = gamma0 if threshold else INFINITY
             rounds = 0
+            n_redo = 0
             root_local = first_worker
             best = 0.0  # the score of a lone candidate group: no comparison
 
@@ -698,7 +895,19 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                                 best = v
                                 root_local = k
                     if root_local >= 0 and (best <= gamma or min_unfinished == INFINITY):
-                        break
+                        if not s.use_float:
+                            break
+                        settle = certify(&s, root_local, best)
+                        if settle < 0.0:  # every rival finished: decide
+                            if s.n_cand > 1:
+                                n_redo = s.n_cand
+                                root_local = redecide(&s, nt)
+                                best = ordered_score(&s, root_local)
+                            break
+                        # rivals that stopped at the threshold work on first
+                        while gamma < settle:
+                            gamma = gamma * c
+                        continue
                     while min_unfinished > gamma:
                         gamma = gamma * c
                     continue
@@ -714,6 +923,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         per_iteration["rounds"].append(rounds)
         per_iteration["scores"].append(best)
         per_iteration["threads"].append(nt)
+        per_iteration["float64_redo"].append(n_redo > 0)
+        per_iteration["float64_candidates"].append(n_redo)
 
         # UpdateData (Alg. 5): regress the root out, detect explained rows.
         s.root = root
@@ -754,3 +965,28 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             n_rederived += 1
 
     return [int(v) for v in order], explained, per_iteration, n_rederived
+
+
+def pair_moments(double[::1] xa, double[::1] xb, double rho, *, bint use_float=False,
+                 bint both=True):
+    """Mean moments of the standardised residuals of one pair, as the search computes them.
+
+    Returns ``[mean log cosh u, mean u exp(-u^2/2)]`` of ``u = (xa - rho xb) / s``
+    and, with ``both``, the same of ``v = (xb - rho xa) / s`` (for tests and
+    ``FLOAT_MOMENT_ERR``'s probe).
+    """
+    cdef Py_ssize_t n = xa.shape[0]
+    cdef double m[4]
+    if xb.shape[0] != n or n == 0 or not (rho * rho < 1.0):
+        raise ValueError("xa and xb must have the same nonzero length, and |rho| < 1")
+    cdef double inv_s = 1.0 / sqrt(1.0 - rho * rho)
+    if use_float:
+        pl_moments_f32(&xa[0], &xb[0], rho, inv_s, n, both, m)
+    elif both:
+        pl_pair_moments(&xa[0], &xb[0], rho, inv_s, n, m)
+    else:
+        pl_residual_moments(&xa[0], &xb[0], rho, inv_s, n, m)
+    out = [m[0] / n - LOG2, m[1] / n]
+    if both:
+        out += [m[2] / n - LOG2, m[3] / n]
+    return out

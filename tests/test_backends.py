@@ -137,15 +137,13 @@ def test_unknown_backend_is_named(X):
         paralingam.fit(X, backend="opencl")
 
 
-def test_auto_with_float32_falls_back_to_float64_on_the_cpu(monkeypatch, fresh_auto, X):
-    # dtype="float32" is the GPU's arithmetic; when auto runs on the CPU it
-    # computes in float64 (explicit backend="cpu" with float32 is an error).
+def test_both_dtypes_run_on_the_cpu_with_the_same_order(monkeypatch, fresh_auto, X):
+    # float32 (the default) certifies its roots; float64 computes in double.
     no_cuda(monkeypatch)
     res = paralingam.fit(X, dtype="float32")
     assert res.stats["backend"] == "cpu"
-    assert res.causal_order == paralingam.fit(X, backend="cpu").causal_order
-    with pytest.raises(ValueError, match="computes in float64"):
-        paralingam.fit(X, backend="cpu", dtype="float32")
+    for dtype in (None, "float64", np.float32, np.float64):
+        assert paralingam.fit(X, backend="cpu", dtype=dtype).causal_order == res.causal_order
 
 
 def _fake_driver(sticky):

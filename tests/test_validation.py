@@ -369,9 +369,10 @@ def test_extreme_threshold_parameters_terminate(small):
     assert max(res.stats["scores"]) > 1e-6 and max(res.stats["gamma"]) > 1e-6  # it climbed
 
 
-def test_float32_on_the_cpu_backend_is_refused(small):
-    with pytest.raises(ValueError, match="the CPU backend computes in float64"):
-        paralingam.fit(small[0], backend="cpu", dtype="float32")
+@pytest.mark.parametrize("dtype", ["float16", "int32", "double precision", 32])
+def test_unknown_dtype_is_named(small, dtype):
+    with pytest.raises(ValueError, match="dtype must be None, 'float64' or 'float32'"):
+        paralingam.fit(small[0], backend="cpu", dtype=dtype)
 
 
 # --------------------------------------------------------------------------
