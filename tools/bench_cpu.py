@@ -1,9 +1,10 @@
 """Benchmark: paralingam's CPU backend against lingam.DirectLiNGAM, same data, same run.
 
-Times the causal-order search only (lingam's adjacency step is excluded by
-timing its order loop through ``_search_causal_order`` the way ``fit`` runs
-it). Prints a table of medians and ratios, checks the orders are identical,
-and writes the numbers to JSON.
+Times paralingam's fit and its search (float32 comparisons with certified
+roots, the default, and dtype="float64" in the same run) and lingam's
+causal-order loop (its adjacency step is excluded by timing the loop through
+``_search_causal_order`` the way ``fit`` runs it). Prints a table of medians
+and ratios, checks the orders are identical, and writes the numbers to JSON.
 
     python tools/bench_cpu.py                       # p=30, n=1024 (the issue's case)
     python tools/bench_cpu.py --sizes 30x1024 50x1024 --repeats 5 --json out.json
@@ -75,12 +76,18 @@ def main():
         t_para, all_para, res = median_time(lambda: paralingam.fit(X, backend="cpu"), args.repeats)
         t_search = statistics.median(
             paralingam.fit(X, backend="cpu").stats["time"]["search"] for _ in range(args.repeats))
+        runs64 = [paralingam.fit(X, backend="cpu", dtype="float64") for _ in range(args.repeats)]
+        t_search64 = statistics.median(r.stats["time"]["search"] for r in runs64)
         t_full, _, res_full = median_time(
             lambda: paralingam.fit(X, backend="cpu", threshold=False), args.repeats)
         row = {
             "p": p, "n": n, "density": args.density,
             "paralingam_fit_s": t_para, "paralingam_search_s": t_search,
             "paralingam_no_threshold_fit_s": t_full,
+            "paralingam_search_float64_s": t_search64,
+            "float64_redo_iterations": int(sum(res.stats["float64_redo"])),
+            "iterations": len(res.stats["remaining"]),
+            "same_order_float64": runs64[0].causal_order == res.causal_order,
             "comparisons_saved": res.stats["comparisons_saved"],
             "same_order_threshold_off": res_full.causal_order == res.causal_order,
         }
@@ -92,13 +99,17 @@ def main():
 
     print(f"\nCPU backend vs lingam 1.13 (causal-order search), {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores; medians of {args.repeats} (paralingam) / {args.lingam_repeats} (lingam) runs")
-    print(f"{'p':>5} {'n':>6} {'density':>7} {'paralingam':>11} {'no-thresh':>10} {'saved':>6} "
+    print(f"{'p':>5} {'n':>6} {'density':>7} {'paralingam':>11} {'search':>9} {'f64 search':>10} "
+          f"{'f64/f32':>7} {'redo':>7} {'no-thresh':>10} {'saved':>6} "
           f"{'lingam':>9} {'speedup':>8} {'same order':>10}")
     for r in rows:
         lin = f"{r['lingam_order_s']:8.2f}s" if "lingam_order_s" in r else f"{'-':>9}"
         spd = f"{r['speedup']:7.0f}x" if "speedup" in r else f"{'-':>8}"
-        same = str(r.get("identical_order", "-"))
+        same = str(r.get("identical_order", "-")) + ("" if r["same_order_float64"] else " (f64 differs!)")
         print(f"{r['p']:>5} {r['n']:>6} {r['density']:>7} {r['paralingam_fit_s'] * 1e3:9.1f}ms "
+              f"{r['paralingam_search_s'] * 1e3:7.1f}ms {r['paralingam_search_float64_s'] * 1e3:8.1f}ms "
+              f"{r['paralingam_search_float64_s'] / r['paralingam_search_s']:6.2f}x "
+              f"{r['float64_redo_iterations']:>3}/{r['iterations']:<3} "
               f"{r['paralingam_no_threshold_fit_s'] * 1e3:8.1f}ms {100 * r['comparisons_saved']:5.0f}% "
               f"{lin} {spd} {same:>10}")
     with open(args.json, "w") as fh:
