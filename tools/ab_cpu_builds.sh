@@ -24,7 +24,7 @@ done
 for round in 1 2; do
     for name in head flags; do
         echo "== $name (round $round)"
-        (cd "/tmp/ab-$name" && PYTHONPATH="/tmp/ab-$name" python3 tools/bench_cpu.py "$@" \
+        (cd "/tmp/ab-$name" && PYTHONPATH="/tmp/ab-$name${PYTHONPATH:+:$PYTHONPATH}" python3 tools/bench_cpu.py "$@" \
             --json "$out/bench_cpu_${name}_$round.json") 2>&1 | tail -n +2 | tee -a "$out/ab_cpu.log"
     done
 done
