@@ -302,6 +302,12 @@ class DirectLiNGAM(BaseEstimator):
         -------
         ndarray, shape (n_features, n_features)
             Symmetric, zero diagonal.
+
+        Raises
+        ------
+        ValueError
+            When ``X`` has fewer than 6 samples (and two or more columns):
+            the gamma approximation needs 6 (``paralingam.hsic.MIN_SAMPLES``).
         """
         data = self._checked_data(X)
         E = data - data @ self.adjacency_matrix_.T

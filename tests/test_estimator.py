@@ -82,6 +82,15 @@ def test_p_values_of_a_fully_explained_variable_are_one(lingam_data):
     np.testing.assert_allclose(P[:4, :4], P_rest, rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("n", [3, 4, 5])
+def test_p_values_of_fewer_than_six_samples_are_refused(n):
+    # lingam's formula divides by zero at n=3 and gives NaN at n=4, 5
+    X = np.random.RandomState(0).uniform(size=(n, 3))
+    fitted = paralingam.DirectLiNGAM(adjacency="ols", fit_options={"n_threads": 1}).fit(X)
+    with pytest.raises(ValueError, match=f"at least 6 samples.*got {n}"):
+        fitted.get_error_independence_p_values(X)
+
+
 def test_total_effects_equal_lingam(fitted_pair):
     X, theirs, ours = fitted_pair
     order = ours.causal_order_
