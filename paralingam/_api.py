@@ -209,6 +209,8 @@ def fit(
     if warps_per_pair is not None:
         warps_per_pair = check_int("warps_per_pair", warps_per_pair, WARPS_PER_PAIR)
     on_collinear = check_choice("on_collinear", on_collinear, ON_COLLINEAR)
+    apply_prior_knowledge_softly = check_bool("apply_prior_knowledge_softly",
+                                              apply_prior_knowledge_softly)
     if backend == "cpu" and dtype == "float32":
         raise ValueError("the CPU backend computes in float64; use dtype='float64' or None")
     candidates = None

@@ -339,6 +339,8 @@ BAD_PARAMETERS = [
     ("threads_per_block", 64.0), ("threads_per_block", True),
     ("warps_per_pair", 3), ("warps_per_pair", 0), ("warps_per_pair", 2.0), ("warps_per_pair", 64),
     ("on_collinear", "raise"), ("on_collinear", None), ("on_collinear", True),
+    ("apply_prior_knowledge_softly", "False"), ("apply_prior_knowledge_softly", 1),
+    ("apply_prior_knowledge_softly", None),
 ]
 
 
