@@ -34,7 +34,8 @@ import warnings
 
 import numpy as np
 
-from ._validation import _name, as_data_matrix, check_order
+from ._validation import (MAX_THREADS, _name, as_data_matrix, check_int, check_order,
+                          default_threads)
 
 ADJACENCY_METHODS = ("adaptive_lasso", "ols")
 
@@ -111,7 +112,8 @@ def estimate_adjacency(
     backend : {None, "cpu", "cuda"}
         Where the adaptive lasso's paths run (see :func:`adaptive_lasso_adjacency`).
     n_threads : int, optional
-        CPU threads of the adaptive lasso (default: all cores).
+        CPU threads of the adaptive lasso, 1..1024 (default: all cores, or
+        ``OMP_NUM_THREADS`` up to the number of cores).
     scatter : ndarray, shape (n_features, n_features), optional
         ``Xc.T @ Xc`` of the centred data, when already known.
 
@@ -119,7 +121,7 @@ def estimate_adjacency(
     -------
     B : ndarray, shape (n_features, n_features)
     """
-    X, order, scatter, exponents, names = _checked_inputs(X, causal_order, scatter)
+    X, order, scatter, exponents, names = _checked_inputs(X, causal_order, scatter, n_threads)
     B = _estimate_adjacency(X, order, method=method, prior_knowledge=prior_knowledge,
                             backend=backend, n_threads=n_threads, scatter=scatter)
     B = _scaled_back(B, exponents, names)
@@ -144,13 +146,14 @@ def _estimate_adjacency(X, order, *, method, prior_knowledge=None, coef_threshol
     return B
 
 
-def _checked_inputs(X, causal_order, scatter):
+def _checked_inputs(X, causal_order, scatter, n_threads=None):
     """Checked input of the public functions, with ``X``'s columns rescaled.
 
     The public functions take user input; ``paralingam.fit`` and the
     estimator pass data they have already checked (and rescaled) to the
     private ones. Constant columns are accepted here: as predictors they get
-    coefficient zero, as targets a zero row.
+    coefficient zero, as targets a zero row. ``n_threads``, where given, must
+    be an integer in 1..``MAX_THREADS``.
 
     Returns
     -------
@@ -167,6 +170,8 @@ def _checked_inputs(X, causal_order, scatter):
     names : list of str or None
         The column names, for messages.
     """
+    if n_threads is not None:  # 0 or -1 would be OpenMP's default, 10**6 a crash
+        check_int("n_threads", n_threads, high=MAX_THREADS)
     data, names = as_data_matrix(X, allow_constant=True)
     order = check_order(causal_order, data.shape[1])
     if scatter is not None and np.shape(scatter) != (data.shape[1],) * 2:
@@ -537,7 +542,8 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
     gamma : float
         Exponent of the adaptive weights (lingam's default 1).
     n_threads : int, optional
-        Threads of the compiled engine (default: all cores).
+        Threads of the compiled engine, 1..1024 (default: all cores, or
+        ``OMP_NUM_THREADS`` up to the number of cores).
     engine : {"auto", "compiled", "sklearn"}
         ``"compiled"``: paralingam's port of sklearn's LARS path
         (``paralingam._lasso``), all targets in parallel threads; the rare
@@ -566,7 +572,7 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         When a target has ``n_samples <= n_predictors + 1``: BIC's noise
         variance cannot be estimated (lingam raises there too).
     """
-    X, order, scatter, exponents, names = _checked_inputs(X, causal_order, scatter)
+    X, order, scatter, exponents, names = _checked_inputs(X, causal_order, scatter, n_threads)
     B = _adaptive_lasso_adjacency(X, order, prior_knowledge=prior_knowledge, gamma=gamma,
                                   n_threads=n_threads, engine=engine, backend=backend,
                                   scatter=scatter)
@@ -619,6 +625,7 @@ def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_th
     if engine == "compiled" and lasso is None:
         raise RuntimeError("the compiled adaptive lasso (paralingam._lasso) is not built")
     if lasso is not None and targets:
+        n_threads = n_threads or default_threads()  # OpenMP's own default is not capped
         offsets = np.zeros(len(targets) + 1, dtype=np.intp)
         offsets[1:] = np.cumsum([len(s) for s in predictor_sets])
         on_gpu = backend == "cuda" and p >= CUDA_LASSO_MIN_FEATURES
@@ -642,7 +649,7 @@ def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_th
             B_cpu, fallback = lasso.adaptive_lasso_rows(
                 gram_ord, scatter_ord, targets_arr[rows], sub_offsets,
                 np.concatenate(sets).astype(np.intp), float(n), float(gamma),
-                n_threads or 0, ols_coef, ols_rss, given[rows])
+                n_threads, ols_coef, ols_rss, given[rows])
             B_ord += B_cpu
             todo = rows[fallback]
         else:
@@ -721,7 +728,7 @@ def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, 
         return np.zeros((p, p)), done
     kept, ok = out
     rows = np.flatnonzero(given)[ok]
-    B, failed = _lasso.refit_rows(scatter, targets[rows], kept, n_threads or 0)
+    B, failed = _lasso.refit_rows(scatter, targets[rows], kept, n_threads)
     for t in targets[rows[failed]]:
         B[t] = 0.0
     done[rows[~failed]] = True

@@ -488,6 +488,49 @@ def test_adjacency_functions_name_edge_weights_beyond_float64():
         ols_adjacency(X, [0, 1])
 
 
+@pytest.mark.parametrize("name", ["adaptive_lasso_adjacency", "estimate_adjacency"])
+@pytest.mark.parametrize("value", [0, -1, 1.5, 10**6, True, "4"])
+def test_adjacency_functions_refuse_bad_thread_counts(name, value):
+    with pytest.raises(ValueError, match=re.escape(
+            f"n_threads must be an integer >= 1 and <= 1024; got {value!r}")):
+        _adjacency_functions()[name](_chain(), [0, 1, 2, 3], n_threads=value)
+
+
+def test_default_threads_are_capped_at_the_cores(tmp_path):
+    # OpenMP's default is OMP_NUM_THREADS unchecked: 100000 threads crashed
+    # the order search and the adaptive lasso (p >= 64 runs its targets in
+    # threads) with a segfault
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "many_threads.py"
+    script.write_text(
+        "import numpy as np, paralingam\n"
+        "from paralingam.adjacency import adaptive_lasso_adjacency\n"
+        "rng = np.random.default_rng(0)\n"
+        "res = paralingam.fit(rng.laplace(size=(2000, 10)), backend='cpu')\n"
+        "B = adaptive_lasso_adjacency(rng.laplace(size=(300, 70)), list(range(70)))\n"
+        "assert np.isfinite(B).all()\n"
+        "from paralingam._validation import _usable_cores, default_threads\n"
+        "assert max(res.stats['threads']) <= _usable_cores(), res.stats['threads']\n"
+        "assert 1 <= default_threads() <= min(_usable_cores(), 1024)\n"
+        "print('done')\n")
+    env = dict(os.environ, OMP_NUM_THREADS="100000",
+               PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr
+
+
+def test_default_threads_follow_threadpool_limits():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from paralingam._validation import default_threads
+
+    with threadpoolctl.threadpool_limits(1, user_api="openmp"):
+        assert default_threads() == 1
+
+
 @pytest.mark.parametrize("name", ["ols_adjacency", "adaptive_lasso_adjacency"])
 def test_adjacency_functions_take_lists_float32_frames_and_integral_floats(name):
     pd = pytest.importorskip("pandas")
