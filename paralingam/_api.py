@@ -127,9 +127,9 @@ def fit(
     collinear_tol, explained_tol : float
         Tolerances of the degenerate-data policy (:mod:`paralingam.policy`).
     n_threads : int, optional
-        CPU threads, 1..1024 (default: all cores, or ``OMP_NUM_THREADS``;
-        one for a search with n_samples * n_features < 12288, which threads
-        do not speed up; and by default the search halves its threads, down
+        CPU threads, 1..1024 (default: all cores, or ``OMP_NUM_THREADS`` up
+        to the number of cores; one for a search with n_samples * n_features
+        < 12288, which threads do not speed up; and by default the search halves its threads, down
         to one, while other work keeps them waiting for cores, for up to a
         second at a time and across later fits of the process, then steps
         back up: ``stats["threads"]`` gives the threads of each iteration).
@@ -211,6 +211,8 @@ def fit(
     if warps_per_pair is not None:
         warps_per_pair = check_int("warps_per_pair", warps_per_pair, WARPS_PER_PAIR)
     on_collinear = check_choice("on_collinear", on_collinear, ON_COLLINEAR)
+    apply_prior_knowledge_softly = check_bool("apply_prior_knowledge_softly",
+                                              apply_prior_knowledge_softly)
     candidates = None
     if prior_knowledge is not None:
         prior = PriorKnowledge(
@@ -310,6 +312,7 @@ def _blas_in_this_thread():
 def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times,
                 stop_on_dependence, candidates=None, use_float=True):
     from . import _cpu
+    from ._validation import default_threads
 
     t0 = time.perf_counter()
     with _blas_in_this_thread():
@@ -330,7 +333,7 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
     result = _cpu.search_order(
         Z, cov, threshold=threshold, gamma0=gamma0, c=c, collinear_tol=collinear_tol,
         explained_tol=explained_tol, drift_tol=DRIFT_TOL,
-        n_threads=n_threads or (1 if data.size < SMALL_SEARCH else 0),
+        n_threads=n_threads or (1 if data.size < SMALL_SEARCH else default_threads()),
         adapt_threads=n_threads is None, rederive=rederive,
         stop_on_dependence=stop_on_dependence, candidates=candidates, use_float=use_float)
     times["search"] = time.perf_counter() - t0

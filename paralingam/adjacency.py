@@ -24,15 +24,27 @@ The three public functions check their input as ``paralingam.fit`` does
 (a 2-D table of finite numbers; constant columns are allowed here) and that
 ``causal_order`` lists every column once, with errors that name the
 problem; ``fit`` and the estimator call the private ones on checked data.
+Like ``fit``, they regress on columns rescaled by powers of two (exactly, see
+``_column_exponents``) and scale the coefficients back, so that tiny data
+(|x| ~ 1e-170, whose squares underflow) give the coefficients of the same
+data at ordinary scale.
 """
 
 import warnings
 
 import numpy as np
 
-from ._validation import as_data_matrix, check_order
+from ._validation import (MAX_THREADS, _name, as_data_matrix, check_int, check_order,
+                          default_threads)
 
 ADJACENCY_METHODS = ("adaptive_lasso", "ols")
+
+# The public functions rescale columns within 2**SHARED_SCALE_SPAN of the
+# largest by its power of two (see _column_exponents): after scaling, their
+# centred values (a spread of at least 8 eps of their maximum, else they are
+# constant) stay above 2**-450 and their squares above 2**-900, clear of
+# float64's smallest normal number, 2**-1022.
+SHARED_SCALE_SPAN = 400
 
 # Backends of the adjacency step: "cuda" factorises the covariance (least
 # squares, the adaptive lasso's weights) and runs the LARS paths on the GPU.
@@ -100,7 +112,8 @@ def estimate_adjacency(
     backend : {None, "cpu", "cuda"}
         Where the adaptive lasso's paths run (see :func:`adaptive_lasso_adjacency`).
     n_threads : int, optional
-        CPU threads of the adaptive lasso (default: all cores).
+        CPU threads of the adaptive lasso, 1..1024 (default: all cores, or
+        ``OMP_NUM_THREADS`` up to the number of cores).
     scatter : ndarray, shape (n_features, n_features), optional
         ``Xc.T @ Xc`` of the centred data, when already known.
 
@@ -108,10 +121,13 @@ def estimate_adjacency(
     -------
     B : ndarray, shape (n_features, n_features)
     """
-    X, order = _checked_inputs(X, causal_order, scatter)
-    return _estimate_adjacency(X, order, method=method, prior_knowledge=prior_knowledge,
-                               coef_threshold=coef_threshold, backend=backend,
-                               n_threads=n_threads, scatter=scatter)
+    X, order, scatter, exponents, names = _checked_inputs(X, causal_order, scatter, n_threads)
+    B = _estimate_adjacency(X, order, method=method, prior_knowledge=prior_knowledge,
+                            backend=backend, n_threads=n_threads, scatter=scatter)
+    B = _scaled_back(B, exponents, names)
+    if coef_threshold is not None:  # on the data's own scale
+        B[np.abs(B) < coef_threshold] = 0.0
+    return B
 
 
 def _estimate_adjacency(X, order, *, method, prior_knowledge=None, coef_threshold=None,
@@ -130,20 +146,83 @@ def _estimate_adjacency(X, order, *, method, prior_knowledge=None, coef_threshol
     return B
 
 
-def _checked_inputs(X, causal_order, scatter):
-    """``X`` as float64 and ``causal_order`` as a checked permutation of its columns.
+def _checked_inputs(X, causal_order, scatter, n_threads=None):
+    """Checked input of the public functions, with ``X``'s columns rescaled.
 
     The public functions take user input; ``paralingam.fit`` and the
-    estimator pass data they have already checked to the private ones.
-    Constant columns are accepted here: as predictors they get coefficient
-    zero, as targets a zero row.
+    estimator pass data they have already checked (and rescaled) to the
+    private ones. Constant columns are accepted here: as predictors they get
+    coefficient zero, as targets a zero row. ``n_threads``, where given, must
+    be an integer in 1..``MAX_THREADS``.
+
+    Returns
+    -------
+    data : ndarray of float64
+        ``X`` with column ``j`` scaled by ``2**-exponents[j]`` (exactly; see
+        :func:`_column_exponents`): the scatter matrix of columns ~1e-170
+        would underflow to zero, and with it every coefficient.
+    order : ndarray of intp
+        ``causal_order``, a permutation of the columns.
+    scatter : ndarray or None
+        The given scatter matrix, rescaled as ``data``.
+    exponents : ndarray of int
+        For :func:`_scaled_back`.
+    names : list of str or None
+        The column names, for messages.
     """
-    data, _ = as_data_matrix(X, allow_constant=True)
+    if n_threads is not None:  # 0 or -1 would be OpenMP's default, 10**6 a crash
+        check_int("n_threads", n_threads, high=MAX_THREADS)
+    data, names = as_data_matrix(X, allow_constant=True)
     order = check_order(causal_order, data.shape[1])
     if scatter is not None and np.shape(scatter) != (data.shape[1],) * 2:
         raise ValueError(f"scatter must have shape (n_features, n_features) = "
                          f"({data.shape[1]}, {data.shape[1]}); got {np.shape(scatter)}")
-    return data, order
+    exponents = _column_exponents(data)
+    data = np.ldexp(data, -exponents, out=data)  # as_data_matrix's copy: ours to change
+    if scatter is not None:
+        scatter = np.ldexp(np.asarray(scatter, dtype=np.float64),
+                           -(exponents[:, None] + exponents[None, :]))
+    return data, order, scatter, exponents, names
+
+
+def _column_exponents(X):
+    """Per column ``e``: ``X[:, j] * 2**-e[j]`` is ``X`` rescaled without underflow.
+
+    Scaling by powers of two is exact. ``paralingam.fit`` scales every column
+    to a maximum in [0.5, 1); here all columns within
+    ``2**SHARED_SCALE_SPAN`` of the largest share its exponent, because one
+    power of two for all changes no least-squares solution, while separate
+    ones change the minimum-norm rows of rank-deficient (wide) data, whose
+    norm depends on the columns' relative scales and which
+    :func:`ols_adjacency` matches to ``numpy.linalg.lstsq`` on the data. Only
+    smaller columns, whose squares would underflow, get their own exponent.
+    """
+    from ._api import column_exponents  # _api imports this module
+
+    own = column_exponents(X)  # max |X[:, j]| * 2**-own[j] in [0.5, 1)
+    if own.size == 0:
+        return own
+    shared = own.max()
+    return np.where(own >= shared - SHARED_SCALE_SPAN, shared, own)
+
+
+def _scaled_back(B, exponents, names):
+    """Coefficients on rescaled columns (:func:`_checked_inputs`) on the data's scale.
+
+    Raises
+    ------
+    ValueError
+        When a coefficient exceeds float64 (columns whose scales are more
+        than float64's range apart), naming the two columns.
+    """
+    with np.errstate(over="ignore"):
+        B = np.ldexp(B, exponents[:, None] - exponents[None, :])
+    if not np.isfinite(B).all():
+        i, j = np.argwhere(~np.isfinite(B))[0]
+        raise ValueError(
+            f"the edge weight of {_name(names, j)} on {_name(names, i)} exceeds float64: their "
+            "scales differ by more than float64's range; rescale them")
+    return B
 
 
 def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatter=None):
@@ -188,9 +267,10 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
     (:func:`_row_without`), else as the last row of the same computation on
     their kept predictors.
     """
-    X, order = _checked_inputs(X, causal_order, scatter)
-    return _ols_adjacency(X, order, prior_knowledge=prior_knowledge, backend=backend,
-                          scatter=scatter)
+    X, order, scatter, exponents, names = _checked_inputs(X, causal_order, scatter)
+    B = _ols_adjacency(X, order, prior_knowledge=prior_knowledge, backend=backend,
+                       scatter=scatter)
+    return _scaled_back(B, exponents, names)
 
 
 def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None):
@@ -462,7 +542,8 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
     gamma : float
         Exponent of the adaptive weights (lingam's default 1).
     n_threads : int, optional
-        Threads of the compiled engine (default: all cores).
+        Threads of the compiled engine, 1..1024 (default: all cores, or
+        ``OMP_NUM_THREADS`` up to the number of cores).
     engine : {"auto", "compiled", "sklearn"}
         ``"compiled"``: paralingam's port of sklearn's LARS path
         (``paralingam._lasso``), all targets in parallel threads; the rare
@@ -491,10 +572,11 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         When a target has ``n_samples <= n_predictors + 1``: BIC's noise
         variance cannot be estimated (lingam raises there too).
     """
-    X, order = _checked_inputs(X, causal_order, scatter)
-    return _adaptive_lasso_adjacency(X, order, prior_knowledge=prior_knowledge, gamma=gamma,
-                                     n_threads=n_threads, engine=engine, backend=backend,
-                                     scatter=scatter)
+    X, order, scatter, exponents, names = _checked_inputs(X, causal_order, scatter, n_threads)
+    B = _adaptive_lasso_adjacency(X, order, prior_knowledge=prior_knowledge, gamma=gamma,
+                                  n_threads=n_threads, engine=engine, backend=backend,
+                                  scatter=scatter)
+    return _scaled_back(B, exponents, names)
 
 
 def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_threads=None,
@@ -543,6 +625,7 @@ def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_th
     if engine == "compiled" and lasso is None:
         raise RuntimeError("the compiled adaptive lasso (paralingam._lasso) is not built")
     if lasso is not None and targets:
+        n_threads = n_threads or default_threads()  # OpenMP's own default is not capped
         offsets = np.zeros(len(targets) + 1, dtype=np.intp)
         offsets[1:] = np.cumsum([len(s) for s in predictor_sets])
         on_gpu = backend == "cuda" and p >= CUDA_LASSO_MIN_FEATURES
@@ -566,7 +649,7 @@ def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_th
             B_cpu, fallback = lasso.adaptive_lasso_rows(
                 gram_ord, scatter_ord, targets_arr[rows], sub_offsets,
                 np.concatenate(sets).astype(np.intp), float(n), float(gamma),
-                n_threads or 0, ols_coef, ols_rss, given[rows])
+                n_threads, ols_coef, ols_rss, given[rows])
             B_ord += B_cpu
             todo = rows[fallback]
         else:
@@ -645,7 +728,7 @@ def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, 
         return np.zeros((p, p)), done
     kept, ok = out
     rows = np.flatnonzero(given)[ok]
-    B, failed = _lasso.refit_rows(scatter, targets[rows], kept, n_threads or 0)
+    B, failed = _lasso.refit_rows(scatter, targets[rows], kept, n_threads)
     for t in targets[rows[failed]]:
         B[t] = 0.0
     done[rows[~failed]] = True

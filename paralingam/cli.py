@@ -22,11 +22,26 @@ def read_table(path, *, delimiter=None):
 
     A text table keeps its header names when the first row is not numeric.
 
+    Parameters
+    ----------
+    path : str or pathlib.Path
+    delimiter : str, optional
+        One character separating the fields of a text table (``"\\t"``, a
+        backslash and a t as typed in a shell, counts as a tab); by default
+        it is sniffed.
+
     Returns
     -------
     X : ndarray of float64, shape (n_samples, n_features)
     names : list of str or None
+
+    Raises
+    ------
+    ValueError
+        For a bad delimiter or a file that cannot be read as a numeric table.
     """
+    if delimiter is not None:
+        delimiter = _checked_delimiter(delimiter)
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
@@ -50,10 +65,16 @@ def read_table(path, *, delimiter=None):
                     delimiter = csv.Sniffer().sniff(sample, delimiters=",;\t ").delimiter
                 except csv.Error:
                     delimiter = ","
-            rows = [row for row in csv.reader(fh, delimiter=delimiter) if row]
+            reader = csv.reader(fh, delimiter=delimiter)
+            rows = [row for row in reader if row]
         except UnicodeDecodeError:
             raise ValueError(f"{path}: not a UTF-8 text table; give a text table "
                              "(.csv, .tsv, .txt) or a .npy array") from None
+        except csv.Error as exc:
+            # a field over csv's size limit (131072 characters) is, in a table
+            # of numbers, the rest of the file after an unclosed quote
+            hint = " (an unclosed quote?)" if "field limit" in str(exc) else ""
+            raise ValueError(f"{path}: line {reader.line_num}: {exc}{hint}") from None
     if not rows:
         raise ValueError(f"{path} is empty")
     names = None
@@ -80,6 +101,16 @@ def read_table(path, *, delimiter=None):
                 raise ValueError(
                     f"{path}: line {lineno}, column {col!r}: {field!r} is not a number") from None
     return X, names
+
+
+def _checked_delimiter(delimiter):
+    """``delimiter`` as one character csv can split on; ValueError naming it otherwise."""
+    if delimiter == "\\t":  # --delimiter '\t' in a shell: a backslash and a t
+        return "\t"
+    if not isinstance(delimiter, str) or len(delimiter) != 1 or delimiter in '"\r\n':
+        raise ValueError(f"the delimiter must be one character other than a quote or a "
+                         f"line break ('\\t' for a tab); got {delimiter!r}")
+    return delimiter
 
 
 def read_prior_knowledge(path, names, *, delimiter=None):
@@ -134,7 +165,8 @@ def main(argv=None):
     p_fit.add_argument("--on-collinear", default="warn", choices=ON_COLLINEAR,
                        help="exact linear dependencies: warn (default), ignore, or stop "
                             "with an error naming the variables")
-    p_fit.add_argument("--delimiter", help="field separator of a text table (default: sniffed)")
+    p_fit.add_argument("--delimiter", help="field separator of a text table, one character "
+                       "('\\t' for a tab; default: sniffed)")
     p_fit.add_argument("-v", "--verbose", action="store_true", help="log backend choice")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

@@ -302,9 +302,23 @@ class DirectLiNGAM(BaseEstimator):
         -------
         ndarray, shape (n_features, n_features)
             Symmetric, zero diagonal.
+
+        Raises
+        ------
+        ValueError
+            When ``X`` has fewer than 6 samples (and two or more columns):
+            the gamma approximation needs 6 (``paralingam.hsic.MIN_SAMPLES``).
         """
         data = self._checked_data(X)
-        E = data - data @ self.adjacency_matrix_.T
+        # On columns scaled by powers of two, as fit scales them: the errors
+        # are then the errors scaled the same way (exactly), and neither the
+        # constant-error test nor the HSIC p-values depend on a column's
+        # scale; on the data's own scale the variances and kernel widths of
+        # tiny columns (|x| ~ 1e-170) underflow to zero.
+        exponents = _api.column_exponents(data)
+        data = np.ldexp(data, -exponents, out=data)
+        B = np.ldexp(self.adjacency_matrix_, exponents[None, :] - exponents[:, None])
+        E = data - data @ B.T
         constant = E.var(axis=0) <= EXPLAINED_TOL * data.var(axis=0)
         return independence_p_values(E, constant)
 

@@ -10,6 +10,11 @@ come from matrix products instead of one test per pair.
 
 import numpy as np
 
+# The gamma approximation's null variance carries the factor (n - 4)(n - 5) /
+# ((n - 2)(n - 3)) (lingam's hsic_test_gamma): at n = 4 or 5 it is zero and the
+# p-value NaN, at n = 3 it divides by zero. Six samples is the least it needs.
+MIN_SAMPLES = 6
+
 # Variables whose centred Gram matrices (and their squares) are held together
 # at most use this much memory; past it the pairs are tested one by one.
 _GRAM_MEMORY_BYTES = 256 * 2**20
@@ -83,11 +88,18 @@ def hsic_test_gamma(X, Y):
         Upper tail of the gamma law fitted to the statistic's null mean and
         variance; 1 when ``X`` or ``Y`` is constant (see
         :func:`independence_p_values`).
+
+    Raises
+    ------
+    ValueError
+        When ``X`` and ``Y`` have different numbers of samples, or fewer than
+        ``MIN_SAMPLES`` (6).
     """
     X, Y = _as_columns(X), _as_columns(Y)
     n = len(X)
     if len(Y) != n:
         raise ValueError(f"X and Y need the same number of samples; got {n} and {len(Y)}")
+    _check_samples(n)
     width_x, width_y = kernel_width(X), kernel_width(Y)
     if np.isnan(width_x) or np.isnan(width_y):
         return 0.0, 1.0
@@ -122,11 +134,17 @@ def independence_p_values(E, constant=None):
     ndarray, shape (n_features, n_features)
         Symmetric, zero diagonal; entry ``[i, j]`` is the p-value of the test
         of independence between columns ``i`` and ``j``.
+
+    Raises
+    ------
+    ValueError
+        With two or more columns and fewer than ``MIN_SAMPLES`` (6) rows.
     """
     n, p = E.shape
     P = np.zeros((p, p))
     if p < 2:
         return P
+    _check_samples(n)
     widths = np.array([kernel_width(E[:, i]) for i in range(p)])
     flat = np.isnan(widths)
     if constant is not None:
@@ -145,6 +163,14 @@ def independence_p_values(E, constant=None):
     P[:, flat] = 1.0
     np.fill_diagonal(P, 0.0)
     return P
+
+
+def _check_samples(n):
+    """ValueError unless ``n`` samples are enough for the gamma approximation."""
+    if n < MIN_SAMPLES:
+        raise ValueError(
+            f"the HSIC gamma test needs at least {MIN_SAMPLES} samples (its null variance "
+            f"has the factor (n - 4)(n - 5)); got {n}")
 
 
 def _all_pairs_at_once(E, widths, P):

@@ -56,6 +56,8 @@ refused up front instead of when the search gets stuck.
 
 import numpy as np
 
+from ._validation import check_bool
+
 __all__ = ["PriorKnowledge"]
 
 
@@ -87,7 +89,8 @@ class PriorKnowledge:
     Raises
     ------
     ValueError
-        For a matrix that is not numeric or not of shape
+        For ``soft`` other than True or False, for a matrix that is not
+        numeric or not of shape
         ``(n_features, n_features)``, for values other than -1, 0, 1 and NaN
         (the message names the positions), for contradictory directed paths
         (``pk[i, j] == pk[j, i] == 1``, or ``pk[i, i] == 1``) and, in strong
@@ -96,7 +99,8 @@ class PriorKnowledge:
     """
 
     def __init__(self, matrix, n_features=None, *, soft=False):
-        self.soft = bool(soft)
+        # bool("False") is True: a string would silently choose soft mode
+        self.soft = check_bool("soft", soft)
         self.matrix = _as_matrix(matrix, n_features)
         p = self.matrix.shape[0]
         if self.soft:

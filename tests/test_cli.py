@@ -166,3 +166,33 @@ def test_prior_knowledge_header_needs_a_data_header(lingam_data, tmp_path, capsy
     assert cli.main(["fit", str(tmp_path / "x.csv"), "--backend", "cpu",
                      "--prior-knowledge", str(tmp_path / "pk.csv")]) == 2
     assert "pk.csv has a header but the data file has none" in capsys.readouterr().err
+
+
+def test_backslash_t_delimiter_is_a_tab(lingam_data, tmp_path):
+    # --delimiter '\t' in a shell passes a backslash and a t
+    X = lingam_data(3, 200, "sparse", 909)[0]
+    np.savetxt(tmp_path / "x.tsv", X, delimiter="\t")
+    target = tmp_path / "out.json"
+    assert cli.main(["fit", str(tmp_path / "x.tsv"), "--backend", "cpu", "--delimiter", "\\t",
+                     "-o", str(target)]) == 0
+    assert json.loads(target.read_text())["causal_order"] == reference.causal_order(X)[0]
+
+
+@pytest.mark.parametrize("delimiter", ["", ",,", "\\n", '"', "\n"])
+def test_bad_delimiter_exits_2_with_a_message(tmp_path, capsys, delimiter):
+    (tmp_path / "x.csv").write_text("1,2\n3,1\n5,7\n2,2\n")
+    assert cli.main(["fit", str(tmp_path / "x.csv"), "--backend", "cpu",
+                     "--delimiter", delimiter]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("paralingam: error: the delimiter must be one character"), err
+    assert repr(delimiter) in err
+
+
+def test_field_over_the_csv_limit_exits_2_with_a_message(tmp_path, capsys):
+    # an unclosed quote makes the rest of the file one field
+    rows = "\n".join(f"{k},{k % 7}" for k in range(30000))
+    (tmp_path / "x.csv").write_text('a,b\n"1,2\n' + rows + "\n")
+    assert cli.main(["fit", str(tmp_path / "x.csv"), "--backend", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("paralingam: error: ") and "field limit" in err, err
+    assert "unclosed quote" in err

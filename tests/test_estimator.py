@@ -82,6 +82,29 @@ def test_p_values_of_a_fully_explained_variable_are_one(lingam_data):
     np.testing.assert_allclose(P[:4, :4], P_rest, rtol=1e-12, atol=0)
 
 
+@pytest.mark.parametrize("scale", [1e-170, 1e-300, (1.0, 1e-200, 1.0, 1.0)],
+                         ids=["1e-170", "1e-300", "column-1e-200"])
+def test_p_values_of_tiny_columns_are_those_at_ordinary_scale(lingam_data, scale):
+    # the errors' variances and kernel widths underflowed: every p-value was 1
+    X = np.array(lingam_data(4, 300, "sparse", 513)[0])
+    s = np.broadcast_to(np.asarray(scale, dtype=np.float64), (4,))
+    base = model().fit(X).get_error_independence_p_values(X)
+    assert base[np.triu_indices(4, 1)].min() < 0.9
+    P = model().fit(X * s).get_error_independence_p_values(X * s)
+    np.testing.assert_allclose(P, base, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("n", [3, 4, 5])
+def test_p_values_of_fewer_than_six_samples_are_refused(n):
+    # lingam's formula divides by zero at n=3 and gives NaN at n=4, 5
+    X = np.random.RandomState(0).uniform(size=(n, 3))
+    # (3 samples in 3 variables: the third is explained by the first two)
+    fitted = paralingam.DirectLiNGAM(
+        adjacency="ols", fit_options={"n_threads": 1, "on_collinear": "ignore"}).fit(X)
+    with pytest.raises(ValueError, match=f"at least 6 samples.*got {n}"):
+        fitted.get_error_independence_p_values(X)
+
+
 def test_total_effects_equal_lingam(fitted_pair):
     X, theirs, ours = fitted_pair
     order = ours.causal_order_

@@ -92,3 +92,21 @@ def test_columns_named_constant_get_p_value_one():
     P = hsic.independence_p_values(E, constant=[False, True, False])
     np.testing.assert_array_equal(P[1, [0, 2]], 1.0)
     assert P[0, 2] == pytest.approx(lingam_p_values(E)[0, 2], rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [3, 4, 5])
+def test_fewer_than_six_samples_are_refused(n):
+    # (n - 4)(n - 5) / (n - 3) in the null variance: division by zero at n=3,
+    # a zero variance (NaN p-values) at n=4, 5
+    E = errors(n, 3, 311)
+    with pytest.raises(ValueError, match=f"at least 6 samples.*got {n}"):
+        hsic.independence_p_values(E)
+    with pytest.raises(ValueError, match=f"at least 6 samples.*got {n}"):
+        hsic.hsic_test_gamma(E[:, 0], E[:, 1])
+
+
+def test_six_samples_give_finite_p_values():
+    E = errors(6, 3, 312)
+    P = hsic.independence_p_values(E)
+    assert np.isfinite(P).all()
+    np.testing.assert_allclose(P, lingam_p_values(E), rtol=1e-8, atol=1e-10)

@@ -160,6 +160,18 @@ def test_paths_both_ways_are_inconsistent_as_in_lingam(pairs):
     PriorKnowledge(pk, soft=True)
 
 
+@pytest.mark.parametrize("soft", ["False", "True", 1, None])
+def test_soft_must_be_a_bool(soft):
+    # bool("False") is True: a string silently chose soft mode
+    pk = -np.ones((3, 3))
+    pk[1, 0] = 1
+    with pytest.raises(ValueError, match=f"soft must be True or False; got {soft!r}"):
+        PriorKnowledge(pk, soft=soft)
+    X = np.random.default_rng(0).laplace(size=(50, 3))
+    with pytest.raises(ValueError, match="apply_prior_knowledge_softly must be True or False"):
+        paralingam.fit(X, prior_knowledge=pk, apply_prior_knowledge_softly=soft, n_threads=1)
+
+
 def test_no_path_both_ways_cancels_out():
     pk = -np.ones((3, 3), dtype=int)
     pk[0, 1] = pk[1, 0] = 0  # neither has a path to the other: no order

@@ -339,6 +339,8 @@ BAD_PARAMETERS = [
     ("threads_per_block", 64.0), ("threads_per_block", True),
     ("warps_per_pair", 3), ("warps_per_pair", 0), ("warps_per_pair", 2.0), ("warps_per_pair", 64),
     ("on_collinear", "raise"), ("on_collinear", None), ("on_collinear", True),
+    ("apply_prior_knowledge_softly", "False"), ("apply_prior_knowledge_softly", 1),
+    ("apply_prior_knowledge_softly", None),
 ]
 
 
@@ -423,6 +425,111 @@ def test_adjacency_functions_refuse_bad_data(name):
         f(_chain()[:, 0], [0])
     with pytest.raises(ValueError, match=r"scatter must have shape .* \(4, 4\); got \(3, 3\)"):
         f(_chain(), [0, 1, 2, 3], scatter=np.eye(3))
+
+
+_ONE_THREAD = {"ols_adjacency": {}, "adaptive_lasso_adjacency": {"n_threads": 1},
+               "estimate_adjacency": {"n_threads": 1}}
+
+
+@pytest.mark.parametrize("name", ["ols_adjacency", "adaptive_lasso_adjacency",
+                                  "estimate_adjacency"])
+@pytest.mark.parametrize("scale", [1e-170, 1e-300, (1.0, 1.0, 1e-200, 1.0)],
+                         ids=["1e-170", "1e-300", "column-1e-200"])
+def test_adjacency_functions_of_tiny_columns_are_rescaled(name, scale):
+    # Squares of values ~1e-170 underflow: the scatter matrix was zero and so
+    # was every coefficient. The columns are rescaled by powers of two, as in fit.
+    f, kwargs = _adjacency_functions()[name], _ONE_THREAD[name]
+    X, order = _chain(), [0, 1, 2, 3]
+    s = np.broadcast_to(np.asarray(scale, dtype=np.float64), (4,))
+    base = f(X, order, **kwargs)
+    B = f(X * s, order, **kwargs)
+    assert np.count_nonzero(base) >= 3
+    np.testing.assert_allclose(B * s[None, :] / s[:, None], base, rtol=1e-9, atol=1e-12)
+    assert np.count_nonzero(B) == np.count_nonzero(base)
+
+
+@pytest.mark.parametrize("name", ["ols_adjacency", "adaptive_lasso_adjacency",
+                                  "estimate_adjacency"])
+def test_adjacency_functions_rescale_a_given_scatter_matrix(name):
+    from paralingam.adjacency import _scatter
+
+    f, kwargs = _adjacency_functions()[name], _ONE_THREAD[name]
+    X = _chain() * np.array([1.0, 1e100, 1e-100, 3.0])
+    B = f(X, [0, 1, 2, 3], **kwargs)
+    np.testing.assert_allclose(f(X, [0, 1, 2, 3], scatter=_scatter(X)[1], **kwargs), B,
+                               rtol=1e-9, atol=0)
+
+
+def test_rescaling_keeps_the_minimum_norm_rows_of_wide_data():
+    # Columns of ordinary scale share one power of two: a power per column
+    # would change the norm that rank-deficient rows minimise (here rows up
+    # to 36x off numpy.linalg.lstsq on the data).
+    from paralingam.adjacency import ols_adjacency
+
+    rng = np.random.default_rng(231)
+    X = rng.laplace(size=(12, 40)) * rng.uniform(0.1, 10, size=40)
+    order = rng.permutation(40)
+    B = ols_adjacency(X, order)
+    Xc = X - X.mean(axis=0)
+    for k in range(1, 40):
+        target, earlier = order[k], order[:k]
+        want, _, rank, sv = np.linalg.lstsq(Xc[:, earlier], Xc[:, target], rcond=None)
+        tol = 1e-8 + np.finfo(float).eps * (sv[0] / sv[rank - 1]) ** 2  # normal equations
+        np.testing.assert_allclose(B[target, earlier], want, rtol=0,
+                                   atol=tol * max(1.0, np.abs(want).max()))
+
+
+def test_adjacency_functions_name_edge_weights_beyond_float64():
+    from paralingam.adjacency import ols_adjacency
+
+    rng = np.random.default_rng(804)
+    a = rng.uniform(-1, 1, 500) ** 3
+    X = np.column_stack([a * 1e-300, (a + 0.1 * rng.laplace(size=500)) * 1e150])
+    with pytest.raises(ValueError, match="edge weight of column 0 on column 1 exceeds float64"):
+        ols_adjacency(X, [0, 1])
+
+
+@pytest.mark.parametrize("name", ["adaptive_lasso_adjacency", "estimate_adjacency"])
+@pytest.mark.parametrize("value", [0, -1, 1.5, 10**6, True, "4"])
+def test_adjacency_functions_refuse_bad_thread_counts(name, value):
+    with pytest.raises(ValueError, match=re.escape(
+            f"n_threads must be an integer >= 1 and <= 1024; got {value!r}")):
+        _adjacency_functions()[name](_chain(), [0, 1, 2, 3], n_threads=value)
+
+
+def test_default_threads_are_capped_at_the_cores(tmp_path):
+    # OpenMP's default is OMP_NUM_THREADS unchecked: 100000 threads crashed
+    # the order search and the adaptive lasso (p >= 64 runs its targets in
+    # threads) with a segfault
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "many_threads.py"
+    script.write_text(
+        "import numpy as np, paralingam\n"
+        "from paralingam.adjacency import adaptive_lasso_adjacency\n"
+        "rng = np.random.default_rng(0)\n"
+        "res = paralingam.fit(rng.laplace(size=(2000, 10)), backend='cpu')\n"
+        "B = adaptive_lasso_adjacency(rng.laplace(size=(300, 70)), list(range(70)))\n"
+        "assert np.isfinite(B).all()\n"
+        "from paralingam._validation import _usable_cores, default_threads\n"
+        "assert max(res.stats['threads']) <= _usable_cores(), res.stats['threads']\n"
+        "assert 1 <= default_threads() <= min(_usable_cores(), 1024)\n"
+        "print('done')\n")
+    env = dict(os.environ, OMP_NUM_THREADS="100000",
+               PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr
+
+
+def test_default_threads_follow_threadpool_limits():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from paralingam._validation import default_threads
+
+    with threadpoolctl.threadpool_limits(1, user_api="openmp"):
+        assert default_threads() == 1
 
 
 @pytest.mark.parametrize("name", ["ols_adjacency", "adaptive_lasso_adjacency"])
