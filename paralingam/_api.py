@@ -213,10 +213,11 @@ def fit(
     on_collinear = check_choice("on_collinear", on_collinear, ON_COLLINEAR)
     apply_prior_knowledge_softly = check_bool("apply_prior_knowledge_softly",
                                               apply_prior_knowledge_softly)
-    candidates = None
+    candidates = prior = None
     if prior_knowledge is not None:
         prior = PriorKnowledge(
-            prior_knowledge, data.shape[1], soft=apply_prior_knowledge_softly)
+            _aligned_prior(prior_knowledge, names), data.shape[1],
+            soft=apply_prior_knowledge_softly)
         candidates = prior.candidates
     name = _backends.resolve_backend(backend)
     stop = on_collinear == "error"
@@ -281,8 +282,14 @@ def fit(
         "threads": per_it.get("threads", []),
         "time": times,
     }
+    # A fully explained variable is placed right after the root that
+    # completed it, which can put it before a variable that strict prior
+    # knowledge orders first (the search itself never breaks a rule).
+    unmet = prior.unmet(order) if prior is not None else []
+    if unmet:
+        stats["prior_knowledge_unmet"] = unmet
     if explained and on_collinear == "warn":
-        _warn_explained(explained, names)
+        _warn_explained(explained, names, unmet)
     return FitResult(order, B, names, stats)
 
 
@@ -340,15 +347,54 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
     return result
 
 
-def _warn_explained(explained, names):
+def _aligned_prior(pk, names):
+    """``pk`` with a DataFrame's rows and columns put in the data's column order.
+
+    A DataFrame labelled with the data's column names is matched by label (a
+    reordered copy means the same knowledge); one with the default 0..p-1
+    labels, or any matrix when the data have no names, is read by position.
+    Other labels are an error naming them, rather than a silent positional
+    reading of knowledge meant for other columns.
+    """
+    if not hasattr(pk, "columns") or not hasattr(pk, "index"):
+        return pk
+    import pandas as pd
+
+    p = pk.shape[1]
+    positional = pd.RangeIndex(p)
+    if pk.index.equals(positional) and pk.columns.equals(positional):
+        return pk
+    if names is None:
+        raise ValueError(
+            "prior_knowledge is a DataFrame with labels, but the data have no column "
+            "names to match them to: pass the data as a DataFrame or feature_names, or "
+            "the prior knowledge as an array (read by position)")
+    labels = list(names)
+    for axis, got in (("rows", pk.index), ("columns", pk.columns)):
+        if not got.is_unique or set(got) != set(labels):
+            missing = [x for x in labels if x not in set(got)]
+            extra = [x for x in got if x not in set(labels)]
+            raise ValueError(
+                f"the prior_knowledge DataFrame's {axis} must be the data's column names "
+                f"(in any order){'' if got.is_unique else ', each once'}; missing: "
+                f"{missing[:10]}, unknown: {extra[:10]}")
+    return pk.loc[labels, labels]
+
+
+def _warn_explained(explained, names, unmet=()):
     import warnings
 
     label = (lambda i: str(i)) if names is None else (lambda i: f"{names[i]!r}")
     pairs = ", ".join(f"{label(v)} (after {label(r)})" for v, r in explained.items())
+    broken = ""
+    if unmet:
+        rules = ", ".join(f"{label(a)} before {label(b)}" for a, b in unmet)
+        broken = (f" This breaks {len(unmet)} rule(s) of the prior knowledge: {rules} "
+                  "(stats['prior_knowledge_unmet']).")
     warnings.warn(
         f"{len(explained)} variable(s) are fully explained by earlier ones (exact linear "
-        f"dependence) and were placed right after the root that completed them: {pairs}. "
-        "See paralingam.policy.",
+        f"dependence) and were placed right after the root that completed them: {pairs}."
+        f"{broken} See paralingam.policy.",
         DegenerateDataWarning,
         stacklevel=3,
     )

@@ -69,8 +69,9 @@ class PriorKnowledge:
     matrix : array-like or pandas.DataFrame, shape (n_features, n_features)
         Entries -1 (or NaN: unknown), 0 (no directed path from ``x_j`` to
         ``x_i`` at ``[i, j]``) and 1 (a directed path from ``x_j`` to
-        ``x_i``); see the module docstring. A DataFrame is read by position:
-        its labels are not matched to the data's columns.
+        ``x_i``); see the module docstring. A DataFrame is read by position
+        here; ``paralingam.fit`` first matches its labels to the data's
+        column names.
     n_features : int, optional
         Number of variables of the data; the matrix must be square of this
         size. Without it the matrix must be square.
@@ -152,6 +153,28 @@ class PriorKnowledge:
                 "endogenous, with some prior_knowledge[j, k] == 1, or a sink, with "
                 "prior_knowledge[k, j] == 0 for every other remaining k)")
         return is_candidate, in_vj
+
+    def unmet(self, order):
+        """The strong-mode rules ``(from, to)`` that ``order`` breaks (``to`` first).
+
+        The search never breaks one; the degenerate-data policy can, by
+        placing a fully explained variable right after the root that
+        completed it. Always empty in soft mode, whose rules only choose
+        candidates.
+
+        Parameters
+        ----------
+        order : sequence of int
+            A causal order of all ``n_features`` variables.
+
+        Returns
+        -------
+        list of (int, int)
+        """
+        position = np.empty(self.n_features, dtype=np.intp)
+        position[np.asarray(order, dtype=np.intp)] = np.arange(len(order))
+        broken = position[self._from] > position[self._to]
+        return [(int(f), int(t)) for f, t in self.partial_orders[broken]]
 
     def _strong(self, alive):
         # A partial order is still in force while its `from` is in the search;

@@ -599,3 +599,62 @@ def test_fit_passes_candidates_to_the_cuda_engine(lingam_data, monkeypatch):
     assert without["candidates"] is None
     is_candidate, in_vj = with_prior["candidates"](np.arange(5))
     assert is_candidate.tolist() == [True, True, False, True, True] and not in_vj.any()
+
+
+def test_rules_broken_by_an_explained_variable_are_reported():
+    # Column 4 = column 1 + column 3 is placed right after the root that
+    # completes it (policy), before column 2, which the prior knowledge puts first.
+    X = np.random.RandomState(0).uniform(size=(500, 5))
+    X[:, 4] = X[:, 1] + X[:, 3]
+    pk = -np.ones((5, 5))
+    pk[4, 2] = 1  # 2 before 4
+    with pytest.warns(paralingam.DegenerateDataWarning, match=r"breaks 1 rule.*: 2 before 4"):
+        res = paralingam.fit(X, backend="cpu", prior_knowledge=pk)
+    order = res.causal_order
+    assert order.index(4) < order.index(2)
+    assert res.stats["explained"] == {4: order[order.index(4) - 1]}
+    assert res.stats["prior_knowledge_unmet"] == [(2, 4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "ignore": no warning, the record stays
+        quiet = paralingam.fit(X, backend="cpu", prior_knowledge=pk, on_collinear="ignore")
+    assert quiet.stats["prior_knowledge_unmet"] == [(2, 4)]
+    soft = paralingam.fit(X, backend="cpu", prior_knowledge=pk, on_collinear="ignore",
+                          apply_prior_knowledge_softly=True)
+    assert "prior_knowledge_unmet" not in soft.stats  # soft rules only choose candidates
+    clean = paralingam.fit(np.random.RandomState(0).uniform(size=(500, 5)), backend="cpu",
+                           prior_knowledge=pk)
+    assert "prior_knowledge_unmet" not in clean.stats
+
+
+def test_unmet_lists_the_rules_an_order_breaks():
+    pk = -np.ones((4, 4))
+    pk[1, 0] = 1  # 0 before 1
+    pk[2, 3] = 0  # no path 3 -> 2: 2 before 3
+    prior = PriorKnowledge(pk)
+    assert prior.unmet([0, 1, 2, 3]) == []
+    assert prior.unmet([1, 0, 3, 2]) == [(0, 1), (2, 3)]
+    assert PriorKnowledge(pk, soft=True).unmet([1, 0, 3, 2]) == []
+
+
+def test_a_labelled_prior_knowledge_frame_is_matched_to_the_columns():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.RandomState(3)
+    X = pd.DataFrame(rng.uniform(size=(400, 5)) @ np.triu(rng.uniform(size=(5, 5))),
+                     columns=list("abcde"))
+    pk = pd.DataFrame(-np.ones((5, 5)), index=list("abcde"), columns=list("abcde"))
+    pk.loc["a", "e"] = 1  # e before a: not the unconstrained order
+    free = paralingam.fit(X, backend="cpu").causal_order
+    res = paralingam.fit(X, backend="cpu", prior_knowledge=pk).causal_order
+    assert res.index(4) < res.index(0) and free.index(4) > free.index(0)
+    shuffled = pk.loc[list("ecadb"), list("dbeca")]  # the same knowledge
+    assert paralingam.fit(X, backend="cpu", prior_knowledge=shuffled).causal_order == res
+    positional = pd.DataFrame(pk.to_numpy())  # labels 0..p-1: by position
+    assert paralingam.fit(X, backend="cpu", prior_knowledge=positional).causal_order == res
+    with pytest.raises(ValueError, match=r"rows must be the data's column names.*\['a'\].*\['z'\]"):
+        paralingam.fit(X, backend="cpu", prior_knowledge=pk.rename(index={"a": "z"}))
+    with pytest.raises(ValueError, match="columns must be .* each once"):
+        paralingam.fit(X, backend="cpu", prior_knowledge=pk.set_axis(list("abcda"), axis=1))
+    with pytest.raises(ValueError, match="data have no column names"):
+        paralingam.fit(X.to_numpy(), backend="cpu", prior_knowledge=pk)
+    assert paralingam.fit(X.to_numpy(), backend="cpu", prior_knowledge=positional,
+                          feature_names=None).causal_order == res
