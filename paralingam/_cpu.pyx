@@ -52,6 +52,8 @@ cdef extern from "_cpu_kernels.h" nogil:
                              double inv_s, Py_ssize_t n, double *out)
     void pl_moments_f32(const double *xa, const double *xb, double rho, double inv_s,
                         Py_ssize_t n, int both, double *out)
+    double pl_stat_f64(const double *xa, const double *xb, double rho, double inv_s,
+                       Py_ssize_t n, double hxa, double hxb, int both)
     void pl_regress_row(double *x, const double *xr, double rho, double inv_s,
                         Py_ssize_t n, double *out)
     double pl_row_corr(const double *xa, const double *xb, Py_ssize_t n)
@@ -300,15 +302,13 @@ cdef inline double partner_stat(Search *s, int w, int t, bint use_float,
     if f <= s.collinear_tol:
         return 0.0
     inv_s = 1.0 / sqrt(f)
-    if use_float:
-        pl_moments_f32(s.X + iw * s.n, s.X + it * s.n, rho, inv_s, s.n, both, m)
-        err[0] = entropy_bound(m[0], m[1], s.n, s.moment_err)
-        if both:
-            err[0] += entropy_bound(m[2], m[3], s.n, s.moment_err)
-    elif both:
-        pl_pair_moments(s.X + iw * s.n, s.X + it * s.n, rho, inv_s, s.n, m)
-    else:
-        pl_residual_moments(s.X + iw * s.n, s.X + it * s.n, rho, inv_s, s.n, m)
+    if not use_float:  # one compiled copy for the search and the re-decision
+        return pl_stat_f64(s.X + iw * s.n, s.X + it * s.n, rho, inv_s, s.n, s.hx[w], s.hx[t],
+                           both)
+    pl_moments_f32(s.X + iw * s.n, s.X + it * s.n, rho, inv_s, s.n, both, m)
+    err[0] = entropy_bound(m[0], m[1], s.n, s.moment_err)
+    if both:
+        err[0] += entropy_bound(m[2], m[3], s.n, s.moment_err)
     if not both:
         return (s.hx[t] + entropy_from_moments(m[0], m[1], s.n)) - (s.hx[w] + s.hx[t])
     return (s.hx[t] + entropy_from_moments(m[0], m[1], s.n)) - (
@@ -327,12 +327,11 @@ cdef inline double pair_stat(Search *s, int a, int b, bint use_float, double *er
     if f <= s.collinear_tol:
         return 0.0
     inv_s = 1.0 / sqrt(f)
-    if use_float:
-        pl_moments_f32(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, 1, m)
-        err[0] = (entropy_bound(m[0], m[1], s.n, s.moment_err)
-                  + entropy_bound(m[2], m[3], s.n, s.moment_err))
-    else:
-        pl_pair_moments(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, m)
+    if not use_float:  # one compiled copy for the search and the re-decision
+        return pl_stat_f64(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, s.hx[a], s.hx[b], 1)
+    pl_moments_f32(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, 1, m)
+    err[0] = (entropy_bound(m[0], m[1], s.n, s.moment_err)
+              + entropy_bound(m[2], m[3], s.n, s.moment_err))
     return (s.hx[b] + entropy_from_moments(m[0], m[1], s.n)) - (
         s.hx[a] + entropy_from_moments(m[2], m[3], s.n))
 
