@@ -457,6 +457,7 @@ def _min_norm_rows(V, first, block=256):
     R = np.zeros((cap, cap))  # upper, R^T R = C_k C_k^T
     Y = np.zeros((p, cap))    # row k: y_k
     m = first
+    direct = {}  # rows solved by lstsq where the factor R is singular
     if first:
         U[:, :first], C[:first, :first] = np.linalg.qr(V[:, :first])
         R[:first, :first] = np.linalg.qr(C[:first, :first].T, mode="r")
@@ -478,8 +479,13 @@ def _min_norm_rows(V, first, block=256):
                 a -= U[:, m0:m] @ step
                 l[m0:m] += step
             if m:
-                w = _solve_upper(R[:m, :m], l[:m], trans="T")
-                Y[k, :m] = _solve_upper(R[:m, :m], w)
+                try:
+                    w = _solve_upper(R[:m, :m], l[:m], trans="T")
+                    Y[k, :m] = _solve_upper(R[:m, :m], w)
+                except np.linalg.LinAlgError:
+                    # R lost rank in floating point (predecessors whose scales
+                    # differ by ~1e16 or more): pinv(C_k) l_k directly
+                    direct[k] = np.linalg.lstsq(C[:m, :k], l[:m], rcond=None)[0]
             res2 = a @ a
             if m < d and res2 > SINGULAR_TOL * sq_norm[k] and np.isfinite(res2):
                 if m == cap:
@@ -496,6 +502,8 @@ def _min_norm_rows(V, first, block=256):
     for r0 in range(first, p, 1024):
         r1 = min(r0 + 1024, p)
         coef[r0 - first:r1 - first] = np.tril(Y[r0:r1] @ C, r0 - 1)
+    for k, row in direct.items():
+        coef[k - first, :k] = row
     return coef
 
 

@@ -1,5 +1,6 @@
 """Input and parameter validation: every mistake gets a ValueError naming it."""
 
+import itertools
 import re
 import warnings
 
@@ -545,3 +546,21 @@ def test_adjacency_functions_take_lists_float32_frames_and_integral_floats(name)
     X32 = X.astype(np.float32)
     np.testing.assert_allclose(f(X32, [0, 1, 2, 3]), f(X32.astype(np.float64), [0, 1, 2, 3]),
                                rtol=0, atol=0)
+
+
+def test_min_norm_rows_survive_columns_1e16_apart():
+    # Wide data with one column ~1e16 larger: the basis's Cholesky factor
+    # lost rank in floating point and solve_triangular raised LinAlgError
+    # for 44 of the 120 orders; such rows now come from lstsq directly.
+    X = np.array([[-0.467, 0.236, 0.760, -1.649, 1.022e16],
+                  [1.225, -0.298, -0.811, 0.752, 1.018e16],
+                  [0.896, -0.345, -1.482, -0.110, -1.791e16],
+                  [0.775, 0.194, -1.631, -1.195, 3.550e16]])
+    Xc = X - X.mean(axis=0)
+    for order in itertools.permutations(range(5)):
+        B = paralingam.adjacency.ols_adjacency(X, list(order))
+        assert np.isfinite(B).all()
+        first = order[0]
+        for k in order[1:2]:  # one predecessor: plain least squares
+            b = (Xc[:, first] @ Xc[:, k]) / (Xc[:, first] @ Xc[:, first])
+            assert B[k, first] == pytest.approx(b, rel=1e-9)
