@@ -151,8 +151,12 @@ def fit(
         ``j`` has no directed path to column ``i``, and ``-1`` (or NaN) when
         this is unknown. (This is the orientation of lingam's code, of
         ``lingam.utils.make_prior_knowledge`` and of ``adjacency_matrix``.)
-        It restricts the causal order only; the adjacency matrix is the
-        least-squares fit on that order.
+        A DataFrame labelled with the data's column names is matched by
+        label. It restricts the causal order only; the adjacency matrix is
+        the least-squares fit on that order. A fully explained variable
+        (:mod:`paralingam.policy`) can break a strict rule;
+        ``stats["prior_knowledge_unmet"]`` then lists the broken
+        ``(before, after)`` rules.
     apply_prior_knowledge_softly : bool
         ``False`` (default): the known paths and no-paths are strict partial
         orders. ``True``: lingam's soft rule: the next root is chosen among

@@ -23,8 +23,12 @@ class FitResult:
         the ``r (r - 1) / 2`` pairs); ``gamma`` (threshold at the end of each
         iteration) and ``rounds``; ``comparisons_saved`` (fraction);
         ``n_rederived`` (covariance re-derivations); ``scores`` (the
-        root's score of every iteration, summed in index order);
-        ``time`` per phase in s.
+        root's score of every iteration, summed in index order; float32
+        scores with the default dtype); ``float64_redo`` and
+        ``float64_candidates`` per iteration (a root re-decided in float64,
+        among how many rivals); ``threads`` per iteration (CPU);
+        ``prior_knowledge_unmet`` when a fully explained variable broke a
+        strict prior-knowledge rule; ``time`` per phase in s.
     """
 
     causal_order: list
