@@ -8,8 +8,8 @@ import numpy as np
 from . import _backends
 from ._result import FitResult
 from ._validation import (CUDA_BLOCKS, MAX_THREADS, WARPS_PER_PAIR, as_data_matrix, check_bool,
-                          _name, check_choice, check_dtype, check_int, check_positive)
-from .adjacency import _ols_adjacency
+                          check_choice, check_dtype, check_int, check_positive)
+from .adjacency import _ols_adjacency, _scaled_back
 from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError
 from .prior import PriorKnowledge
 
@@ -260,12 +260,7 @@ def fit(
         # BLAS beside the CPU search's spinning threads: see _blas_in_this_thread
         with _blas_in_this_thread() if name == "cpu" else contextlib.nullcontext():
             B = step(search_data, np.asarray(order, dtype=np.intp), scatter, name)
-        B = np.ldexp(B, exponents[:, None] - exponents[None, :])
-    if not np.isfinite(B).all():
-        i, j = np.argwhere(~np.isfinite(B))[0]
-        raise ValueError(
-            f"the edge weight of {_name(names, j)} on {_name(names, i)} exceeds float64: their "
-            "scales differ by more than float64's range; rescale them")
+    B = _scaled_back(B, exponents, names)
     times["adjacency"] = time.perf_counter() - t0
 
     pairs = [r * (r - 1) // 2 for r in per_it["remaining"]]
