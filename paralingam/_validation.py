@@ -292,17 +292,44 @@ def _list(items, limit=10):
 # Parameters
 # ---------------------------------------------------------------------------
 
+def _finite_float(value):
+    """``value`` as a finite float, or None when it is not a finite real number.
+
+    Booleans are refused: ``gamma0=True`` is a mistake, not ``1.0``. The
+    conversion comes first because ``np.isfinite`` raises TypeError for real
+    numbers numpy has no dtype for (``fractions.Fraction``, ints beyond
+    float64 such as ``10**400``).
+    """
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+        return None
+    try:
+        with np.errstate(over="ignore"):  # np.longdouble beyond float64: inf, refused below
+            x = float(value)
+    except OverflowError:  # an int or Fraction beyond float64
+        return None
+    return x if np.isfinite(x) else None
+
+
 def check_positive(name, value, *, above=0.0, below=None):
     """``value`` as a float; ValueError unless it is a finite real in (above, below).
 
     Booleans are refused: ``gamma0=True`` is a mistake, not ``1.0``.
     """
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-          and np.isfinite(value) and value > above and (below is None or value < below))
-    if not ok:
+    x = _finite_float(value)
+    if x is None or not (x > above and (below is None or x < below)):
         bound = f"greater than {above}" + ("" if below is None else f" and less than {below}")
         raise ValueError(f"{name} must be a finite number {bound}; got {value!r}")
-    return float(value)
+    return x
+
+
+def check_coef_threshold(value):
+    """``coef_threshold`` as a float or None; ValueError unless None or a finite real >= 0."""
+    if value is None:
+        return None
+    x = _finite_float(value)
+    if x is None or x < 0:
+        raise ValueError(f"coef_threshold must be None or a finite number >= 0; got {value!r}")
+    return x
 
 
 def check_int(name, value, allowed=None, *, low=1, high=None):

@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state, resample
 
 from . import _api, _backends
-from ._validation import as_data_matrix, constant_in_resample
+from ._validation import as_data_matrix, check_coef_threshold, constant_in_resample
 from .adjacency import ADJACENCY_METHODS, _estimate_adjacency
 from .bootstrap import BootstrapResult, total_effects
 from .hsic import independence_p_values
@@ -186,11 +186,7 @@ class DirectLiNGAM(BaseEstimator):
                 f"adjacency must be one of {ADJACENCY_METHODS}; got {self.adjacency!r}")
         if self.backend not in _backends.BACKENDS:
             raise ValueError(f"backend must be one of {_backends.BACKENDS}; got {self.backend!r}")
-        if self.coef_threshold is not None and (
-                not isinstance(self.coef_threshold, numbers.Real)
-                or not np.isfinite(self.coef_threshold) or self.coef_threshold < 0):
-            raise ValueError(
-                f"coef_threshold must be None or a finite number >= 0; got {self.coef_threshold!r}")
+        coef_threshold = check_coef_threshold(self.coef_threshold)
         if not isinstance(self.apply_prior_knowledge_softly, (bool, np.bool_)):
             raise ValueError("apply_prior_knowledge_softly must be True or False; got "
                              f"{self.apply_prior_knowledge_softly!r}")
@@ -216,6 +212,7 @@ class DirectLiNGAM(BaseEstimator):
             "prior_knowledge": pk,
             "backend": self.backend,
             "fit_options": options,
+            "coef_threshold": coef_threshold,
         }
 
     def _fit_data(self, data, settings, backend):
@@ -239,8 +236,8 @@ class DirectLiNGAM(BaseEstimator):
 
         result = _api.fit(data, _adjacency=adjacency, **kwargs)
         B = result.adjacency_matrix
-        if self.coef_threshold is not None:  # on the data's own scale
-            B[np.abs(B) < self.coef_threshold] = 0.0
+        if settings["coef_threshold"] is not None:  # on the data's own scale
+            B[np.abs(B) < settings["coef_threshold"]] = 0.0
         return [int(i) for i in result.causal_order], B, result.stats
 
     # ------------------------------------------------------------------

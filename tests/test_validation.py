@@ -3,6 +3,7 @@
 import itertools
 import re
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -329,6 +330,9 @@ BAD_PARAMETERS = [
     ("threshold", "yes"), ("threshold", None), ("threshold", 1),
     ("gamma0", 0.0), ("gamma0", -1e-4), ("gamma0", float("nan")), ("gamma0", float("inf")),
     ("gamma0", "1e-4"), ("gamma0", True), ("gamma0", 5e-324), ("gamma0", 1e-310),
+    # real numbers numpy has no dtype for: np.isfinite raised TypeError
+    ("gamma0", 10**400), ("gamma0", Fraction(1, 10**400)), ("c", 10**400),
+    ("c", Fraction(1, 2)), ("collinear_tol", Fraction(3, 2)), ("explained_tol", -10**400),
     ("c", 1.0), ("c", 0.5), ("c", 1.0 + 2.0**-52), ("c", 1.0000005), ("c", float("nan")), ("c", float("inf")), ("c", [2.0]),
     ("collinear_tol", 0.0), ("collinear_tol", 1.0), ("collinear_tol", -1e-10),
     ("collinear_tol", float("nan")),
@@ -345,8 +349,14 @@ BAD_PARAMETERS = [
 ]
 
 
+def _short(value):
+    """A test id for ``value``: 10**400 has 401 digits."""
+    r = repr(value)
+    return r if len(r) <= 30 else r[:12] + "..." + r[-12:]
+
+
 @pytest.mark.parametrize("name, value", BAD_PARAMETERS,
-                         ids=[f"{n}={v!r}" for n, v in BAD_PARAMETERS])
+                         ids=[f"{n}={_short(v)}" for n, v in BAD_PARAMETERS])
 def test_bad_parameters_are_named(small, name, value):
     with pytest.raises(ValueError) as info:
         paralingam.fit(small[0], **{name: value})
@@ -360,6 +370,10 @@ def test_good_parameter_types_are_accepted(small):
     res = fit_cpu(X, gamma0=np.float32(1e-3), c=3, n_threads=np.int64(2),
                   collinear_tol=np.float64(1e-12), explained_tol=1e-12,
                   threads_per_block=np.int32(128), dtype=np.float64, threshold=np.bool_(True))
+    assert res.causal_order == order
+    # any real number, as a float (np.isfinite raised TypeError for a Fraction)
+    res = fit_cpu(X, gamma0=Fraction(1, 1000), c=Fraction(3), collinear_tol=Fraction(1, 10**12),
+                  n_threads=1)
     assert res.causal_order == order
 
 
@@ -564,3 +578,4 @@ def test_min_norm_rows_survive_columns_1e16_apart():
         for k in order[1:2]:  # one predecessor: plain least squares
             b = (Xc[:, first] @ Xc[:, k]) / (Xc[:, first] @ Xc[:, first])
             assert B[k, first] == pytest.approx(b, rel=1e-9)
+
