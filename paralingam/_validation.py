@@ -43,22 +43,31 @@ def as_data_matrix(X, names=None, *, allow_constant=False):
         message names the shape, the columns, and the counts.
     """
     given = names
-    names = None
+    names = labels = None
     if hasattr(X, "columns") and hasattr(X, "dtypes"):  # pandas DataFrame
-        names = [str(c) for c in X.columns]
+        labels = list(X.columns)
+        names = [str(c) for c in labels]
         arr = _frame_to_array(X, names)
     else:
         arr = _as_array(X)
     _check_shape(arr, X)
     n, p = arr.shape
     if given is not None:
+        if not isinstance(given, str):
+            # any iterable of names (a generator, a pandas Index, ...): len() needs a list
+            try:
+                given = list(given)
+            except TypeError:
+                raise ValueError(f"feature_names must be a sequence of names, one per column; "
+                                 f"got {given!r}") from None
         if isinstance(given, str) or len(given) != p:
             count = "a string" if isinstance(given, str) else f"{len(given)} names"
             raise ValueError(f"feature_names must give one name per column: X has {p} "
                              f"columns, got {count}")
+        labels = given
         names = [str(v) for v in given]
     if names is not None:
-        _check_unique(names)
+        _check_unique(names, labels)
     if isinstance(arr, np.ma.MaskedArray):
         masked = np.ma.getmaskarray(arr)
         if masked.any():
@@ -260,8 +269,13 @@ def _fits_float64(values):
     return True
 
 
-def _check_unique(names):
-    """Refuse repeated column names: the order and effects would be ambiguous."""
+def _check_unique(names, labels=None):
+    """Refuse repeated column names: the order and effects would be ambiguous.
+
+    ``names`` are the labels as text; ``labels``, where given, the originals.
+    Labels that differ but read the same as text (``1`` and ``"1"``) are
+    shown by their reprs, so that the message shows what differs.
+    """
     first = {}
     repeated = {}
     for j, name in enumerate(names):
@@ -270,9 +284,15 @@ def _check_unique(names):
         else:
             first[name] = j
     if repeated:
-        listed = _list([f"{name!r} (columns {', '.join(map(str, cols))})"
-                        for name, cols in sorted(repeated.items(), key=lambda kv: kv[1])])
-        raise ValueError(f"column names must be unique: {listed} repeated")
+        listed, as_text = [], False
+        for name, cols in sorted(repeated.items(), key=lambda kv: kv[1]):
+            shown = ", ".join(map(str, cols))
+            if labels is not None and len({repr(labels[j]) for j in cols}) > 1:
+                shown = ", ".join(f"{j} = {labels[j]!r}" for j in cols)
+                as_text = True
+            listed.append(f"{name!r} (columns {shown})")
+        note = " (labels are compared as text)" if as_text else ""
+        raise ValueError(f"column names must be unique: {_list(listed)} repeated{note}")
 
 
 def _name(names, j):

@@ -265,6 +265,32 @@ def test_feature_names_reach_messages_and_results(small):
         fit_cpu(X, feature_names=["g0", "g1", "g2", "g2", "g1", "g2"])
 
 
+def test_feature_names_may_be_any_iterable(small):
+    X, order = small
+    cols = [f"g{k}" for k in range(6)]
+    res = fit_cpu(X, feature_names=(c for c in cols), n_threads=1)  # had "no len()"
+    assert res.names == cols and res.causal_order_names == [cols[k] for k in order]
+    assert fit_cpu(X, feature_names=np.array(cols), n_threads=1).names == cols
+    with pytest.raises(ValueError, match="X has 6 columns, got 5 names"):
+        fit_cpu(X, feature_names=iter(cols[:5]))
+    with pytest.raises(ValueError, match="feature_names must be a sequence of names, one per "
+                                         "column; got 6"):
+        fit_cpu(X, feature_names=6)
+
+
+def test_labels_equal_as_text_are_shown_by_their_reprs(small):
+    # 1 and "1" are different labels: the message shows both, not '1' twice
+    pd = pytest.importorskip("pandas")
+    X = small[0]
+    expected = (r"column names must be unique: '1' \(columns 0 = 1, 2 = '1'\) repeated "
+                r"\(labels are compared as text\)")
+    raises(expected, pd.DataFrame(X, columns=[1, "a", "1", "b", "c", "d"]))
+    raises(expected, X, feature_names=[1, "a", "1", "b", "c", "d"])
+    # the same label twice is shown as before
+    raises(r"unique: '1' \(columns 0, 2\) repeated$", X,
+           feature_names=[1, "a", 1, "b", "c", "d"])
+
+
 def test_dataframe_names_reach_messages_and_results(small):
     pd = pytest.importorskip("pandas")
     X, order = small
