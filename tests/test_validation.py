@@ -605,3 +605,71 @@ def test_min_norm_rows_survive_columns_1e16_apart():
             b = (Xc[:, first] @ Xc[:, k]) / (Xc[:, first] @ Xc[:, first])
             assert B[k, first] == pytest.approx(b, rel=1e-9)
 
+
+@pytest.mark.parametrize("value", ["0.1", -1, -0.5, float("nan"), float("inf"), True,
+                                   10**400, [0.1]], ids=_short)
+def test_estimate_adjacency_checks_coef_threshold_as_the_estimator(value):
+    from paralingam.adjacency import estimate_adjacency
+
+    with pytest.raises(ValueError, match=re.escape(
+            f"coef_threshold must be None or a finite number >= 0; got {value!r}")):
+        estimate_adjacency(_chain(), [0, 1, 2, 3], method="ols", coef_threshold=value)
+    with pytest.raises(ValueError, match="coef_threshold must be None or a finite number >= 0"):
+        paralingam.DirectLiNGAM(coef_threshold=value, fit_options={"n_threads": 1}).fit(_chain())
+
+
+def test_estimate_adjacency_takes_any_real_coef_threshold():
+    from fractions import Fraction
+
+    from paralingam.adjacency import estimate_adjacency
+
+    X, order = _chain(), [0, 1, 2, 3]
+    want = estimate_adjacency(X, order, method="ols", coef_threshold=0.55)
+    got = estimate_adjacency(X, order, method="ols", coef_threshold=Fraction(11, 20))
+    np.testing.assert_array_equal(got, want)
+    assert 0 < np.count_nonzero(want) < np.count_nonzero(estimate_adjacency(X, order, method="ols"))
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0, 0, "1", None, True])
+def test_adaptive_lasso_checks_gamma(value):
+    from paralingam.adjacency import adaptive_lasso_adjacency
+
+    with pytest.raises(ValueError, match=re.escape(
+            f"gamma must be a finite number greater than 0.0; got {value!r}")):
+        adaptive_lasso_adjacency(_chain(), [0, 1, 2, 3], gamma=value, n_threads=1)
+
+
+@pytest.mark.parametrize("name", ["ols_adjacency", "adaptive_lasso_adjacency",
+                                  "estimate_adjacency"])
+@pytest.mark.parametrize("value, message", [
+    (2.0, r"invalid at \[1, 0\] = 2\.0"),
+    (0.5, r"invalid at \[1, 0\] = 0\.5"),
+    ("x", "prior_knowledge must be a numeric matrix"),
+])
+def test_adjacency_functions_check_prior_knowledge_as_fit(name, value, message):
+    # 2.0 and 0.5 silently kept the predictor; fit and DirectLiNGAM refuse them
+    pk = np.full((4, 4), -1.0).tolist()
+    pk[1][0] = value
+    f, kwargs = _adjacency_functions()[name], _ONE_THREAD[name]
+    with pytest.raises(ValueError, match=message):
+        f(_chain(), [0, 1, 2, 3], prior_knowledge=pk, **kwargs)
+    with pytest.raises(ValueError, match=r"shape \(4, 4\) .*got shape \(3, 3\)"):
+        f(_chain(), [0, 1, 2, 3], prior_knowledge=np.zeros((3, 3)), **kwargs)
+
+
+@pytest.mark.parametrize("name", ["ols_adjacency", "adaptive_lasso_adjacency",
+                                  "estimate_adjacency"])
+def test_adjacency_functions_refuse_a_scatter_that_is_not_finite(name, capfd):
+    from paralingam.adjacency import _scatter
+
+    f, kwargs = _adjacency_functions()[name], _ONE_THREAD[name]
+    with pytest.raises(ValueError, match=r"scatter must hold finite numbers; got NaN or "
+                                         r"infinite entries at \[0, 0\] = nan, \[0, 1\] = nan"):
+        f(_chain(), [0, 1, 2, 3], scatter=np.full((4, 4), np.nan), **kwargs)
+    S = _scatter(_chain())[1]
+    S[2, 1] = np.inf
+    with pytest.raises(ValueError, match=r"at \[2, 1\] = inf$"):
+        f(_chain(), [0, 1, 2, 3], scatter=S, **kwargs)
+    with pytest.raises(ValueError, match="scatter must be a numeric"):
+        f(_chain(), [0, 1, 2, 3], scatter=[["a"] * 4] * 4, **kwargs)
+    assert "DLASCL" not in capfd.readouterr().err  # LAPACK's complaint about NaN
