@@ -13,6 +13,7 @@ import numbers
 import sys
 import time
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 from sklearn import config_context
@@ -191,6 +192,10 @@ class DirectLiNGAM(BaseEstimator):
             raise ValueError("apply_prior_knowledge_softly must be True or False; got "
                              f"{self.apply_prior_knowledge_softly!r}")
         _check_random_state(self.random_state)
+        if self.fit_options is not None and not isinstance(self.fit_options, Mapping):
+            # dict("abc") fails with "dictionary update sequence element #0"
+            raise ValueError("fit_options must be None or a dict of paralingam.fit keyword "
+                             f"arguments, such as {{'n_threads': 1}}; got {self.fit_options!r}")
         options = dict(self.fit_options or {})
         reserved = {"backend", "prior_knowledge", "apply_prior_knowledge_softly"} & set(options)
         if reserved:
@@ -203,7 +208,7 @@ class DirectLiNGAM(BaseEstimator):
         unknown = set(options) - public
         if unknown:
             raise ValueError(f"fit_options has keys that paralingam.fit does not take: "
-                             f"{sorted(unknown)}")
+                             f"{sorted(unknown, key=repr)}")
         pk = None
         if self.prior_knowledge is not None:  # validated once, by paralingam.prior
             pk = PriorKnowledge(self.prior_knowledge, n_features,

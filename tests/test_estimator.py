@@ -1,6 +1,7 @@
 """paralingam.DirectLiNGAM against lingam.DirectLiNGAM (lingam 1.13), and its API."""
 
 import inspect
+import re
 import subprocess
 import sys
 import warnings
@@ -333,3 +334,16 @@ def test_warnings_do_not_leak_from_a_clean_fit(lingam_data):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model().fit(X)
+
+
+@pytest.mark.parametrize("options", ["abc", ["n_threads"], 1, [("n_threads", 1)]])
+def test_fit_options_must_be_a_dict(lingam_data, options):
+    X = lingam_data(4, 100, "sparse", 511)[0]
+    with pytest.raises(ValueError, match=r"fit_options must be None or a dict of paralingam.fit "
+                                         r"keyword arguments, such as \{'n_threads': 1\}; got "
+                                         + re.escape(repr(options))):
+        DirectLiNGAM(backend="cpu", fit_options=options).fit(X)
+    # keys of mixed types are listed, not compared ("'<' not supported")
+    with pytest.raises(ValueError, match=r"does not take: \['x', 1\]"):
+        DirectLiNGAM(backend="cpu", fit_options={"x": 0, 1: 0}).fit(X)
+
