@@ -18,6 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 from sklearn import config_context
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state, resample
 
 from . import _api, _backends
@@ -167,6 +168,7 @@ class DirectLiNGAM(BaseEstimator):
     @property
     def causal_order_names_(self):
         """The causal order as column names (lingam's ``x0, x1, ...`` without names)."""
+        self._check_fitted()
         labels = self._labels()
         return [labels[i] for i in self.causal_order_]
 
@@ -413,11 +415,15 @@ class DirectLiNGAM(BaseEstimator):
     # helpers
     # ------------------------------------------------------------------
 
+    def _check_fitted(self):
+        """NotFittedError (an AttributeError and a ValueError) before ``fit``."""
+        if not hasattr(self, "causal_order_"):
+            raise NotFittedError(
+                "this DirectLiNGAM instance is not fitted yet; call fit(X) first")
+
     def _checked_data(self, X):
         """Validated data for a fitted model: same number (and names) of columns."""
-        if not hasattr(self, "causal_order_"):
-            raise AttributeError(
-                "this DirectLiNGAM instance is not fitted yet; call fit(X) first")
+        self._check_fitted()
         data, names = as_data_matrix(X)
         if data.shape[1] != self.n_features_in_:
             raise ValueError(

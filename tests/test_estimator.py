@@ -347,3 +347,15 @@ def test_fit_options_must_be_a_dict(lingam_data, options):
     with pytest.raises(ValueError, match=r"does not take: \['x', 1\]"):
         DirectLiNGAM(backend="cpu", fit_options={"x": 0, 1: 0}).fit(X)
 
+
+def test_fitted_attributes_raise_not_fitted_before_fit(lingam_data):
+    from sklearn.exceptions import NotFittedError
+
+    est = DirectLiNGAM()
+    # was an AttributeError about n_features_in_
+    with pytest.raises(NotFittedError, match="not fitted yet; call fit"):
+        est.causal_order_names_
+    with pytest.raises(NotFittedError, match="not fitted yet; call fit"):
+        est.estimate_total_effect(lingam_data(4, 100, "sparse", 511)[0], 0, 1)
+    assert not hasattr(est, "causal_order_names_") and not hasattr(est, "causal_order_")
+
