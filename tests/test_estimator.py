@@ -359,3 +359,19 @@ def test_fitted_attributes_raise_not_fitted_before_fit(lingam_data):
         est.estimate_total_effect(lingam_data(4, 100, "sparse", 511)[0], 0, 1)
     assert not hasattr(est, "causal_order_names_") and not hasattr(est, "causal_order_")
 
+
+def test_degenerate_data_warnings_point_at_the_callers_line(lingam_data):
+    X = np.array(lingam_data(4, 300, "sparse", 905)[0])
+    X[:, 3] = X[:, 0] + X[:, 1]
+    calls = {
+        "DirectLiNGAM.fit": lambda: model(adjacency="ols").fit(X),
+        "DirectLiNGAM.bootstrap": lambda: model(adjacency="ols").bootstrap(X, 1),
+        "paralingam.fit": lambda: paralingam.fit(X, backend="cpu", n_threads=1),
+    }
+    for what, call in calls.items():
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            call()
+        found = [w for w in record if issubclass(w.category, paralingam.DegenerateDataWarning)]
+        assert found, what
+        assert {w.filename for w in found} == {__file__}, (what, found[0].filename)
