@@ -43,22 +43,31 @@ def as_data_matrix(X, names=None, *, allow_constant=False):
         message names the shape, the columns, and the counts.
     """
     given = names
-    names = None
+    names = labels = None
     if hasattr(X, "columns") and hasattr(X, "dtypes"):  # pandas DataFrame
-        names = [str(c) for c in X.columns]
+        labels = list(X.columns)
+        names = [str(c) for c in labels]
         arr = _frame_to_array(X, names)
     else:
         arr = _as_array(X)
     _check_shape(arr, X)
     n, p = arr.shape
     if given is not None:
+        if not isinstance(given, str):
+            # any iterable of names (a generator, a pandas Index, ...): len() needs a list
+            try:
+                given = list(given)
+            except TypeError:
+                raise ValueError(f"feature_names must be a sequence of names, one per column; "
+                                 f"got {given!r}") from None
         if isinstance(given, str) or len(given) != p:
             count = "a string" if isinstance(given, str) else f"{len(given)} names"
             raise ValueError(f"feature_names must give one name per column: X has {p} "
                              f"columns, got {count}")
+        labels = given
         names = [str(v) for v in given]
     if names is not None:
-        _check_unique(names)
+        _check_unique(names, labels)
     if isinstance(arr, np.ma.MaskedArray):
         masked = np.ma.getmaskarray(arr)
         if masked.any():
@@ -260,8 +269,13 @@ def _fits_float64(values):
     return True
 
 
-def _check_unique(names):
-    """Refuse repeated column names: the order and effects would be ambiguous."""
+def _check_unique(names, labels=None):
+    """Refuse repeated column names: the order and effects would be ambiguous.
+
+    ``names`` are the labels as text; ``labels``, where given, the originals.
+    Labels that differ but read the same as text (``1`` and ``"1"``) are
+    shown by their reprs, so that the message shows what differs.
+    """
     first = {}
     repeated = {}
     for j, name in enumerate(names):
@@ -270,9 +284,15 @@ def _check_unique(names):
         else:
             first[name] = j
     if repeated:
-        listed = _list([f"{name!r} (columns {', '.join(map(str, cols))})"
-                        for name, cols in sorted(repeated.items(), key=lambda kv: kv[1])])
-        raise ValueError(f"column names must be unique: {listed} repeated")
+        listed, as_text = [], False
+        for name, cols in sorted(repeated.items(), key=lambda kv: kv[1]):
+            shown = ", ".join(map(str, cols))
+            if labels is not None and len({repr(labels[j]) for j in cols}) > 1:
+                shown = ", ".join(f"{j} = {labels[j]!r}" for j in cols)
+                as_text = True
+            listed.append(f"{name!r} (columns {shown})")
+        note = " (labels are compared as text)" if as_text else ""
+        raise ValueError(f"column names must be unique: {_list(listed)} repeated{note}")
 
 
 def _name(names, j):
@@ -292,17 +312,44 @@ def _list(items, limit=10):
 # Parameters
 # ---------------------------------------------------------------------------
 
+def _finite_float(value):
+    """``value`` as a finite float, or None when it is not a finite real number.
+
+    Booleans are refused: ``gamma0=True`` is a mistake, not ``1.0``. The
+    conversion comes first because ``np.isfinite`` raises TypeError for real
+    numbers numpy has no dtype for (``fractions.Fraction``, ints beyond
+    float64 such as ``10**400``).
+    """
+    if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+        return None
+    try:
+        with np.errstate(over="ignore"):  # np.longdouble beyond float64: inf, refused below
+            x = float(value)
+    except OverflowError:  # an int or Fraction beyond float64
+        return None
+    return x if np.isfinite(x) else None
+
+
 def check_positive(name, value, *, above=0.0, below=None):
     """``value`` as a float; ValueError unless it is a finite real in (above, below).
 
     Booleans are refused: ``gamma0=True`` is a mistake, not ``1.0``.
     """
-    ok = (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-          and np.isfinite(value) and value > above and (below is None or value < below))
-    if not ok:
+    x = _finite_float(value)
+    if x is None or not (x > above and (below is None or x < below)):
         bound = f"greater than {above}" + ("" if below is None else f" and less than {below}")
         raise ValueError(f"{name} must be a finite number {bound}; got {value!r}")
-    return float(value)
+    return x
+
+
+def check_coef_threshold(value):
+    """``coef_threshold`` as a float or None; ValueError unless None or a finite real >= 0."""
+    if value is None:
+        return None
+    x = _finite_float(value)
+    if x is None or x < 0:
+        raise ValueError(f"coef_threshold must be None or a finite number >= 0; got {value!r}")
+    return x
 
 
 def check_int(name, value, allowed=None, *, low=1, high=None):

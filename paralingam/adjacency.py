@@ -34,8 +34,9 @@ import warnings
 
 import numpy as np
 
-from ._validation import (MAX_THREADS, _name, as_data_matrix, check_int, check_order,
-                          default_threads)
+from ._validation import (MAX_THREADS, _list, _name, as_data_matrix, check_coef_threshold,
+                          check_int, check_order, check_positive, default_threads)
+from .prior import _as_matrix as _prior_matrix
 
 ADJACENCY_METHODS = ("adaptive_lasso", "ols")
 
@@ -108,7 +109,8 @@ def estimate_adjacency(
         lingam's prior-knowledge matrix; ``prior_knowledge[i, j] == 0`` keeps
         ``j`` out of the regression of ``i``.
     coef_threshold : float, optional
-        Coefficients with ``|b| < coef_threshold`` are set to zero.
+        Coefficients with ``|b| < coef_threshold`` are set to zero; a finite
+        number >= 0, as for ``DirectLiNGAM``.
     backend : {None, "cpu", "cuda"}
         Where the adaptive lasso's paths run (see :func:`adaptive_lasso_adjacency`).
     n_threads : int, optional
@@ -121,6 +123,7 @@ def estimate_adjacency(
     -------
     B : ndarray, shape (n_features, n_features)
     """
+    coef_threshold = check_coef_threshold(coef_threshold)  # DirectLiNGAM's rule
     X, order, scatter, exponents, names = _checked_inputs(X, causal_order, scatter, n_threads)
     B = _estimate_adjacency(X, order, method=method, prior_knowledge=prior_knowledge,
                             backend=backend, n_threads=n_threads, scatter=scatter)
@@ -174,15 +177,32 @@ def _checked_inputs(X, causal_order, scatter, n_threads=None):
         check_int("n_threads", n_threads, high=MAX_THREADS)
     data, names = as_data_matrix(X, allow_constant=True)
     order = check_order(causal_order, data.shape[1])
-    if scatter is not None and np.shape(scatter) != (data.shape[1],) * 2:
-        raise ValueError(f"scatter must have shape (n_features, n_features) = "
-                         f"({data.shape[1]}, {data.shape[1]}); got {np.shape(scatter)}")
+    if scatter is not None:
+        scatter = _checked_scatter(scatter, data.shape[1])
     exponents = _column_exponents(data)
     data = np.ldexp(data, -exponents, out=data)  # as_data_matrix's copy: ours to change
     if scatter is not None:
-        scatter = np.ldexp(np.asarray(scatter, dtype=np.float64),
-                           -(exponents[:, None] + exponents[None, :]))
+        scatter = np.ldexp(scatter, -(exponents[:, None] + exponents[None, :]))
     return data, order, scatter, exponents, names
+
+
+def _checked_scatter(scatter, p):
+    """A given scatter matrix as float64, checked to be (p, p) and finite."""
+    try:
+        S = np.asarray(scatter, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"scatter must be a numeric (n_features, n_features) matrix: "
+                         f"{exc}") from None
+    if S.shape != (p, p):
+        raise ValueError(f"scatter must have shape (n_features, n_features) = "
+                         f"({p}, {p}); got {S.shape}")
+    # NaN reached LAPACK: a LinAlgError, and a "DLASCL" line on stderr
+    bad = ~np.isfinite(S)
+    if bad.any():
+        where = [f"[{i}, {j}] = {float(S[i, j])!r}" for i, j in zip(*np.nonzero(bad))]
+        raise ValueError(f"scatter must hold finite numbers; got NaN or infinite entries at "
+                         f"{_list(where)}")
+    return S
 
 
 def _column_exponents(X):
@@ -548,7 +568,8 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
     prior_knowledge : array-like, shape (n_features, n_features), optional
         ``prior_knowledge[i, j] == 0`` removes ``j`` from the predictors of ``i``.
     gamma : float
-        Exponent of the adaptive weights (lingam's default 1).
+        Exponent of the adaptive weights, a finite number > 0 (lingam's
+        default 1).
     n_threads : int, optional
         Threads of the compiled engine, 1..1024 (default: all cores, or
         ``OMP_NUM_THREADS`` up to the number of cores).
@@ -580,6 +601,8 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         When a target has ``n_samples <= n_predictors + 1``: BIC's noise
         variance cannot be estimated (lingam raises there too).
     """
+    # NaN failed deep in sklearn; inf gave weights of 0 or inf, hence a zero matrix
+    gamma = check_positive("gamma", gamma)
     X, order, scatter, exponents, names = _checked_inputs(X, causal_order, scatter, n_threads)
     B = _adaptive_lasso_adjacency(X, order, prior_knowledge=prior_knowledge, gamma=gamma,
                                   n_threads=n_threads, engine=engine, backend=backend,
@@ -842,14 +865,18 @@ def allowed_predictors(prior_knowledge, n_features):
     allowed : ndarray of bool, shape (n_features, n_features) or None
         ``allowed[target, j]`` is False where ``prior_knowledge[target, j] == 0``
         (no directed path from ``j`` to ``target``); the diagonal is False.
+
+    Raises
+    ------
+    ValueError
+        For a matrix that is not numeric, not of shape (n_features,
+        n_features), or has values other than -1, 0, 1 and NaN.
     """
     if prior_knowledge is None:
         return None
-    pk = np.asarray(prior_knowledge, dtype=np.float64)
-    if pk.shape != (n_features, n_features):
-        raise ValueError(
-            f"prior_knowledge must have shape (n_features, n_features) = "
-            f"({n_features}, {n_features}); got {pk.shape}")
+    # the checks of fit and DirectLiNGAM (numeric, square, -1/0/1/NaN): a 2.0
+    # or a 0.5 would otherwise silently keep the predictor
+    pk = _prior_matrix(prior_knowledge, n_features)
     allowed = pk != 0  # -1 (unknown) and NaN keep the predictor, as in lingam
     np.fill_diagonal(allowed, False)
     return allowed

@@ -4,6 +4,7 @@ import argparse
 import csv
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -15,6 +16,13 @@ EXAMPLE = Path(__file__).parent / "data" / "example.csv"
 # formats that are not text tables; named in the error instead of a decoding failure
 BINARY_SUFFIXES = (".npz", ".gz", ".bz2", ".xz", ".zip", ".xlsx", ".xls", ".parquet",
                    ".feather", ".h5", ".hdf5", ".pkl", ".pickle")
+# Hints in paralingam's error messages that give a Python spelling, as they
+# read on the command line.
+CLI_SPELLINGS = {
+    "on_collinear='warn'": "--on-collinear warn",
+    "for a single variable use X.reshape(-1, 1)":
+        "for a single variable save an array of shape (n_samples, 1)",
+}
 
 
 def read_table(path, *, delimiter=None):
@@ -134,6 +142,15 @@ def read_prior_knowledge(path, names, *, delimiter=None):
     return pk
 
 
+def _output_path(args):
+    """Where ``fit`` writes its JSON result."""
+    if args.output:
+        return Path(args.output)
+    if Path(args.file).resolve() == EXAMPLE.resolve():
+        return Path.cwd() / "example.paralingam.json"  # not inside the installed package
+    return Path(args.file).with_suffix(".paralingam.json")
+
+
 def _numeric_row(row):
     try:
         [float(v) for v in row]
@@ -176,6 +193,14 @@ def main(argv=None):
 
     if args.soft_prior and not args.prior_knowledge:
         parser.error("--soft-prior needs --prior-knowledge")
+    out = _output_path(args)
+    # Before any work: "-o data.csv" (or another spelling of the input's path)
+    # would replace the data by the result.
+    for given, what in ((args.file, "the data file"),
+                        (args.prior_knowledge, "the prior-knowledge file")):
+        if given and out.exists() and Path(given).exists() and os.path.samefile(out, given):
+            parser.error(f"the output file {out} is {what} {given}: writing the result would "
+                         "overwrite it; give another --output")
     try:
         X, names = read_table(args.file, delimiter=args.delimiter)
         prior = None
@@ -186,14 +211,11 @@ def main(argv=None):
                                 apply_prior_knowledge_softly=args.soft_prior,
                                 on_collinear=args.on_collinear)
     except (OSError, ValueError, RuntimeError) as exc:
-        print(f"paralingam: error: {exc}", file=sys.stderr)
+        message = str(exc)
+        for python, typed in CLI_SPELLINGS.items():
+            message = message.replace(python, typed)
+        print(f"paralingam: error: {message}", file=sys.stderr)
         return 2
-    if args.output:
-        out = Path(args.output)
-    elif Path(args.file).resolve() == EXAMPLE.resolve():
-        out = Path.cwd() / "example.paralingam.json"  # not inside the installed package
-    else:
-        out = Path(args.file).with_suffix(".paralingam.json")
     try:
         out.write_text(json.dumps(result.to_dict(), indent=1))
     except OSError as exc:

@@ -13,14 +13,16 @@ import numbers
 import sys
 import time
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 from sklearn import config_context
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state, resample
 
 from . import _api, _backends
-from ._validation import as_data_matrix, constant_in_resample
+from ._validation import as_data_matrix, check_coef_threshold, constant_in_resample
 from .adjacency import ADJACENCY_METHODS, _estimate_adjacency
 from .bootstrap import BootstrapResult, total_effects
 from .hsic import independence_p_values
@@ -166,6 +168,7 @@ class DirectLiNGAM(BaseEstimator):
     @property
     def causal_order_names_(self):
         """The causal order as column names (lingam's ``x0, x1, ...`` without names)."""
+        self._check_fitted()
         labels = self._labels()
         return [labels[i] for i in self.causal_order_]
 
@@ -186,15 +189,15 @@ class DirectLiNGAM(BaseEstimator):
                 f"adjacency must be one of {ADJACENCY_METHODS}; got {self.adjacency!r}")
         if self.backend not in _backends.BACKENDS:
             raise ValueError(f"backend must be one of {_backends.BACKENDS}; got {self.backend!r}")
-        if self.coef_threshold is not None and (
-                not isinstance(self.coef_threshold, numbers.Real)
-                or not np.isfinite(self.coef_threshold) or self.coef_threshold < 0):
-            raise ValueError(
-                f"coef_threshold must be None or a finite number >= 0; got {self.coef_threshold!r}")
+        coef_threshold = check_coef_threshold(self.coef_threshold)
         if not isinstance(self.apply_prior_knowledge_softly, (bool, np.bool_)):
             raise ValueError("apply_prior_knowledge_softly must be True or False; got "
                              f"{self.apply_prior_knowledge_softly!r}")
         _check_random_state(self.random_state)
+        if self.fit_options is not None and not isinstance(self.fit_options, Mapping):
+            # dict("abc") fails with "dictionary update sequence element #0"
+            raise ValueError("fit_options must be None or a dict of paralingam.fit keyword "
+                             f"arguments, such as {{'n_threads': 1}}; got {self.fit_options!r}")
         options = dict(self.fit_options or {})
         reserved = {"backend", "prior_knowledge", "apply_prior_knowledge_softly"} & set(options)
         if reserved:
@@ -207,7 +210,7 @@ class DirectLiNGAM(BaseEstimator):
         unknown = set(options) - public
         if unknown:
             raise ValueError(f"fit_options has keys that paralingam.fit does not take: "
-                             f"{sorted(unknown)}")
+                             f"{sorted(unknown, key=repr)}")
         pk = None
         if self.prior_knowledge is not None:  # validated once, by paralingam.prior
             pk = PriorKnowledge(self.prior_knowledge, n_features,
@@ -216,6 +219,7 @@ class DirectLiNGAM(BaseEstimator):
             "prior_knowledge": pk,
             "backend": self.backend,
             "fit_options": options,
+            "coef_threshold": coef_threshold,
         }
 
     def _fit_data(self, data, settings, backend):
@@ -239,8 +243,8 @@ class DirectLiNGAM(BaseEstimator):
 
         result = _api.fit(data, _adjacency=adjacency, **kwargs)
         B = result.adjacency_matrix
-        if self.coef_threshold is not None:  # on the data's own scale
-            B[np.abs(B) < self.coef_threshold] = 0.0
+        if settings["coef_threshold"] is not None:  # on the data's own scale
+            B[np.abs(B) < settings["coef_threshold"]] = 0.0
         return [int(i) for i in result.causal_order], B, result.stats
 
     # ------------------------------------------------------------------
@@ -411,11 +415,15 @@ class DirectLiNGAM(BaseEstimator):
     # helpers
     # ------------------------------------------------------------------
 
+    def _check_fitted(self):
+        """NotFittedError (an AttributeError and a ValueError) before ``fit``."""
+        if not hasattr(self, "causal_order_"):
+            raise NotFittedError(
+                "this DirectLiNGAM instance is not fitted yet; call fit(X) first")
+
     def _checked_data(self, X):
         """Validated data for a fitted model: same number (and names) of columns."""
-        if not hasattr(self, "causal_order_"):
-            raise AttributeError(
-                "this DirectLiNGAM instance is not fitted yet; call fit(X) first")
+        self._check_fitted()
         data, names = as_data_matrix(X)
         if data.shape[1] != self.n_features_in_:
             raise ValueError(

@@ -56,7 +56,7 @@ refused up front instead of when the search gets stuck.
 
 import numpy as np
 
-from ._validation import check_bool
+from ._validation import check_bool, check_int
 
 __all__ = ["PriorKnowledge"]
 
@@ -73,8 +73,8 @@ class PriorKnowledge:
         here; ``paralingam.fit`` first matches its labels to the data's
         column names.
     n_features : int, optional
-        Number of variables of the data; the matrix must be square of this
-        size. Without it the matrix must be square.
+        Number of variables of the data, >= 1; the matrix must be square of
+        this size. Without it the matrix must be square.
     soft : bool
         Apply the prior knowledge softly (lingam's
         ``apply_prior_knowledge_softly``) instead of as strict partial orders.
@@ -90,7 +90,8 @@ class PriorKnowledge:
     Raises
     ------
     ValueError
-        For ``soft`` other than True or False, for a matrix that is not
+        For ``soft`` other than True or False, ``n_features`` other than
+        None or a positive integer, for a matrix that is not
         numeric or not of shape
         ``(n_features, n_features)``, for values other than -1, 0, 1 and NaN
         (the message names the positions), for contradictory directed paths
@@ -207,6 +208,8 @@ class PriorKnowledge:
 
 def _as_matrix(matrix, n_features):
     """The matrix as float64 with unknown entries as NaN, checked."""
+    if n_features is not None:  # "4" would be compared with the shape, and never equal it
+        n_features = check_int("n_features", n_features)
     if hasattr(matrix, "to_numpy"):  # pandas DataFrame
         matrix = matrix.to_numpy()
     try:

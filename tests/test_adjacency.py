@@ -116,7 +116,9 @@ def test_bad_arguments_name_the_problem(lingam_data):
     order = order_of(X)
     with pytest.raises(ValueError, match="adjacency must be one of"):
         estimate_adjacency(X, order, method="lasso")
-    with pytest.raises(ValueError, match=r"shape \(n_features, n_features\) = \(6, 6\)"):
+    # the message of fit and DirectLiNGAM
+    with pytest.raises(ValueError, match=r"prior_knowledge must be of shape \(6, 6\) "
+                                         r"\(n_features, n_features\); got shape \(5, 6\)"):
         adaptive_lasso_adjacency(X, order, prior_knowledge=np.zeros((5, 6)))
     with pytest.raises(ValueError, match="backend must be one of"):
         ols_adjacency(X, order, backend="tpu")

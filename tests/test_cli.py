@@ -196,3 +196,45 @@ def test_field_over_the_csv_limit_exits_2_with_a_message(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("paralingam: error: ") and "field limit" in err, err
     assert "unclosed quote" in err
+
+
+@pytest.mark.parametrize("spelling", ["same", "dotted", "symlink", "prior"])
+def test_output_onto_an_input_file_exits_2_before_any_work(lingam_data, tmp_path, capsys,
+                                                           monkeypatch, spelling):
+    X = lingam_data(3, 200, "sparse", 910)[0]
+    data = tmp_path / "data.csv"
+    np.savetxt(data, X, delimiter=",")
+    pk = tmp_path / "pk.csv"
+    pk.write_text("-1,-1,-1\n-1,-1,-1\n-1,-1,-1\n")
+    output = {"same": data, "dotted": tmp_path / "sub" / ".." / "data.csv",
+              "symlink": tmp_path / "link.csv", "prior": pk}[spelling]
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.csv").symlink_to(data)
+    before = data.read_bytes(), pk.read_bytes()
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the input was read")
+
+    monkeypatch.setattr(cli, "read_table", no_work)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["fit", str(data), "--backend", "cpu", "--prior-knowledge", str(pk),
+                  "-o", str(output)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "paralingam: error: the output file" in err and "would overwrite it" in err, err
+    assert (data.read_bytes(), pk.read_bytes()) == before
+
+
+def test_messages_give_command_line_spellings(lingam_data, tmp_path, capsys):
+    X = np.array(lingam_data(4, 300, "sparse", 905)[0])
+    X[:, 3] = X[:, 0] + X[:, 1]
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",", header="a,b,c,d", comments="")
+    assert cli.main(["fit", str(tmp_path / "x.csv"), "--backend", "cpu",
+                     "--on-collinear", "error"]) == 2
+    err = capsys.readouterr().err
+    assert "or pass --on-collinear warn to apply" in err and "on_collinear=" not in err, err
+    np.save(tmp_path / "one.npy", X[:, 0])
+    assert cli.main(["fit", str(tmp_path / "one.npy"), "--backend", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "for a single variable save an array of shape (n_samples, 1)" in err, err
+    assert "reshape" not in err, err

@@ -1,6 +1,7 @@
 """paralingam.DirectLiNGAM against lingam.DirectLiNGAM (lingam 1.13), and its API."""
 
 import inspect
+import re
 import subprocess
 import sys
 import warnings
@@ -333,3 +334,44 @@ def test_warnings_do_not_leak_from_a_clean_fit(lingam_data):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model().fit(X)
+
+
+@pytest.mark.parametrize("options", ["abc", ["n_threads"], 1, [("n_threads", 1)]])
+def test_fit_options_must_be_a_dict(lingam_data, options):
+    X = lingam_data(4, 100, "sparse", 511)[0]
+    with pytest.raises(ValueError, match=r"fit_options must be None or a dict of paralingam.fit "
+                                         r"keyword arguments, such as \{'n_threads': 1\}; got "
+                                         + re.escape(repr(options))):
+        DirectLiNGAM(backend="cpu", fit_options=options).fit(X)
+    # keys of mixed types are listed, not compared ("'<' not supported")
+    with pytest.raises(ValueError, match=r"does not take: \['x', 1\]"):
+        DirectLiNGAM(backend="cpu", fit_options={"x": 0, 1: 0}).fit(X)
+
+
+def test_fitted_attributes_raise_not_fitted_before_fit(lingam_data):
+    from sklearn.exceptions import NotFittedError
+
+    est = DirectLiNGAM()
+    # was an AttributeError about n_features_in_
+    with pytest.raises(NotFittedError, match="not fitted yet; call fit"):
+        est.causal_order_names_
+    with pytest.raises(NotFittedError, match="not fitted yet; call fit"):
+        est.estimate_total_effect(lingam_data(4, 100, "sparse", 511)[0], 0, 1)
+    assert not hasattr(est, "causal_order_names_") and not hasattr(est, "causal_order_")
+
+
+def test_degenerate_data_warnings_point_at_the_callers_line(lingam_data):
+    X = np.array(lingam_data(4, 300, "sparse", 905)[0])
+    X[:, 3] = X[:, 0] + X[:, 1]
+    calls = {
+        "DirectLiNGAM.fit": lambda: model(adjacency="ols").fit(X),
+        "DirectLiNGAM.bootstrap": lambda: model(adjacency="ols").bootstrap(X, 1),
+        "paralingam.fit": lambda: paralingam.fit(X, backend="cpu", n_threads=1),
+    }
+    for what, call in calls.items():
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            call()
+        found = [w for w in record if issubclass(w.category, paralingam.DegenerateDataWarning)]
+        assert found, what
+        assert {w.filename for w in found} == {__file__}, (what, found[0].filename)

@@ -1,5 +1,6 @@
 """Prior knowledge: lingam's rules in paralingam.prior, the reference and the CPU backend."""
 
+import re
 import warnings
 
 import numpy as np
@@ -106,6 +107,15 @@ def test_shape_must_be_n_features_squared():
         PriorKnowledge(-np.ones((3, 3, 1)), 3)
     with pytest.raises(ValueError, match="numeric"):
         PriorKnowledge([["a", "b"], ["c", "d"]], 2)
+
+
+@pytest.mark.parametrize("n_features", ["4", 4.0, 0, -1, True])
+def test_n_features_must_be_a_positive_int(n_features):
+    # "4" gave "must be of shape (4, 4) ... got shape (4, 4)"
+    with pytest.raises(ValueError, match=re.escape(
+            f"n_features must be an integer >= 1; got {n_features!r}")):
+        PriorKnowledge(-np.ones((4, 4)), n_features)
+    assert PriorKnowledge(-np.ones((4, 4)), np.int64(4)).n_features == 4
 
 
 def test_fit_names_a_wrong_shape(lingam_data):

@@ -3,6 +3,7 @@
 import itertools
 import re
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -264,6 +265,32 @@ def test_feature_names_reach_messages_and_results(small):
         fit_cpu(X, feature_names=["g0", "g1", "g2", "g2", "g1", "g2"])
 
 
+def test_feature_names_may_be_any_iterable(small):
+    X, order = small
+    cols = [f"g{k}" for k in range(6)]
+    res = fit_cpu(X, feature_names=(c for c in cols), n_threads=1)  # had "no len()"
+    assert res.names == cols and res.causal_order_names == [cols[k] for k in order]
+    assert fit_cpu(X, feature_names=np.array(cols), n_threads=1).names == cols
+    with pytest.raises(ValueError, match="X has 6 columns, got 5 names"):
+        fit_cpu(X, feature_names=iter(cols[:5]))
+    with pytest.raises(ValueError, match="feature_names must be a sequence of names, one per "
+                                         "column; got 6"):
+        fit_cpu(X, feature_names=6)
+
+
+def test_labels_equal_as_text_are_shown_by_their_reprs(small):
+    # 1 and "1" are different labels: the message shows both, not '1' twice
+    pd = pytest.importorskip("pandas")
+    X = small[0]
+    expected = (r"column names must be unique: '1' \(columns 0 = 1, 2 = '1'\) repeated "
+                r"\(labels are compared as text\)")
+    raises(expected, pd.DataFrame(X, columns=[1, "a", "1", "b", "c", "d"]))
+    raises(expected, X, feature_names=[1, "a", "1", "b", "c", "d"])
+    # the same label twice is shown as before
+    raises(r"unique: '1' \(columns 0, 2\) repeated$", X,
+           feature_names=[1, "a", 1, "b", "c", "d"])
+
+
 def test_dataframe_names_reach_messages_and_results(small):
     pd = pytest.importorskip("pandas")
     X, order = small
@@ -329,6 +356,9 @@ BAD_PARAMETERS = [
     ("threshold", "yes"), ("threshold", None), ("threshold", 1),
     ("gamma0", 0.0), ("gamma0", -1e-4), ("gamma0", float("nan")), ("gamma0", float("inf")),
     ("gamma0", "1e-4"), ("gamma0", True), ("gamma0", 5e-324), ("gamma0", 1e-310),
+    # real numbers numpy has no dtype for: np.isfinite raised TypeError
+    ("gamma0", 10**400), ("gamma0", Fraction(1, 10**400)), ("c", 10**400),
+    ("c", Fraction(1, 2)), ("collinear_tol", Fraction(3, 2)), ("explained_tol", -10**400),
     ("c", 1.0), ("c", 0.5), ("c", 1.0 + 2.0**-52), ("c", 1.0000005), ("c", float("nan")), ("c", float("inf")), ("c", [2.0]),
     ("collinear_tol", 0.0), ("collinear_tol", 1.0), ("collinear_tol", -1e-10),
     ("collinear_tol", float("nan")),
@@ -345,8 +375,14 @@ BAD_PARAMETERS = [
 ]
 
 
+def _short(value):
+    """A test id for ``value``: 10**400 has 401 digits."""
+    r = repr(value)
+    return r if len(r) <= 30 else r[:12] + "..." + r[-12:]
+
+
 @pytest.mark.parametrize("name, value", BAD_PARAMETERS,
-                         ids=[f"{n}={v!r}" for n, v in BAD_PARAMETERS])
+                         ids=[f"{n}={_short(v)}" for n, v in BAD_PARAMETERS])
 def test_bad_parameters_are_named(small, name, value):
     with pytest.raises(ValueError) as info:
         paralingam.fit(small[0], **{name: value})
@@ -360,6 +396,10 @@ def test_good_parameter_types_are_accepted(small):
     res = fit_cpu(X, gamma0=np.float32(1e-3), c=3, n_threads=np.int64(2),
                   collinear_tol=np.float64(1e-12), explained_tol=1e-12,
                   threads_per_block=np.int32(128), dtype=np.float64, threshold=np.bool_(True))
+    assert res.causal_order == order
+    # any real number, as a float (np.isfinite raised TypeError for a Fraction)
+    res = fit_cpu(X, gamma0=Fraction(1, 1000), c=Fraction(3), collinear_tol=Fraction(1, 10**12),
+                  n_threads=1)
     assert res.causal_order == order
 
 
@@ -564,3 +604,72 @@ def test_min_norm_rows_survive_columns_1e16_apart():
         for k in order[1:2]:  # one predecessor: plain least squares
             b = (Xc[:, first] @ Xc[:, k]) / (Xc[:, first] @ Xc[:, first])
             assert B[k, first] == pytest.approx(b, rel=1e-9)
+
+
+@pytest.mark.parametrize("value", ["0.1", -1, -0.5, float("nan"), float("inf"), True,
+                                   10**400, [0.1]], ids=_short)
+def test_estimate_adjacency_checks_coef_threshold_as_the_estimator(value):
+    from paralingam.adjacency import estimate_adjacency
+
+    with pytest.raises(ValueError, match=re.escape(
+            f"coef_threshold must be None or a finite number >= 0; got {value!r}")):
+        estimate_adjacency(_chain(), [0, 1, 2, 3], method="ols", coef_threshold=value)
+    with pytest.raises(ValueError, match="coef_threshold must be None or a finite number >= 0"):
+        paralingam.DirectLiNGAM(coef_threshold=value, fit_options={"n_threads": 1}).fit(_chain())
+
+
+def test_estimate_adjacency_takes_any_real_coef_threshold():
+    from fractions import Fraction
+
+    from paralingam.adjacency import estimate_adjacency
+
+    X, order = _chain(), [0, 1, 2, 3]
+    want = estimate_adjacency(X, order, method="ols", coef_threshold=0.55)
+    got = estimate_adjacency(X, order, method="ols", coef_threshold=Fraction(11, 20))
+    np.testing.assert_array_equal(got, want)
+    assert 0 < np.count_nonzero(want) < np.count_nonzero(estimate_adjacency(X, order, method="ols"))
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0, 0, "1", None, True])
+def test_adaptive_lasso_checks_gamma(value):
+    from paralingam.adjacency import adaptive_lasso_adjacency
+
+    with pytest.raises(ValueError, match=re.escape(
+            f"gamma must be a finite number greater than 0.0; got {value!r}")):
+        adaptive_lasso_adjacency(_chain(), [0, 1, 2, 3], gamma=value, n_threads=1)
+
+
+@pytest.mark.parametrize("name", ["ols_adjacency", "adaptive_lasso_adjacency",
+                                  "estimate_adjacency"])
+@pytest.mark.parametrize("value, message", [
+    (2.0, r"invalid at \[1, 0\] = 2\.0"),
+    (0.5, r"invalid at \[1, 0\] = 0\.5"),
+    ("x", "prior_knowledge must be a numeric matrix"),
+])
+def test_adjacency_functions_check_prior_knowledge_as_fit(name, value, message):
+    # 2.0 and 0.5 silently kept the predictor; fit and DirectLiNGAM refuse them
+    pk = np.full((4, 4), -1.0).tolist()
+    pk[1][0] = value
+    f, kwargs = _adjacency_functions()[name], _ONE_THREAD[name]
+    with pytest.raises(ValueError, match=message):
+        f(_chain(), [0, 1, 2, 3], prior_knowledge=pk, **kwargs)
+    with pytest.raises(ValueError, match=r"shape \(4, 4\) .*got shape \(3, 3\)"):
+        f(_chain(), [0, 1, 2, 3], prior_knowledge=np.zeros((3, 3)), **kwargs)
+
+
+@pytest.mark.parametrize("name", ["ols_adjacency", "adaptive_lasso_adjacency",
+                                  "estimate_adjacency"])
+def test_adjacency_functions_refuse_a_scatter_that_is_not_finite(name, capfd):
+    from paralingam.adjacency import _scatter
+
+    f, kwargs = _adjacency_functions()[name], _ONE_THREAD[name]
+    with pytest.raises(ValueError, match=r"scatter must hold finite numbers; got NaN or "
+                                         r"infinite entries at \[0, 0\] = nan, \[0, 1\] = nan"):
+        f(_chain(), [0, 1, 2, 3], scatter=np.full((4, 4), np.nan), **kwargs)
+    S = _scatter(_chain())[1]
+    S[2, 1] = np.inf
+    with pytest.raises(ValueError, match=r"at \[2, 1\] = inf$"):
+        f(_chain(), [0, 1, 2, 3], scatter=S, **kwargs)
+    with pytest.raises(ValueError, match="scatter must be a numeric"):
+        f(_chain(), [0, 1, 2, 3], scatter=[["a"] * 4] * 4, **kwargs)
+    assert "DLASCL" not in capfd.readouterr().err  # LAPACK's complaint about NaN
