@@ -187,9 +187,11 @@ def test_cuda_runs_repeat(lingam_data):
         assert all(r.stats["scores"] == runs[0].stats["scores"] for r in runs)
     np.testing.assert_allclose(runs32[0].stats["scores"], runs64[0].stats["scores"],
                                rtol=1e-3, atol=1e-9)
-    cpu = fit(X, backend="cpu")
+    cpu = fit(X, backend="cpu", dtype="float64")  # double on both: scores to rounding
     assert cpu.causal_order == runs64[0].causal_order
     np.testing.assert_allclose(runs64[0].stats["scores"], cpu.stats["scores"], rtol=1e-9, atol=1e-15)
+    cpu32 = fit(X, backend="cpu")  # float32 on both: the same certified order
+    assert cpu32.causal_order == runs32[0].causal_order
 
 
 def test_cuda_rederiving_at_every_step_gives_the_same_order(lingam_data):
