@@ -1,8 +1,6 @@
 """``paralingam.fit``: validate, standardise, search the order, estimate edges."""
 
 import contextlib
-import os
-import sys
 import time
 
 import numpy as np
@@ -10,7 +8,7 @@ import numpy as np
 from . import _backends
 from ._result import FitResult
 from ._validation import (CUDA_BLOCKS, MAX_THREADS, WARPS_PER_PAIR, as_data_matrix, check_bool,
-                          check_choice, check_dtype, check_int, check_positive)
+                          check_choice, user_stacklevel, check_dtype, check_int, check_positive)
 from .adjacency import _ols_adjacency, _scaled_back
 from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError
 from .prior import PriorKnowledge
@@ -382,23 +380,6 @@ def _aligned_prior(pk, names):
     return pk.loc[labels, labels]
 
 
-_PACKAGE_DIR = os.path.dirname(__file__) + os.sep
-
-
-def _user_stacklevel():
-    """``stacklevel`` that points a warning of the caller at the user's code.
-
-    The first frame outside this package: ``fit`` is called by the user, but
-    also by ``DirectLiNGAM.fit``, its bootstrap and the command line, each
-    at a different depth, and a fixed ``stacklevel`` would name a line of
-    paralingam as the warning's source.
-    """
-    frame, level = sys._getframe(1), 1  # the function that warns: stacklevel=1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
 def _warn_explained(explained, names, unmet=()):
     import warnings
 
@@ -414,7 +395,7 @@ def _warn_explained(explained, names, unmet=()):
         f"dependence) and were placed right after the root that completed them: {pairs}."
         f"{broken} See paralingam.policy.",
         DegenerateDataWarning,
-        stacklevel=_user_stacklevel(),
+        stacklevel=user_stacklevel(),
     )
 
 

@@ -2,6 +2,7 @@
 
 import numbers
 import os
+import sys
 
 import numpy as np
 
@@ -434,3 +435,20 @@ def check_dtype(value):
     if name not in ("float64", "float32"):
         raise ValueError(f"dtype must be None, 'float64' or 'float32'; got {value!r}")
     return name
+
+
+PACKAGE_DIR = os.path.dirname(__file__) + os.sep
+
+
+def user_stacklevel():
+    """``stacklevel`` that points a warning of the caller at the user's code.
+
+    The first frame outside this package: ``fit`` is called by the user, but
+    also by ``DirectLiNGAM.fit``, its bootstrap and the command line, each
+    at a different depth, and a fixed ``stacklevel`` would name a line of
+    paralingam as the warning's source.
+    """
+    frame, level = sys._getframe(1), 1  # the function that warns: stacklevel=1
+    while frame is not None and frame.f_code.co_filename.startswith(PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level

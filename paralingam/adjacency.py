@@ -35,7 +35,8 @@ import warnings
 import numpy as np
 
 from ._validation import (MAX_THREADS, _list, _name, as_data_matrix, check_coef_threshold,
-                          check_int, check_order, check_positive, default_threads)
+                          check_int, check_order, check_positive, default_threads,
+                          user_stacklevel)
 from .prior import _as_matrix as _prior_matrix
 
 ADJACENCY_METHODS = ("adaptive_lasso", "ols")
@@ -702,7 +703,7 @@ def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_th
             "dropped a regressor (nearly collinear predictors); their coefficients come "
             "from the shortened path, as in lingam.",
             AdjacencyWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
     return B
 
@@ -711,8 +712,7 @@ def _on_gpu(call, step, pronoun):
     """``call()`` when the CUDA backend is usable; else None and a RuntimeWarning.
 
     The warning reads "<step> on the GPU failed (<why>); computing <pronoun> on
-    the CPU" and points at the code that called the public function (which
-    reaches here through one private helper).
+    the CPU" and points at the user's code (the first frame outside paralingam).
     """
     from . import _cuda
 
@@ -723,7 +723,7 @@ def _on_gpu(call, step, pronoun):
         except Exception as exc:  # out of memory, or a fault (recorded by _cuda_adjacency)
             reason = f"{type(exc).__name__}: {exc}"
     warnings.warn(f"{step} on the GPU failed ({reason}); computing {pronoun} on the CPU",
-                  RuntimeWarning, stacklevel=4)
+                  RuntimeWarning, stacklevel=user_stacklevel())
     return None
 
 

@@ -189,8 +189,9 @@ def test_compiled_engine_hands_degenerate_targets_to_sklearn(lingam_data):
     order = [0, 3, 1, 2, 4, 5, 6, 7]
     with pytest.warns(AdjacencyWarning, match="columns"):
         ref = adaptive_lasso_adjacency(X, order, engine="sklearn")
-    with pytest.warns(AdjacencyWarning, match="columns"):
+    with pytest.warns(AdjacencyWarning, match="columns") as record:
         got = adaptive_lasso_adjacency(X, order, engine="compiled")
+    assert record[0].filename == __file__  # the user's line, not paralingam's
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-10)
     assert np.isfinite(got).all()
 
