@@ -54,6 +54,7 @@ cdef extern from "_cpu_kernels.h" nogil:
                         Py_ssize_t n, int both, double *out)
     double pl_stat_f64(const double *xa, const double *xb, double rho, double inv_s,
                        Py_ssize_t n, double hxa, double hxb, int both)
+    double pl_score_f64(const double *stat, const double *weight, int r)
     void pl_regress_row(double *x, const double *xr, double rho, double inv_s,
                         Py_ssize_t n, double *out)
     double pl_row_corr(const double *xa, const double *xb, Py_ssize_t n)
@@ -106,8 +107,10 @@ cdef double VERIFY_BAND = 1e-4
 # taken in float (pl_moments_f32, about 2-3x the double loop). Each mean
 # moment (mean log cosh u, mean u exp(-u^2/2)) is then off by at most
 # FLOAT_MOMENT_ERR: the worst case of every rounding and approximation of a
-# term adds up to under 2.5e-7 (log cosh) and 6e-7 (the other), see
-# _cpu_kernels.h; tests/test_cpu_float.py measures errors near 1e-9. Every
+# term adds up to under 5e-7 (log cosh) and 6e-7 (the other), see
+# _cpu_kernels.h; over random data the errors stay under 4e-8
+# (tests/test_cpu_float.py), and a search for the worst single term found
+# 1.3e-7 (benchmarks/NOTES.md). Every
 # statistic carries the bound it implies, every score the sum of its terms'
 # bounds, and an iteration whose float scores cannot separate the root from
 # a rival within them is re-decided in double for the rivals only, so the
@@ -564,13 +567,7 @@ cdef void run_region(Search *s, int what, int count, int nt) noexcept nogil:
 
 cdef double ordered_score(Search *s, int w) noexcept nogil:
     """Score of a finished worker, summed in index order (deterministic)."""
-    cdef double total = 0.0, v
-    cdef int j
-    for j in range(s.r):
-        v = s.stat[w * s.p + j]
-        if v < 0.0:
-            total += s.weight[j] * v * v
-    return total
+    return pl_score_f64(s.stat + w * s.p, s.weight, s.r)
 
 
 cdef double ordered_err(Search *s, int w) noexcept nogil:
@@ -623,15 +620,11 @@ cdef double certify(Search *s, int best_w, double best) noexcept nogil:
 
 cdef int redecide(Search *s, int nt) noexcept nogil:
     """The root among the rivals ``s.cand``, by their scores in double."""
-    cdef double best = INFINITY, total, v
-    cdef int best_w = -1, ci, j
+    cdef double best = INFINITY, total
+    cdef int best_w = -1, ci
     run_region(s, REDO, s.n_cand * s.r, nt)
     for ci in range(s.n_cand):
-        total = 0.0
-        for j in range(s.r):
-            v = s.redo_stat[ci * s.p + j]
-            if v < 0.0:
-                total += s.weight[j] * v * v
+        total = pl_score_f64(s.redo_stat + ci * s.p, s.weight, s.r)  # ordered_score's code
         if total < best:
             best = total
             best_w = s.cand[ci]

@@ -138,6 +138,18 @@ static PL_ONE_COPY double pl_stat_f64(const double *xa, const double *xb, double
     return (hxb + pl_entropy(m[0], m[1], n)) - (hxa + hxb);
 }
 
+/* A worker's score from its row of statistics: sum of weight[j] min(0, I)^2
+ * in index order. One compiled copy, for the same reason as pl_stat_f64: the
+ * search's scores and a re-decision's must tie exactly where they tie. */
+static PL_ONE_COPY double pl_score_f64(const double *stat, const double *weight, int r)
+{
+    double total = 0.0;
+    for (int j = 0; j < r; ++j)
+        if (stat[j] < 0.0)
+            total += weight[j] * stat[j] * stat[j];
+    return total;
+}
+
 /* ---- dtype "float32": double residuals, float special functions ----
  *
  * The residual u is formed in double from the double rows and rounded once
