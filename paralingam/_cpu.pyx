@@ -37,7 +37,7 @@ where the timing-dependent partial sums are used).
 import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange, parallel
-from libc.math cimport sqrt, fabs, log, pi, INFINITY
+from libc.math cimport sqrt, fabs, INFINITY
 cimport openmp
 
 from .policy import LinearDependenceError
@@ -55,6 +55,7 @@ cdef extern from "_cpu_kernels.h" nogil:
     double pl_stat_f64(const double *xa, const double *xb, double rho, double inv_s,
                        Py_ssize_t n, double hxa, double hxb, int both)
     double pl_score_f64(const double *stat, const double *weight, int r)
+    double pl_entropy(double lc, double g, Py_ssize_t n)
     void pl_regress_row(double *x, const double *xr, double rho, double inv_s,
                         Py_ssize_t n, double *out)
     double pl_row_corr(const double *xa, const double *xb, Py_ssize_t n)
@@ -222,10 +223,8 @@ def reset_busy_state():
 
 
 cdef inline double entropy_from_moments(double lc, double g, Py_ssize_t n) noexcept nogil:
-    cdef double h_gauss = 0.5 * (1.0 + log(2.0 * pi))
-    cdef double a = lc / n - LOG2 - GAMMA
-    cdef double b = g / n
-    return h_gauss - K1 * a * a - K2 * b * b
+    """Entropy approximation from the sums of n samples (pl_entropy, the one formula)."""
+    return pl_entropy(lc, g, n)
 
 
 cdef inline double entropy_bound(double lc, double g, Py_ssize_t n, double D) noexcept nogil:
