@@ -56,6 +56,7 @@ cdef extern from "_cpu_kernels.h" nogil:
                        Py_ssize_t n, double hxa, double hxb, int both)
     double pl_score_f64(const double *stat, const double *weight, int r)
     double pl_entropy(double lc, double g, Py_ssize_t n)
+    double pl_entropy_bound(double lc, double g, Py_ssize_t n, double D)
     void pl_regress_row(double *x, const double *xr, double rho, double inv_s,
                         Py_ssize_t n, double *out)
     double pl_row_corr(const double *xa, const double *xb, Py_ssize_t n)
@@ -72,9 +73,6 @@ cdef extern from "_cpu_kernels.h" nogil:
     void pl_order_partners(const double *cov, Py_ssize_t p, const int *idx, int r, int w,
                            unsigned int *scratch, int *out)
 
-cdef double K1 = 79.047
-cdef double K2 = 7.4129
-cdef double GAMMA = 0.37457
 cdef double LOG2 = 0.6931471805599453
 # Prior-knowledge status of a variable (as paralingam.reference); only
 # CANDIDATE groups have a worker.
@@ -222,18 +220,6 @@ def reset_busy_state():
     busy_cores.reset()
 
 
-cdef inline double entropy_from_moments(double lc, double g, Py_ssize_t n) noexcept nogil:
-    """Entropy approximation from the sums of n samples (pl_entropy, the one formula)."""
-    return pl_entropy(lc, g, n)
-
-
-cdef inline double entropy_bound(double lc, double g, Py_ssize_t n, double D) noexcept nogil:
-    """Bound on the error of entropy_from_moments when each mean moment errs by D."""
-    cdef double a = lc / n - LOG2 - GAMMA
-    cdef double b = g / n
-    return 2.0 * K1 * fabs(a) * D + 2.0 * K2 * fabs(b) * D + (K1 + K2) * D * D
-
-
 cdef inline double square_bound(double v, double e) noexcept nogil:
     """Bound on |min(0, I)^2 - min(0, v)^2| when |I - v| <= e."""
     if v >= e:
@@ -286,39 +272,14 @@ cdef struct Search:
     double cpu         # CPU time the threads spent on their tasks
 
 
-cdef inline double partner_stat(Search *s, int w, int t, bint use_float,
-                                double *err) noexcept nogil:
-    """I(w, t) of candidate w and non-candidate t, and its error bound in ``err``.
+cdef inline double pair_stat(Search *s, int a, int b, int both, bint use_float,
+                             double *err) noexcept nogil:
+    """I(a, b) of local variables a and b, and its error bound in ``err``.
 
-    A partner in V_j stands in for its own residual (lingam):
-    I(w, t) = H(x_t) + H(r_w^(t)) - H(x_w) - H(x_t).
+    I(a, b) = H(x_b) + H(r_a^(b)) - H(x_a) - H(r_b^(a)). Without ``both``
+    (b is a non-candidate in V_j, prior knowledge) x_b stands in for its own
+    residual, as in lingam: I(a, b) = H(x_b) + H(r_a^(b)) - H(x_a) - H(x_b).
     """
-    cdef int iw = s.idx[w]
-    cdef int it = s.idx[t]
-    cdef double rho = s.cov[iw * s.p + it]
-    cdef double f = 1.0 - rho * rho
-    cdef double m[4]
-    cdef double inv_s
-    cdef int both = s.kind[t] != IN_VJ
-    err[0] = 0.0
-    if f <= s.collinear_tol:
-        return 0.0
-    inv_s = 1.0 / sqrt(f)
-    if not use_float:  # one compiled copy for the search and the re-decision
-        return pl_stat_f64(s.X + iw * s.n, s.X + it * s.n, rho, inv_s, s.n, s.hx[w], s.hx[t],
-                           both)
-    pl_moments_f32(s.X + iw * s.n, s.X + it * s.n, rho, inv_s, s.n, both, m)
-    err[0] = entropy_bound(m[0], m[1], s.n, s.moment_err)
-    if both:
-        err[0] += entropy_bound(m[2], m[3], s.n, s.moment_err)
-    if not both:
-        return (s.hx[t] + entropy_from_moments(m[0], m[1], s.n)) - (s.hx[w] + s.hx[t])
-    return (s.hx[t] + entropy_from_moments(m[0], m[1], s.n)) - (
-        s.hx[w] + entropy_from_moments(m[2], m[3], s.n))
-
-
-cdef inline double pair_stat(Search *s, int a, int b, bint use_float, double *err) noexcept nogil:
-    """I(a, b) of local candidates a < b, and its error bound in ``err``."""
     cdef int ia = s.idx[a]
     cdef int ib = s.idx[b]
     cdef double rho = s.cov[ia * s.p + ib]
@@ -330,12 +291,14 @@ cdef inline double pair_stat(Search *s, int a, int b, bint use_float, double *er
         return 0.0
     inv_s = 1.0 / sqrt(f)
     if not use_float:  # one compiled copy for the search and the re-decision
-        return pl_stat_f64(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, s.hx[a], s.hx[b], 1)
-    pl_moments_f32(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, 1, m)
-    err[0] = (entropy_bound(m[0], m[1], s.n, s.moment_err)
-              + entropy_bound(m[2], m[3], s.n, s.moment_err))
-    return (s.hx[b] + entropy_from_moments(m[0], m[1], s.n)) - (
-        s.hx[a] + entropy_from_moments(m[2], m[3], s.n))
+        return pl_stat_f64(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, s.hx[a], s.hx[b],
+                           both)
+    pl_moments_f32(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, both, m)
+    err[0] = pl_entropy_bound(m[0], m[1], s.n, s.moment_err)
+    if not both:
+        return (s.hx[b] + pl_entropy(m[0], m[1], s.n)) - (s.hx[a] + s.hx[b])
+    err[0] += pl_entropy_bound(m[2], m[3], s.n, s.moment_err)
+    return (s.hx[b] + pl_entropy(m[0], m[1], s.n)) - (s.hx[a] + pl_entropy(m[2], m[3], s.n))
 
 
 cdef inline void add_term(Search *s, int w, int partner, double v, double e) noexcept nogil:
@@ -353,7 +316,7 @@ cdef inline void compare_partner(Search *s, int w, int t) noexcept nogil:
     message.
     """
     cdef double e
-    cdef double stat = partner_stat(s, w, t, s.use_float, &e)
+    cdef double stat = pair_stat(s, w, t, s.kind[t] != IN_VJ, s.use_float, &e)
     s.stat[w * s.p + t] = stat
     if s.use_float:
         s.stat_err[w * s.p + t] = e
@@ -365,7 +328,7 @@ cdef inline void compare_partner(Search *s, int w, int t) noexcept nogil:
 cdef inline void compare_pair(Search *s, int a, int b) noexcept nogil:
     """Compare local pair a < b, store I(a, b) and message both workers."""
     cdef double e
-    cdef double stat = pair_stat(s, a, b, s.use_float, &e)
+    cdef double stat = pair_stat(s, a, b, 1, s.use_float, &e)
     s.stat[a * s.p + b] = stat
     s.stat[b * s.p + a] = -stat
     if s.use_float:
@@ -392,11 +355,11 @@ cdef void redo_stat(Search *s, int task) noexcept nogil:
     if j == w:
         v = 0.0
     elif s.kind[j] != CANDIDATE:
-        v = partner_stat(s, w, j, False, &e)
+        v = pair_stat(s, w, j, s.kind[j] != IN_VJ, False, &e)
     elif w < j:
-        v = pair_stat(s, w, j, False, &e)
+        v = pair_stat(s, w, j, 1, False, &e)
     else:
-        v = -pair_stat(s, j, w, False, &e)
+        v = -pair_stat(s, j, w, 1, False, &e)
     s.redo_stat[ci * s.p + j] = v
 
 
@@ -445,7 +408,7 @@ cdef void prepare_worker(Search *s, int k) noexcept nogil:
     cdef double *m = s.moments + 4 * k
     cdef int j
     pl_row_moments(s.X + s.idx[k] * s.n, s.n, m)
-    s.hx[k] = entropy_from_moments(m[0], m[1], s.n)
+    s.hx[k] = pl_entropy(m[0], m[1], s.n)
     s.score[k] = 0.0
     s.err[k] = 0.0
     s.ndone[k] = 0

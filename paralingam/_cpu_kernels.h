@@ -104,11 +104,27 @@ static inline void pl_row_moments(const double *x, Py_ssize_t n, double *out)
     pl_residual_moments(x, x, 0.0, 1.0, n, out);
 }
 
-/* Entropy approximation from the sums of pl_pair_moments over n samples. */
+/* Hyvarinen's maximum-entropy approximation: H = H_gauss - K1 (E log cosh u
+ * - BETA)^2 - K2 (E u exp(-u^2/2))^2, with E log cosh u = lc / n - log 2 from
+ * the sums of pl_pair_moments over n samples. */
+#define PL_K1 79.047
+#define PL_K2 7.4129
+#define PL_BETA 0.37457
+#define PL_LN2 0.6931471805599453
+#define PL_H_GAUSS 1.4189385332046727  /* (1 + log(2 pi)) / 2 */
+
 static inline double pl_entropy(double lc, double g, Py_ssize_t n)
 {
-    const double a = lc / n - 0.6931471805599453 - 0.37457, b = g / n;
-    return 1.4189385332046727 - 79.047 * a * a - 7.4129 * b * b;
+    const double a = lc / n - PL_LN2 - PL_BETA, b = g / n;
+    return PL_H_GAUSS - PL_K1 * a * a - PL_K2 * b * b;
+}
+
+/* Bound on the error of pl_entropy when each mean moment errs by at most D
+ * (dtype float32): |a_f^2 - a^2| <= D (2 |a_f| + D), the same for b. */
+static inline double pl_entropy_bound(double lc, double g, Py_ssize_t n, double D)
+{
+    const double a = lc / n - PL_LN2 - PL_BETA, b = g / n;
+    return 2.0 * PL_K1 * fabs(a) * D + 2.0 * PL_K2 * fabs(b) * D + (PL_K1 + PL_K2) * D * D;
 }
 
 /* The float64 statistic I(a, b) = (H(x_b) + H(r_a^(b))) - (H(x_a) + H(r_b^(a)))
@@ -154,14 +170,15 @@ static PL_ONE_COPY double pl_score_f64(const double *stat, const double *weight,
  *
  * The residual u is formed in double from the double rows and rounded once
  * to float; sum |u| stays in double. exp and log run in float, 16 lanes at a
- * time (libmvec's 16-wide AVX-512 or two 8-wide AVX2 calls), about 3x the
- * double loop's speed (benchmarks/NOTES.md). Each lane multiplies PL_FACTORS
+ * time, inline (pl_expf_neg, pl_lane_log_sum_f32), 1.7-2.4x the double
+ * loop's speed (benchmarks/NOTES.md). Each lane multiplies PL_FACTORS
  * factors 1 + exp(-2|u|) and sums PL_FACTORS terms u exp(-u^2 / 2) in float;
  * the lanes' logs and sums are added in double. Worst case per term, in
- * absolute value: the log part (rounding of u, expf's error of a few ulps,
- * the rounding of 1 + e, of the product and of logf) stays under 5e-7, and
- * the g part (the same plus the float sums of 8 terms of at most 0.61)
- * under 6e-7: FLOAT_MOMENT_ERR in _cpu.pyx bounds each mean by 1e-6. */
+ * absolute value: the log part (rounding of u, the exp's error of a few
+ * ulps, the rounding of 1 + e, of the product and of the lane log) stays
+ * under 5e-7, and the g part (the same plus the float sums of 8 terms of at
+ * most 0.61) under 6e-7: FLOAT_MOMENT_ERR in _cpu.pyx bounds each mean by
+ * 1e-6. */
 #define PL_FLANES 16
 #define PL_FCHUNK (PL_FLANES * PL_FACTORS)
 
@@ -211,7 +228,7 @@ static inline double pl_lane_log_sum_f32(const float *p)
         esum += (float)e;
         lsum += s * (2.0f + z * (2.0f / 3.0f + z * (2.0f / 5.0f + z * (2.0f / 7.0f + z * (2.0f / 9.0f)))));
     }
-    return 0.6931471805599453 * (double)esum + (double)lsum;
+    return PL_LN2 * (double)esum + (double)lsum;
 }
 
 /* Sums {|u|, log(1 + exp(-2|u|)), u exp(-u^2/2)} over one chunk of
@@ -283,8 +300,8 @@ static inline void pl_moments_f32(const double *xa, const double *xb, double rho
             pl_chunk_sums_f32(a, b, rho, inv_s, 1, t);
         else
             pl_chunk_sums_f32(a, b, rho, inv_s, 0, t);
-        t[1] -= (double)(PL_FCHUNK - m) * 0.6931471805599453;
-        t[4] -= both ? (double)(PL_FCHUNK - m) * 0.6931471805599453 : 0.0;
+        t[1] -= (double)(PL_FCHUNK - m) * PL_LN2;
+        t[4] -= both ? (double)(PL_FCHUNK - m) * PL_LN2 : 0.0;
     }
     out[0] = t[0] + t[1];
     out[1] = t[2];
