@@ -8,7 +8,8 @@ import numpy as np
 from . import _backends
 from ._result import FitResult
 from ._validation import (CUDA_BLOCKS, MAX_THREADS, WARPS_PER_PAIR, as_data_matrix, check_bool,
-                          check_choice, user_stacklevel, check_dtype, check_int, check_positive)
+                          check_choice, check_dtype, check_int, check_positive, default_threads,
+                          user_stacklevel)
 from .adjacency import _ols_adjacency, _scaled_back
 from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError
 from .prior import PriorKnowledge
@@ -318,7 +319,6 @@ def _blas_in_this_thread():
 def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times,
                 stop_on_dependence, candidates=None, use_float=True):
     from . import _cpu
-    from ._validation import default_threads
 
     t0 = time.perf_counter()
     with _blas_in_this_thread():
@@ -369,10 +369,12 @@ def _aligned_prior(pk, names):
             "names to match them to: pass the data as a DataFrame or feature_names, or "
             "the prior knowledge as an array (read by position)")
     labels = list(names)
+    wanted = set(labels)
     for axis, got in (("rows", pk.index), ("columns", pk.columns)):
-        if not got.is_unique or set(got) != set(labels):
-            missing = [x for x in labels if x not in set(got)]
-            extra = [x for x in got if x not in set(labels)]
+        present = set(got)
+        if not got.is_unique or present != wanted:
+            missing = [x for x in labels if x not in present]
+            extra = [x for x in got if x not in wanted]
             raise ValueError(
                 f"the prior_knowledge DataFrame's {axis} must be the data's column names "
                 f"(in any order){'' if got.is_unique else ', each once'}; missing: "

@@ -134,9 +134,12 @@ def estimate_adjacency(
     return B
 
 
-def _estimate_adjacency(X, order, *, method, prior_knowledge=None, coef_threshold=None,
-                        backend=None, n_threads=None, scatter=None):
-    """:func:`estimate_adjacency` on checked input (float64 ``X``, ``order`` a permutation)."""
+def _estimate_adjacency(X, order, *, method, prior_knowledge=None, backend=None,
+                        n_threads=None, scatter=None):
+    """:func:`estimate_adjacency` on checked input (float64 ``X``, ``order`` a permutation).
+
+    No ``coef_threshold``: the callers apply it on the data's own scale.
+    """
     if method == "adaptive_lasso":
         B = _adaptive_lasso_adjacency(X, order, prior_knowledge=prior_knowledge,
                                       n_threads=n_threads, backend=backend, scatter=scatter)
@@ -145,8 +148,6 @@ def _estimate_adjacency(X, order, *, method, prior_knowledge=None, coef_threshol
                            scatter=scatter)
     else:
         raise ValueError(f"adjacency must be one of {ADJACENCY_METHODS}; got {method!r}")
-    if coef_threshold is not None:
-        B[np.abs(B) < coef_threshold] = 0.0
     return B
 
 
