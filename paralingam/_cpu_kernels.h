@@ -170,8 +170,8 @@ static PL_ONE_COPY double pl_score_f64(const double *stat, const double *weight,
  *
  * The residual u is formed in double from the double rows and rounded once
  * to float; sum |u| stays in double. exp and log run in float, 16 lanes at a
- * time, inline (pl_expf_neg, pl_lane_log_sum_f32), 1.7-2.4x the double
- * loop's speed (benchmarks/NOTES.md). Each lane multiplies PL_FACTORS
+ * time, inline (pl_expf_neg, pl_lane_log_sum_f32): 2.0-2.4x the double
+ * loop's speed in a micro-benchmark (benchmarks/NOTES.md). Each lane multiplies PL_FACTORS
  * factors 1 + exp(-2|u|) and sums PL_FACTORS terms u exp(-u^2 / 2) in float;
  * the lanes' logs and sums are added in double. Worst case per term, in
  * absolute value: the log part (rounding of u, the exp's error of a few
