@@ -136,6 +136,53 @@ def standardise(X):
     return X / np.sqrt((X * X).mean(axis=1, keepdims=True))
 
 
+def dense_rounds(mod, rng):
+    """Time of one launch that compares all r(r-1)/2 pairs of r rows, warp per pair.
+
+    The lower bound on a round of the engine that compares every pair: its
+    launch, the pair loop and the drain, with no claims, locks or messages.
+    """
+    import pycuda.driver as drv
+
+    import bench_gpu  # tools/ is on sys.path when run as a script
+
+    floor = bench_gpu.mufu_floor()
+    sms = drv.Context.get_device().get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
+    fn = mod.get_function("throughput32")
+    start, stop = drv.Event(), drv.Event()
+    report = {"floor_sample_pairs_per_s": floor, "rows": []}
+    print(f"MUFU floor: {floor:.3e} sample-pairs/s")
+    print("| n | r | pairs | one launch (us) | % of floor |")
+    print("|---|---|---|---|---|")
+    for n in (1024, 2048, 4096, 8192):
+        ld = (n + 31) // 32 * 32
+        X = standardise(rng.laplace(size=(400, n)))
+        X32 = np.zeros((400, ld), dtype=np.float32)
+        X32[:, :n] = X
+        d_x = drv.to_device(X32)
+        for r in (30, 60, 100, 200, 400):
+            pa, pb = (a.astype(np.int32) for a in np.triu_indices(r, 1))
+            npairs = len(pa)
+            rho = np.full(npairs, 0.3)
+            d_pa, d_pb, d_rho = drv.to_device(pa), drv.to_device(pb), drv.to_device(rho)
+            d_out = drv.mem_alloc(npairs * 8)
+            grid = (min(sms * 8, (npairs * 32 + 255) // 256), 1)
+            args = (d_x, np.int32(ld), np.int32(n), d_pa, d_pb, d_rho, d_out, np.int32(npairs))
+            fn(*args, block=(256, 1, 1), grid=grid)
+            ts = []
+            for _ in range(21):
+                start.record()
+                fn(*args, block=(256, 1, 1), grid=grid)
+                stop.record()
+                stop.synchronize()
+                ts.append(stop.time_since(start) * 1e-3)
+            t = statistics.median(ts)
+            pct = 100 * npairs * n / t / floor
+            report["rows"].append({"n": n, "r": r, "pairs": npairs, "seconds": t, "pct_floor": pct})
+            print(f"| {n} | {r} | {npairs} | {t * 1e6:.1f} | {pct:.1f}% |")
+    return report
+
+
 def main():
     import pycuda.driver as drv
     from pycuda.compiler import SourceModule
@@ -148,11 +195,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default="probe.json")
     ap.add_argument("--pairs", type=int, default=4000)
+    ap.add_argument("--dense", action="store_true",
+                    help="only time one launch comparing all pairs of r rows (a round without a "
+                         "threshold, claims or messages) for several r and n")
     args = ap.parse_args()
 
     mod = SourceModule(SRC, no_extern_c=True, include_dirs=[str(KERNELS)],
                        options=["-O3", "-std=c++17"], arch="sm_90")
     rng = np.random.default_rng(7)
+    if args.dense:
+        report = dense_rounds(mod, rng)
+        Path(args.json).write_text(json.dumps(report, indent=1))
+        return
     kinds = ["uniform", "laplace", "exponential", "t3", "bimodal", "gauss"]
     report = {"accuracy": [], "throughput": {}}
 
