@@ -264,7 +264,7 @@ extern "C" __global__ void init_search(PlSearch *s)
         c->r = p; c->nw = 0; c->epoch = 0; c->iteration = 0; c->n_order = 0;
         c->done = 0; c->state = PL_RUNNING; c->root = -1; c->n_cand = 0; c->rounds = 0;
         c->collinear = 0; c->n_rederived = 0; c->seq = 0; c->ordered = 0; c->blocks_done = 0;
-        c->workers_done = 0;
+        c->workers_done = 0; c->all_pairs = 0;
         c->drift_bits = 0; c->compared = 0; c->gamma = s->gamma0;
         c->n_active = 0;
     }
@@ -438,9 +438,14 @@ __device__ void stop_degenerate(PlSearch *s, int kind, int a, int b)
     st->detail[0] = kind; st->detail[1] = a; st->detail[2] = b;
 }
 
+__device__ __forceinline__ void take_entropy32(PlSearch *s, int w);
+
 // mode 1: steps 1-2 (order, remaining set); mode 2: steps 3-5 (workers);
 // mode 3: both. With prior knowledge the host runs mode 1, reads the
-// remaining set, writes pk_status and runs mode 2.
+// remaining set, writes pk_status and runs mode 2. With PL_PREP_ALL_PAIRS
+// the iteration compares every pair in one round (see worker_body); with
+// float comparisons prep then also takes the workers' entropies, so the host
+// skips setup_f32, which would only sort partners nobody walks.
 extern "C" __global__ void __launch_bounds__(1024) prep(PlSearch *s, int mode)
 {
     pl_enter();
@@ -566,6 +571,9 @@ workers:
         s->final_score[w] = -1.0; s->final_err[w] = 0.0;
         flag[w] = s->kind[w] == PL_CANDIDATE;
     }
+    const bool all_pairs = (mode & PL_PREP_ALL_PAIRS) != 0;
+    if (all_pairs && s->use_float)
+        for (int w = threadIdx.x; w < nw; w += blockDim.x) take_entropy32(s, w);
     __syncthreads();
     const int n_active = block_scan(flag, pos, nw);
     for (int w = threadIdx.x; w < nw; w += blockDim.x)
@@ -574,6 +582,7 @@ workers:
     for (int k = threadIdx.x; k < r; k += blockDim.x) s->linked[s->alive[k]] = 0;
     __syncthreads();
     if (threadIdx.x == 0) {
+        c->all_pairs = all_pairs;
         c->nw = nw; c->epoch += 1; c->gamma = s->gamma0; c->n_active = n_active;
         c->rounds = 0; c->compared = 0; c->drift_bits = 0; c->collinear = 0; c->n_cand = 0;
         c->done = 0; c->state = PL_RUNNING;
@@ -693,7 +702,7 @@ __device__ void setup_body(PlSearch *s)
             s->hx_err[w] = 0.0;
         }
     }
-    if (ordered && s->kind[w] == PL_CANDIDATE) order_partners(s, w, nw);
+    if (ordered && !c->all_pairs && s->kind[w] == PL_CANDIDATE) order_partners(s, w, nw);
 }
 
 extern "C" __global__ void __launch_bounds__(512) setup_f32(PlSearch *s) { pl_enter(); setup_body<float>(s); }
@@ -837,13 +846,31 @@ __device__ __forceinline__ int next_live(const unsigned *live, int n_active, int
     return -1;
 }
 
+// Pair k of the all-pairs enumeration (0 <= k < nw (nw - 1) / 2) as
+// (lo, hi), lo < hi, with k = hi (hi - 1) / 2 + lo.
+__device__ __forceinline__ void pair_of_index(long long k, int &lo, int &hi)
+{
+    int h = (int)((1.0 + sqrt(1.0 + 8.0 * (double)k)) * 0.5);
+    while ((long long)h * (h - 1) / 2 > k) --h;      // (the square root may round up)
+    while ((long long)(h + 1) * h / 2 <= k) ++h;     // (or down)
+    hi = h;
+    lo = (int)(k - (long long)h * (h - 1) / 2);
+}
+
 // The comparison engines are groups of G = group_warps consecutive warps of
 // a block (G = 1: every warp is one). Warp 0 of a group (its leader) finds
 // work, claims pairs and messages results; all G warps compare the pair,
 // each on its share of the samples, so a pair takes 1/G of the time and
 // G times fewer pairs are in flight (less threshold overshoot) when n is
 // large enough to keep every lane busy.
-template <typename T>
+//
+// An all-pairs round (ALL_PAIRS: the all_pairs_* kernels, which the host
+// launches where that round is the cheaper one: few or short pairs) has no
+// threshold: the engines take the pairs of candidates in a fixed interleaved
+// order, with no claims, locks or score messages, and every candidate
+// finishes in this one round. Its scores are the same index-ordered sums
+// (finalize), so the root is too.
+template <typename T, bool ALL_PAIRS>
 __device__ void worker_body(PlSearch *s)
 {
     __shared__ double gsum_all[WARPS * 6];  // per warp: its 6 partial sums
@@ -864,10 +891,24 @@ __device__ void worker_body(PlSearch *s)
     // out of work (score above gamma, or every partner claimed), then move
     // to the next live one.
     int pos = (blockIdx.x * (blockDim.x >> 5) / G + group) % n_active;
+    const long long n_pairs = (long long)nw * (nw - 1) / 2, n_groups = (long long)gridDim.x * ((blockDim.x >> 5) / G);
+    long long next_pair = (long long)blockIdx.x * ((blockDim.x >> 5) / G) + group;
     unsigned long long compared = 0;  // pairs this group compared (leader, lane 0)
     for (;;) {
         int a = -1, b = -1;
-        if (g == 0) {
+        if (ALL_PAIRS && g == 0) {
+            a = -2;  // every lane walks the same pairs: no broadcast needed
+            for (; next_pair < n_pairs; next_pair += n_groups) {
+                int lo, hi;
+                pair_of_index(next_pair, lo, hi);
+                if (s->kind[lo] == PL_CANDIDATE || s->kind[hi] == PL_CANDIDATE) {
+                    a = lo; b = hi;
+                    next_pair += n_groups;
+                    break;
+                }
+            }
+            if (G > 1 && lane == 0) { gpair[group][0] = a; gpair[group][1] = b; }
+        } else if (g == 0) {
             for (;;) {  // find a live worker and claim its next partner
                 pos = next_live(s->live, n_active, pos);
                 if (pos < 0) { a = -2; break; }
@@ -921,8 +962,10 @@ __device__ void worker_body(PlSearch *s)
                 s->stat[a * p + b] = I;
                 s->stat[b * p + a] = -I;
                 __threadfence();  // results visible before anyone counts them
-                message(s, a, b, I, e);
-                message(s, b, a, -I, e);
+                if (!ALL_PAIRS) {  // (partial scores steer claims only)
+                    message(s, a, b, I, e);
+                    message(s, b, a, -I, e);
+                }
                 finished = (atomicAdd(&s->ndone[a], 1) + 1 == nw - 1) |
                            ((atomicAdd(&s->ndone[b], 1) + 1 == nw - 1) << 1);
             } else {  // prior knowledge: only the candidate's side counts
@@ -930,7 +973,7 @@ __device__ void worker_body(PlSearch *s)
                 const double v = partner_stat(s, w, t, I, hu, hv, s->hx);
                 s->stat[w * p + t] = v;
                 __threadfence();
-                message(s, w, t, v, e);
+                if (!ALL_PAIRS) message(s, w, t, v, e);
                 if (atomicAdd(&s->ndone[w], 1) + 1 == nw - 1) finished = (w == a) ? 1 : 2;
             }
             ++compared;  // added to the iteration's count once, on leaving
@@ -947,14 +990,26 @@ __device__ void select_after_workers(PlSearch *s);
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) worker_f32(PlSearch *s)
 {
     pl_enter();
-    worker_body<float>(s);
+    worker_body<float, false>(s);
     select_after_workers(s);
 }
 // (double comparisons need more registers: the compiler's choice)
 extern "C" __global__ void __launch_bounds__(WARPS * 32) worker_f64(PlSearch *s)
 {
     pl_enter();
-    worker_body<double>(s);
+    worker_body<double, false>(s);
+    select_after_workers(s);
+}
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) all_pairs_f32(PlSearch *s)
+{
+    pl_enter();
+    worker_body<float, true>(s);
+    select_after_workers(s);
+}
+extern "C" __global__ void __launch_bounds__(WARPS * 32) all_pairs_f64(PlSearch *s)
+{
+    pl_enter();
+    worker_body<double, true>(s);
     select_after_workers(s);
 }
 
