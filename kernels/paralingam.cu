@@ -729,15 +729,18 @@ extern "C" __global__ void __launch_bounds__(256) entropy64(PlSearch *s)
 // warp is warp g of its group; gsum: the group's shared scratch, 6 G
 // doubles; G > 1 synchronises the group with named barrier `bar`). Every
 // lane of warp 0 of the group gets them (of every warp when G = 1).
+// The caller gives the workers' variables ia, ib, their correlation rho and
+// the entropies hx (bounds hx_err) by worker.
+// (hx_err null: read s->hx_err after the comparison, which keeps the
+// pointer out of the pair loop's registers.)
 template <typename T>
-__device__ __forceinline__ void compare_pair(const PlSearch *s, int a, int b, const double *hx,
+__device__ __forceinline__ void compare_pair(const PlSearch *s, int a, int b, int ia, int ib,
+                                             double rho, const double *hx, const double *hx_err,
                                              int g, int G, int bar, double *gsum,
                                              double &I, double &e, double &hu, double &hv)
 {
-    const size_t p = s->p, ld = s->ld;
+    const size_t ld = s->ld;
     const int n = (int)s->n;
-    const int ia = s->idx[a], ib = s->idx[b];
-    const double rho = s->cov[ia * p + ib];
     const double f = 1.0 - rho * rho;
     I = 0.0;
     e = 0.0;
@@ -773,7 +776,8 @@ __device__ __forceinline__ void compare_pair(const PlSearch *s, int a, int b, co
     double m[4];
     pl_pair_moments_of(sums, l_unit, n, m);
     if (is_float(T(0)))
-        e = s->hx_err[a] + s->hx_err[b] + entropy_bound(m[0], m[1], s->moment_err) +
+        e = (hx_err ? hx_err[a] + hx_err[b] : s->hx_err[a] + s->hx_err[b]) +
+            entropy_bound(m[0], m[1], s->moment_err) +
             entropy_bound(m[2], m[3], s->moment_err);
     // I(a, b) = H(x_b) + H(r_a^(b)) - H(x_a) - H(r_b^(a))
     hu = entropy_of(m[0], m[1]);
@@ -848,13 +852,15 @@ __device__ __forceinline__ int next_live(const unsigned *live, int n_active, int
 
 // Pair k of the all-pairs enumeration (0 <= k < nw (nw - 1) / 2) as
 // (lo, hi), lo < hi, with k = hi (hi - 1) / 2 + lo.
-__device__ __forceinline__ void pair_of_index(long long k, int &lo, int &hi)
+// (32 bits suffice: a search's p^2 state caps nw far below 92 682, where the
+// pairs would pass 2^32.)
+__device__ __forceinline__ void pair_of_index(unsigned k, int &lo, int &hi)
 {
-    int h = (int)((1.0 + sqrt(1.0 + 8.0 * (double)k)) * 0.5);
-    while ((long long)h * (h - 1) / 2 > k) --h;      // (the square root may round up)
-    while ((long long)(h + 1) * h / 2 <= k) ++h;     // (or down)
-    hi = h;
-    lo = (int)(k - (long long)h * (h - 1) / 2);
+    unsigned h = (unsigned)((1.0 + sqrt(1.0 + 8.0 * (double)k)) * 0.5);
+    while (h * (h - 1) / 2 > k) --h;      // (the square root may round up)
+    while ((h + 1) * h / 2 <= k) ++h;     // (or down)
+    hi = (int)h;
+    lo = (int)(k - h * (h - 1) / 2);
 }
 
 // The comparison engines are groups of G = group_warps consecutive warps of
@@ -864,13 +870,38 @@ __device__ __forceinline__ void pair_of_index(long long k, int &lo, int &hi)
 // G times fewer pairs are in flight (less threshold overshoot) when n is
 // large enough to keep every lane busy.
 //
-// An all-pairs round (ALL_PAIRS: the all_pairs_* kernels, which the host
-// launches where that round is the cheaper one: few or short pairs) has no
-// threshold: the engines take the pairs of candidates in a fixed interleaved
-// order, with no claims, locks or score messages, and every candidate
-// finishes in this one round. Its scores are the same index-ordered sums
-// (finalize), so the root is too.
-template <typename T, bool ALL_PAIRS>
+// The leader's lane 0 stores pair (a, b)'s statistic for its candidate
+// side(s), messages partial scores (threshold rounds) and counts the pair
+// for each side; returns bit 1 (a) / bit 2 (b) for a side that this pair
+// finished, whose score the calling warp must then finalize.
+__device__ __forceinline__ int record_pair(PlSearch *s, int a, int b, double I, double e,
+                                           double hu, double hv, bool messages)
+{
+    const size_t p = s->p;
+    const int nw = s->ctl->nw;
+    if (s->use_float) s->stat_err[a * p + b] = e;
+    if (s->kind[a] == PL_CANDIDATE && s->kind[b] == PL_CANDIDATE) {
+        s->stat[a * p + b] = I;
+        s->stat[b * p + a] = -I;
+        __threadfence();  // results visible before anyone counts them
+        if (messages) {
+            message(s, a, b, I, e);
+            message(s, b, a, -I, e);
+        }
+        return (atomicAdd(&s->ndone[a], 1) + 1 == nw - 1) |
+               ((atomicAdd(&s->ndone[b], 1) + 1 == nw - 1) << 1);
+    }
+    // prior knowledge: only the candidate's side counts
+    const int w = s->kind[a] == PL_CANDIDATE ? a : b, t = a + b - w;
+    const double v = partner_stat(s, w, t, I, hu, hv, s->hx);
+    s->stat[w * p + t] = v;
+    __threadfence();
+    if (messages) message(s, w, t, v, e);
+    if (atomicAdd(&s->ndone[w], 1) + 1 == nw - 1) return (w == a) ? 1 : 2;
+    return 0;
+}
+
+template <typename T>
 __device__ void worker_body(PlSearch *s)
 {
     __shared__ double gsum_all[WARPS * 6];  // per warp: its 6 partial sums
@@ -891,24 +922,10 @@ __device__ void worker_body(PlSearch *s)
     // out of work (score above gamma, or every partner claimed), then move
     // to the next live one.
     int pos = (blockIdx.x * (blockDim.x >> 5) / G + group) % n_active;
-    const long long n_pairs = (long long)nw * (nw - 1) / 2, n_groups = (long long)gridDim.x * ((blockDim.x >> 5) / G);
-    long long next_pair = (long long)blockIdx.x * ((blockDim.x >> 5) / G) + group;
     unsigned long long compared = 0;  // pairs this group compared (leader, lane 0)
     for (;;) {
         int a = -1, b = -1;
-        if (ALL_PAIRS && g == 0) {
-            a = -2;  // every lane walks the same pairs: no broadcast needed
-            for (; next_pair < n_pairs; next_pair += n_groups) {
-                int lo, hi;
-                pair_of_index(next_pair, lo, hi);
-                if (s->kind[lo] == PL_CANDIDATE || s->kind[hi] == PL_CANDIDATE) {
-                    a = lo; b = hi;
-                    next_pair += n_groups;
-                    break;
-                }
-            }
-            if (G > 1 && lane == 0) { gpair[group][0] = a; gpair[group][1] = b; }
-        } else if (g == 0) {
+        if (g == 0) {
             for (;;) {  // find a live worker and claim its next partner
                 pos = next_live(s->live, n_active, pos);
                 if (pos < 0) { a = -2; break; }
@@ -953,29 +970,13 @@ __device__ void worker_body(PlSearch *s)
             return;
         }
         double I, e, hu, hv;
-        compare_pair<T>(s, a, b, s->hx, g, G, bar, gsum, I, e, hu, hv);
+        const int ia = s->idx[a], ib = s->idx[b];
+        compare_pair<T>(s, a, b, ia, ib, s->cov[ia * p + ib], s->hx, nullptr, g, G, bar, gsum,
+                        I, e, hu, hv);
         if (g != 0) continue;  // the leader reports the pair
         int finished = 0;
         if (lane == 0) {
-            if (s->use_float) s->stat_err[a * p + b] = e;
-            if (s->kind[a] == PL_CANDIDATE && s->kind[b] == PL_CANDIDATE) {
-                s->stat[a * p + b] = I;
-                s->stat[b * p + a] = -I;
-                __threadfence();  // results visible before anyone counts them
-                if (!ALL_PAIRS) {  // (partial scores steer claims only)
-                    message(s, a, b, I, e);
-                    message(s, b, a, -I, e);
-                }
-                finished = (atomicAdd(&s->ndone[a], 1) + 1 == nw - 1) |
-                           ((atomicAdd(&s->ndone[b], 1) + 1 == nw - 1) << 1);
-            } else {  // prior knowledge: only the candidate's side counts
-                const int w = s->kind[a] == PL_CANDIDATE ? a : b, t = a + b - w;
-                const double v = partner_stat(s, w, t, I, hu, hv, s->hx);
-                s->stat[w * p + t] = v;
-                __threadfence();
-                if (!ALL_PAIRS) message(s, w, t, v, e);
-                if (atomicAdd(&s->ndone[w], 1) + 1 == nw - 1) finished = (w == a) ? 1 : 2;
-            }
+            finished = record_pair(s, a, b, I, e, hu, hv, true);
             ++compared;  // added to the iteration's count once, on leaving
         }
         finished = __shfl_sync(FULL, finished, 0);
@@ -985,31 +986,121 @@ __device__ void worker_body(PlSearch *s)
     }
 }
 
+// Workers whose indices, candidacy and entropies an all-pairs block keeps in
+// shared memory (more use the global arrays).
+#define AP_CACHE 1024
+
+// An all-pairs round (the all_pairs_* kernels, which the host launches where
+// that round is the cheaper one: few or short pairs) has no threshold: group
+// q of the grid's Q groups compares the candidates' pairs q, q + Q, q + 2Q,
+// ... of the enumeration of pair_of_index, with no claims, locks or score
+// messages, and every candidate finishes in this one round. Its scores are
+// the same index-ordered sums (finalize), so the root is too. The pairs being
+// known in advance, each warp loads the next pair's correlation before it
+// compares the current one, and the workers' indices, candidacy and
+// entropies come from shared memory: a threshold round's per-pair chain of
+// dependent loads is gone.
+template <typename T>
+__device__ void all_pairs_body(PlSearch *s)
+{
+    __shared__ double gsum_all[WARPS * 6];
+    __shared__ int sh_idx[AP_CACHE];
+    __shared__ unsigned sh_cand[AP_CACHE / 32];
+    __shared__ double sh_hx[AP_CACHE], sh_hx_err[AP_CACHE];
+    PlControl *c = s->ctl;
+    if (ld_volatile(&c->done)) return;  // (the same for every thread: done is set after the round)
+    const int nw = c->nw;
+    if (c->n_active <= 0) return;
+    const bool cached = nw <= AP_CACHE;
+    if (cached) {
+        for (int w = threadIdx.x; w < nw; w += blockDim.x) {
+            sh_idx[w] = s->idx[w];
+            sh_hx[w] = s->hx[w];
+            sh_hx_err[w] = s->hx_err[w];
+        }
+        for (int w0 = 32 * (threadIdx.x >> 5); w0 < nw; w0 += blockDim.x) {
+            const int w = w0 + (threadIdx.x & 31);
+            const unsigned bits = __ballot_sync(FULL, w < nw && s->kind[w] == PL_CANDIDATE);
+            if ((threadIdx.x & 31) == 0) sh_cand[w0 >> 5] = bits;
+        }
+        __syncthreads();
+    }
+    const int *idx = cached ? sh_idx : s->idx;
+    const double *hx = cached ? sh_hx : s->hx, *hx_err = cached ? sh_hx_err : s->hx_err;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int G = (int)s->group_warps, g = warp % G, group = warp / G;
+    const int bar = 1 + group;  // named barrier of the group (G > 1)
+    double *gsum = gsum_all + 6 * (warp - g);
+    const size_t p = s->p;
+    const unsigned n_pairs = (unsigned)nw * (unsigned)(nw - 1) / 2;
+    const unsigned n_groups = gridDim.x * ((blockDim.x >> 5) / G);
+    unsigned k = blockIdx.x * ((blockDim.x >> 5) / G) + group;
+    // Every warp of a group walks the group's pairs: no broadcast needed.
+    auto candidate = [&](int w) {
+        return cached ? (sh_cand[w >> 5] >> (w & 31)) & 1u : s->kind[w] == PL_CANDIDATE;
+    };
+    auto next = [&](int &a, int &b, int &ia, int &ib, double &rho) {
+        for (; k < n_pairs; k += n_groups) {
+            pair_of_index(k, a, b);
+            if (candidate(a) || candidate(b)) {
+                k += n_groups;
+                ia = idx[a];
+                ib = idx[b];
+                rho = __ldcg(&s->cov[ia * p + ib]);  // (issued now, used a pair later)
+                return true;
+            }
+        }
+        return false;
+    };
+    unsigned long long compared = 0;  // pairs this group compared (leader, lane 0)
+    int a, b, ia, ib;
+    double rho;
+    bool have = next(a, b, ia, ib, rho);
+    while (have) {
+        const int ca = a, cb = b, cia = ia, cib = ib;
+        const double crho = rho;
+        have = next(a, b, ia, ib, rho);
+        double I, e, hu, hv;
+        compare_pair<T>(s, ca, cb, cia, cib, crho, hx, hx_err, g, G, bar, gsum, I, e, hu, hv);
+        if (g != 0) continue;  // the leader reports the pair
+        int finished = 0;
+        if (lane == 0) {
+            finished = record_pair(s, ca, cb, I, e, hu, hv, false);
+            ++compared;
+        }
+        finished = __shfl_sync(FULL, finished, 0);
+        if (finished) __threadfence();
+        if (finished & 1) finalize(s, ca);
+        if (finished & 2) finalize(s, cb);
+    }
+    if (g == 0 && lane == 0 && compared) atomicAdd(&c->compared, compared);
+}
+
 __device__ void select_after_workers(PlSearch *s);
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) worker_f32(PlSearch *s)
 {
     pl_enter();
-    worker_body<float, false>(s);
+    worker_body<float>(s);
     select_after_workers(s);
 }
 // (double comparisons need more registers: the compiler's choice)
 extern "C" __global__ void __launch_bounds__(WARPS * 32) worker_f64(PlSearch *s)
 {
     pl_enter();
-    worker_body<double, false>(s);
+    worker_body<double>(s);
     select_after_workers(s);
 }
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) all_pairs_f32(PlSearch *s)
 {
     pl_enter();
-    worker_body<float, true>(s);
+    all_pairs_body<float>(s);
     select_after_workers(s);
 }
 extern "C" __global__ void __launch_bounds__(WARPS * 32) all_pairs_f64(PlSearch *s)
 {
     pl_enter();
-    worker_body<double, true>(s);
+    all_pairs_body<double>(s);
     select_after_workers(s);
 }
 

@@ -54,8 +54,15 @@ PAIR_SAMPLES_PER_WARP = 1024
 # second round). A threshold round pays those costs per pair and per round,
 # so where the pairs are few or short the all-pairs round is the faster one.
 # The order is the same either way (scores are index-ordered sums); 0 keeps
-# the threshold throughout.
-ALL_PAIRS_WORK = 4e7
+# the threshold throughout. H100, tools/sweep_all_pairs.py (sparse, medians
+# of 5, bounds alternated; benchmarks/sweep_all_pairs_h100.log), bound 0 /
+# 1e7 / 4e7: p=100 n=1024 5.58 / 4.35 / 4.30 ms, p=200 n=2048 12.64 / 11.98 /
+# 15.17, p=500 n=1024 52.29 / 50.25 / 52.13, p=500 n=4096 49.67 / 49.15 /
+# 51.38, p=1000 n=2048 182.8 / 182.1 / 181.5, p=1000 n=8192 247.5 / 246.9 /
+# 247.5: an all-pairs round pays more per pair (fence, completion atomics,
+# index loads) than the bare pair loop, so it wins only where threshold
+# rounds are mostly fixed cost.
+ALL_PAIRS_WORK = 1e7
 HEADERS = ("compare.cuh", "search_state.h")
 # Launch each kernel so that it is scheduled while its predecessor still runs
 # (programmatic dependent launch, compute capability >= 9.0): 3-6% off a
