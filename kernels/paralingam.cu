@@ -10,7 +10,8 @@
 //                 reset the workers            (1 block)
 //   setup_*       H(x) of every worker's variable (float: computed by the
 //                 kernel that last wrote the row) and its partner order
-//   worker_*      one threshold round (persistent grid, see below)
+//   worker_*      one threshold round (persistent grid, see below), or
+//   all_pairs_*   every pair in one round (iterations with few or short pairs)
 //   select_root   decide the root, or raise gamma and pick the next round's
 //                 workers; certify float roots; publish the status (1 block)
 //   [entropy64, pairs64, select64: re-decide an uncertain float root]
@@ -443,7 +444,7 @@ __device__ __forceinline__ void take_entropy32(PlSearch *s, int w);
 // mode 1: steps 1-2 (order, remaining set); mode 2: steps 3-5 (workers);
 // mode 3: both. With prior knowledge the host runs mode 1, reads the
 // remaining set, writes pk_status and runs mode 2. With PL_PREP_ALL_PAIRS
-// the iteration compares every pair in one round (see worker_body); with
+// the iteration compares every pair in one round (see all_pairs_body); with
 // float comparisons prep then also takes the workers' entropies, so the host
 // skips setup_f32, which would only sort partners nobody walks.
 extern "C" __global__ void __launch_bounds__(1024) prep(PlSearch *s, int mode)
@@ -729,18 +730,15 @@ extern "C" __global__ void __launch_bounds__(256) entropy64(PlSearch *s)
 // warp is warp g of its group; gsum: the group's shared scratch, 6 G
 // doubles; G > 1 synchronises the group with named barrier `bar`). Every
 // lane of warp 0 of the group gets them (of every warp when G = 1).
-// The caller gives the workers' variables ia, ib, their correlation rho and
-// the entropies hx (bounds hx_err) by worker.
-// (hx_err null: read s->hx_err after the comparison, which keeps the
-// pointer out of the pair loop's registers.)
 template <typename T>
-__device__ __forceinline__ void compare_pair(const PlSearch *s, int a, int b, int ia, int ib,
-                                             double rho, const double *hx, const double *hx_err,
+__device__ __forceinline__ void compare_pair(const PlSearch *s, int a, int b, const double *hx,
                                              int g, int G, int bar, double *gsum,
                                              double &I, double &e, double &hu, double &hv)
 {
-    const size_t ld = s->ld;
+    const size_t p = s->p, ld = s->ld;
     const int n = (int)s->n;
+    const int ia = s->idx[a], ib = s->idx[b];
+    const double rho = s->cov[ia * p + ib];
     const double f = 1.0 - rho * rho;
     I = 0.0;
     e = 0.0;
@@ -776,8 +774,7 @@ __device__ __forceinline__ void compare_pair(const PlSearch *s, int a, int b, in
     double m[4];
     pl_pair_moments_of(sums, l_unit, n, m);
     if (is_float(T(0)))
-        e = (hx_err ? hx_err[a] + hx_err[b] : s->hx_err[a] + s->hx_err[b]) +
-            entropy_bound(m[0], m[1], s->moment_err) +
+        e = s->hx_err[a] + s->hx_err[b] + entropy_bound(m[0], m[1], s->moment_err) +
             entropy_bound(m[2], m[3], s->moment_err);
     // I(a, b) = H(x_b) + H(r_a^(b)) - H(x_a) - H(r_b^(a))
     hu = entropy_of(m[0], m[1]);
@@ -863,13 +860,6 @@ __device__ __forceinline__ void pair_of_index(unsigned k, int &lo, int &hi)
     lo = (int)(k - h * (h - 1) / 2);
 }
 
-// The comparison engines are groups of G = group_warps consecutive warps of
-// a block (G = 1: every warp is one). Warp 0 of a group (its leader) finds
-// work, claims pairs and messages results; all G warps compare the pair,
-// each on its share of the samples, so a pair takes 1/G of the time and
-// G times fewer pairs are in flight (less threshold overshoot) when n is
-// large enough to keep every lane busy.
-//
 // The leader's lane 0 stores pair (a, b)'s statistic for its candidate
 // side(s), messages partial scores (threshold rounds) and counts the pair
 // for each side; returns bit 1 (a) / bit 2 (b) for a side that this pair
@@ -901,6 +891,12 @@ __device__ __forceinline__ int record_pair(PlSearch *s, int a, int b, double I, 
     return 0;
 }
 
+// The comparison engines are groups of G = group_warps consecutive warps of
+// a block (G = 1: every warp is one). Warp 0 of a group (its leader) finds
+// work, claims pairs and messages results; all G warps compare the pair,
+// each on its share of the samples, so a pair takes 1/G of the time and
+// G times fewer pairs are in flight (less threshold overshoot) when n is
+// large enough to keep every lane busy.
 template <typename T>
 __device__ void worker_body(PlSearch *s)
 {
@@ -970,9 +966,7 @@ __device__ void worker_body(PlSearch *s)
             return;
         }
         double I, e, hu, hv;
-        const int ia = s->idx[a], ib = s->idx[b];
-        compare_pair<T>(s, a, b, ia, ib, s->cov[ia * p + ib], s->hx, nullptr, g, G, bar, gsum,
-                        I, e, hu, hv);
+        compare_pair<T>(s, a, b, s->hx, g, G, bar, gsum, I, e, hu, hv);
         if (g != 0) continue;  // the leader reports the pair
         int finished = 0;
         if (lane == 0) {
@@ -986,92 +980,43 @@ __device__ void worker_body(PlSearch *s)
     }
 }
 
-// Workers whose indices, candidacy and entropies an all-pairs block keeps in
-// shared memory (more use the global arrays).
-#define AP_CACHE 1024
-
 // An all-pairs round (the all_pairs_* kernels, which the host launches where
 // that round is the cheaper one: few or short pairs) has no threshold: group
 // q of the grid's Q groups compares the candidates' pairs q, q + Q, q + 2Q,
-// ... of the enumeration of pair_of_index, with no claims, locks or score
+// ... of the enumeration of pair_of_index (every warp of a group walks the
+// same pairs, so nothing is broadcast), with no claims, locks or score
 // messages, and every candidate finishes in this one round. Its scores are
-// the same index-ordered sums (finalize), so the root is too. The pairs being
-// known in advance, each warp loads the next pair's correlation before it
-// compares the current one, and the workers' indices, candidacy and
-// entropies come from shared memory: a threshold round's per-pair chain of
-// dependent loads is gone.
+// the same index-ordered sums (finalize), so the root is too.
 template <typename T>
 __device__ void all_pairs_body(PlSearch *s)
 {
-    __shared__ double gsum_all[WARPS * 6];
-    __shared__ int sh_idx[AP_CACHE];
-    __shared__ unsigned sh_cand[AP_CACHE / 32];
-    __shared__ double sh_hx[AP_CACHE], sh_hx_err[AP_CACHE];
+    __shared__ double gsum_all[WARPS * 6];  // per warp: its 6 partial sums
     PlControl *c = s->ctl;
-    if (ld_volatile(&c->done)) return;  // (the same for every thread: done is set after the round)
-    const int nw = c->nw;
-    if (c->n_active <= 0) return;
-    const bool cached = nw <= AP_CACHE;
-    if (cached) {
-        for (int w = threadIdx.x; w < nw; w += blockDim.x) {
-            sh_idx[w] = s->idx[w];
-            sh_hx[w] = s->hx[w];
-            sh_hx_err[w] = s->hx_err[w];
-        }
-        for (int w0 = 32 * (threadIdx.x >> 5); w0 < nw; w0 += blockDim.x) {
-            const int w = w0 + (threadIdx.x & 31);
-            const unsigned bits = __ballot_sync(FULL, w < nw && s->kind[w] == PL_CANDIDATE);
-            if ((threadIdx.x & 31) == 0) sh_cand[w0 >> 5] = bits;
-        }
-        __syncthreads();
-    }
-    const int *idx = cached ? sh_idx : s->idx;
-    const double *hx = cached ? sh_hx : s->hx, *hx_err = cached ? sh_hx_err : s->hx_err;
+    if (ld_volatile(&c->done) || c->n_active <= 0) return;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int G = (int)s->group_warps, g = warp % G, group = warp / G;
     const int bar = 1 + group;  // named barrier of the group (G > 1)
     double *gsum = gsum_all + 6 * (warp - g);
-    const size_t p = s->p;
+    const int nw = c->nw;
     const unsigned n_pairs = (unsigned)nw * (unsigned)(nw - 1) / 2;
     const unsigned n_groups = gridDim.x * ((blockDim.x >> 5) / G);
-    unsigned k = blockIdx.x * ((blockDim.x >> 5) / G) + group;
-    // Every warp of a group walks the group's pairs: no broadcast needed.
-    auto candidate = [&](int w) {
-        return cached ? (sh_cand[w >> 5] >> (w & 31)) & 1u : s->kind[w] == PL_CANDIDATE;
-    };
-    auto next = [&](int &a, int &b, int &ia, int &ib, double &rho) {
-        for (; k < n_pairs; k += n_groups) {
-            pair_of_index(k, a, b);
-            if (candidate(a) || candidate(b)) {
-                k += n_groups;
-                ia = idx[a];
-                ib = idx[b];
-                rho = __ldcg(&s->cov[ia * p + ib]);  // (issued now, used a pair later)
-                return true;
-            }
-        }
-        return false;
-    };
     unsigned long long compared = 0;  // pairs this group compared (leader, lane 0)
-    int a, b, ia, ib;
-    double rho;
-    bool have = next(a, b, ia, ib, rho);
-    while (have) {
-        const int ca = a, cb = b, cia = ia, cib = ib;
-        const double crho = rho;
-        have = next(a, b, ia, ib, rho);
+    for (unsigned k = blockIdx.x * ((blockDim.x >> 5) / G) + group; k < n_pairs; k += n_groups) {
+        int a, b;
+        pair_of_index(k, a, b);
+        if (s->kind[a] != PL_CANDIDATE && s->kind[b] != PL_CANDIDATE) continue;  // (prior knowledge)
         double I, e, hu, hv;
-        compare_pair<T>(s, ca, cb, cia, cib, crho, hx, hx_err, g, G, bar, gsum, I, e, hu, hv);
+        compare_pair<T>(s, a, b, s->hx, g, G, bar, gsum, I, e, hu, hv);
         if (g != 0) continue;  // the leader reports the pair
         int finished = 0;
         if (lane == 0) {
-            finished = record_pair(s, ca, cb, I, e, hu, hv, false);
+            finished = record_pair(s, a, b, I, e, hu, hv, false);
             ++compared;
         }
         finished = __shfl_sync(FULL, finished, 0);
         if (finished) __threadfence();
-        if (finished & 1) finalize(s, ca);
-        if (finished & 2) finalize(s, cb);
+        if (finished & 1) finalize(s, a);
+        if (finished & 2) finalize(s, b);
     }
     if (g == 0 && lane == 0 && compared) atomicAdd(&c->compared, compared);
 }
