@@ -59,9 +59,10 @@ PAIR_SAMPLES_PER_WARP = 1024
 # 1e7 / 4e7: p=100 n=1024 5.58 / 4.35 / 4.30 ms, p=200 n=2048 12.64 / 11.98 /
 # 15.17, p=500 n=1024 52.29 / 50.25 / 52.13, p=500 n=4096 49.67 / 49.15 /
 # 51.38, p=1000 n=2048 182.8 / 182.1 / 181.5, p=1000 n=8192 247.5 / 246.9 /
-# 247.5: an all-pairs round pays more per pair (fence, completion atomics,
-# index loads) than the bare pair loop, so it wins only where threshold
-# rounds are mostly fixed cost.
+# 247.5 (a second sweep at 5789cee within 1%): a threshold round saves more
+# pairs than an all-pairs round saves per-pair cost once the pairs pass
+# ~1e7 sample pairs, so the all-pairs round wins where threshold rounds are
+# mostly fixed cost (benchmarks/NOTES.md, "All-pairs rounds").
 ALL_PAIRS_WORK = 1e7
 HEADERS = ("compare.cuh", "search_state.h")
 # Launch each kernel so that it is scheduled while its predecessor still runs
