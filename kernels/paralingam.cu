@@ -10,7 +10,8 @@
 //                 reset the workers            (1 block)
 //   setup_*       H(x) of every worker's variable (float: computed by the
 //                 kernel that last wrote the row) and its partner order
-//   worker_*      one threshold round (persistent grid, see below)
+//   worker_*      one threshold round (persistent grid, see below), or
+//   all_pairs_*   every pair in one round (iterations with few or short pairs)
 //   select_root   decide the root, or raise gamma and pick the next round's
 //                 workers; certify float roots; publish the status (1 block)
 //   [entropy64, pairs64, select64: re-decide an uncertain float root]
@@ -264,7 +265,7 @@ extern "C" __global__ void init_search(PlSearch *s)
         c->r = p; c->nw = 0; c->epoch = 0; c->iteration = 0; c->n_order = 0;
         c->done = 0; c->state = PL_RUNNING; c->root = -1; c->n_cand = 0; c->rounds = 0;
         c->collinear = 0; c->n_rederived = 0; c->seq = 0; c->ordered = 0; c->blocks_done = 0;
-        c->workers_done = 0;
+        c->workers_done = 0; c->all_pairs = 0;
         c->drift_bits = 0; c->compared = 0; c->gamma = s->gamma0;
         c->n_active = 0;
     }
@@ -438,9 +439,14 @@ __device__ void stop_degenerate(PlSearch *s, int kind, int a, int b)
     st->detail[0] = kind; st->detail[1] = a; st->detail[2] = b;
 }
 
+__device__ __forceinline__ void take_entropy32(PlSearch *s, int w);
+
 // mode 1: steps 1-2 (order, remaining set); mode 2: steps 3-5 (workers);
 // mode 3: both. With prior knowledge the host runs mode 1, reads the
-// remaining set, writes pk_status and runs mode 2.
+// remaining set, writes pk_status and runs mode 2. With PL_PREP_ALL_PAIRS
+// the iteration compares every pair in one round (see all_pairs_body); with
+// float comparisons prep then also takes the workers' entropies, so the host
+// skips setup_f32, which would only sort partners nobody walks.
 extern "C" __global__ void __launch_bounds__(1024) prep(PlSearch *s, int mode)
 {
     pl_enter();
@@ -566,6 +572,9 @@ workers:
         s->final_score[w] = -1.0; s->final_err[w] = 0.0;
         flag[w] = s->kind[w] == PL_CANDIDATE;
     }
+    const bool all_pairs = (mode & PL_PREP_ALL_PAIRS) != 0;
+    if (all_pairs && s->use_float)
+        for (int w = threadIdx.x; w < nw; w += blockDim.x) take_entropy32(s, w);
     __syncthreads();
     const int n_active = block_scan(flag, pos, nw);
     for (int w = threadIdx.x; w < nw; w += blockDim.x)
@@ -574,6 +583,7 @@ workers:
     for (int k = threadIdx.x; k < r; k += blockDim.x) s->linked[s->alive[k]] = 0;
     __syncthreads();
     if (threadIdx.x == 0) {
+        c->all_pairs = all_pairs;
         c->nw = nw; c->epoch += 1; c->gamma = s->gamma0; c->n_active = n_active;
         c->rounds = 0; c->compared = 0; c->drift_bits = 0; c->collinear = 0; c->n_cand = 0;
         c->done = 0; c->state = PL_RUNNING;
@@ -693,7 +703,7 @@ __device__ void setup_body(PlSearch *s)
             s->hx_err[w] = 0.0;
         }
     }
-    if (ordered && s->kind[w] == PL_CANDIDATE) order_partners(s, w, nw);
+    if (ordered && !c->all_pairs && s->kind[w] == PL_CANDIDATE) order_partners(s, w, nw);
 }
 
 extern "C" __global__ void __launch_bounds__(512) setup_f32(PlSearch *s) { pl_enter(); setup_body<float>(s); }
@@ -837,6 +847,50 @@ __device__ __forceinline__ int next_live(const unsigned *live, int n_active, int
     return -1;
 }
 
+// Pair k of the all-pairs enumeration (0 <= k < nw (nw - 1) / 2) as
+// (lo, hi), lo < hi, with k = hi (hi - 1) / 2 + lo.
+// (32 bits suffice: a search's p^2 state caps nw far below 92 682, where the
+// pairs would pass 2^32.)
+__device__ __forceinline__ void pair_of_index(unsigned k, int &lo, int &hi)
+{
+    unsigned h = (unsigned)((1.0 + sqrt(1.0 + 8.0 * (double)k)) * 0.5);
+    while (h * (h - 1) / 2 > k) --h;      // (the square root may round up)
+    while ((h + 1) * h / 2 <= k) ++h;     // (or down)
+    hi = (int)h;
+    lo = (int)(k - h * (h - 1) / 2);
+}
+
+// The leader's lane 0 stores pair (a, b)'s statistic for its candidate
+// side(s), messages partial scores (threshold rounds) and counts the pair
+// for each side; returns bit 1 (a) / bit 2 (b) for a side that this pair
+// finished, whose score the calling warp must then finalize.
+__device__ __forceinline__ int record_pair(PlSearch *s, int a, int b, double I, double e,
+                                           double hu, double hv, bool messages)
+{
+    const size_t p = s->p;
+    const int nw = s->ctl->nw;
+    if (s->use_float) s->stat_err[a * p + b] = e;
+    if (s->kind[a] == PL_CANDIDATE && s->kind[b] == PL_CANDIDATE) {
+        s->stat[a * p + b] = I;
+        s->stat[b * p + a] = -I;
+        __threadfence();  // results visible before anyone counts them
+        if (messages) {
+            message(s, a, b, I, e);
+            message(s, b, a, -I, e);
+        }
+        return (atomicAdd(&s->ndone[a], 1) + 1 == nw - 1) |
+               ((atomicAdd(&s->ndone[b], 1) + 1 == nw - 1) << 1);
+    }
+    // prior knowledge: only the candidate's side counts
+    const int w = s->kind[a] == PL_CANDIDATE ? a : b, t = a + b - w;
+    const double v = partner_stat(s, w, t, I, hu, hv, s->hx);
+    s->stat[w * p + t] = v;
+    __threadfence();
+    if (messages) message(s, w, t, v, e);
+    if (atomicAdd(&s->ndone[w], 1) + 1 == nw - 1) return (w == a) ? 1 : 2;
+    return 0;
+}
+
 // The comparison engines are groups of G = group_warps consecutive warps of
 // a block (G = 1: every warp is one). Warp 0 of a group (its leader) finds
 // work, claims pairs and messages results; all G warps compare the pair,
@@ -916,23 +970,7 @@ __device__ void worker_body(PlSearch *s)
         if (g != 0) continue;  // the leader reports the pair
         int finished = 0;
         if (lane == 0) {
-            if (s->use_float) s->stat_err[a * p + b] = e;
-            if (s->kind[a] == PL_CANDIDATE && s->kind[b] == PL_CANDIDATE) {
-                s->stat[a * p + b] = I;
-                s->stat[b * p + a] = -I;
-                __threadfence();  // results visible before anyone counts them
-                message(s, a, b, I, e);
-                message(s, b, a, -I, e);
-                finished = (atomicAdd(&s->ndone[a], 1) + 1 == nw - 1) |
-                           ((atomicAdd(&s->ndone[b], 1) + 1 == nw - 1) << 1);
-            } else {  // prior knowledge: only the candidate's side counts
-                const int w = s->kind[a] == PL_CANDIDATE ? a : b, t = a + b - w;
-                const double v = partner_stat(s, w, t, I, hu, hv, s->hx);
-                s->stat[w * p + t] = v;
-                __threadfence();
-                message(s, w, t, v, e);
-                if (atomicAdd(&s->ndone[w], 1) + 1 == nw - 1) finished = (w == a) ? 1 : 2;
-            }
+            finished = record_pair(s, a, b, I, e, hu, hv, true);
             ++compared;  // added to the iteration's count once, on leaving
         }
         finished = __shfl_sync(FULL, finished, 0);
@@ -940,6 +978,47 @@ __device__ void worker_body(PlSearch *s)
         if (finished & 1) finalize(s, a);
         if (finished & 2) finalize(s, b);
     }
+}
+
+// An all-pairs round (the all_pairs_* kernels, which the host launches where
+// that round is the cheaper one: few or short pairs) has no threshold: group
+// q of the grid's Q groups compares the candidates' pairs q, q + Q, q + 2Q,
+// ... of the enumeration of pair_of_index (every warp of a group walks the
+// same pairs, so nothing is broadcast), with no claims, locks or score
+// messages, and every candidate finishes in this one round. Its scores are
+// the same index-ordered sums (finalize), so the root is too.
+template <typename T>
+__device__ void all_pairs_body(PlSearch *s)
+{
+    __shared__ double gsum_all[WARPS * 6];  // per warp: its 6 partial sums
+    PlControl *c = s->ctl;
+    if (ld_volatile(&c->done) || c->n_active <= 0) return;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int G = (int)s->group_warps, g = warp % G, group = warp / G;
+    const int bar = 1 + group;  // named barrier of the group (G > 1)
+    double *gsum = gsum_all + 6 * (warp - g);
+    const int nw = c->nw;
+    const unsigned n_pairs = (unsigned)nw * (unsigned)(nw - 1) / 2;
+    const unsigned n_groups = gridDim.x * ((blockDim.x >> 5) / G);
+    unsigned long long compared = 0;  // pairs this group compared (leader, lane 0)
+    for (unsigned k = blockIdx.x * ((blockDim.x >> 5) / G) + group; k < n_pairs; k += n_groups) {
+        int a, b;
+        pair_of_index(k, a, b);
+        if (s->kind[a] != PL_CANDIDATE && s->kind[b] != PL_CANDIDATE) continue;  // (prior knowledge)
+        double I, e, hu, hv;
+        compare_pair<T>(s, a, b, s->hx, g, G, bar, gsum, I, e, hu, hv);
+        if (g != 0) continue;  // the leader reports the pair
+        int finished = 0;
+        if (lane == 0) {
+            finished = record_pair(s, a, b, I, e, hu, hv, false);
+            ++compared;
+        }
+        finished = __shfl_sync(FULL, finished, 0);
+        if (finished) __threadfence();
+        if (finished & 1) finalize(s, a);
+        if (finished & 2) finalize(s, b);
+    }
+    if (g == 0 && lane == 0 && compared) atomicAdd(&c->compared, compared);
 }
 
 __device__ void select_after_workers(PlSearch *s);
@@ -955,6 +1034,18 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32) worker_f64(PlSearch *s)
 {
     pl_enter();
     worker_body<double>(s);
+    select_after_workers(s);
+}
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) all_pairs_f32(PlSearch *s)
+{
+    pl_enter();
+    all_pairs_body<float>(s);
+    select_after_workers(s);
+}
+extern "C" __global__ void __launch_bounds__(WARPS * 32) all_pairs_f64(PlSearch *s)
+{
+    pl_enter();
+    all_pairs_body<double>(s);
     select_after_workers(s);
 }
 

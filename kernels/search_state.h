@@ -49,6 +49,7 @@ typedef struct {
     int done, state, root, n_cand, rounds;
     int collinear;                     /* some remaining pair is collinear */
     int ordered;                       /* workers visit partners in `partner` order */
+    int all_pairs;                     /* this iteration compares every pair in one round */
     int blocks_done;                   /* update_data blocks finished (the last one checks drift) */
     int workers_done;                  /* worker blocks finished (the last one selects the root) */
     int n_rederived, seq;
@@ -117,6 +118,10 @@ typedef struct {
 } PlSearch;
 
 #define PL_MAGIC 0x5041524c494e47LL
+
+/* Bit of prep's mode: the iteration compares every pair in one round, the
+ * engines taking pairs in a fixed order (no claims, locks or threshold). */
+#define PL_PREP_ALL_PAIRS 4
 
 /* Steps of |correlation| in the partner order (paralingam/_cpu_kernels.h
  * has the same for the CPU backend). */

@@ -48,6 +48,22 @@ DEFAULT_MIN_BLOCKS = 4
 # p=500 n=4096; 295.8, 275.5, 288.1 ms at p=1000 n=4096; 471.8, 416.4,
 # 400.1 ms at p=1000 n=8192.
 PAIR_SAMPLES_PER_WARP = 1024
+# An iteration whose r (r - 1) / 2 pairs hold at most this many sample pairs
+# (pairs times n) compares every pair in one round without a threshold
+# (all_pairs_* kernels: no claims, locks or messages, no partner order, no
+# second round). A threshold round pays those costs per pair and per round,
+# so where the pairs are few or short the all-pairs round is the faster one.
+# The order is the same either way (scores are index-ordered sums); 0 keeps
+# the threshold throughout. H100, tools/sweep_all_pairs.py (sparse, medians
+# of 5, bounds alternated; benchmarks/sweep_all_pairs_h100.log), bound 0 /
+# 1e7 / 4e7: p=100 n=1024 5.58 / 4.35 / 4.30 ms, p=200 n=2048 12.64 / 11.98 /
+# 15.17, p=500 n=1024 52.29 / 50.25 / 52.13, p=500 n=4096 49.67 / 49.15 /
+# 51.38, p=1000 n=2048 182.8 / 182.1 / 181.5, p=1000 n=8192 247.5 / 246.9 /
+# 247.5 (a second sweep at 5789cee within 1%): a threshold round saves more
+# pairs than an all-pairs round saves per-pair cost once the pairs pass
+# ~1e7 sample pairs, so the all-pairs round wins where threshold rounds are
+# mostly fixed cost (benchmarks/NOTES.md, "All-pairs rounds").
+ALL_PAIRS_WORK = 1e7
 HEADERS = ("compare.cuh", "search_state.h")
 # Launch each kernel so that it is scheduled while its predecessor still runs
 # (programmatic dependent launch, compute capability >= 9.0): 3-6% off a
@@ -286,14 +302,16 @@ def warps_per_pair_for(n, warps):
 def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, drift_tol,
            times, threads_per_block=None, blocks=None, stop_on_dependence=False,
            profile=False, inject_fault="", min_blocks=None, candidates=None,
-           warps_per_pair=None):
+           warps_per_pair=None, all_pairs_work=None):
     """Causal-order search of ``data`` (n_samples, n_features) on the GPU.
 
     ``candidates`` (prior knowledge, ``paralingam.prior``) is called with the
     remaining variables at the start of every iteration. ``warps_per_pair``
     warps of a worker block compare one pair together (default
     ``warps_per_pair_for(n, warps)``); it must divide the block's warps,
-    in at most 15 groups when above 1 (named barriers).
+    in at most 15 groups when above 1 (named barriers). Iterations with at
+    most ``all_pairs_work`` sample pairs (default ``ALL_PAIRS_WORK``) compare
+    every pair in one round.
 
     Returns
     -------
@@ -341,6 +359,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         "moment_err": FLOAT_MOMENT_ERR if use_float else 0.0,
         "use_float": int(use_float), "stop_on_degenerate": int(stop_on_dependence),
         "use_prior": int(candidates is not None), "group_warps": int(warps_per_pair),
+        "all_pairs_work": float(ALL_PAIRS_WORK if all_pairs_work is None else all_pairs_work),
     }
     if blocks is None:
         blocks = device_properties()["multiprocessors"] * mod.worker_blocks_per_sm(use_float)

@@ -154,6 +154,7 @@ cdef extern from "search_state.h":
         PlStatus *status
         long long magic
     long long PL_MAGIC
+    int PL_PREP_ALL_PAIRS
 
 ctypedef int CUresult
 ctypedef void *CUmodule
@@ -273,12 +274,12 @@ cdef int check(CUresult rc, const char *what) except -1 with gil:
 
 
 # Kernels of kernels/paralingam.cu, in the order of the K_* constants.
-DEF N_KERNELS = 15
+DEF N_KERNELS = 17
 cdef const char *KERNEL_NAMES[N_KERNELS]
 KERNEL_NAMES[:] = [b"init_search", b"standardise", b"covariance", b"prep", b"setup_f32",
                    b"setup_f64", b"worker_f32", b"worker_f64", b"select_root",
                    b"entropy64", b"pairs64", b"select64", b"update_data",
-                   b"update_cov", b"fault"]
+                   b"update_cov", b"fault", b"all_pairs_f32", b"all_pairs_f64"]
 DEF K_INIT = 0
 DEF K_STANDARDISE = 1
 DEF K_COVARIANCE = 2
@@ -294,6 +295,8 @@ DEF K_SELECT64 = 11
 DEF K_UPDATE_DATA = 12
 DEF K_UPDATE_COV = 13
 DEF K_FAULT = 14
+DEF K_ALL_PAIRS32 = 15
+DEF K_ALL_PAIRS64 = 16
 
 
 cdef class Module:
@@ -574,6 +577,20 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef bint use_float = cfg["use_float"]
     cdef int k_setup = K_SETUP32 if use_float else K_SETUP64
     cdef int k_worker = K_WORKER32 if use_float else K_WORKER64
+    cdef int k_all_pairs = K_ALL_PAIRS32 if use_float else K_ALL_PAIRS64
+    # An iteration whose pairs hold at most this many sample pairs compares
+    # every pair in one round (see _cuda.ALL_PAIRS_WORK); every iteration
+    # does without a threshold.
+    cdef double all_pairs_work = cfg.get("all_pairs_work", 0.0)
+    if not cfg["gamma0"] < float("inf"):
+        all_pairs_work = float("inf")
+    cdef bint all_pairs = False
+    cdef int engines_per_block = m.warps // cfg.get("group_warps", 1)
+    cdef long long n_pairs
+    cdef int r_now
+    cdef int grid_all_pairs
+    cdef const char *ALL_PAIRS_NOTE = b", all pairs"
+    cdef const char *NO_NOTE = b""
     cdef int wthreads = m.warps * 32
     cdef int grid = worker_blocks
     cdef int tiles = (p + 15) // 16
@@ -623,7 +640,16 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
             check(drv.dtod(d_corr0, d_cov, <size_t>p * p * sizeof(double), NULL),
                   b"cuMemcpyDtoDAsync(correlation)")
             while True:
-                snprintf(label, sizeof(label), b"iteration %d (r=%d)", it, r_host)
+                # this iteration's r is at most r_host (the last status's r)
+                # less the root that status decided
+                r_now = r_host - 1 if it > 0 else r_host
+                n_pairs = <long long>r_now * (r_now - 1) // 2
+                all_pairs = <double>n_pairs * n <= all_pairs_work
+                # no more blocks than engines for the pairs
+                grid_all_pairs = <int>min(<long long>grid,
+                                          max(<long long>1, (n_pairs + engines_per_block - 1) // engines_per_block))
+                snprintf(label, sizeof(label), b"iteration %d (r<=%d%s)", it, r_now,
+                         ALL_PAIRS_NOTE if all_pairs else NO_NOTE)
                 PL_RANGE_PUSH(label)
                 mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_PREPARE)
                 if use_prior:
@@ -643,11 +669,16 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                             pk_host[:ctl_host.r] = np.where(
                                 is_cand, PL_CANDIDATE, np.where(in_vj, PL_IN_VJ, PL_OTHER))
                         check(drv.htod(d_pk, &pk_v[0], ctl_host.r), b"cuMemcpyHtoD(prior knowledge)")
-                    prep_mode = 2
+                    prep_mode = 2 | (PL_PREP_ALL_PAIRS if all_pairs else 0)
                     launch(m, K_PREP, 1, 1, 1024, 1, prep_params)
                 else:
+                    prep_mode = 3 | (PL_PREP_ALL_PAIRS if all_pairs else 0)
                     launch(m, K_PREP, 1, 1, 1024, 1, prep_params)
-                launch(m, k_setup, r_host, 1, 512, 1, params)  # a block per worker
+                # a block per worker: entropies (double) and partner orders; an
+                # all-pairs round walks no partner order, and prep took the
+                # float entropies
+                if not (all_pairs and use_float):
+                    launch(m, k_setup, r_host, 1, 512, 1, params)
                 if fault_mode == 1 and it == 0:
                     note_launch(KERNEL_NAMES[k_worker])
                     check(drv.launch(m.fn[k_worker], grid, 1, 1, 4096, 1, 1, 0, NULL, params,
@@ -659,7 +690,10 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     snprintf(label, sizeof(label), b"round %d", rounds)
                     PL_RANGE_PUSH(label)
                     # (the worker kernel's last block selects the root)
-                    launch(m, k_worker, grid, 1, wthreads, 1, params)
+                    if all_pairs:
+                        launch(m, k_all_pairs, grid_all_pairs, 1, wthreads, 1, params)
+                    else:
+                        launch(m, k_worker, grid, 1, wthreads, 1, params)
                     mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_UPDATE)
                     # Speculative: the update kernels run only if the round
                     # decided the root (they check the state on the device), so
@@ -674,6 +708,10 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     state = st.state
                     if state != PL_RUNNING:
                         break
+                    if all_pairs:  # every candidate finished: select must have decided
+                        with gil:
+                            raise CudaError(f"the all-pairs round of iteration {it} left the "
+                                            "root undecided; please report this")
                     mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_ROUNDS)
                 r_host = st.r
                 nw = st.nw

@@ -25,6 +25,20 @@ pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(params=["threshold", "all_pairs"])
+def round_kind(request, monkeypatch):
+    """Run a test with threshold rounds in every iteration, then all-pairs rounds.
+
+    By default an iteration with few or short pairs compares every pair in
+    one all-pairs round (``_cuda.ALL_PAIRS_WORK``), which covers most of the
+    small cases below; each kind of round must give the reference's order.
+    """
+    from paralingam import _cuda
+
+    monkeypatch.setattr(_cuda, "ALL_PAIRS_WORK", 0.0 if request.param == "threshold" else float("inf"))
+    return request.param
+
+
 def fit(X, **kwargs):
     kwargs.setdefault("backend", "cuda")
     with warnings.catch_warnings():
@@ -39,7 +53,8 @@ def fit(X, **kwargs):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("p, n, density, seed", GRID)
-def test_cuda_order_equals_reference(lingam_data, reference_on, p, n, density, seed, dtype):
+def test_cuda_order_equals_reference(lingam_data, reference_on, p, n, density, seed, dtype,
+                                     round_kind):
     X = lingam_data(p, n, density, seed)[0]
     ref_order, ref_explained = reference_on(p, n, density, seed)
     res = fit(X, dtype=dtype)
@@ -47,19 +62,43 @@ def test_cuda_order_equals_reference(lingam_data, reference_on, p, n, density, s
     assert res.stats["explained"] == ref_explained
     assert len(res.stats["remaining"]) == p - 1
     assert all(0 <= k <= r * (r - 1) // 2 for k, r in zip(res.stats["compared"], res.stats["remaining"]))
+    if round_kind == "all_pairs":  # one round per iteration, every pair once
+        assert res.stats["compared"] == res.stats["pairs"]
+        assert set(res.stats["rounds"]) <= {0, 1}
+
+
+def test_cuda_switches_to_all_pairs_rounds_below_the_work_bound(lingam_data, monkeypatch):
+    # Iterations with at most 40 remaining variables compare every pair in
+    # one round; the larger ones use the threshold. Same order as the CPU.
+    from paralingam import _cuda
+
+    p, n = 90, 1024
+    X = lingam_data(p, n, "sparse", 871)[0]
+    monkeypatch.setattr(_cuda, "ALL_PAIRS_WORK", 40 * 39 / 2 * n)
+    res = fit(X)
+    assert res.causal_order == fit(X, backend="cpu").causal_order
+    small = [(k, r) for k, r in zip(res.stats["compared"], res.stats["remaining"]) if r <= 40]
+    assert len(small) == 39
+    assert all(k == r * (r - 1) // 2 for k, r in small)
+    assert all(rounds == 1 for rounds, r in zip(res.stats["rounds"], res.stats["remaining"])
+               if 1 < r <= 40)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("p, n, density, seed", [(30, 1000, "sparse", 201), (60, 500, "dense", 202)])
-def test_cuda_threshold_on_and_off_give_the_same_order(lingam_data, p, n, density, seed, dtype):
+def test_cuda_threshold_on_and_off_give_the_same_order(lingam_data, p, n, density, seed, dtype,
+                                                       monkeypatch):
+    from paralingam import _cuda
+
     X = lingam_data(p, n, density, seed)[0]
-    on = fit(X, dtype=dtype)
+    on = fit(X, dtype=dtype)  # (all-pairs rounds: these cases are small)
     off = fit(X, dtype=dtype, threshold=False)
     assert on.causal_order == off.causal_order == fit(X, backend="cpu").causal_order
     assert off.stats["compared"] == off.stats["pairs"]  # every pair exactly once
     # With thousands of resident warps and a few hundred pairs, the first
     # round claims every pair before a score can pass gamma; one block of
     # eight warps shows the threshold at work.
+    monkeypatch.setattr(_cuda, "ALL_PAIRS_WORK", 0.0)
     narrow = fit(X, dtype=dtype, blocks=1)
     assert narrow.causal_order == on.causal_order
     assert narrow.stats["comparisons_saved"] > 0.0
@@ -82,7 +121,7 @@ def test_cuda_float_and_double_give_the_same_order(lingam_data):
     {"warps_per_pair": 4, "dtype": "float64"}, {"warps_per_pair": 4, "threshold": False},
     {"threads_per_block": 128, "warps_per_pair": 2}, {"threads_per_block": 1024, "warps_per_pair": 4},
 ])
-def test_cuda_tuning_does_not_change_the_order(lingam_data, reference_on, kwargs):
+def test_cuda_tuning_does_not_change_the_order(lingam_data, reference_on, kwargs, round_kind):
     X = lingam_data(40, 2048, "dense", 108)[0]
     assert fit(X, **kwargs).causal_order == reference_on(40, 2048, "dense", 108)[0]
 
@@ -133,7 +172,7 @@ def ecoli_full():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_cuda_ecoli_subset_equals_reference(ecoli, dtype):
+def test_cuda_ecoli_subset_equals_reference(ecoli, dtype, round_kind):
     X = ecoli[0]
     ref_order, ref_explained = reference.causal_order(X)
     res = fit(X, dtype=dtype)
@@ -155,7 +194,7 @@ def test_cuda_ecoli_full_equals_reference():
 
 
 @pytest.mark.parametrize("density, seed", [("sparse", 501), ("dense", 502)])
-def test_cuda_planted_dependencies_equal_reference(lingam_data, density, seed):
+def test_cuda_planted_dependencies_equal_reference(lingam_data, density, seed, round_kind):
     X, n_planted = planted_degenerate_data(lingam_data(12, 500, density, seed)[0])
     ref_order, ref_explained = reference.causal_order(X)
     for dtype, group in (("float32", None), ("float64", None), ("float32", 2)):
@@ -166,7 +205,7 @@ def test_cuda_planted_dependencies_equal_reference(lingam_data, density, seed):
 
 
 @pytest.mark.parametrize("unexplained", [1e-6, 1e-14])
-def test_cuda_near_collinear_columns_equal_reference(lingam_data, unexplained):
+def test_cuda_near_collinear_columns_equal_reference(lingam_data, unexplained, round_kind):
     X = near_copy(lingam_data(10, 500, "dense", 522)[0], 4, unexplained)
     ref_order, ref_explained = reference.causal_order(X)
     # (4 warps per pair: the group path of the double residuals of near copies)
@@ -332,7 +371,8 @@ from test_prior_knowledge import (  # noqa: E402
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("p, n, density, seed, kind, soft", LINGAM_CASES)
-def test_cuda_prior_knowledge_equals_reference(lingam_data, p, n, density, seed, kind, soft, dtype):
+def test_cuda_prior_knowledge_equals_reference(lingam_data, p, n, density, seed, kind, soft, dtype,
+                                               round_kind):
     X, B, order = lingam_data(p, n, density, seed)
     pk = make_prior(kind, B, order, np.random.default_rng(seed), soft)
     kwargs = dict(prior_knowledge=pk, apply_prior_knowledge_softly=soft)
@@ -372,7 +412,7 @@ def test_cuda_prior_knowledge_larger_case(lingam_data, soft):
 
 
 @pytest.mark.parametrize("density, seed", [("sparse", 1141), ("dense", 1142)])
-def test_cuda_planted_copies_with_prior_knowledge(lingam_data, density, seed):
+def test_cuda_planted_copies_with_prior_knowledge(lingam_data, density, seed, round_kind):
     p = 9
     X = with_copies(lingam_data(p, 500, density, seed)[0])
     for label, pk, soft in degenerate_priors(p):
