@@ -848,12 +848,11 @@ __device__ __forceinline__ int next_live(const unsigned *live, int n_active, int
 }
 
 // Pair k of the all-pairs enumeration (0 <= k < nw (nw - 1) / 2) as
-// (lo, hi), lo < hi, with k = hi (hi - 1) / 2 + lo.
-// (32 bits suffice: a search's p^2 state caps nw far below 92 682, where the
-// pairs would pass 2^32.)
+// (lo, hi), lo < hi, with k = hi (hi - 1) / 2 + lo. (The host launches an
+// all-pairs round only with fewer than 2^31 pairs, so k fits 32 bits.)
 __device__ __forceinline__ void pair_of_index(unsigned k, int &lo, int &hi)
 {
-    unsigned h = (unsigned)((1.0 + sqrt(1.0 + 8.0 * (double)k)) * 0.5);
+    unsigned long long h = (unsigned long long)((1.0 + sqrt(1.0 + 8.0 * (double)k)) * 0.5);
     while (h * (h - 1) / 2 > k) --h;      // (the square root may round up)
     while ((h + 1) * h / 2 <= k) ++h;     // (or down)
     hi = (int)h;
@@ -998,13 +997,16 @@ __device__ void all_pairs_body(PlSearch *s)
     const int bar = 1 + group;  // named barrier of the group (G > 1)
     double *gsum = gsum_all + 6 * (warp - g);
     const int nw = c->nw;
-    const unsigned n_pairs = (unsigned)nw * (unsigned)(nw - 1) / 2;
+    const unsigned n_pairs = (unsigned)((long long)nw * (nw - 1) / 2);
     const unsigned n_groups = gridDim.x * ((blockDim.x >> 5) / G);
     unsigned long long compared = 0;  // pairs this group compared (leader, lane 0)
     for (unsigned k = blockIdx.x * ((blockDim.x >> 5) / G) + group; k < n_pairs; k += n_groups) {
         int a, b;
         pair_of_index(k, a, b);
         if (s->kind[a] != PL_CANDIDATE && s->kind[b] != PL_CANDIDATE) continue;  // (prior knowledge)
+        // The leader reads the group's partial sums of the last pair after
+        // compare_pair's barrier: the others must not write this pair's yet.
+        if (G > 1) named_barrier(bar, 32 * G);
         double I, e, hu, hv;
         compare_pair<T>(s, a, b, s->hx, g, G, bar, gsum, I, e, hu, hv);
         if (g != 0) continue;  // the leader reports the pair
@@ -1255,7 +1257,8 @@ __device__ void select_after_workers(PlSearch *s)
 // ---------------------------------------------------------------- re-deciding in double
 
 // Candidate cand[blockIdx.y] against partner blockIdx.x: I in double, one
-// block per pair (see entropy64). A pair the float round compared with
+// block per pair (see entropy64). A pair the float round(s) compared (its
+// lock taken in this iteration, or an all-pairs round) with
 // I~ >= e (its error bound) needs no double value: I >= 0 then, and it adds
 // nothing to the score in either precision.
 extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s)
@@ -1268,8 +1271,8 @@ extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s)
     const int x = s->cand[k];
     const size_t p = s->p, ld = s->ld;
     const int lo = min(x, j), hi = max(x, j), n = (int)s->n;
-    if (j != x && ld_volatile(&s->lock[lo * p + hi]) == 2u * (unsigned)c->epoch &&
-        s->stat[x * p + j] >= s->stat_err[lo * p + hi])
+    const bool compared = c->all_pairs || ld_volatile(&s->lock[lo * p + hi]) == 2u * (unsigned)c->epoch;
+    if (j != x && compared && s->stat[x * p + j] >= s->stat_err[lo * p + hi])
         return;
     double I = 0.0;
     const double rho = s->cov[(size_t)s->idx[lo] * p + s->idx[hi]];

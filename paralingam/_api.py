@@ -280,6 +280,7 @@ def fit(
         "float64_redo": per_it.get("float64_redo", []),
         "float64_candidates": per_it.get("float64_candidates", []),
         "threads": per_it.get("threads", []),
+        "all_pairs": per_it.get("all_pairs", []),
         "time": times,
     }
     # A fully explained variable is placed right after the root that

@@ -53,8 +53,10 @@ PAIR_SAMPLES_PER_WARP = 1024
 # (all_pairs_* kernels: no claims, locks or messages, no partner order, no
 # second round). A threshold round pays those costs per pair and per round,
 # so where the pairs are few or short the all-pairs round is the faster one.
-# The order is the same either way (scores are index-ordered sums); 0 keeps
-# the threshold throughout. H100, tools/sweep_all_pairs.py (sparse, medians
+# The order is the same either way (scores are index-ordered sums). With
+# threshold=False every iteration takes an all-pairs round; 0 keeps the
+# threshold rounds' engine throughout (with threshold=False, its claims walk
+# the partners cyclically). H100, tools/sweep_all_pairs.py (sparse, medians
 # of 5, bounds alternated; benchmarks/sweep_all_pairs_h100.log), bound 0 /
 # 1e7 / 4e7: p=100 n=1024 5.58 / 4.35 / 4.30 ms, p=200 n=2048 12.64 / 11.98 /
 # 15.17, p=500 n=1024 52.29 / 50.25 / 52.13, p=500 n=4096 49.67 / 49.15 /
@@ -310,14 +312,15 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     warps of a worker block compare one pair together (default
     ``warps_per_pair_for(n, warps)``); it must divide the block's warps,
     in at most 15 groups when above 1 (named barriers). Iterations with at
-    most ``all_pairs_work`` sample pairs (default ``ALL_PAIRS_WORK``) compare
-    every pair in one round.
+    most ``all_pairs_work`` sample pairs (default ``ALL_PAIRS_WORK``; every
+    iteration with ``threshold=False`` unless it is 0) compare every pair in
+    one round.
 
     Returns
     -------
     order, explained, per_iteration, n_rederived
         As the CPU engine; ``per_iteration`` also has ``float64_redo``,
-        ``float64_candidates`` and ``correlation`` (the correlation matrix of
+        ``float64_candidates``, ``all_pairs`` and ``correlation`` (the correlation matrix of
         the data, computed on the device, for the least-squares step); ``times`` gets ``compile``, ``upload``,
         ``search`` and (``profile=True``) ``gpu_<phase>``.
 
@@ -361,6 +364,8 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         "use_prior": int(candidates is not None), "group_warps": int(warps_per_pair),
         "all_pairs_work": float(ALL_PAIRS_WORK if all_pairs_work is None else all_pairs_work),
     }
+    if not threshold and cfg["all_pairs_work"] > 0:
+        cfg["all_pairs_work"] = float("inf")
     if blocks is None:
         blocks = device_properties()["multiprocessors"] * mod.worker_blocks_per_sm(use_float)
     t0 = time.perf_counter()
@@ -393,6 +398,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         "float64_redo": (redo > 0).tolist(),
         "float64_candidates": redo.tolist(),
         "scores": ws.read("it_score", iters).tolist(),
+        "all_pairs": out["all_pairs"][:iters].astype(bool).tolist(),
     }
     corr = np.empty((p, p))
     drv.memcpy_dtoh(corr, ws.dev["corr0"])

@@ -27,6 +27,8 @@ class FitResult:
         scores with the default dtype); ``float64_redo`` and
         ``float64_candidates`` per iteration (a root re-decided in float64,
         among how many rivals); ``threads`` per iteration (CPU);
+        ``all_pairs`` per iteration (CUDA: every pair compared in one
+        round, without the threshold);
         ``prior_knowledge_unmet`` when a fully explained variable broke a
         strict prior-knowledge rule; ``time`` per phase in s.
     """

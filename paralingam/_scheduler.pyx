@@ -579,12 +579,13 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef int k_worker = K_WORKER32 if use_float else K_WORKER64
     cdef int k_all_pairs = K_ALL_PAIRS32 if use_float else K_ALL_PAIRS64
     # An iteration whose pairs hold at most this many sample pairs compares
-    # every pair in one round (see _cuda.ALL_PAIRS_WORK); every iteration
-    # does without a threshold.
+    # every pair in one round (see _cuda.ALL_PAIRS_WORK; the all-pairs
+    # kernels count pairs in 32 bits, hence the cap).
     cdef double all_pairs_work = cfg.get("all_pairs_work", 0.0)
-    if not cfg["gamma0"] < float("inf"):
-        all_pairs_work = float("inf")
+    cdef long long max_all_pairs = (1LL << 31) - 1
     cdef bint all_pairs = False
+    all_pairs_of = np.zeros(p + 2, dtype=np.int8)  # per iteration, for the stats
+    cdef signed char[::1] all_pairs_v = all_pairs_of
     cdef int engines_per_block = m.warps // cfg.get("group_warps", 1)
     cdef long long n_pairs
     cdef int r_now
@@ -644,7 +645,8 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                 # less the root that status decided
                 r_now = r_host - 1 if it > 0 else r_host
                 n_pairs = <long long>r_now * (r_now - 1) // 2
-                all_pairs = <double>n_pairs * n <= all_pairs_work
+                all_pairs = <double>n_pairs * n <= all_pairs_work and n_pairs <= max_all_pairs
+                all_pairs_v[it] = all_pairs
                 # no more blocks than engines for the pairs
                 grid_all_pairs = <int>min(<long long>grid,
                                           max(<long long>1, (n_pairs + engines_per_block - 1) // engines_per_block))
@@ -762,6 +764,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
         "rounds": rounds,
         "gpu_time": gpu_time if profile else None,
         "gpu_rounds": gpu_rounds if profile else None,
+        "all_pairs": all_pairs_of,
     }
 
 

@@ -62,6 +62,7 @@ def test_cuda_order_equals_reference(lingam_data, reference_on, p, n, density, s
     assert res.stats["explained"] == ref_explained
     assert len(res.stats["remaining"]) == p - 1
     assert all(0 <= k <= r * (r - 1) // 2 for k, r in zip(res.stats["compared"], res.stats["remaining"]))
+    assert res.stats["all_pairs"] == [round_kind == "all_pairs"] * (p - 1)
     if round_kind == "all_pairs":  # one round per iteration, every pair once
         assert res.stats["compared"] == res.stats["pairs"]
         assert set(res.stats["rounds"]) <= {0, 1}
@@ -69,19 +70,47 @@ def test_cuda_order_equals_reference(lingam_data, reference_on, p, n, density, s
 
 def test_cuda_switches_to_all_pairs_rounds_below_the_work_bound(lingam_data, monkeypatch):
     # Iterations with at most 40 remaining variables compare every pair in
-    # one round; the larger ones use the threshold. Same order as the CPU.
+    # one round; the larger ones use threshold rounds, which on one block
+    # (8 warps) leave pairs uncompared. Same order as the CPU.
     from paralingam import _cuda
 
     p, n = 90, 1024
     X = lingam_data(p, n, "sparse", 871)[0]
     monkeypatch.setattr(_cuda, "ALL_PAIRS_WORK", 40 * 39 / 2 * n)
-    res = fit(X)
+    res = fit(X, blocks=1)
     assert res.causal_order == fit(X, backend="cpu").causal_order
-    small = [(k, r) for k, r in zip(res.stats["compared"], res.stats["remaining"]) if r <= 40]
+    st = res.stats
+    assert st["all_pairs"] == [r <= 40 for r in st["remaining"]]
+    small = [(k, r, rounds) for k, r, rounds in zip(st["compared"], st["remaining"], st["rounds"])
+             if r <= 40]
     assert len(small) == 39
-    assert all(k == r * (r - 1) // 2 for k, r in small)
-    assert all(rounds == 1 for rounds, r in zip(res.stats["rounds"], res.stats["remaining"])
-               if 1 < r <= 40)
+    assert all(k == r * (r - 1) // 2 and rounds == 1 for k, r, rounds in small)
+    large = [(k, r) for k, r in zip(st["compared"], st["remaining"]) if r > 40]
+    assert sum(k for k, _ in large) < sum(r * (r - 1) // 2 for _, r in large)
+
+
+def test_cuda_all_pairs_round_redecided_in_double():
+    # bench_gpu's sparse p=100 n=1024 case: every iteration is an all-pairs
+    # round by default, and three of them are re-decided in float64 (whose
+    # pairs64 reuses the all-pairs round's float values where they settle a
+    # pair).
+    from paralingam import _cuda
+    from paralingam.datasets import make_lingam_data
+
+    X = make_lingam_data(100, 1024, density="sparse", random_state=100)[0]
+    res = fit(X)
+    assert all(res.stats["all_pairs"])
+    assert any(res.stats["float64_redo"])
+    assert res.causal_order == fit(X, dtype="float64").causal_order == fit(X, backend="cpu").causal_order
+    saved = _cuda.ALL_PAIRS_WORK
+    try:
+        _cuda.ALL_PAIRS_WORK = 0.0
+        threshold_rounds = fit(X)
+    finally:
+        _cuda.ALL_PAIRS_WORK = saved
+    assert not any(threshold_rounds.stats["all_pairs"])
+    assert threshold_rounds.causal_order == res.causal_order
+    assert threshold_rounds.stats["scores"] == res.stats["scores"]  # index-ordered sums: same bits
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -98,7 +127,14 @@ def test_cuda_threshold_on_and_off_give_the_same_order(lingam_data, p, n, densit
     # With thousands of resident warps and a few hundred pairs, the first
     # round claims every pair before a score can pass gamma; one block of
     # eight warps shows the threshold at work.
+    assert all(off.stats["all_pairs"])
+    # The threshold rounds' engine without a threshold: claims walk the
+    # partners cyclically.
     monkeypatch.setattr(_cuda, "ALL_PAIRS_WORK", 0.0)
+    claims = fit(X, dtype=dtype, threshold=False)
+    assert not any(claims.stats["all_pairs"])
+    assert claims.stats["compared"] == claims.stats["pairs"]
+    assert claims.causal_order == on.causal_order
     narrow = fit(X, dtype=dtype, blocks=1)
     assert narrow.causal_order == on.causal_order
     assert narrow.stats["comparisons_saved"] > 0.0

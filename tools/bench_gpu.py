@@ -110,7 +110,8 @@ def main():
     ap.add_argument("--sizes", nargs="*", metavar="PxN",
                     help="only these sizes of the grid (sparse and dense, the grid's data)")
     ap.add_argument("--no-threshold", action="store_true",
-                    help="compare every pair (threshold=False): the engine's rate when work is plentiful")
+                    help="compare every pair (threshold=False: all-pairs rounds unless "
+                         "_cuda.ALL_PAIRS_WORK is 0)")
     ap.add_argument("--json", default="bench_gpu.json")
     args = ap.parse_args()
 
