@@ -89,7 +89,7 @@ def test_cuda_switches_to_all_pairs_rounds_below_the_work_bound(lingam_data, mon
     assert sum(k for k, _ in large) < sum(r * (r - 1) // 2 for _, r in large)
 
 
-def test_cuda_all_pairs_round_redecided_in_double():
+def test_cuda_all_pairs_round_redecided_in_double(monkeypatch):
     # bench_gpu's sparse p=100 n=1024 case: every iteration is an all-pairs
     # round by default, and three of them are re-decided in float64 (whose
     # pairs64 reuses the all-pairs round's float values where they settle a
@@ -102,12 +102,8 @@ def test_cuda_all_pairs_round_redecided_in_double():
     assert all(res.stats["all_pairs"])
     assert any(res.stats["float64_redo"])
     assert res.causal_order == fit(X, dtype="float64").causal_order == fit(X, backend="cpu").causal_order
-    saved = _cuda.ALL_PAIRS_WORK
-    try:
-        _cuda.ALL_PAIRS_WORK = 0.0
-        threshold_rounds = fit(X)
-    finally:
-        _cuda.ALL_PAIRS_WORK = saved
+    monkeypatch.setattr(_cuda, "ALL_PAIRS_WORK", 0.0)
+    threshold_rounds = fit(X)
     assert not any(threshold_rounds.stats["all_pairs"])
     assert threshold_rounds.causal_order == res.causal_order
     assert threshold_rounds.stats["scores"] == res.stats["scores"]  # index-ordered sums: same bits

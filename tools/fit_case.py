@@ -15,9 +15,8 @@ import statistics
 import warnings
 
 import paralingam
-from paralingam.datasets import make_lingam_data
 
-GRID = [(p, n) for p in (100, 200, 500, 1000) for n in (1024, 2048, 4096, 8192)]
+from bench_gpu import ecoli_full, grid_data  # tools/ is on the path when run as a script
 
 
 def main():
@@ -33,16 +32,13 @@ def main():
     args = ap.parse_args()
 
     if args.p == "ecoli":
-        from bench_gpu import ecoli_full  # tools/ is on the path when run as a script
-
         X, label = ecoli_full()
         case = f"E. coli core {label}"
     else:
         p, n = int(args.p), args.n
         if n is None:
             ap.error("synthetic cases need p and n")
-        seed = 100 + GRID.index((p, n)) if (p, n) in GRID else 7
-        X, _, _ = make_lingam_data(p, n, density=args.density, random_state=seed)
+        X = grid_data(p, n, args.density)
         case = f"{args.density} p={p} n={n}"
     kwargs = dict(backend=args.backend, threshold=not args.no_threshold)
     if args.warps_per_pair:

@@ -19,11 +19,8 @@ from pathlib import Path
 
 import paralingam
 from paralingam import _cuda
-from paralingam.datasets import make_lingam_data
 
-from bench_gpu import ecoli_full  # tools/ is on sys.path when run as a script
-
-GRID = [(p, n) for p in (100, 200, 500, 1000) for n in (1024, 2048, 4096, 8192)]
+from bench_gpu import ecoli_full, grid_data  # tools/ is on sys.path when run as a script
 
 
 def main():
@@ -42,7 +39,7 @@ def main():
             case = f"E. coli core {label}"
         else:
             p, n = (int(v) for v in size.lower().split("x"))
-            X, _, _ = make_lingam_data(p, n, density="sparse", random_state=100 + GRID.index((p, n)))
+            X = grid_data(p, n)
             case = f"sparse p={p} n={n}"
         times = {b: [] for b in args.bounds}
         info = {}
