@@ -201,7 +201,8 @@ class MultiGroupDirectLiNGAM:
         """Bootstrap: each group resampled with replacement, then fitted jointly.
 
         Resamples are drawn as lingam draws them (``sklearn.utils.resample``
-        of each group in turn). The fitted model itself is left unchanged.
+        of each group in turn). As in lingam, the model is left fitted on the
+        last resample.
 
         Parameters
         ----------
@@ -239,6 +240,10 @@ class MultiGroupDirectLiNGAM:
                 for g, B in enumerate(matrices):
                     ams[g, k] = B
                     tes[g, k] = total_effects(B, order)
+        self.n_features_in_ = p
+        self.causal_order_ = order
+        self.adjacency_matrices_ = matrices
+        self.adjacency_matrix_ = matrices[-1]
         return [BootstrapResult(am, te) for am, te in zip(ams, tes)]
 
     def estimate_total_effect(self, X_list, from_index, to_index):

@@ -40,7 +40,7 @@ def runs(request):
 def test_prints_the_same(runs):
     (theirs, _), (ours, _) = runs
     assert ours.splitlines() == theirs.splitlines()
-    assert "DAG[2]" in ours
+    assert "DAG[0]" in ours and "<---" in ours
 
 
 def test_values_are_the_same(runs):

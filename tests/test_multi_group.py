@@ -67,10 +67,13 @@ def test_groups_of_very_different_sizes():
 def test_bootstrap_matches_lingam():
     Xs = [group_data(200, 12, p=4), group_data(150, 13, p=4)]
     np.random.seed(5)
-    rt = lingam.MultiGroupDirectLiNGAM().bootstrap(Xs, 5)
+    theirs = lingam.MultiGroupDirectLiNGAM()
+    rt = theirs.bootstrap(Xs, 5)
     np.random.seed(5)
-    ro = MultiGroupDirectLiNGAM().bootstrap(Xs, 5)
+    model = MultiGroupDirectLiNGAM()
+    ro = model.bootstrap(Xs, 5)
     assert len(ro) == len(rt) == 2
+    assert model.causal_order_ == [int(i) for i in theirs.causal_order_]  # the last resample
     for a, b in zip(ro, rt):
         np.testing.assert_allclose(a.adjacency_matrices_, b.adjacency_matrices_, atol=1e-8)
         np.testing.assert_allclose(a.total_effects_, b.total_effects_, atol=1e-8)
