@@ -23,13 +23,24 @@ __all__ = [
     "LinearDependenceError",
     "DirectLiNGAM",
     "BootstrapResult",
+    "VARLiNGAM",
+    "VARBootstrapResult",
+    "MultiGroupDirectLiNGAM",
+    "CausalEffect",
     "utils",
     "__version__",
 ]
 
 # The estimator needs scikit-learn (and scipy), which take about a second to
 # import: load them on first use, not at ``import paralingam``.
-_LAZY = {"DirectLiNGAM": "estimator", "BootstrapResult": "bootstrap"}
+_LAZY = {
+    "DirectLiNGAM": "estimator",
+    "BootstrapResult": "bootstrap",
+    "VARLiNGAM": "var_lingam",
+    "VARBootstrapResult": "var_lingam",
+    "MultiGroupDirectLiNGAM": "multi_group",
+    "CausalEffect": "causal_effect",
+}
 
 
 def __getattr__(name):

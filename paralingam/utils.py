@@ -2,9 +2,16 @@
 
 With ``import paralingam as lingam``, ``lingam.utils.make_dot``,
 ``make_prior_knowledge``, ``print_causal_directions``, ``print_dagc``,
-``find_all_paths``, ``calculate_total_effect``, ``get_sink_variables`` and
-``get_exo_variables`` behave as lingam 1.13's. Only numpy is imported here;
-graphviz is imported when :func:`make_dot` is called.
+``find_all_paths``, ``calculate_total_effect``, ``get_sink_variables``,
+``get_exo_variables``, ``remove_effect``, ``predict_adaptive_lasso``,
+``get_common_edge_probabilities`` and ``print_common_edge_directions`` behave
+as lingam 1.13's, computed here. lingam's drawing helpers
+(``make_dot_highlight``, ``make_dot_for_nan_probability_matrix``,
+``make_dot_ancestors``, ``make_dot_descendants``, ``make_dot_paths``) and its
+remaining utilities (``extract_ancestors``, ``evaluate_model_fit``, ...) are
+forwarded to lingam's own functions when lingam is installed (see
+:data:`LINGAM_FORWARDED`). Only numpy is imported here; graphviz is imported
+when :func:`make_dot` is called.
 """
 
 import numbers
@@ -22,7 +29,44 @@ __all__ = [
     "calculate_total_effect",
     "get_sink_variables",
     "get_exo_variables",
+    "remove_effect",
+    "predict_adaptive_lasso",
+    "get_common_edge_probabilities",
+    "print_common_edge_directions",
 ]
+
+# lingam.utils functions that paralingam forwards to lingam (drawing with
+# graphviz/networkx/matplotlib, or models paralingam does not implement).
+LINGAM_FORWARDED = (
+    "make_dot_highlight",
+    "make_dot_for_nan_probability_matrix",
+    "make_dot_ancestors",
+    "make_dot_descendants",
+    "make_dot_paths",
+    "extract_ancestors",
+    "f_correlation",
+    "visualize_nonlinear_causal_effect",
+    "evaluate_model_fit",
+    "calculate_distance_from_root_nodes",
+    "likelihood_i",
+    "log_p_super_gaussian",
+    "variance_i",
+    "bic_select_logistic_l1",
+    "MGGD",
+    "MGGDEstimator",
+)
+
+
+def __getattr__(name):
+    if name in LINGAM_FORWARDED:
+        try:
+            import lingam.utils as lingam_utils
+        except ImportError as exc:
+            raise ImportError(
+                f"paralingam.utils.{name} is lingam's own function, forwarded to lingam: "
+                f"pip install lingam ({exc})") from exc
+        return getattr(lingam_utils, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # make_dot options that only lingam's own make_dot draws.
 _LINGAM_DOT_OPTIONS = (
@@ -291,3 +335,174 @@ def make_dot(adjacency_matrix, labels=None, lower_limit=0.01, **options):
     for to, frm in zip(unknown_to, unknown_from):
         dot.edge(names[frm], names[to], dir="both")
     return dot
+
+
+def remove_effect(X, remove_features, return_coefs=False):
+    """Remove the linear effect of some columns from the others.
+
+    Each column not in ``remove_features`` is replaced by its residual of the
+    least-squares regression (with intercept) on the ``remove_features``
+    columns, as lingam's ``remove_effect``.
+
+    Parameters
+    ----------
+    X : array-like, shape (n_samples, n_features)
+    remove_features : sequence of int
+    return_coefs : bool
+        Also return the regression coefficients.
+
+    Returns
+    -------
+    X : ndarray, shape (n_samples, n_features)
+    coefs : dict, only with ``return_coefs``
+        ``{column: coefficients on remove_features}`` for the other columns.
+    """
+    from ._validation import as_data_matrix
+
+    X = as_data_matrix(X, allow_constant=True)[0]
+    removed = list(remove_features)
+    p = X.shape[1]
+    bad = [f for f in removed if not isinstance(f, (numbers.Integral, np.integer))
+           or not 0 <= f < p]
+    if bad:
+        raise ValueError(f"remove_features must be column indices in [0, {p - 1}]; got {bad}")
+    kept = [i for i in range(p) if i not in removed]
+    coefs = {}
+    if kept and removed:
+        A = X[:, removed]
+        A_mean = A.mean(axis=0)
+        Y_mean = X[:, kept].mean(axis=0)
+        W = np.linalg.lstsq(A - A_mean, X[:, kept] - Y_mean, rcond=None)[0]
+        fitted = (A - A_mean) @ W + Y_mean
+        for k, feature in enumerate(kept):
+            X[:, feature] = X[:, feature] - fitted[:, k]
+            coefs[feature] = W[:, k]
+    if return_coefs:
+        return X, coefs
+    return X
+
+
+def predict_adaptive_lasso(X, predictors, target, gamma=1.0):
+    """lingam's adaptive lasso: the coefficients of ``target`` on ``predictors``.
+
+    Standardised data, least-squares weights ``|b| ** gamma``, the lasso path
+    scored by BIC, then least squares on the kept predictors at the data's
+    scale (lingam's ``predict_adaptive_lasso``), computed by
+    :func:`paralingam.adjacency.adaptive_lasso_adjacency`.
+
+    Parameters
+    ----------
+    X : array-like, shape (n_samples, n_features)
+    predictors : sequence of int
+    target : int
+    gamma : float
+
+    Returns
+    -------
+    ndarray, shape (len(predictors),)
+    """
+    from ._validation import as_data_matrix
+    from .adjacency import adaptive_lasso_adjacency
+
+    X = as_data_matrix(X, allow_constant=True)[0]
+    predictors = [int(i) for i in predictors]
+    p = X.shape[1]
+    if not 0 <= int(target) < p or any(not 0 <= i < p for i in predictors):
+        raise ValueError(f"predictors and target must be column indices in [0, {p - 1}]")
+    if int(target) in predictors or len(set(predictors)) != len(predictors):
+        raise ValueError("predictors must be distinct and must not contain the target")
+    m = len(predictors)
+    if m == 0:
+        return np.zeros(0)
+    columns = predictors + [int(target)]
+    pk = -np.ones((m + 1, m + 1))
+    pk[:m] = 0  # only the target is regressed
+    B = adaptive_lasso_adjacency(X[:, columns], list(range(m + 1)), prior_knowledge=pk,
+                                 gamma=gamma)
+    return B[m, :m]
+
+
+def get_common_edge_probabilities(bootstrap_results, mode="across"):
+    """Probabilities of the edges that several bootstrap results share.
+
+    Parameters
+    ----------
+    bootstrap_results : list
+        Objects with ``adjacency_matrices_`` (the results of several groups
+        or models).
+    mode : {"across", "per"}
+        ``"across"``: the product over the results of each edge's
+        probability; ``"per"``: the fraction of resamples ``k`` in which the
+        edge is in resample ``k`` of every result.
+
+    Returns
+    -------
+    ndarray, shape (2, n_features, n_features)
+        ``[0]`` the probabilities of common edges (non-zero, not NaN),
+        ``[1]`` those of common NaN entries (hidden common causes).
+    """
+    if not isinstance(bootstrap_results, list):
+        raise ValueError("bootstrap_results must be a list.")
+    for result in bootstrap_results:
+        if not hasattr(result, "adjacency_matrices_"):
+            raise AttributeError("The bootstrap_result must implement a callable "
+                                 "'adjacency_matrices_'.")
+    if mode == "across":
+        present, hidden = [], []
+        for result in bootstrap_results:
+            ams = np.array(result.adjacency_matrices_)
+            nan = np.isnan(ams)
+            present.append(((ams != 0) & ~nan).sum(axis=0) / len(ams))
+            hidden.append(nan.sum(axis=0) / len(ams))
+        return np.stack((np.prod(present, axis=0), np.prod(hidden, axis=0)), axis=0)
+    if mode == "per":
+        n_samples = len(bootstrap_results[0].adjacency_matrices_)
+        stacks = [np.array(r.adjacency_matrices_)[:n_samples] for r in bootstrap_results]
+        present = np.logical_and.reduce([(a != 0) & ~np.isnan(a) for a in stacks])
+        hidden = np.logical_and.reduce([np.isnan(a) for a in stacks])
+        n = stacks[0].shape[1]
+        return np.stack((present.sum(axis=0)[:n, :n] / n_samples,
+                         hidden.sum(axis=0)[:n, :n] / n_samples), axis=0)
+    raise ValueError("Invalid mode. Choose 'per' or 'across'.")
+
+
+def print_common_edge_directions(common_edge_probabilities, confidence_level=0.01, labels=None):
+    """Print the common edges above ``confidence_level``, most probable first.
+
+    Parameters
+    ----------
+    common_edge_probabilities : ndarray, shape (2, n_features, n_features)
+        From :func:`get_common_edge_probabilities`.
+    confidence_level : float
+        In [0, 1): edges with a larger probability are printed.
+    labels : sequence of str, optional
+    """
+    if not 0.0 <= confidence_level < 1.0:
+        raise ValueError("confidence_level must be a value between 0 and 1.")
+    if not isinstance(common_edge_probabilities, np.ndarray):
+        raise TypeError("common_edge_probabilities must be a NumPy ndarray.")
+    if common_edge_probabilities.ndim != 3:
+        raise ValueError("common_edge_probabilities must be a 3-dimensional array.")
+    if common_edge_probabilities.shape[0] != 2:
+        raise ValueError("The first dimension of common_edge_probabilities must be 2 "
+                         "(presence and unobserved probabilities).")
+    n_rows, n_cols = common_edge_probabilities.shape[1:]
+    presence, unobserved = common_edge_probabilities
+    directions = []
+    for frm in range(n_cols):
+        for to in range(n_rows):
+            if presence[to, frm] > confidence_level:
+                directions.append((frm, to, presence[to, frm], "<---"))
+    both = set()
+    for frm in range(n_cols):
+        for to in range(n_rows):
+            if (to, frm) in both:
+                continue
+            prob = unobserved[to, frm]
+            if prob > confidence_level:
+                if frm < n_rows and prob == unobserved[frm, to]:
+                    both.update({(to, frm), (frm, to)})
+                directions.append((frm, to, prob, "<-->"))
+    directions.sort(key=lambda d: -d[2])  # stable: ties keep the scan order, as lingam
+    for frm, to, prob, arrow in directions:
+        print(f"{_label(labels, to)} {arrow} {_label(labels, frm)} ({100 * prob:.1f}%)")

@@ -1,0 +1,308 @@
+"""``MultiGroupDirectLiNGAM``: lingam 1.13's joint DirectLiNGAM over several data sets.
+
+Shimizu (Neurocomputing 2012): the groups share one causal order, searched
+with DirectLiNGAM's pwling statistic where the score of a candidate root is
+the sum over the groups of its score in each, weighted by the group's share of
+the samples; each group then gets its own adjacency matrix on that order.
+
+The search here is the plain numpy search of :mod:`paralingam.reference`
+(one pairwise-statistics matrix per group and iteration, vectorised over the
+pairs; the compiled and CUDA searches score one data set only), with lingam's
+prior-knowledge rules (:mod:`paralingam.prior`). The adjacency matrices come
+from :mod:`paralingam.adjacency` (lingam's adaptive lasso by default).
+"""
+
+import numbers
+import warnings
+
+import numpy as np
+
+from ._validation import as_data_matrix, check_coef_threshold
+from .bootstrap import BootstrapResult, total_effects
+from .policy import COLLINEAR_TOL
+from .prior import PriorKnowledge
+
+__all__ = ["MultiGroupDirectLiNGAM", "multi_group_causal_order"]
+
+
+def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge_softly=False,
+                             collinear_tol=COLLINEAR_TOL):
+    """The causal order shared by several data sets (lingam's multi-group search).
+
+    Parameters
+    ----------
+    X_list : list of ndarray, each (n_samples_g, n_features)
+    prior_knowledge : array-like, shape (n_features, n_features), optional
+        lingam's prior-knowledge matrix.
+    apply_prior_knowledge_softly : bool
+    collinear_tol : float
+        Pairs of a group with ``1 - rho**2 <= collinear_tol`` compare as
+        ``I(i, j) = 0`` (:func:`paralingam.reference.pairwise_statistics`).
+
+    Returns
+    -------
+    order : list of int
+    """
+    from .reference import pairwise_statistics, standardise
+
+    p = X_list[0].shape[1]
+    prior = None
+    if prior_knowledge is not None:
+        prior = PriorKnowledge(prior_knowledge, p, soft=apply_prior_knowledge_softly)
+    data = [np.array(X, dtype=np.float64, copy=True) for X in X_list]
+    total = sum(len(X) for X in data)
+    weights = [len(X) / total for X in data]
+    remaining = list(range(p))
+    order = []
+    while remaining:
+        if len(remaining) == 1:
+            order.append(remaining.pop())
+            break
+        in_vj = np.zeros(len(remaining), dtype=bool)
+        cands = np.arange(len(remaining))
+        if prior is not None:
+            is_candidate, in_vj = prior.candidates(remaining)
+            cands = np.flatnonzero(is_candidate)
+        if len(cands) == 1:
+            best = cands[0]
+        else:
+            score = np.zeros(len(remaining))
+            for X, w in zip(data, weights):
+                stat = pairwise_statistics(standardise(X[:, remaining]), collinear_tol,
+                                           in_vj if in_vj.any() else None)
+                score += (np.minimum(0.0, stat) ** 2).sum(axis=1) * w
+            best = cands[int(np.argmin(score[cands]))]  # first minimum, as lingam's argmax
+        root = remaining[best]
+        order.append(root)
+        remaining.remove(root)
+        for X in data:  # lingam's _residual: xi - cov(xi, xr) / var(xr) * xr
+            xr = X[:, root]
+            rest = X[:, remaining]
+            cov = ((rest - rest.mean(axis=0)) * (xr - xr.mean())[:, None]).mean(axis=0)
+            X[:, remaining] = rest - (cov / np.var(xr))[None, :] * xr[:, None]
+    return order
+
+
+class MultiGroupDirectLiNGAM:
+    """DirectLiNGAM on several data sets with one causal order (lingam's interface).
+
+    A drop-in replacement for ``lingam.MultiGroupDirectLiNGAM`` (lingam
+    1.13): the same parameters, attributes, methods and results.
+
+    Parameters
+    ----------
+    random_state : int, numpy.random.RandomState or None
+        Seeds the resamples of :meth:`bootstrap`; ``None`` draws from numpy's
+        global random state as lingam does.
+    prior_knowledge : array-like, shape (n_features, n_features), optional
+        lingam's prior-knowledge matrix, shared by the groups.
+    apply_prior_knowledge_softly : bool
+    backend : {"auto", "cpu", "cuda"}
+        Where the adaptive lasso of the adjacency step runs (from
+        ``paralingam.adjacency.CUDA_LASSO_MIN_FEATURES`` variables on the GPU
+        with ``"cuda"``); the order search is numpy's on every backend.
+    adjacency : {"adaptive_lasso", "ols"}
+        Edge estimator (lingam's adaptive lasso by default).
+    coef_threshold : float, optional
+        Coefficients with ``|b| < coef_threshold`` are set to zero.
+    n_threads : int, optional
+        Threads of the adaptive lasso.
+
+    Attributes
+    ----------
+    causal_order_ : list of int
+    adjacency_matrices_ : list of ndarray, each (n_features, n_features)
+        One matrix per group.
+    adjacency_matrix_ : ndarray
+        The last group's matrix (lingam inherits it from DirectLiNGAM).
+    """
+
+    def __init__(self, random_state=None, prior_knowledge=None, apply_prior_knowledge_softly=False,
+                 backend="auto", adjacency="adaptive_lasso", coef_threshold=None, n_threads=None):
+        self.random_state = random_state
+        self.prior_knowledge = prior_knowledge
+        self.apply_prior_knowledge_softly = apply_prior_knowledge_softly
+        self.backend = backend
+        self.adjacency = adjacency
+        self.coef_threshold = coef_threshold
+        self.n_threads = n_threads
+
+    # ------------------------------------------------------------------
+
+    def _check_X_list(self, X_list):
+        if not isinstance(X_list, list):
+            raise ValueError(f"X_list must be a list of data sets; got {type(X_list).__name__}")
+        if len(X_list) < 2:
+            raise ValueError("X_list must be a list containing at least two items")
+        out = [as_data_matrix(X)[0] for X in X_list]
+        p = out[0].shape[1]
+        bad = [g for g, X in enumerate(out) if X.shape[1] != p]
+        if bad:
+            raise ValueError(f"X_list must be a list with the same number of features: group 0 has "
+                             f"{p}, groups {bad} have {[out[g].shape[1] for g in bad]}")
+        return out
+
+    def _settings(self, p):
+        from . import _backends
+        from .adjacency import ADJACENCY_METHODS
+
+        if self.adjacency not in ADJACENCY_METHODS:
+            raise ValueError(f"adjacency must be one of {ADJACENCY_METHODS}; got {self.adjacency!r}")
+        if self.backend not in _backends.BACKENDS:
+            raise ValueError(f"backend must be one of {_backends.BACKENDS}; got {self.backend!r}")
+        pk = None
+        if self.prior_knowledge is not None:
+            pk = PriorKnowledge(self.prior_knowledge, p,
+                                soft=bool(self.apply_prior_knowledge_softly)).matrix
+        return pk, check_coef_threshold(self.coef_threshold)
+
+    def _fit_groups(self, data, pk, coef_threshold, backend):
+        from .adjacency import estimate_adjacency
+
+        order = multi_group_causal_order(data, pk, bool(self.apply_prior_knowledge_softly))
+        matrices = []
+        for X in data:
+            B = estimate_adjacency(X, order, method=self.adjacency, prior_knowledge=pk,
+                                   backend=backend, n_threads=self.n_threads)
+            if coef_threshold is not None:
+                B[np.abs(B) < coef_threshold] = 0.0
+            matrices.append(B)
+        return [int(i) for i in order], matrices
+
+    @staticmethod
+    def _adjacency_backend(backend):
+        from . import _backends
+
+        resolved = _backends.resolve_backend(backend)
+        return resolved if resolved in ("cpu", "cuda") else None
+
+    def fit(self, X_list):
+        """Fit the model to several data sets with the same variables.
+
+        Parameters
+        ----------
+        X_list : list of array-like, each (n_samples_g, n_features)
+
+        Returns
+        -------
+        self : MultiGroupDirectLiNGAM
+        """
+        data = self._check_X_list(X_list)
+        pk, coef_threshold = self._settings(data[0].shape[1])
+        order, matrices = self._fit_groups(data, pk, coef_threshold,
+                                           self._adjacency_backend(self.backend))
+        self.n_features_in_ = data[0].shape[1]
+        self.causal_order_ = order
+        self.adjacency_matrices_ = matrices
+        self.adjacency_matrix_ = matrices[-1]
+        return self
+
+    def bootstrap(self, X_list, n_sampling):
+        """Bootstrap: each group resampled with replacement, then fitted jointly.
+
+        Resamples are drawn as lingam draws them (``sklearn.utils.resample``
+        of each group in turn). As in lingam, the model is left fitted on the
+        last resample.
+
+        Parameters
+        ----------
+        X_list : list of array-like
+        n_sampling : int
+
+        Returns
+        -------
+        list of BootstrapResult
+            One per group (``adjacency_matrices_``, ``total_effects_``).
+        """
+        from sklearn import config_context
+        from sklearn.utils import check_random_state, resample
+
+        from . import _api
+
+        data = self._check_X_list(X_list)
+        if isinstance(n_sampling, bool) or not isinstance(n_sampling, (numbers.Integral, np.integer)) \
+                or n_sampling <= 0:
+            raise ValueError(f"n_sampling must be an integer greater than 0; got {n_sampling!r}")
+        p = data[0].shape[1]
+        pk, coef_threshold = self._settings(p)
+        backend = self._adjacency_backend(self.backend)
+        rng = check_random_state(self.random_state)
+        G = len(data)
+        ams = np.zeros((G, n_sampling, p, p))
+        tes = np.zeros((G, n_sampling, p, p))
+        indices = [np.arange(len(X)) for X in data]
+        with _api._blas_in_this_thread():
+            for k in range(n_sampling):
+                with config_context(skip_parameter_validation=True):
+                    rows = [resample(idx, random_state=rng) for idx in indices]
+                order, matrices = self._fit_groups([X[r] for X, r in zip(data, rows)], pk,
+                                                   coef_threshold, backend)
+                for g, B in enumerate(matrices):
+                    ams[g, k] = B
+                    tes[g, k] = total_effects(B, order)
+        self.n_features_in_ = p
+        self.causal_order_ = order
+        self.adjacency_matrices_ = matrices
+        self.adjacency_matrix_ = matrices[-1]
+        return [BootstrapResult(am, te) for am, te in zip(ams, tes)]
+
+    def estimate_total_effect(self, X_list, from_index, to_index):
+        """Total effect in each group, by regression on ``from_index`` and its parents.
+
+        Returns
+        -------
+        list of float
+            One effect per group.
+        """
+        self._check_fitted()
+        data = self._check_X_list(X_list)
+        if self.causal_order_.index(from_index) > self.causal_order_.index(to_index):
+            warnings.warn(
+                f"The estimated causal effect may be incorrect because "
+                f"the causal order of the destination variable (to_index={to_index}) "
+                f"is earlier than the source variable (from_index={from_index}).",
+                stacklevel=2)
+        effects = []
+        for X, am in zip(data, self.adjacency_matrices_):
+            parents = np.where(np.abs(am[from_index]) > 0)[0]
+            predictors = np.concatenate([[from_index], parents]).astype(np.intp)
+            A = X[:, predictors] - X[:, predictors].mean(axis=0)
+            y = X[:, to_index] - X[:, to_index].mean()
+            effects.append(float(np.linalg.lstsq(A, y, rcond=None)[0][0]))
+        return effects
+
+    def estimate_total_effect2(self, from_index, to_index):
+        """Total effect in each group from its adjacency matrix (sum over paths)."""
+        from .utils import calculate_total_effect
+
+        self._check_fitted()
+        if self.causal_order_.index(from_index) > self.causal_order_.index(to_index):
+            warnings.warn(
+                f"The estimated causal effect may be incorrect because "
+                f"the causal order of the destination variable (to_index={to_index}) "
+                f"is earlier than the source variable (from_index={from_index}).",
+                stacklevel=2)
+        return [calculate_total_effect(am, from_index, to_index)
+                for am in self.adjacency_matrices_]
+
+    def get_error_independence_p_values(self, X_list):
+        """HSIC p-values between the error variables of each group.
+
+        Returns
+        -------
+        ndarray, shape (n_groups, n_features, n_features)
+        """
+        from .hsic import independence_p_values
+
+        self._check_fitted()
+        data = self._check_X_list(X_list)
+        return np.array([independence_p_values(np.ascontiguousarray(X - X @ am.T))
+                         for X, am in zip(data, self.adjacency_matrices_)])
+
+    def _check_fitted(self):
+        if not hasattr(self, "causal_order_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError("this MultiGroupDirectLiNGAM instance is not fitted yet; "
+                                 "call fit(X_list) first")
+
