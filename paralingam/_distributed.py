@@ -340,13 +340,17 @@ def bootstrap_directlingam(model, data, names, n_sampling, settings, client, rep
 
 def _directlingam_batch(shared, batch, n_threads=1):
     """Fit the resamples of one batch (worker side); mirrors ``DirectLiNGAM._bootstrap_loop``."""
-    from . import _backends
+    from . import _api, _backends
     from ._validation import constant_in_resample
     from .bootstrap import total_effects
 
     model, data, names = shared["model"], shared["data"], shared["names"]
     settings = dict(shared["settings"])
     if "n_threads" not in settings["fit_options"]:
+        # Explicit, so that the search's adaptive thread count (a clock shared
+        # by the fits of a process) stays off beside the worker's other tasks;
+        # small searches on one thread, as fit's default.
+        n_threads = 1 if data.size < _api.SMALL_SEARCH else n_threads
         settings["fit_options"] = dict(settings["fit_options"], n_threads=n_threads)
     backend = _backends.resolve_backend(settings["backend"])
     if backend == "cuda":
