@@ -84,6 +84,25 @@ def test_bootstrap_equals_serial(client, lingam_data, kwargs):
     wait_until_no_tasks(client, "paralingam-")
 
 
+def test_bootstrap_multithreaded_fits_equal_serial(client, lingam_data):
+    """Fits of 2 OpenMP threads on the workers, of the default threads serially."""
+    X = lingam_data(10, 1500, "sparse", 909)[0]
+    assert X.size >= paralingam._api.SMALL_SEARCH  # the threaded search runs
+    ref = paralingam.DirectLiNGAM(random_state=13).bootstrap(X, 5)
+    model = paralingam.DirectLiNGAM(random_state=13, fit_options={"n_threads": 2})
+    assert_same(model.bootstrap(X, 5, client=client), ref)
+
+
+def test_task_threads_share_the_worker(monkeypatch):
+    class Worker:
+        class state:
+            nthreads = 8
+
+    assert _distributed.task_threads(4) == 1  # not in a worker
+    monkeypatch.setattr(distributed, "get_worker", lambda: Worker)
+    assert [_distributed.task_threads(c) for c in (1, 2, 3, 8, 20)] == [8, 4, 2, 1, 1]
+
+
 def test_bootstrap_with_prior_knowledge_and_outliers_equals_serial(client, lingam_data):
     X, _, order = lingam_data(6, 300, "sparse", 902)
     X = X.copy()
