@@ -103,7 +103,11 @@ setup(
     ],
     extras_require={
         "cuda": ["pycuda>=2024.1"],
-        "test": ["pytest>=7", "hypothesis>=6", "lingam==1.13.0"],
+        "test": ["pytest>=7", "hypothesis>=6", "lingam==1.13.0", "distributed>=2023.9"],
+        # DirectLiNGAM.bootstrap(..., client=...): a Dask cluster of CPU workers,
+        # or one worker per GPU with dask-cuda's LocalCUDACluster.
+        "dask": ["distributed>=2023.9"],
+        "dask-cuda": ["distributed>=2023.9", "dask-cuda>=23.10", "pycuda>=2024.1"],
         "bench": ["lingam==1.13.0"],
         "plot": ["graphviz"],
     },

@@ -330,7 +330,7 @@ class DirectLiNGAM(BaseEstimator):
     # bootstrap
     # ------------------------------------------------------------------
 
-    def bootstrap(self, X, n_sampling, *, progress=False):
+    def bootstrap(self, X, n_sampling, *, progress=False, client=None):
         """Fit ``n_sampling`` bootstrap resamples of ``X``.
 
         Resamples are drawn as lingam draws them (``sklearn.utils.resample``
@@ -348,6 +348,12 @@ class DirectLiNGAM(BaseEstimator):
             Report progress on stderr: ``True`` always, ``"auto"`` only when
             the run is expected to take longer than 10 s, ``False`` (default)
             never. Uses tqdm when it is installed, else a plain line.
+        client : distributed.Client, optional
+            Fit the resamples on the workers of this Dask cluster (one worker
+            per GPU, or CPU workers; see the user guide's "Distributed
+            bootstrap"). The resamples are drawn here as without a client,
+            so the result is the same; the data go to each worker once.
+            Needs ``pip install "paralingam[dask]"``.
 
         Returns
         -------
@@ -366,6 +372,11 @@ class DirectLiNGAM(BaseEstimator):
         data, names = as_data_matrix(X)
         p = data.shape[1]
         settings = self._checked_settings(p)
+        if client is not None:
+            from ._distributed import bootstrap_directlingam
+
+            return bootstrap_directlingam(self, data, names, n_sampling, settings, client,
+                                          _Progress(n_sampling, progress))
         # Resolve "auto" once: every resample then runs on the same backend,
         # whose caches (CUDA context, compiled kernels) stay warm between them.
         backend = _backends.resolve_backend(settings["backend"])

@@ -1,0 +1,391 @@
+"""Batches of fits on a Dask ``distributed`` cluster.
+
+:func:`map_batches` is the generic part: it sends one shared object (the
+data) to every worker once, runs a module-level function on each batch of
+work (a few resamples, say), reports each finished batch, and returns the
+batches' results in their order. Bootstraps build on it:
+:func:`bootstrap_directlingam` is ``DirectLiNGAM.bootstrap(..., client=...)``,
+and other models' bootstraps can pass their own batch function.
+
+``distributed`` is imported here only, and only when a client is given; the
+package itself never imports it.
+
+Fault tolerance comes from Dask: when a worker dies, the scheduler runs its
+tasks (and recomputes results that were held only by it) on the other
+workers, up to ``distributed.scheduler.allowed-failures`` times per task.
+Batches are pure functions of the shared data and their small arguments (the
+resamples' row indices are drawn on the client), so a re-run returns the same
+result and the bootstrap is identical to the serial one.
+"""
+
+import contextlib
+import itertools
+import math
+import threading
+import time
+import uuid
+
+import numpy as np
+
+__all__ = ["map_batches", "split", "check_client", "bootstrap_directlingam"]
+
+# Errors that a batch raises because of its data (a resample with a constant
+# column, say): running it again gives the same error, so it is not retried.
+NO_RETRY = (ValueError,)
+# Re-runs of a batch that raised another exception (a CUDA or memory error of
+# one worker, say) before the error reaches the caller.
+DEFAULT_RETRIES = 2
+# Batches per thread of the cluster: several, so that a fast worker takes more
+# of them and a lost worker's share is small, yet each task holds enough fits
+# to amortise Dask's per-task overhead (~1 ms).
+BATCHES_PER_THREAD = 4
+# At most this many resamples per batch, so progress moves and a lost batch
+# costs little.
+MAX_BATCH_SIZE = 64
+
+
+def check_client(client):
+    """Refuse anything but a synchronous ``distributed.Client``.
+
+    Parameters
+    ----------
+    client : distributed.Client
+
+    Raises
+    ------
+    ImportError
+        When ``distributed`` is not installed.
+    ValueError
+        When ``client`` is not a ``distributed.Client``, or is asynchronous.
+    """
+    try:
+        from distributed import Client
+    except ImportError as exc:  # pragma: no cover - a client implies distributed
+        raise ImportError("client= needs Dask's distributed package: "
+                          "pip install 'paralingam[dask]'") from exc
+    if not isinstance(client, Client):
+        raise ValueError(f"client must be a distributed.Client or None; got {client!r}")
+    if client.asynchronous:
+        raise ValueError("client must be a synchronous distributed.Client "
+                         "(Client(..., asynchronous=False))")
+    if client.status not in ("running", "newly-created"):
+        raise ValueError(f"client is not connected (status {client.status!r})")
+
+
+def cluster_threads(client):
+    """``(workers, threads)`` the scheduler knows now; at least ``(1, 1)``."""
+    workers = client.scheduler_info().get("workers", {})
+    threads = sum(int(w.get("nthreads", 1)) for w in workers.values())
+    return max(1, len(workers)), max(1, threads)
+
+
+def split(n_items, client, batch_size=None):
+    """Consecutive ``range`` batches covering ``range(n_items)``.
+
+    Parameters
+    ----------
+    n_items : int
+    client : distributed.Client
+        Its threads set the default batch size.
+    batch_size : int, optional
+        Items per batch; default: enough batches for ``BATCHES_PER_THREAD``
+        per thread of the cluster, at most ``MAX_BATCH_SIZE`` items each.
+
+    Returns
+    -------
+    list of range
+    """
+    if batch_size is None:
+        _, threads = cluster_threads(client)
+        batch_size = min(MAX_BATCH_SIZE, max(1, math.ceil(n_items / (BATCHES_PER_THREAD * threads))))
+    elif isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+            or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1; got {batch_size!r}")
+    return [range(s, min(s + batch_size, n_items)) for s in range(0, n_items, batch_size)]
+
+
+class _Failed:
+    """A batch's :data:`NO_RETRY` error, returned as a value so Dask does not retry it."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+
+def _run_batch(func, shared, batch, concurrency):
+    """Worker side of :func:`map_batches`: ``func(shared, batch, n_threads=...)``."""
+    n_threads = task_threads(concurrency)
+    try:
+        with _one_blas_thread():
+            return func(shared, batch, n_threads=n_threads)
+    except NO_RETRY as exc:
+        return _Failed(exc)
+
+
+def task_threads(concurrency):
+    """CPU threads for one task on this worker.
+
+    A worker with ``nthreads`` threads runs up to that many tasks at once;
+    when it is expected to run ``concurrency`` tasks, each gets
+    ``nthreads // min(nthreads, concurrency)`` threads, so the worker's
+    threads are used and not oversubscribed (a worker of one thread: 1).
+    """
+    try:
+        from distributed import get_worker
+
+        nthreads = int(get_worker().state.nthreads)
+    except (ImportError, ValueError, AttributeError):  # not inside a worker
+        return 1
+    return max(1, nthreads // max(1, min(nthreads, concurrency)))
+
+
+_blas_lock = threading.Lock()
+_blas_users = 0
+_blas_limiter = None
+
+
+@contextlib.contextmanager
+def _one_blas_thread():
+    """One BLAS thread while any task of this process runs (as the serial bootstrap).
+
+    threadpoolctl's limit is process-wide: with several tasks in the threads
+    of one worker, the first one in sets it and the last one out restores it
+    (each task restoring its own would undo another's limit).
+    """
+    global _blas_users, _blas_limiter
+    from . import _api
+
+    with _blas_lock:
+        if _blas_users == 0:
+            _blas_limiter = _api._blas_in_this_thread()
+        _blas_users += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_users -= 1
+            if _blas_users == 0:
+                _blas_limiter.restore_original_limits()
+                _blas_limiter = None
+
+
+def map_batches(client, func, batches, *, shared=None, retries=DEFAULT_RETRIES, on_result=None,
+                name="paralingam-batch"):
+    """Run ``func(shared, batch, n_threads=k)`` for every batch on the client's workers.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    func : callable
+        A module-level function (workers import it by name), pure: the same
+        arguments give the same result, since Dask may run a batch again
+        when its worker is lost. ``n_threads`` is the number of CPU threads
+        the call may use (see :func:`task_threads`).
+    batches : sequence
+        One small, picklable argument per task (row indices of a few
+        resamples, say).
+    shared : object
+        Sent to every worker once, before the tasks
+        (``client.scatter(..., broadcast=True)``), and passed to every call:
+        the data, the estimator's settings.
+    retries : int
+        Re-runs of a task that raised an exception other than
+        :data:`NO_RETRY` (a lost worker's tasks are re-run by the scheduler
+        in any case).
+    on_result : callable, optional
+        ``on_result(index, result)`` on the caller's thread as each batch
+        finishes (in any order): collect results, report progress.
+    name : str
+        Prefix of the tasks' keys, shown on Dask's dashboard.
+
+    Returns
+    -------
+    list
+        The batches' results in the order of ``batches`` (``None`` where
+        ``on_result`` was given: it got them).
+
+    Raises
+    ------
+    Exception
+        The error of the first failing batch in the order of ``batches``, as
+        a serial loop would raise it; the other tasks are cancelled.
+    KeyboardInterrupt
+        After cancelling the tasks (Ctrl-C while waiting).
+    """
+    from distributed import as_completed
+
+    check_client(client)
+    batches = list(batches)
+    if not batches:
+        return []
+    workers, _ = cluster_threads(client)
+    concurrency = math.ceil(len(batches) / workers)
+    token = uuid.uuid4().hex[:12]
+    [shared_future] = client.scatter([shared], broadcast=True, hash=False)
+    futures = []
+    results = [None] * len(batches)
+    index_of = {}
+    failed = {}
+    try:
+        for i, batch in enumerate(batches):
+            fut = client.submit(_run_batch, func, shared_future, batch, concurrency,
+                                key=f"{name}-{token}-{i}", retries=retries, pure=False)
+            futures.append(fut)
+            index_of[fut.key] = i
+        pending = set(range(len(batches)))
+        for fut in as_completed(futures):
+            i = index_of[fut.key]
+            pending.discard(i)
+            if fut.status == "error":
+                failed[i] = fut.exception()
+                value = None
+            else:
+                value = fut.result()
+            fut.release()
+            if isinstance(value, _Failed):
+                failed[i] = value.exc
+            elif i not in failed:
+                if on_result is not None:
+                    on_result(i, value)
+                else:
+                    results[i] = value
+            if failed:
+                first = min(failed)
+                # A serial loop stops at the first failure: wait only for the
+                # batches before it (one of them may fail first).
+                if not any(j < first for j in pending):
+                    raise failed[first]
+        return results
+    except BaseException:  # Ctrl-C included: free the workers
+        client.cancel([f for f in futures if not f.done()] + [shared_future], force=True)
+        raise
+    finally:
+        client.cancel([shared_future])
+
+
+# ----------------------------------------------------------------------
+# DirectLiNGAM.bootstrap
+# ----------------------------------------------------------------------
+
+def bootstrap_directlingam(model, data, names, n_sampling, settings, client, reporter):
+    """``DirectLiNGAM.bootstrap(X, n_sampling, client=client)``.
+
+    The resamples' rows are drawn here, on the caller, exactly as the serial
+    bootstrap draws them (lingam's ``sklearn.utils.resample`` calls on the
+    model's ``random_state``); the fits run on the workers.
+
+    Parameters
+    ----------
+    model : paralingam.DirectLiNGAM
+        Its parameters are sent (as an unfitted clone), not its fit.
+    data : ndarray, shape (n_samples, n_features)
+        The checked data, sent to every worker once.
+    names : list of str or None
+        Column names, for error messages.
+    n_sampling : int
+    settings : dict
+        ``model._checked_settings(n_features)``; its backend is resolved on
+        each worker ("auto": the worker's GPU where it has one).
+    client : distributed.Client
+    reporter : object
+        ``reporter.update(done)`` after each resample, ``reporter.close()``.
+
+    Returns
+    -------
+    BootstrapResult
+        As the serial bootstrap's, with ``timings_`` summed over the workers.
+    """
+    from sklearn import config_context
+    from sklearn.base import clone
+    from sklearn.utils import check_random_state, resample
+
+    from .bootstrap import BootstrapResult
+
+    check_client(client)
+    timings = dict.fromkeys(("resample", "search", "adjacency", "total_effects"), 0.0)
+    t0 = time.perf_counter()
+    rng = check_random_state(model.random_state)
+    index = np.arange(data.shape[0])
+    with config_context(skip_parameter_validation=True):
+        rows = [resample(index, random_state=rng) for _ in range(n_sampling)]
+    timings["resample"] += time.perf_counter() - t0
+
+    p = data.shape[1]
+    adjacency_matrices = np.zeros((n_sampling, p, p))
+    effects = np.zeros((n_sampling, p, p))
+    # int32 rows halve the transfer; data[rows] is the same either way.
+    index_dtype = np.int32 if data.shape[0] < 2**31 else np.intp
+    batches = [(r.start, np.array(rows[r.start:r.stop], dtype=index_dtype))
+               for r in split(n_sampling, client)]
+    done = itertools.count(1)
+
+    def collect(i, value):
+        start, B, T, batch_timings = value
+        adjacency_matrices[start:start + len(B)] = B
+        effects[start:start + len(B)] = T
+        for key, dt in batch_timings.items():
+            timings[key] += dt
+        for _ in range(len(B)):
+            reporter.update(next(done))
+
+    shared = {"model": clone(model), "data": data, "names": names, "settings": settings}
+    try:
+        map_batches(client, _directlingam_batch, batches, shared=shared, on_result=collect,
+                    name="paralingam-bootstrap")
+    finally:
+        reporter.close()
+    result = BootstrapResult(adjacency_matrices, effects, resampled_indices=rows)
+    result.timings_ = timings
+    return result
+
+
+def _directlingam_batch(shared, batch, n_threads=1):
+    """Fit the resamples of one batch (worker side); mirrors ``DirectLiNGAM._bootstrap_loop``."""
+    from . import _api, _backends
+    from ._validation import constant_in_resample
+    from .bootstrap import total_effects
+
+    model, data, names = shared["model"], shared["data"], shared["names"]
+    settings = dict(shared["settings"])
+    if "n_threads" not in settings["fit_options"]:
+        # Explicit, so that the search's adaptive thread count (a clock shared
+        # by the fits of a process) stays off beside the worker's other tasks;
+        # small searches on one thread, as fit's default.
+        n_threads = 1 if data.size < _api.SMALL_SEARCH else n_threads
+        settings["fit_options"] = dict(settings["fit_options"], n_threads=n_threads)
+    backend = _backends.resolve_backend(settings["backend"])
+    if backend == "cuda":
+        _cuda_context_in_this_thread()
+    start, rows = batch
+    m, p = len(rows), data.shape[1]
+    B_all, T_all = np.zeros((m, p, p)), np.zeros((m, p, p))
+    timings = dict.fromkeys(("resample", "search", "adjacency", "total_effects"), 0.0)
+    for j in range(m):
+        t0 = time.perf_counter()
+        Xk = data[rows[j]]
+        constant_in_resample(data, Xk, start + j, names)
+        t1 = time.perf_counter()
+        order, B, stats = model._fit_data(Xk, settings, backend)
+        t3 = time.perf_counter()
+        t2 = t3 - stats["time"]["adjacency"]
+        B_all[j] = B
+        T_all[j] = total_effects(B, order)
+        t4 = time.perf_counter()
+        for key, dt in zip(timings, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+            timings[key] += dt
+    return start, B_all, T_all, timings
+
+
+def _cuda_context_in_this_thread():
+    """Make the CUDA backend's context current in this worker thread.
+
+    The backend pushes its context once per process, in the thread of the
+    first fit; a worker may run a later task on another of its threads.
+    """
+    import pycuda.driver as drv
+
+    from . import _cuda
+
+    ctx = _cuda._context()
+    current = drv.Context.get_current()
+    if current is None or current.handle != ctx.handle:
+        ctx.push()
