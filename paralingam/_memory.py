@@ -181,9 +181,10 @@ FEWER = "use fewer variables (columns)"
 
 
 def standardise_bytes(n, p):
-    """``_api.standardise_rows``: the copy Z and ``Z * Z``, then the covariance
-    ``Z @ Z.T / n`` and its symmetrisation (three p x p arrays at once)."""
-    return F8 * (2 * n * p + 3 * p * p)
+    """``_api.standardise_rows``: the copy Z and ``Z * Z`` (and a third n x p
+    of temporaries), then the covariance ``Z @ Z.T / n`` and its
+    symmetrisation (three or four p x p arrays at once)."""
+    return F8 * (3 * n * p + 4 * p * p)
 
 
 def cpu_search_bytes(n, p, use_float=True, n_threads=1):
@@ -247,9 +248,12 @@ def adaptive_lasso_bytes(n, p, n_threads=1, scatter_given=False):
     """``adjacency._adaptive_lasso_adjacency``: the scatter matrix unless given,
     the Gram matrix (and the outer product of the scales), both in causal
     order, the least-squares factor (as :func:`ols_bytes`), three p x p
-    results, and the compiled LARS's k x k scratch per thread."""
+    results, the compiled LARS's k x k scratch per thread, and scikit-learn's
+    LARS (data copies) for degenerate targets."""
     own = 0 if scatter_given else scatter_bytes(n, p)
-    return own + F8 * (12 * p * p + n_threads * p * p)
+    # 2 n p: scikit-learn's LARS for the rare degenerate targets (a copy of
+    # the predictors and the target's data)
+    return own + F8 * (2 * n * p + 12 * p * p + n_threads * p * p)
 
 
 def adjacency_bytes(method, n, p, n_threads=1, scatter_given=False):
@@ -261,8 +265,8 @@ def adjacency_bytes(method, n, p, n_threads=1, scatter_given=False):
 
 def total_effects_bytes(p):
     """``bootstrap.total_effects``: B in causal order (three temporaries), the
-    effects in causal order and in column order."""
-    return F8 * 5 * p * p
+    effects in causal order and in column order, and the identity they start from."""
+    return F8 * 7 * p * p
 
 
 def bootstrap_result_bytes(n_sampling, n, p):
