@@ -265,9 +265,13 @@ def check_memory(n, p, use_float):
     """GPUMemoryError, before anything is allocated, when a search of this shape cannot fit.
 
     Buffers kept for other shapes (and the adjacency step's) are freed first
-    when that makes the difference, as the search itself would.
+    when that makes the difference, as the search itself would. Without
+    pycuda nothing is checked (the search reports that itself).
     """
-    import pycuda.driver as drv
+    try:
+        import pycuda.driver as drv
+    except ImportError:
+        return
 
     key = (_context().handle, p, (n + 31) // 32 * 32, bool(use_float))
     if key in _WORKSPACES:
