@@ -12,6 +12,7 @@
 
 from . import utils
 from ._api import DegenerateDataWarning, fit
+from ._memory import InsufficientMemoryError
 from ._result import FitResult
 from .policy import LinearDependenceError
 
@@ -21,6 +22,7 @@ __all__ = [
     "FitResult",
     "DegenerateDataWarning",
     "LinearDependenceError",
+    "InsufficientMemoryError",
     "DirectLiNGAM",
     "BootstrapResult",
     "VARLiNGAM",

@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from . import _backends
+from . import _backends, _memory
 from ._result import FitResult
 from ._validation import (CUDA_BLOCKS, MAX_THREADS, WARPS_PER_PAIR, as_data_matrix, check_bool,
                           check_choice, check_dtype, check_int, check_positive, default_threads,
@@ -97,6 +97,8 @@ def fit(
     on_collinear="warn",
     feature_names=None,
     _adjacency=None,
+    _adjacency_method="ols",
+    _adjacency_threads=1,
 ):
     """Learn a causal order and edge weights with ParaLiNGAM.
 
@@ -192,6 +194,10 @@ def fit(
         (a ValueError) With ``on_collinear="error"``, on exact dependence.
     RuntimeError
         When ``backend="cuda"`` cannot run here.
+    paralingam.InsufficientMemoryError
+        (a MemoryError) Before any large allocation, when a step needs more
+        memory than is available (host or GPU); the message names the step,
+        the size and what to change.
     """
     times = {}
     t0 = time.perf_counter()
@@ -226,6 +232,17 @@ def fit(
         candidates = prior.candidates
     name = _backends.resolve_backend(backend)
     stop = on_collinear == "error"
+    # Every large step's memory, checked before the first runs: a fit that
+    # cannot finish fails now, not after a long search.
+    n, p = data.shape
+    use_float = dtype != "float64"
+    if name != "cpu":  # pragma: no cover - needs a GPU
+        from . import _cuda
+
+        _cuda.check_memory(n, p, use_float)
+    _memory.require_all(_memory.fit_plan(
+        n, p, backend=name, use_float=use_float, adjacency=_adjacency_method,
+        n_threads=max(n_threads or 1, _adjacency_threads)))
     times["validate"] = time.perf_counter() - t0
 
     # Search and regress on exactly rescaled columns (same result, no
@@ -322,9 +339,15 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
     from . import _cpu
 
     t0 = time.perf_counter()
+    n, p = data.shape
+    threads = n_threads or (1 if data.size < SMALL_SEARCH else default_threads())
+    _memory.require("standardising the data and its covariance (n_features^2 float64)",
+                    _memory.standardise_bytes(n, p), _memory.FEWER)
     with _blas_in_this_thread():
         Z, cov = standardise_rows(data)
     times["standardise"] = time.perf_counter() - t0
+    _memory.require("the CPU order search (its n_features x n_features state)",
+                    _memory.cpu_search_bytes(n, p, use_float, threads), _memory.FEWER)
 
     def rederive(alive):
         # Re-standardise the remaining rows from the data and recompute
@@ -340,8 +363,7 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
     result = _cpu.search_order(
         Z, cov, threshold=threshold, gamma0=gamma0, c=c, collinear_tol=collinear_tol,
         explained_tol=explained_tol, drift_tol=DRIFT_TOL,
-        n_threads=n_threads or (1 if data.size < SMALL_SEARCH else default_threads()),
-        adapt_threads=n_threads is None, rederive=rederive,
+        n_threads=threads, adapt_threads=n_threads is None, rederive=rederive,
         stop_on_dependence=stop_on_dependence, candidates=candidates, use_float=use_float)
     times["search"] = time.perf_counter() - t0
     return result

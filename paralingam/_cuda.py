@@ -74,8 +74,9 @@ HEADERS = ("compare.cuh", "search_state.h")
 PROGRAMMATIC_LAUNCH = True
 
 
-class GPUMemoryError(MemoryError):
-    """The problem does not fit in the GPU's free memory."""
+# The problem does not fit in the GPU's free memory (an InsufficientMemoryError,
+# so a MemoryError; defined with the host's checks in _memory).
+from ._memory import GPUMemoryError  # noqa: E402  (re-exported: paralingam._cuda.GPUMemoryError)
 
 
 # Set after a kernel fault: CUDA keeps such errors (illegal address, trap)
@@ -182,9 +183,9 @@ def device_properties():
 
 def bytes_needed(p, n, use_float):
     """Device memory a search of p variables and n samples allocates."""
-    ld = (n + 31) // 32 * 32
-    pairs = p * p * (4 + 4 + 8 + (8 if use_float else 0))  # lock, partner, stat, stat_err
-    return p * ld * 12 + p * p * 16 + pairs + p * 192 + 4096  # cov and its first copy
+    from ._memory import cuda_device_bytes
+
+    return cuda_device_bytes(n, p, use_float)
 
 
 class _Workspace:
@@ -251,22 +252,55 @@ def _workspace(key, needed):
     Buffers of other shapes are freed first, so one search's memory is held
     at a time; a shape that does not fit raises GPUMemoryError.
     """
-    import pycuda.driver as drv
-
     ws = _WORKSPACES.get(key)
     if ws is not None:
         return ws
     clear_cache()
-    free, total = drv.mem_get_info()
-    if needed > free:
-        props = device_properties()
-        _, p, ld, use_float = key
-        raise GPUMemoryError(
-            f"the CUDA backend needs {needed:,} bytes of GPU memory for {p} variables "
-            f"(row stride {ld} samples, {'float' if use_float else 'double'} comparisons); "
-            f"{free:,} of {total:,} bytes are free on {props['name']}")
+    _check_device(key, needed)
     ws = _WORKSPACES[key] = _Workspace(key[1], key[2], key[3])
     return ws
+
+
+def check_memory(n, p, use_float):
+    """GPUMemoryError, before anything is allocated, when a search of this shape cannot fit.
+
+    Buffers kept for other shapes (and the adjacency step's) are freed first
+    when that makes the difference, as the search itself would. Without
+    pycuda nothing is checked (the search reports that itself).
+    """
+    try:
+        import pycuda.driver as drv
+    except ImportError:
+        return
+
+    key = (_context().handle, p, (n + 31) // 32 * 32, bool(use_float))
+    if key in _WORKSPACES:
+        return
+    needed = bytes_needed(p, n, use_float)
+    if needed > drv.mem_get_info()[0]:
+        clear_cache()
+        _check_device(key, needed)
+
+
+def _check_device(key, needed):
+    """GPUMemoryError when ``needed`` bytes exceed the device's free memory."""
+    import pycuda.driver as drv
+
+    free, total = drv.mem_get_info()
+    if needed > free:
+        from ._memory import format_bytes
+
+        props = device_properties()
+        _, p, ld, use_float = key
+        step = "the CUDA order search (its device workspace)"
+        smaller = "dtype='float64' (8 bytes less per pair), " if use_float else ""
+        raise GPUMemoryError(
+            f"not enough GPU memory for {step}: it needs {needed:,} bytes "
+            f"({format_bytes(needed)}) for {p} variables (row stride {ld} samples, "
+            f"{'float' if use_float else 'double'} comparisons); {free:,} of {total:,} bytes "
+            f"are free on {props['name']} ({format_bytes(free)}); use fewer variables, "
+            f"{smaller}free GPU memory held by other processes, or backend='cpu'",
+            step=step, needed=int(needed), available=int(free))
 
 
 def clear_cache():
@@ -349,6 +383,9 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     ld = (n + 31) // 32 * 32
     t0 = time.perf_counter()
     ws = _workspace((_context().handle, p, ld, use_float), bytes_needed(p, n, use_float))
+    from ._memory import F8, require
+
+    require("the CUDA search's upload buffer", F8 * p * ld, "use fewer variables")
     X = np.zeros((p, ld))
     X[:, :n] = data.T
     drv.memcpy_htod(ws.dev["X64"], X)

@@ -11,6 +11,15 @@ CUDA_BLOCKS = tuple(range(32, 1025, 32))  # threads per block: whole warps
 WARPS_PER_PAIR = (1, 2, 4, 8, 16, 32)  # powers of two up to a 1024-thread block
 
 
+class DataTypeError(ValueError, TypeError):
+    """X holds values that are not real numbers (text, objects, complex numbers).
+
+    Both a ValueError (paralingam's rule for bad input) and a TypeError
+    (scikit-learn's and numpy's for non-numeric data), so that code
+    catching either convention catches it.
+    """
+
+
 def as_data_matrix(X, names=None, *, allow_constant=False):
     """Return ``X`` as a float64 (n_samples, n_features) array and its names.
 
@@ -38,10 +47,13 @@ def as_data_matrix(X, names=None, *, allow_constant=False):
     ------
     ValueError
         For input that is not a rectangular 2-D table, fewer than 3 samples,
-        no variables, non-numeric or complex columns, missing (NaN, NA,
-        masked) or infinite values, values too large for float64, constant
-        columns, or values too large to centre and square in float64. The
-        message names the shape, the columns, and the counts.
+        no variables, missing (NaN, NA, masked) or infinite values, values
+        too large for float64, constant columns, integer columns whose spread
+        float64 cannot represent, or values too large to centre and square
+        in float64. The message names the shape, the columns, and the counts
+        (and, for empty data, uses scikit-learn's wording).
+    DataTypeError
+        (a ValueError and a TypeError) For non-numeric or complex columns.
     """
     given = names
     names = labels = None
@@ -100,6 +112,7 @@ def as_data_matrix(X, names=None, *, allow_constant=False):
             f"values too large to centre and square in float64 in columns: {_list(bad)} "
             "(rescale them)")
     constant = np.zeros(p, dtype=bool) if allow_constant else constant_columns(data)
+    _check_integer_spread(X, arr, data, names, constant)
     if constant.any():
         bad = [_name(names, j) for j in np.flatnonzero(constant)]
         raise ValueError(f"constant columns (zero variance): {_list(bad)}")
@@ -141,6 +154,67 @@ def check_order(causal_order, n_features):
         raise ValueError(f"causal_order must list each of the {n_features} columns once; "
                          f"{' and '.join(problems)}")
     return order
+
+
+# An integer column keeps its information in float64 only where float64's
+# step at the column's magnitude is small against its spread: with fewer
+# than this many steps across its range the column is mostly rounding.
+MIN_FLOAT_STEPS = 1024
+
+
+def _check_integer_spread(X, arr, data, names, constant):
+    """ValueError for integer columns that vary but whose float64 values lost the spread.
+
+    Integers beyond 2**53 round to float64's step there (2048 near 2**63):
+    columns such as nanosecond timestamps or 64-bit ids that differ by less
+    than a few steps become constant, or nearly so, in float64. Only such
+    large columns are examined; ``constant`` (the float64 test) is updated so
+    that they are not reported as constant too.
+    """
+    big = np.flatnonzero(np.abs(data).max(axis=0) >= 2.0**53)
+    lost = []
+    for j in big:
+        exact = _integer_range(X, arr, j)
+        if exact is None:
+            continue
+        lo, hi = exact
+        if hi == lo:
+            continue  # truly constant: reported as such
+        step = float(np.spacing(np.abs(data[:, j]).max()))
+        if constant[j] or step * MIN_FLOAT_STEPS > hi - lo:
+            constant[j] = False
+            lost.append(f"{_name(names, j)} (from {lo} to {hi}: a spread of {hi - lo}, where "
+                        f"float64 steps by {step:.0f})")
+    if lost:
+        raise ValueError(
+            f"integer columns whose spread float64 cannot represent: {_list(lost)}; they "
+            "vary, but their values are so large that converting them to float64 loses "
+            "(nearly) all of their differences. Subtract a baseline first (e.g. "
+            "X - X.min(axis=0), in integer arithmetic) or rescale them")
+
+
+def _integer_range(X, arr, j):
+    """Exact ``(min, max)`` of column ``j`` as Python ints when the input column holds integers."""
+    if hasattr(X, "columns") and hasattr(X, "dtypes"):  # DataFrame
+        col = X.iloc[:, j]
+        kind = getattr(col.dtype, "kind", "O")
+        if kind in "iu":
+            return int(col.min()), int(col.max())
+        if kind == "O":
+            values = [v for v in col.tolist() if v is not None]
+        else:
+            return None
+    elif arr.dtype.kind in "iu":
+        return int(arr[:, j].min()), int(arr[:, j].max())
+    elif arr.dtype.kind == "O":
+        values = arr[:, j].tolist()
+    else:
+        return None
+    if not values or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                             for v in values):
+        return None
+    ints = [int(v) for v in values]
+    return min(ints), max(ints)
 
 
 def constant_columns(data):
@@ -207,10 +281,15 @@ def _check_shape(arr, X):
                 got += " (for a single variable use X.reshape(-1, 1))"
         raise ValueError(f"X must be 2-D (n_samples, n_features); got {got}")
     n, p = arr.shape
+    # The second half of each message is scikit-learn's check_array wording,
+    # which estimator checks and its users match.
     if p == 0:
-        raise ValueError(f"X has no variables (shape {arr.shape})")
+        raise ValueError(f"X has no variables (shape {arr.shape}): found array with 0 "
+                         f"feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
     if n < 3:
-        raise ValueError(f"X needs at least 3 samples; got {n} (shape {arr.shape})")
+        raise ValueError(f"X needs at least 3 samples; got {n} (shape {arr.shape}): found "
+                         f"array with {n} sample(s) (shape={arr.shape}) while a minimum of 3 "
+                         "is required.")
 
 
 def _frame_to_array(X, names):
@@ -227,7 +306,7 @@ def _frame_to_array(X, names):
                 continue
         bad.append(f"{_name(names, j)}: {dt} dtype")
     if bad:
-        raise ValueError(f"non-numeric columns: {_list(bad)}")
+        raise DataTypeError(f"non-numeric columns: {_list(bad)}")
     try:
         return X.to_numpy(dtype=np.float64, na_value=np.nan)
     except OverflowError:  # object columns holding integers beyond float64
@@ -241,25 +320,44 @@ def _to_float64(arr, names):
     if kind == "c" or (kind == "O" and any(isinstance(v, numbers.Complex)
                                            and not isinstance(v, numbers.Real)
                                            for v in arr.flat)):
-        raise ValueError("X must be real; got complex values")
+        # scikit-learn's wording ("Complex data not supported") and type (ValueError)
+        raise DataTypeError("X must be real; got complex values (Complex data not supported)")
     if kind == "O":
         bad = []
         for j in range(arr.shape[1]):
             rows = [i for i, v in enumerate(arr[:, j])
                     if not isinstance(v, (numbers.Real, np.bool_))]
             if rows:
-                bad.append(f"{_name(names, j)}: {arr[rows[0], j]!r} in row {rows[0]}")
+                value = arr[rows[0], j]
+                bad.append(f"{_name(names, j)}: {value!r} in row {rows[0]}{_why(value)}")
         if bad:
-            raise ValueError(f"non-numeric columns: {_list(bad)}")
+            raise DataTypeError(f"non-numeric columns: {_list(bad)}")
         big = [_name(names, j) for j in range(arr.shape[1]) if not _fits_float64(arr[:, j])]
         if big:
             raise ValueError(f"values too large for float64 in columns: {_list(big)}")
     elif kind not in "biuf":
-        raise ValueError(
+        raise DataTypeError(
             f"non-numeric columns: {_list([_name(names, j) for j in range(arr.shape[1])])} "
             f"(dtype {arr.dtype})")
     with np.errstate(over="ignore"):  # long double beyond float64: checked by the caller
         return np.array(arr, dtype=np.float64, order="C", copy=True)
+
+
+def _why(value):
+    """Why ``value`` is no number, in float()'s words, for values other than text and None.
+
+    (numpy's ``np.asarray(X, dtype=float)`` raises the same TypeError, which
+    scikit-learn's users and its estimator checks expect.)
+    """
+    if value is None or isinstance(value, (str, bytes)):
+        return ""
+    try:
+        float(value)
+    except TypeError as exc:
+        return f" ({exc})"
+    except (ValueError, OverflowError):
+        pass
+    return ""
 
 
 def _fits_float64(values):

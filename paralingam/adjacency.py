@@ -34,6 +34,7 @@ import warnings
 
 import numpy as np
 
+from . import _memory
 from ._validation import (MAX_THREADS, _list, _name, as_data_matrix, check_coef_threshold,
                           check_int, check_order, check_positive, default_threads,
                           user_stacklevel)
@@ -299,7 +300,9 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     """:func:`ols_adjacency` on checked input (float64 ``X``, ``order`` a permutation)."""
     if backend not in ADJACENCY_BACKENDS:
         raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
-    p = X.shape[1]
+    n, p = X.shape
+    _memory.require("the adjacency step (least squares)",
+                    _memory.ols_bytes(n, p, scatter_given=scatter is not None), _memory.FEWER)
     if scatter is None:
         scatter = _scatter(X)[1]
     cov = scatter[np.ix_(order, order)] / X.shape[0]
@@ -398,6 +401,8 @@ def _ols_rows_host(cov, X, order):
     ok = rss[:rows] > np.maximum(noise, SINGULAR_TOL * np.diag(cov)[:rows])
     first = rows if ok.all() else int(np.argmin(ok))
     if first < p:
+        _memory.require("the adjacency step's minimum-norm least squares (dependent columns)",
+                        _memory.min_norm_bytes(X.shape[0], p), _memory.FEWER)
         V = _data_vectors(X, order)
         first = min(first, V.shape[0])  # no more independent columns than rows
         coef[first:] = _min_norm_rows(V, first)
@@ -621,6 +626,12 @@ def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_th
     if backend not in ADJACENCY_BACKENDS:
         raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
     n, p = X.shape
+    threads = n_threads or default_threads()
+    _memory.require(
+        "the adjacency step (adaptive lasso)",
+        _memory.adaptive_lasso_bytes(n, p, threads, scatter_given=scatter is not None),
+        _memory.FEWER + ", fewer threads (n_threads: each holds an n_features^2 scratch), "
+        "or adjacency='ols'")
     if scatter is None:
         scatter = _scatter(X)[1]
     # The Gram matrix Z.T @ Z of the standardised data Z (sklearn's StandardScaler:

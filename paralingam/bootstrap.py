@@ -15,6 +15,8 @@ import numbers
 
 import numpy as np
 
+from . import _memory
+
 __all__ = ["BootstrapResult", "total_effects", "find_all_paths"]
 
 
@@ -37,6 +39,8 @@ def total_effects(adjacency_matrix, causal_order):
     """
     order = np.asarray(causal_order, dtype=np.intp)
     p = len(order)
+    _memory.require("the total effects (n_features^2 float64)", _memory.total_effects_bytes(p),
+                    _memory.FEWER)
     B_ord = np.nan_to_num(np.asarray(adjacency_matrix, dtype=np.float64))[np.ix_(order, order)]
     B_ord = np.tril(B_ord, -1)
     # (I - B)^{-1} = I + B + B^2 + ...: B is strictly lower triangular in causal

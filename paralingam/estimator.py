@@ -21,8 +21,9 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state, resample
 
-from . import _api, _backends
-from ._validation import as_data_matrix, check_coef_threshold, constant_in_resample
+from . import _api, _backends, _memory
+from ._validation import (as_data_matrix, check_coef_threshold, constant_in_resample,
+                          default_threads)
 from .adjacency import ADJACENCY_METHODS, _estimate_adjacency
 from .bootstrap import BootstrapResult, total_effects
 from .hsic import independence_p_values
@@ -241,7 +242,8 @@ class DirectLiNGAM(BaseEstimator):
                 search_data, order, method=self.adjacency, prior_knowledge=pk,
                 backend=backend_used, n_threads=n_threads, scatter=scatter)
 
-        result = _api.fit(data, _adjacency=adjacency, **kwargs)
+        result = _api.fit(data, _adjacency=adjacency, _adjacency_method=self.adjacency,
+                          _adjacency_threads=n_threads or default_threads(), **kwargs)
         B = result.adjacency_matrix
         if settings["coef_threshold"] is not None:  # on the data's own scale
             B[np.abs(B) < settings["coef_threshold"]] = 0.0
@@ -381,6 +383,7 @@ class DirectLiNGAM(BaseEstimator):
         # whose caches (CUDA context, compiled kernels) stay warm between them.
         backend = _backends.resolve_backend(settings["backend"])
         rng = check_random_state(self.random_state)
+        self._check_bootstrap_memory(data.shape[0], p, n_sampling, settings, backend)
 
         adjacency_matrices = np.zeros((n_sampling, p, p))
         effects = np.zeros((n_sampling, p, p))
@@ -399,6 +402,26 @@ class DirectLiNGAM(BaseEstimator):
         # Not in lingam's result: where the time went, in seconds over all resamples.
         result.timings_ = timings
         return result
+
+    def _check_bootstrap_memory(self, n, p, n_sampling, settings, backend):
+        """InsufficientMemoryError before the bootstrap allocates its results.
+
+        The results (two n_sampling x p x p arrays) are held while every
+        resample is fitted: they and the largest step of one fit must fit
+        together.
+        """
+        threads = settings["fit_options"].get("n_threads") or default_threads()
+        dtype = settings["fit_options"].get("dtype")
+        fit_peak = max(need for _, need, _ in _memory.fit_plan(
+            n, p, backend=backend, use_float=dtype != "float64", n_threads=threads,
+            adjacency=self.adjacency))
+        results = _memory.bootstrap_result_bytes(n_sampling, n, p)
+        _memory.require(
+            f"the bootstrap's results ({n_sampling} resamples x 2 x n_features^2 float64: "
+            f"{_memory.format_bytes(results)}) and one resample's fit "
+            f"({_memory.format_bytes(fit_peak)})",
+            results + fit_peak, "use fewer resamples (n_sampling; run several bootstraps "
+            "and concatenate their adjacency_matrices_) or fewer variables")
 
     def _bootstrap_loop(self, data, names, n_sampling, settings, backend, rng,
                         adjacency_matrices, effects, resampled_indices, timings, reporter):

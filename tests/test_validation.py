@@ -10,6 +10,7 @@ import pytest
 
 import paralingam
 from paralingam import reference
+from paralingam._validation import as_data_matrix
 
 pytest.importorskip("paralingam._cpu", reason="the CPU extension is not built")
 
@@ -673,3 +674,71 @@ def test_adjacency_functions_refuse_a_scatter_that_is_not_finite(name, capfd):
     with pytest.raises(ValueError, match="scatter must be a numeric"):
         f(_chain(), [0, 1, 2, 3], scatter=[["a"] * 4] * 4, **kwargs)
     assert "DLASCL" not in capfd.readouterr().err  # LAPACK's complaint about NaN
+
+
+# ---------------------------------------------------------------------------
+# scikit-learn's conventions (issue 20.6) and integers beyond float64 (20.7)
+# ---------------------------------------------------------------------------
+
+def test_non_numeric_and_complex_data_are_type_errors_and_value_errors():
+    from paralingam._validation import DataTypeError
+
+    X = np.random.default_rng(0).uniform(size=(6, 3)).astype(object)
+    X[0, 0] = {"foo": "bar"}
+    for bad, pattern in [
+        (X, r"column 0: \{'foo': 'bar'\} in row 0 \(float\(\) argument must be a string or a"),
+        (np.ones((5, 2)) + 1j, r"must be real; got complex values \(Complex data not supported\)"),
+        (np.array([["a", "b"]] * 4), r"non-numeric columns"),
+    ]:
+        for kind in (TypeError, ValueError, DataTypeError):
+            with pytest.raises(kind, match=pattern):
+                as_data_matrix(bad)
+
+
+def test_empty_and_single_sample_messages_use_sklearn_wording():
+    with pytest.raises(ValueError, match=r"0 feature\(s\) \(shape=\(12, 0\)\) while a minimum of 1"):
+        as_data_matrix(np.empty((12, 0)))
+    with pytest.raises(ValueError, match=r"at least 3 samples; got 1 .*1 sample\(s\)"):
+        as_data_matrix(np.ones((1, 10)))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, object])
+def test_large_integer_columns_that_vary_are_not_called_constant(dtype):
+    top = 2**63 - 1 if dtype is not np.uint64 else 2**64 - 1
+    step = 2048 if dtype is not np.uint64 else 4096  # float64's spacing just below 2**63, 2**64
+    rng = np.random.default_rng(3)
+    big = [top - int(v) for v in rng.integers(0, 1000, 50)]  # varies by < 1000; float64 steps 2048
+    other = rng.standard_normal(50).round(3) * 1000
+    X = np.empty((50, 2), dtype=dtype)
+    X[:, 0] = other.astype(np.int64)
+    X[:, 1] = big
+    with pytest.raises(ValueError, match=r"integer columns whose spread float64 cannot represent: "
+                                         r"column 1 \(from \d+ to \d+: a spread of \d+, where "
+                                         rf"float64 steps by {step}\)") as info:
+        as_data_matrix(X)
+    assert "constant" not in str(info.value)
+
+
+def test_large_integer_column_with_coarse_float64_values():
+    # varies by ~1e5 near 2**62: float64 keeps steps of 1024, ~100 levels
+    rng = np.random.default_rng(4)
+    col = (2**62 + rng.integers(0, 100_000, 200)).astype(np.int64)
+    X = np.column_stack([rng.integers(0, 1000, 200), col])
+    with pytest.raises(ValueError, match=r"column 1 .* float64 steps by 1024"):
+        as_data_matrix(X)
+    # with a wide enough spread the same magnitude is fine
+    X[:, 1] = 2**62 + rng.integers(0, 2**40, 200)
+    assert as_data_matrix(X)[0].shape == (200, 2)
+    # a truly constant large column is still reported as constant
+    X[:, 1] = 2**62
+    with pytest.raises(ValueError, match=r"constant columns \(zero variance\): column 1$"):
+        as_data_matrix(X)
+
+
+def test_large_integer_dataframe_columns():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(5)
+    df = pd.DataFrame({"a": rng.standard_normal(40),
+                       "t": np.int64(2**63 - 5000) + rng.integers(0, 1000, 40)})
+    with pytest.raises(ValueError, match=r"spread float64 cannot represent: column 1 \('t'\)"):
+        as_data_matrix(df)
