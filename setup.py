@@ -1,10 +1,16 @@
 """Build paralingam: Cython extensions plus the CUDA sources in kernels/.
 
+The package metadata (name, version, dependencies, extras, the ``paralingam``
+command) is in pyproject.toml; this file only describes the compiled parts.
+
 The CPU backend is compiled with OpenMP and -ffast-math (compile step only,
-see paralingam/_cpu_kernels.h) and, unless PARALINGAM_PORTABLE=1, for the
-building machine's own instruction set so glibc's AVX2/AVX-512 vector math is
-used. kernels/*.cu ship inside the package as ``paralingam.kernels`` so an
-installed wheel finds them for PyCUDA's run-time compilation.
+see paralingam/_cpu_kernels.h). The build is portable by default (the
+compiler's baseline instruction set, so a wheel runs on any x86-64 CPU);
+PARALINGAM_NATIVE=1 tunes it for the building machine's own instruction set
+(-march=native, 512-bit vectors where AVX-512 is present), which only that
+machine and ones like it can run. kernels/*.cu ship inside the package as
+``paralingam.kernels`` so an installed wheel finds them for PyCUDA's run-time
+compilation.
 """
 
 import os
@@ -14,13 +20,15 @@ import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-portable = os.environ.get("PARALINGAM_PORTABLE", "0") == "1"
-# 512-bit vectors where the machine has them (GCC prefers 256 bits on Intel
-# by default): the CPU search's pair loops ran 1.15-1.3x faster in float32
-# and 1.4-1.6x in float64 on a 16-core Xeon with AVX-512
-# (benchmarks/ab_cpu_vector512_h100host_16cores.log); a no-op without AVX-512.
-cpu_flags = ["-O3", "-ffast-math", "-fopenmp"] + (
-    [] if portable else ["-march=native", "-mprefer-vector-width=512"])
+native = os.environ.get("PARALINGAM_NATIVE", "0") == "1"
+if os.environ.get("PARALINGAM_PORTABLE"):
+    print("setup.py: PARALINGAM_PORTABLE is obsolete (portable is the default; "
+          "PARALINGAM_NATIVE=1 tunes for this machine)", file=sys.stderr)
+# Native tuning: the machine's instruction set, and 512-bit vectors where it
+# has them (GCC prefers 256 bits on Intel by default; a no-op without
+# AVX-512). docs/design/cpu_search.rst has the measurements.
+native_flags = ["-march=native", "-mprefer-vector-width=512"] if native else []
+cpu_flags = ["-O3", "-ffast-math", "-fopenmp"] + native_flags
 
 def nvtx_include_dir():
     """CUDA's include folder when it has the header-only NVTX3, else None."""
@@ -54,7 +62,7 @@ extensions = [
         "paralingam._lasso",
         ["paralingam/_lasso.pyx"],
         include_dirs=["paralingam"],
-        extra_compile_args=["-O3", "-fopenmp"] + ([] if portable else ["-march=native"]),
+        extra_compile_args=["-O3", "-fopenmp"] + (["-march=native"] if native else []),
         extra_link_args=["-fopenmp"],
         depends=["paralingam/_lasso_kernels.h"],
     ),
@@ -78,39 +86,9 @@ extensions = [
 ]
 
 setup(
-    name="paralingam",
-    version="0.1.0",
-    description="ParaLiNGAM: fast DirectLiNGAM causal discovery on CPU and GPU",
-    long_description=open("README.md", encoding="utf-8").read(),
-    long_description_content_type="text/markdown",
-    python_requires=">=3.10",
     packages=["paralingam", "paralingam.kernels", "paralingam.data"],
     package_dir={"paralingam.kernels": "kernels"},
     package_data={"paralingam.kernels": ["*.cu", "*.cuh", "*.h"], "paralingam.data": ["*.csv"]},
     ext_modules=cythonize(extensions, compiler_directives={"language_level": 3}),
-    install_requires=[
-        "numpy>=1.23",
-        # The estimator's default adjacency is lingam's adaptive lasso: sklearn's
-        # LARS path (lars_path_gram); also BaseEstimator (get_params/set_params/clone)
-        # and the bootstrap's resampling, drawn exactly as lingam draws it.
-        "scikit-learn>=1.3",
-        # Cholesky solves of the regressions and the gamma distribution of the
-        # HSIC independence test (already required by scikit-learn).
-        "scipy>=1.8",
-        # One BLAS thread during the bootstrap's small linear algebra (already
-        # required by scikit-learn).
-        "threadpoolctl>=3.1",
-    ],
-    extras_require={
-        "cuda": ["pycuda>=2024.1"],
-        "test": ["pytest>=7", "hypothesis>=6", "lingam==1.13.0", "distributed>=2023.9"],
-        # DirectLiNGAM.bootstrap(..., client=...): a Dask cluster of CPU workers,
-        # or one worker per GPU with dask-cuda's LocalCUDACluster.
-        "dask": ["distributed>=2023.9"],
-        "dask-cuda": ["distributed>=2023.9", "dask-cuda>=23.10", "pycuda>=2024.1"],
-        "bench": ["lingam==1.13.0"],
-        "plot": ["graphviz"],
-    },
-    entry_points={"console_scripts": ["paralingam=paralingam.cli:main"]},
     zip_safe=False,
 )

@@ -34,8 +34,8 @@ from paralingam.adjacency import _ols_adjacency as ols_adjacency
 from paralingam.adjacency import _scatter
 from paralingam.datasets import make_lingam_data
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from bench_cpu import median_time  # noqa: E402  (tools/ is not a package)
+import _common  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from _common import median_time  # noqa: E402
 
 
 def lingam_adaptive_lasso(X, order):
@@ -54,14 +54,13 @@ def parse_size(text):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = _common.parser("bench_adjacency", __doc__)
     ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--sizes", nargs="*", default=["100x1024", "200x2048", "500x4096", "1000x8192"],
                     metavar="PxN")
     ap.add_argument("--lingam-sizes", nargs="*", default=["100x1024"], metavar="PxN",
                     help="sizes on which lingam's adaptive lasso runs too (it is slow)")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--json", default="bench_adjacency.json")
     args = ap.parse_args()
 
     rows = []
@@ -125,9 +124,8 @@ def main():
         print(f"| {r['case']} | {r['search_s']:.3f} s | {r['adaptive_lasso_s']:.3f} s | "
               f"{100 * r['lasso_share_of_fit']:.0f}% | {host} | {r['ols_s']:.3f} s | {ols_host} | "
               f"{lin} |")
-    with open(args.json, "w") as f:
-        json.dump({"host": platform.node(), "cores": os.cpu_count(), "backend": args.backend,
-                   "repeats": args.repeats, "rows": rows}, f, indent=1)
+    _common.write_result(args, {"host": platform.node(), "cores": os.cpu_count(),
+                                "backend": args.backend, "repeats": args.repeats, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -25,9 +25,11 @@ import time
 
 import numpy as np
 
+import _common  # benchmarks/ is on sys.path when run as a script
+
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = _common.parser("bench_bootstrap", __doc__)
     ap.add_argument("--backend", default="cpu", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--adjacency", default="adaptive_lasso", choices=["adaptive_lasso", "ols"])
     ap.add_argument("--p", type=int, default=100, help="variables (default 100)")
@@ -42,7 +44,6 @@ def parse_args(argv=None):
     ap.add_argument("--lingam-p", type=int, default=10, help="lingam's case: variables (0 skips)")
     ap.add_argument("--lingam-n", type=int, default=1000, help="lingam's case: samples")
     ap.add_argument("--lingam-sampling", type=int, default=20, help="lingam's case: resamples")
-    ap.add_argument("--json", default=None, help="output file")
     return ap.parse_args(argv)
 
 
@@ -166,10 +167,7 @@ def main(argv=None):
     for name, seconds in report.get("adaptive_lasso_engines_s", {}).items():
         print(f"adaptive lasso, one resample, {name}: {1e3 * seconds:.1f} ms")
 
-    path = args.json or f"bench_bootstrap_{report['host']}.json"
-    with open(path, "w") as f:
-        json.dump(report, f, indent=2)
-    print(f"wrote {path}", file=sys.stderr)
+    _common.write_result(args, report)
 
 
 if __name__ == "__main__":

@@ -28,8 +28,8 @@ import numpy as np
 from paralingam.adjacency import _ols_adjacency as ols_adjacency  # fit's step, on checked data
 from paralingam.adjacency import _scatter
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from bench_cpu import median_time  # noqa: E402  (tools/ is not a package)
+import _common  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from _common import median_time  # noqa: E402
 
 DEFAULT_CASES = ["wide:2000x200", "wide:2000x1024", "wide:4000x1024",
                  "shuffled:400x500", "shuffled:1000x5000", "shuffled:2000x4000"]
@@ -62,12 +62,11 @@ def worst_row_error(X, order, B, rows):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = _common.parser("bench_min_norm", __doc__)
     ap.add_argument("--cases", nargs="+", default=DEFAULT_CASES,
                     help="KIND:PxN, KIND one of wide, shuffled")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--check-rows", type=int, default=20)
-    ap.add_argument("--json", default="bench_min_norm.json")
     args = ap.parse_args()
 
     results = []
@@ -89,9 +88,8 @@ def main():
                         "times_s": times, "rows_checked": len(rows),
                         "worst_relative_difference": worst,
                         "worst_over_bound": worst_units})
-        Path(args.json).write_text(json.dumps(
-            {"machine": platform.node(), "cores": os.cpu_count(), "results": results},
-            indent=1))
+        _common.write_result(args, {"machine": platform.node(), "cores": os.cpu_count(),
+                                    "results": results})
 
 
 if __name__ == "__main__":

@@ -14,9 +14,9 @@ from . import utils
 from ._api import DegenerateDataWarning, fit
 from ._memory import InsufficientMemoryError
 from ._result import FitResult
+from ._version import __version__
 from .policy import LinearDependenceError
 
-__version__ = "0.1.0"
 __all__ = [
     "fit",
     "FitResult",

@@ -26,7 +26,7 @@ The three public functions check their input as ``paralingam.fit`` does
 problem; ``fit`` and the estimator call the private ones on checked data.
 Like ``fit``, they regress on columns rescaled by powers of two (exactly, see
 ``_column_exponents``) and scale the coefficients back, so that tiny data
-(|x| ~ 1e-170, whose squares underflow) give the coefficients of the same
+(``|x|`` ~ 1e-170, whose squares underflow) give the coefficients of the same
 data at ordinary scale.
 """
 

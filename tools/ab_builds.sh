@@ -8,7 +8,7 @@
 # build is installed into its own folder; the cases then run alternately
 # (each build once per case, ROUNDS times) so that clock and thermal drift
 # fall on all builds alike. CASES: ";"-separated arguments of
-# tools/fit_case.py (default: the cases of benchmarks/ab_*_h100.log).
+# benchmarks/fit_case.py (default: the cases of the H100 A/Bs in docs/design/gpu_search.rst).
 # REPEATS: fits per process (the median is printed).
 set -uo pipefail
 BUILDS="${BUILDS:?name:source pairs}"
@@ -44,7 +44,7 @@ for _ in $(seq "$ROUNDS"); do
     for case in "${cases[@]}"; do
         for name in "${names[@]}"; do
             # shellcheck disable=SC2086
-            (cd "$work" && PYTHONPATH="$work/$name/site${PYTHONPATH:+:$PYTHONPATH}" timeout 300 python3 "$root/tools/fit_case.py" $case \
+            (cd "$work" && PYTHONPATH="$work/$name/site${PYTHONPATH:+:$PYTHONPATH}" timeout 300 python3 "$root/benchmarks/fit_case.py" $case \
                 --repeats "$REPEATS") \
                 2>&1 | sed "s/^/$name: /"
         done

@@ -2,7 +2,7 @@
 # CPU benchmark of two builds of the CPU backend in one call (e.g. on the GPU
 # machine's idle cores): the working tree as is ("head") and with extra
 # compile flags for paralingam._cpu ("flags", default the 512-bit vector
-# preference), alternated, each through tools/bench_cpu.py.
+# preference), alternated, each through benchmarks/bench_cpu.py.
 #
 #   bash tools/ab_cpu_builds.sh "-mprefer-vector-width=512" --sizes 30x1024 100x1024 --no-lingam
 set -uo pipefail
@@ -24,7 +24,7 @@ done
 for round in 1 2; do
     for name in head flags; do
         echo "== $name (round $round)"
-        (cd "/tmp/ab-$name" && PYTHONPATH="/tmp/ab-$name${PYTHONPATH:+:$PYTHONPATH}" python3 tools/bench_cpu.py "$@" \
+        (cd "/tmp/ab-$name" && PYTHONPATH="/tmp/ab-$name${PYTHONPATH:+:$PYTHONPATH}" python3 benchmarks/bench_cpu.py "$@" \
             --json "$out/bench_cpu_${name}_$round.json") 2>&1 | tail -n +2 | tee -a "$out/ab_cpu.log"
     done
 done

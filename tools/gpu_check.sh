@@ -44,11 +44,11 @@ if [ "$mode" = "estimator" ]; then
 elif [ "$mode" != "tests" ]; then
     timeout 120 python3 tools/profile_launch.py --json "$out/profile.json" 2>&1 | tee "$out/profile.log" | tail -15
     if [ "$mode" = "full" ]; then
-        timeout 420 python3 tools/bench_gpu.py --peers 50x1024 --json "$out/bench_gpu.json" 2>&1 \
+        timeout 420 python3 benchmarks/bench_gpu.py --peers 50x1024 --json "$out/bench_gpu.json" 2>&1 \
             | tee "$out/bench_gpu.log" | tail -48
         estimator_benchmarks
     else
-        timeout 200 python3 tools/bench_gpu.py --quick ${BENCH_ARGS:-} --json "$out/bench_gpu.json" 2>&1 \
+        timeout 200 python3 benchmarks/bench_gpu.py --quick ${BENCH_ARGS:-} --json "$out/bench_gpu.json" 2>&1 \
             | tee "$out/bench_gpu.log" | tail -20
     fi
 fi

@@ -19,6 +19,7 @@ Prints tables and writes JSON. Run on the GPU machine:
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -27,6 +28,10 @@ import numpy as np
 import paralingam
 from paralingam import _cuda, _scheduler
 from paralingam.datasets import make_lingam_data
+
+# The benchmarks' shared command line and the grid's floor (benchmarks/ is not a package).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import _common  # noqa: E402
 
 
 def median_of(fn, repeats=7):
@@ -122,9 +127,8 @@ def phase_breakdown(p, n, density, seed):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = _common.parser("profile_launch", __doc__, gpu=True)
     ap.add_argument("--reps", type=int, default=2000)
-    ap.add_argument("--json", default="profile.json")
     ap.add_argument("--cases", nargs="*", default=["sparse:100:1024", "sparse:500:4096", "sparse:1000:8192"],
                     help="density:p:n fits to break down by phase")
     args = ap.parse_args()
@@ -148,7 +152,7 @@ def main():
               f"{r['float64_redo']} | {100 * r['comparisons_saved']:.0f}% |")
     floor = None
     try:
-        import bench_gpu  # noqa: E402 (tools/ on sys.path when run as a script)
+        import bench_gpu  # noqa: E402 (benchmarks/ put on sys.path above)
         floor = bench_gpu.mufu_floor()
     except Exception:
         pass
@@ -160,7 +164,7 @@ def main():
             eff = b["sample_pairs"] / b["rounds_s"] / floor if floor and b["rounds_s"] else float("nan")
             print(f"| {b['r']} | {b['iterations']} | {b['rounds_s'] * 1e3:.1f} ms | {100 * eff:.0f}% | "
                   f"{b['float64_redo']} | {b['mean_candidates']:.1f} |")
-    Path(args.json).write_text(json.dumps({"launch_costs_s": costs, "phases": phases}, indent=1))
+    _common.write_result(args, {"launch_costs_s": costs, "phases": phases})
 
 
 if __name__ == "__main__":

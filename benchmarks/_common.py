@@ -1,0 +1,145 @@
+"""The command line and result files shared by the benchmark scripts.
+
+Every script takes ``--json PATH`` (where to write its result; default
+``<benchmark>_<machine>.json`` in the current folder), ``--machine LABEL``
+(the machine kind in that name, e.g. ``h100`` or ``vm_2cores``; default: the
+GPU's short name for GPU benchmarks, else ``<cores>cores``) and, where it
+times fits, ``--repeats N`` and ``--sizes PxN ...``. The result file starts
+with a ``provenance`` record (commit, machine, command line, versions) so
+that a number quoted in the documentation can be traced to its run.
+``benchmarks/results/`` keeps one current file per benchmark and machine kind;
+``python benchmarks/report.py`` renders the documentation's tables and plots
+from them.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def parse_size(text):
+    """``"500x1024"`` -> ``(500, 1024)`` (variables, samples)."""
+    try:
+        p, n = text.lower().split("x")
+        return int(p), int(n)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected PxN such as 500x1024, got {text!r}") from None
+
+
+def parser(name, description, *, sizes=None, repeats=None, gpu=False):
+    """An argument parser with the options every benchmark shares.
+
+    Parameters
+    ----------
+    name : str
+        The benchmark's name, the first part of the default result file name.
+    description : str
+        Shown by ``--help``.
+    sizes : list of str, optional
+        Default ``--sizes`` (``PxN`` strings); None leaves the option out.
+    repeats : int, optional
+        Default ``--repeats``; None leaves the option out.
+    gpu : bool
+        Whether the machine label defaults to the GPU's name.
+    """
+    ap = argparse.ArgumentParser(description=description,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.set_defaults(_benchmark=name, _gpu=gpu)
+    ap.add_argument("--json", metavar="PATH",
+                    help="result file (default: <benchmark>_<machine>.json here)")
+    ap.add_argument("--machine", metavar="LABEL",
+                    help="machine kind in the result's name and provenance")
+    if sizes is not None:
+        ap.add_argument("--sizes", nargs="*", default=list(sizes), metavar="PxN",
+                        help="cases as variables x samples (default: %(default)s)")
+    if repeats is not None:
+        ap.add_argument("--repeats", type=int, default=repeats,
+                        help="timed runs per case; the median is reported (default: %(default)s)")
+    return ap
+
+
+def _git(*args):
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _gpu_name():
+    try:
+        import pycuda.driver as drv
+
+        drv.init()
+        return drv.Device(0).name()
+    except Exception:
+        return None
+
+
+def machine_label(args):
+    """The ``--machine`` label, or a default from the GPU or the core count."""
+    if getattr(args, "machine", None):
+        return args.machine
+    if getattr(args, "_gpu", False):
+        name = _gpu_name()
+        if name:
+            return name.replace("NVIDIA ", "").split()[0].lower()
+    return f"{os.cpu_count()}cores"
+
+
+def provenance(args):
+    """Where and how a result was measured (commit, machine, versions, command)."""
+    import numpy as np
+
+    try:
+        import paralingam
+
+        version = paralingam.__version__
+    except Exception:
+        version = None
+    # PARALINGAM_COMMIT: the commit as the caller knows it, where the copy of
+    # .git beside the tree may lag it (a device machine's copy).
+    commit = os.environ.get("PARALINGAM_COMMIT")
+    if not commit:
+        dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
+        commit = _git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
+    return {
+        "commit": commit,
+        "machine": machine_label(args),
+        "gpu": _gpu_name() if getattr(args, "_gpu", False) else None,
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "paralingam": version,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+    }
+
+
+def write_result(args, payload):
+    """Write ``payload`` with its provenance to the result file; return the path."""
+    path = Path(args.json or f"{args._benchmark}_{machine_label(args)}.json")
+    path.write_text(json.dumps({"provenance": provenance(args), **payload}, indent=1) + "\n")
+    print(f"wrote {path}")
+    return path
+
+
+def median_time(func, repeats):
+    """Median wall time of ``repeats`` calls of ``func()``, all the times, and the last result."""
+    times = []
+    out = None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = func()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), times, out

@@ -1,0 +1,220 @@
+"""Benchmark the CUDA backend on the paper's synthetic grid and the E. coli core sample.
+
+Prints median causal-order search times (``stats["time"]["search"]``: the
+GPU search from the uploaded data to the finished order), comparisons saved
+by the threshold, and the achieved sample-pair rate on the comparisons
+actually performed against the special-function floor measured in the same
+run (6 MUFU operations per sample pair: exp and log for log cosh, exp for
+u exp(-u^2/2), for each of the two residuals). ``--peers`` adds lingam 1.13
+(CPU) and culingam (lingam's ``pwling_fast`` GPU measure) on sizes they
+finish in minutes, with their orders compared to ours. Writes JSON.
+
+    python benchmarks/bench_gpu.py --json bench.json            # full grid
+    python benchmarks/bench_gpu.py --quick                      # one n per p
+    python benchmarks/bench_gpu.py --sizes 500x1024 1000x2048   # some sizes of the grid
+"""
+
+import argparse
+import json
+import platform
+import statistics
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+import _common  # benchmarks/ is on sys.path when run as a script
+import paralingam
+from paralingam import _cuda
+from paralingam.datasets import make_lingam_data
+
+from bench_cpu import lingam_order  # benchmarks/ is on sys.path when run as a script
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The paper's synthetic grid. A size's data have the seed 100 + its position
+# here (7 off the grid), in every tool that times grid cases.
+GRID = [(p, n) for p in (100, 200, 500, 1000) for n in (1024, 2048, 4096, 8192)]
+
+
+def grid_data(p, n, density="sparse"):
+    """The grid's data of size (p, n): an (n, p) array."""
+    seed = 100 + GRID.index((p, n)) if (p, n) in GRID else 7
+    return make_lingam_data(p, n, density=density, random_state=seed)[0]
+
+FLOOR_SRC = r"""
+__device__ __forceinline__ float ex2(float x) { float y; asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+__device__ __forceinline__ float lg2(float x) { float y; asm volatile("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+extern "C" __global__ void mufu(float *out, int iters)
+{
+    float x = threadIdx.x * 1e-3f, y = 0.5f, z = 0.25f, w = 0.125f, s = 0.3f, t = 0.7f;
+    for (int i = 0; i < iters; ++i) {
+        x = ex2(x); y = lg2(y + 1.0f); z = ex2(z);
+        w = ex2(w); s = lg2(s + 1.0f); t = ex2(t);
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = x + y + z + w + s + t;
+}
+"""
+
+
+def mufu_floor():
+    """Measured special-function throughput in sample pairs per second (6 ops each)."""
+    import pycuda.driver as drv
+    from pycuda.compiler import SourceModule
+
+    _cuda._context()
+    fn = SourceModule(FLOOR_SRC, no_extern_c=True, options=["-O3"]).get_function("mufu")
+    sms = _cuda.device_properties()["multiprocessors"]
+    blocks, threads, iters = sms * 8, 256, 8192
+    out = drv.mem_alloc(blocks * threads * 4)
+    start, stop = drv.Event(), drv.Event()
+    times = []
+    for _ in range(7):
+        start.record()
+        fn(out, np.int32(iters), block=(threads, 1, 1), grid=(blocks, 1))
+        stop.record()
+        stop.synchronize()
+        times.append(stop.time_since(start) * 1e-3)
+    return blocks * threads * iters / statistics.median(times)
+
+
+def run_case(X, repeats, threshold=True):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        paralingam.fit(X, backend="cuda", threshold=threshold)  # warm-up: compile cache, buffers
+        results = [paralingam.fit(X, backend="cuda", threshold=threshold) for _ in range(repeats)]
+    search = [r.stats["time"]["search"] for r in results]
+    st = results[0].stats
+    sample_pairs = sum(st["compared"]) * X.shape[0]
+    med = statistics.median(search)
+    return {
+        "search_s": med, "search_all_s": search,
+        "fit_s": statistics.median(sum(v for k, v in r.stats["time"].items() if not k.startswith("gpu_"))
+                                   for r in results),
+        "adjacency_s": statistics.median(r.stats["time"]["adjacency"] for r in results),
+        "saved": st["comparisons_saved"], "sample_pairs": sample_pairs, "rate": sample_pairs / med,
+        "rounds_per_iteration": float(np.mean(st["rounds"])) if st["rounds"] else 0.0,
+        "float64_redo": int(sum(st["float64_redo"])), "order": results[0].causal_order,
+        "deterministic": all(r.causal_order == results[0].causal_order for r in results),
+    }
+
+
+def ecoli_full():
+    for path in (ROOT / ".gpu" / "data" / "ecoli_core_fluxes_n10000.npz",
+                 ROOT.parent / "shared" / "data" / "ecoli_core_fluxes_n10000.npz"):
+        if path.exists():
+            with np.load(path, allow_pickle=False) as f:
+                return np.array(f["X"], dtype=np.float64), "n=10000"
+    with np.load(ROOT / "tests" / "data" / "ecoli_core_subset.npz") as f:
+        return np.array(f["X"], dtype=np.float64), "n=1000 (subset: the full sample is missing)"
+
+
+def main():
+    ap = _common.parser("bench_gpu", __doc__, gpu=True)
+    ap.add_argument("--quick", action="store_true", help="one n per p, sparse only")
+    ap.add_argument("--peers", nargs="*", default=[], metavar="PxN",
+                    help="sizes to run lingam and culingam on (e.g. 50x1024)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--sweep", action="store_true",
+                    help="also time p=1000, n=8192 for worker block shapes (threads, min blocks/SM)")
+    ap.add_argument("--sizes", nargs="*", metavar="PxN",
+                    help="only these sizes of the grid (sparse and dense, the grid's data)")
+    ap.add_argument("--no-threshold", action="store_true",
+                    help="compare every pair (threshold=False: all-pairs rounds unless "
+                         "_cuda.ALL_PAIRS_WORK is 0)")
+    args = ap.parse_args()
+
+    props = _cuda.device_properties()
+    floor = mufu_floor()
+    print(f"{props['name']}: special-function floor {floor:.3e} sample-pairs/s "
+          f"({6 * floor:.3e} MUFU op/s)", flush=True)
+    grid, densities, quick_seeds = GRID, ("sparse", "dense"), None
+    if args.quick:  # its own seeds, as in earlier logs
+        grid, densities = [(100, 1024), (200, 2048), (500, 4096), (1000, 8192)], ("sparse",)
+        quick_seeds = {size: 100 + k for k, size in enumerate(grid)}
+    if args.sizes:  # the full grid's data
+        grid = [tuple(int(v) for v in size.lower().split("x")) for size in args.sizes]
+        quick_seeds = None
+    rows = []
+    for density in densities:
+        for p, n in grid:
+            if quick_seeds:
+                X, _, _ = make_lingam_data(p, n, density=density, random_state=quick_seeds[(p, n)])
+            else:
+                X = grid_data(p, n, density)
+            row = {"case": f"{density} p={p} n={n}" + (" all pairs" if args.no_threshold else ""),
+                   "p": p, "n": n, "threshold": not args.no_threshold}
+            row.update(run_case(X, args.repeats, threshold=not args.no_threshold))
+            rows.append(row)
+            print(f"{row['case']:>24}: {row['search_s'] * 1e3:9.1f} ms  saved {100 * row['saved']:4.0f}%  "
+                  f"{row['rate']:.2e} pairs/s ({100 * row['rate'] / floor:5.1f}% of floor)  "
+                  f"rounds/it {row['rounds_per_iteration']:.1f}  fp64 redo {row['float64_redo']}", flush=True)
+    X, label = ecoli_full()
+    row = {"case": f"E. coli core {label}", "p": X.shape[1], "n": X.shape[0]}
+    row.update(run_case(X, args.repeats))
+    rows.append(row)
+    print(f"{row['case']:>24}: {row['search_s'] * 1e3:9.1f} ms", flush=True)
+
+    sweep = []
+    if args.sweep:
+        X, _, _ = make_lingam_data(1000, 8192, density="sparse", random_state=103)
+        data = np.ascontiguousarray(X)
+        kw = dict(threshold=True, gamma0=paralingam._api.default_gamma0(X.shape[0]), c=paralingam._api.DEFAULT_C,
+                  dtype="float32", collinear_tol=1e-10, explained_tol=1e-10,
+                  drift_tol=paralingam._api.DRIFT_TOL)
+        for threads, min_blocks in ((256, 0), (256, 4), (256, 5), (128, 10), (512, 2)):
+            ts = []
+            for _ in range(3):
+                times = {}
+                _cuda.search(data, times=times, threads_per_block=threads, min_blocks=min_blocks, **kw)
+                ts.append(times["search"])
+            entry = {"threads_per_block": threads, "min_blocks": min_blocks,
+                     "search_s": statistics.median(ts)}
+            sweep.append(entry)
+            print(f"sweep p=1000 n=8192 threads={threads} min_blocks={min_blocks}: "
+                  f"{entry['search_s'] * 1e3:.1f} ms", flush=True)
+
+    peers = []
+    for size in args.peers:
+        p, n = (int(v) for v in size.lower().split("x"))
+        X, _, _ = make_lingam_data(p, n, density="sparse", random_state=7)
+        ours = run_case(X, args.repeats)
+        entry = {"case": f"sparse p={p} n={n}", "paralingam_s": ours["search_s"]}
+        for name, measure in (("lingam", "pwling"), ("culingam", "pwling_fast")):
+            try:
+                t0 = time.perf_counter()
+                order = lingam_order(X, measure)
+                entry[f"{name}_s"] = time.perf_counter() - t0
+                entry[f"{name}_same_order"] = order == ours["order"]
+            except Exception as exc:  # peer missing or failing: say so in the table
+                entry[f"{name}_error"] = f"{type(exc).__name__}: {exc}"
+        peers.append(entry)
+        print(f"peers {entry}", flush=True)
+
+    print(f"\n{props['name']}, floor {floor:.3e} sample-pairs/s; medians of {args.repeats} searches")
+    print("| case | search (median) | adjacency (OLS) | comparisons saved | sample-pairs/s | % of floor | rounds/it | fp64 redo |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['case']} | {r['search_s'] * 1e3:.1f} ms | {r['adjacency_s'] * 1e3:.1f} ms | "
+              f"{100 * r['saved']:.0f}% | {r['rate']:.2e} | {100 * r['rate'] / floor:.1f}% | "
+              f"{r['rounds_per_iteration']:.1f} | {r['float64_redo']} |")
+    if peers:
+        print("\n| case | paralingam | lingam 1.13 (CPU) | culingam (GPU) | same order |")
+        print("|---|---|---|---|---|")
+        for e in peers:
+            lin = f"{e['lingam_s']:.1f} s" if "lingam_s" in e else e.get("lingam_error", "-")
+            cul = f"{e['culingam_s']:.1f} s" if "culingam_s" in e else e.get("culingam_error", "-")
+            same = f"{e.get('lingam_same_order', '-')} / {e.get('culingam_same_order', '-')}"
+            ratio = (f" ({e['lingam_s'] / e['paralingam_s']:.0f}x / {e['culingam_s'] / e['paralingam_s']:.0f}x)"
+                     if "lingam_s" in e and "culingam_s" in e else "")
+            print(f"| {e['case']} | {e['paralingam_s'] * 1e3:.1f} ms{ratio} | {lin} | {cul} | {same} |")
+    for r in rows:
+        r.pop("order")
+    _common.write_result(args, {
+        "device": props["name"], "host": platform.node(), "floor_sample_pairs_per_s": floor,
+        "rows": rows, "peers": peers, "sweep": sweep})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""Fit one synthetic case of the benchmark grid: a small target for profilers.
+
+Runs ``paralingam.fit`` on the paper-style data of ``benchmarks/bench_gpu.py``
+(same generator, same seeds) and prints the search time and the comparison
+counts, so that Nsight Compute can be pointed at a real search:
+
+    python benchmarks/fit_case.py 500 1024                      # sparse p=500, n=1024
+    python benchmarks/fit_case.py ecoli                         # the E. coli core sample (n=10000)
+    python benchmarks/fit_case.py 500 1024 --repeats 3 --no-threshold
+    ncu --launch-skip 800 --launch-count 20 python benchmarks/fit_case.py 500 1024
+"""
+
+import argparse
+import statistics
+import warnings
+
+import paralingam
+
+from bench_gpu import ecoli_full, grid_data  # benchmarks/ is on sys.path when run as a script
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("p", help="variables, or 'ecoli' for the E. coli core sample")
+    ap.add_argument("n", type=int, nargs="?", help="samples (synthetic cases)")
+    ap.add_argument("--density", choices=("sparse", "dense"), default="sparse")
+    ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--no-threshold", action="store_true", help="compare every pair")
+    ap.add_argument("--warps-per-pair", type=int, help="CUDA: warps comparing one pair")
+    ap.add_argument("--gamma0", type=float, help="first threshold of each iteration")
+    args = ap.parse_args()
+
+    if args.p == "ecoli":
+        X, label = ecoli_full()
+        case = f"E. coli core {label}"
+    else:
+        p, n = int(args.p), args.n
+        if n is None:
+            ap.error("synthetic cases need p and n")
+        X = grid_data(p, n, args.density)
+        case = f"{args.density} p={p} n={n}"
+    kwargs = dict(backend=args.backend, threshold=not args.no_threshold)
+    if args.warps_per_pair:
+        kwargs["warps_per_pair"] = args.warps_per_pair
+    if args.gamma0:
+        kwargs["gamma0"] = args.gamma0
+    times = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        for _ in range(args.repeats):
+            res = paralingam.fit(X, **kwargs)
+            times.append(res.stats["time"]["search"])
+    st = res.stats
+    print(f"{case} threshold={not args.no_threshold} "
+          f"warps_per_pair={args.warps_per_pair or 'default'} gamma0={args.gamma0 or 'default'}: "
+          f"search {statistics.median(times) * 1e3:.1f} ms (median of {len(times)}), "
+          f"compared {sum(st['compared'])}, saved {100 * st['comparisons_saved']:.0f}%")
+
+
+if __name__ == "__main__":
+    main()

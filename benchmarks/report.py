@@ -1,0 +1,247 @@
+"""Render the documentation's performance tables and plots from the result files.
+
+Reads ``benchmarks/results/*.json`` (one current file per benchmark and
+machine kind, each with a ``provenance`` record) and writes reStructuredText
+tables and PNG plots into a folder, which the Sphinx build includes
+(``docs/conf.py`` calls :func:`render` at build time)::
+
+    python benchmarks/report.py OUTDIR
+
+Every table ends with the file it came from, its commit and its machine, so
+each number in the documentation can be traced to a run.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _load(name):
+    return json.loads((RESULTS / name).read_text())
+
+
+def _source(name, data):
+    prov = data["provenance"]
+    return (f"*Source:* ``benchmarks/results/{name}`` -- commit ``{prov['commit']}``, "
+            f"{prov['machine']}; {prov['how']}.\n")
+
+
+def _table(header, rows, widths=None):
+    """A ``list-table`` directive from a header and rows of strings."""
+    out = [".. list-table::", "   :header-rows: 1", ""]
+    if widths:
+        out[1:1] = [f"   :widths: {' '.join(map(str, widths))}"]
+    for row in [header, *rows]:
+        out.append("   * - " + str(row[0]))
+        out.extend("     - " + str(cell) for cell in row[1:])
+    return "\n".join(out) + "\n"
+
+
+def _ms(seconds):
+    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def gpu_grid(out, plt):
+    name = "bench_gpu_h100.json"
+    d = _load(name)
+    floor = d["floor_sample_pairs_per_s"]
+    rows = [[r["case"], _ms(r["search_s"]), f"{100 * r['saved']:.0f}%", f"{r['rounds_per_iteration']:.1f}",
+             f"{100 * r['rate'] / floor:.1f}%" if "rate" in r else "-"] for r in d["rows"]]
+    text = _table(["case", "search (median)", "pairs never compared", "rounds per iteration",
+                   "% of special-function floor"], rows)
+    (out / "gpu_grid.rst").write_text(text + "\n" + _source(name, d))
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
+    for ax, density in zip(axes, ("sparse", "dense")):
+        for p in (100, 200, 500, 1000):
+            pts = sorted((r["n"], r["search_s"] * 1e3) for r in d["rows"]
+                         if r["case"].startswith(f"{density} p={p} "))
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=f"p={p}")
+        ax.set(xscale="log", yscale="log", xlabel="samples n", title=f"{density} graphs")
+        ax.set_xticks([1024, 2048, 4096, 8192], ["1024", "2048", "4096", "8192"])
+        ax.set_xticks([], minor=True)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("search time (ms)")
+    axes[1].legend(loc="lower right", fontsize=8)
+    fig.suptitle(f"Causal-order search on the {d['device']} (commit {d['provenance']['commit']})", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out / "gpu_grid.png", dpi=110)
+    plt.close(fig)
+
+
+def gpu_peers(out):
+    name = "bench_gpu_peers_h100.json"
+    d = _load(name)
+    rows = []
+    for e in d["peers"]:
+        rows.append([e["case"], _ms(e["paralingam_s"]),
+                     f"{e['lingam_s']:.1f} s ({e['lingam_s'] / e['paralingam_s']:.0f}x)",
+                     f"{e['culingam_s']:.1f} s ({e['culingam_s'] / e['paralingam_s']:.0f}x)",
+                     f"{e['lingam_same_order']} / {e['culingam_same_order']}"])
+    text = _table(["case", "paralingam (GPU)", "lingam 1.13 (CPU)", "culingam (GPU)",
+                   "same order (lingam / culingam)"], rows)
+    (out / "gpu_peers.rst").write_text(text + "\n" + _source(name, d))
+
+
+def cpu_vs_lingam(out):
+    name = "bench_cpu_vm_2cores.json"
+    d = _load(name)
+    rows = [[f"{r['density']} p={r['p']} n={r['n']}", _ms(r["paralingam_fit_s"]),
+             _ms(r["paralingam_search_s"]), _ms(r["paralingam_search_float64_s"]),
+             f"{r['lingam_order_s']:.2f} s", f"{r['speedup']:.0f}x", str(r["identical_order"])]
+            for r in d["rows"]]
+    text = _table(["case", "fit", "search (float32)", "search (float64)", "lingam 1.13 search",
+                   "speed-up", "same order"], rows)
+    (out / "cpu_vs_lingam.rst").write_text(text + "\n" + _source(name, d))
+
+
+def cpu_vector512(out):
+    name = "ab_cpu_vector512_h100host.json"
+    d = _load(name)
+    rows = []
+    for i, r in enumerate(d["head_1"]["rows"]):
+        cells = [f"{r['density']} p={r['p']} n={r['n']}"]
+        for build in ("head", "flags"):
+            a, b = d[f"{build}_1"]["rows"][i], d[f"{build}_2"]["rows"][i]
+            cells.append(f"{_ms(a['paralingam_search_s'])} / {_ms(a['paralingam_search_float64_s'])}; "
+                         f"{_ms(b['paralingam_search_s'])} / {_ms(b['paralingam_search_float64_s'])}")
+        rows.append(cells)
+    text = _table(["case", "256-bit vectors: float32 / float64 (two rounds)",
+                   "512-bit vectors: float32 / float64 (two rounds)"], rows)
+    (out / "cpu_vector512.rst").write_text(text + "\n" + _source(name, d))
+
+
+def busy_cores(out):
+    for name, key in (("bench_busy_cores_vm_2cores.json", "busy_cores_vm"),
+                      ("bench_busy_cores_h100host.json", "busy_cores_16")):
+        d = _load(name)
+        settings = list(dict.fromkeys(r["setting"] for r in d["rows"]))
+        cases = list(dict.fromkeys((r["cores"], r["p"], r["n"]) for r in d["rows"]))
+        rows = []
+        for load, p, n in cases:
+            cells = [f"{load}, p={p} n={n}"]
+            for s in settings:
+                r = next(r for r in d["rows"] if (r["cores"], r["p"], r["n"], r["setting"]) == (load, p, n, s))
+                extra = f" ({r['mean_threads']:.2f} threads)" if s == "default" else ""
+                cells.append(_ms(r["search_s"]) + extra)
+            rows.append(cells)
+        text = _table(["cores, case", *settings], rows)
+        (out / f"{key}.rst").write_text(text + "\n" + _source(name, d))
+
+
+def scale(out):
+    name = "bench_scale_h100.json"
+    d = _load(name)
+    rows = [[r["case"], _ms(r["search_s"]), _ms(r["fit_s"]), f"{100 * r['saved']:.0f}%",
+             f"{r['gpu_bytes'] / 2**30:.2f} GiB"] for r in d["rows"]]
+    text = _table(["case", "search", "fit (with least squares)", "pairs never compared",
+                   "GPU memory"], rows)
+    (out / "scale.rst").write_text(text + "\n" + _source(name, d))
+
+
+def adjacency(out):
+    name = "bench_adjacency_h100.json"
+    d = _load(name)
+    rows = []
+    for r in d["rows"]:
+        lin = f"{r['lingam_adaptive_lasso_s']:.2f} s" if "lingam_adaptive_lasso_s" in r else "-"
+        rows.append([r["case"], _ms(r["search_s"]), _ms(r["adaptive_lasso_s"]),
+                     _ms(r["adaptive_lasso_host_s"]), _ms(r["ols_s"]), _ms(r["ols_host_s"]), lin])
+    text = _table(["case", "search (GPU)", "adaptive lasso (GPU)", f"adaptive lasso ({d['cores']} host cores)",
+                   "least squares (GPU)", "least squares (host)", "lingam's adaptive lasso"], rows)
+    (out / "adjacency.rst").write_text(text + "\n" + _source(name, d))
+
+
+def bootstrap(out):
+    rows = []
+    sources = []
+    for name in ("bench_bootstrap_vm_2cores.json", "bench_bootstrap_h100.json"):
+        d = _load(name)
+        for c in d["cases"]:
+            pl = c["paralingam"]
+            ph = pl["phases_s"]
+            lin = f"{c['lingam']['total_s']:.2f} s ({c['speedup']:.0f}x)" if "lingam" in c else "-"
+            rows.append([d["provenance"]["machine"].split(",")[0].split(" (")[0], pl["backend"],
+                         f"p={c['p']} n={c['n']} x {c['n_sampling']}", _ms(pl["total_s"]),
+                         _ms(ph["search"]), _ms(ph["adjacency"]), lin])
+        sources.append(_source(name, d))
+    text = _table(["machine", "backend", "case (resamples)", "bootstrap", "search", "adaptive lasso",
+                   "lingam 1.13"], rows)
+    (out / "bootstrap.rst").write_text(text + "\n" + "\n".join(sources))
+
+
+def sweep_all_pairs(out, plt):
+    name = "sweep_all_pairs_h100.json"
+    d = _load(name)
+    bounds = sorted({r["bound"] for r in d["rows"]})
+    cases = list(dict.fromkeys(r["case"] for r in d["rows"]))
+    rows = []
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    for case in cases:
+        times = {r["bound"]: r["search_s"] for r in d["rows"] if r["case"] == case}
+        rows.append([case, *(_ms(times[b]) for b in bounds)])
+        base = times[bounds[0]]
+        ax.plot([b if b else 1e6 for b in bounds], [times[b] / base for b in bounds], marker="o", label=case)
+    text = _table(["case", *(f"bound {b:.0e}" if b else "bound 0 (threshold rounds only)" for b in bounds)],
+                  rows)
+    (out / "sweep_all_pairs.rst").write_text(text + "\n" + _source(name, d))
+    ax.set(xscale="log", xlabel="all-pairs bound (sample pairs; 1e6 stands for 0)",
+           ylabel="search time / time at bound 0")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "sweep_all_pairs.png", dpi=110)
+    plt.close(fig)
+
+
+def phases(out):
+    name = "profile_launch_h100.json"
+    d = _load(name)
+    rows = [[r["case"], _ms(r["search_s"]), *(_ms(r["gpu"][k]) for k in ("prepare", "rounds", "redo", "update")),
+             f"{r['rounds_per_iteration']:.1f}", str(r["float64_redo"])] for r in d["phases"]]
+    text = _table(["case", "search", "prepare", "rounds", "float64 re-decisions", "updates",
+                   "rounds per iteration", "re-decided iterations"], rows)
+    costs = _table(["launch path", "time per call"],
+                   [[k, f"{v * 1e6:.1f} us"] for k, v in d["launch_costs_s"].items()])
+    (out / "phases.rst").write_text(text + "\n" + costs + "\n" + _source(name, d))
+
+
+def min_norm(out):
+    name = "bench_min_norm_vm_2cores.json"
+    d = _load(name)
+    rows = [[r["case"], str(r["rank"]), _ms(r["median_s"]), f"{r['worst_relative_difference']:.1e}"]
+            for r in d["results"]]
+    text = _table(["case (p x n)", "rank", "least squares", "worst relative difference from lstsq"], rows)
+    (out / "min_norm.rst").write_text(text + "\n" + _source(name, d))
+
+
+def render(out):
+    """Write every table (``*.rst``) and plot (``*.png``) into the folder ``out``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    gpu_grid(out, plt)
+    gpu_peers(out)
+    cpu_vs_lingam(out)
+    cpu_vector512(out)
+    busy_cores(out)
+    scale(out)
+    adjacency(out)
+    bootstrap(out)
+    sweep_all_pairs(out, plt)
+    phases(out)
+    min_norm(out)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    render(sys.argv[1])
