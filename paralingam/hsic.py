@@ -474,8 +474,10 @@ def _cuda_launches(fns, Z, progress):
         d_rows = drv.mem_alloc(8 * q * n)
         for r0 in range(0, n, row_chunk):
             rows = min(row_chunk, n - r0)
-            fns["hsic_row_sums"].prepared_call((rows, q, 1), (_GPU_THREADS, 1, 1), d_z,
-                                               np.int32(n), np.int32(r0), d_rows)
+            for i0 in range(0, q, _GPU_MAX_PAIRS):  # grid.y: at most 65535 variables
+                fns["hsic_row_sums"].prepared_call(
+                    (rows, min(q - i0, _GPU_MAX_PAIRS), 1), (_GPU_THREADS, 1, 1),
+                    int(d_z) + 8 * i0 * n, np.int32(n), np.int32(r0), int(d_rows) + 8 * i0 * n)
             drv.Context.synchronize()
             reporter.step()
         rows_sum = np.empty((q, n))

@@ -54,13 +54,6 @@ def test_p_value_matrix_equals_lingam(n, p, seed):
     assert P[0, 1] < 1e-6 < P[0, 3]  # the dependent pair is found
 
 
-def test_pairwise_fallback_equals_all_pairs_at_once(monkeypatch):
-    E = errors(150, 4, 307)
-    at_once = hsic.independence_p_values(E)
-    monkeypatch.setattr(hsic, "_GRAM_MEMORY_BYTES", 0)
-    np.testing.assert_allclose(hsic.independence_p_values(E), at_once, rtol=1e-9, atol=1e-12)
-
-
 def test_kernel_width_uses_the_first_100_samples():
     x = np.concatenate([np.linspace(0, 1, 100), np.full(50, 1e6)])
     assert hsic.kernel_width(x) == pytest.approx(lingam_hsic.get_kernel_width(x[:, None]))
@@ -110,3 +103,174 @@ def test_six_samples_give_finite_p_values():
     P = hsic.independence_p_values(E)
     assert np.isfinite(P).all()
     np.testing.assert_allclose(P, lingam_p_values(E), rtol=1e-8, atol=1e-10)
+
+
+# --------------------------------------------------------------------------
+# The tiled sums: equal to lingam and to the dense n x n computation
+# --------------------------------------------------------------------------
+
+def with_outliers(n, p, seed):
+    """``errors`` with gross outliers of 1e4 to 1e8 in single samples."""
+    E = errors(n, p, seed)
+    rng = np.random.default_rng(seed + 1)
+    rows = rng.choice(n, size=p, replace=False)
+    for j, (row, size) in enumerate(zip(rows, [1e4, -1e6, 1e8, 3e5, -2e7][:p])):
+        E[row, j] = size
+    E[rng.integers(n), 0] = -5e4  # a second outlier in one column
+    return E
+
+
+@pytest.mark.parametrize("n, p, block, seed", [
+    (257, 4, 64, 320),    # n not a multiple of the block
+    (300, 3, 7, 321),     # small odd blocks: many partial tiles
+    (101, 5, 1, 322),     # one sample per block
+    (90, 3, 500, 323),    # one tile, larger than n
+    (7, 3, 3, 324),       # tiny n
+])
+def test_tiled_p_values_equal_lingam(n, p, block, seed):
+    E = errors(n, p, seed)
+    P = hsic.independence_p_values(E, block_size=block)
+    np.testing.assert_allclose(P, lingam_p_values(E), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("block", [None, 16, 100])
+def test_outliers_equal_lingam(block):
+    E = with_outliers(400, 5, 325)
+    P = hsic.independence_p_values(E, block_size=block)
+    np.testing.assert_allclose(P, lingam_p_values(E), rtol=1e-8, atol=1e-10)
+
+
+def test_block_size_changes_only_rounding():
+    E = errors(500, 4, 326)
+    P = hsic.independence_p_values(E)
+    for block in (1, 13, 128, 499, 500, 10_000):
+        np.testing.assert_allclose(hsic.independence_p_values(E, block_size=block), P,
+                                   rtol=1e-11, atol=1e-300)
+
+
+def test_tile_sums_equal_the_dense_sums():
+    # the statistic, sum_{a != b} (Kc Lc)^2 and the null means, against n x n matrices
+    E = with_outliers(150, 4, 327)
+    widths = [hsic.kernel_width(E[:, i]) for i in range(4)]
+    variables = [hsic._scaled(E[:, i], w) for i, w in enumerate(widths)]
+    stat, var_sum, mu = hsic._sums_cpu(variables, 32, False)
+    grams = [hsic.centred_gram(E[:, i], w) for i, w in enumerate(widths)]
+    n = len(E)
+    for i, j in itertools.combinations(range(4), 2):
+        Kc, Lc = grams[i][1], grams[j][1]
+        prod = (Kc * Lc) ** 2
+        assert stat[i, j] == pytest.approx(np.sum(Kc * Lc) / n, rel=1e-11)
+        assert var_sum[i, j] == pytest.approx(prod.sum() - np.trace(prod), rel=1e-11)
+        assert stat[i, j] == stat[j, i] and var_sum[i, j] == var_sum[j, i]
+    for i in range(4):
+        K = grams[i][0]
+        assert mu[i] == pytest.approx((K.sum() - np.trace(K)) / n / (n - 1), rel=1e-12)
+
+
+def test_single_test_with_small_blocks_equals_lingam():
+    E = with_outliers(203, 3, 328)
+    stat, p = hsic.hsic_test_gamma(E[:, 0], E[:, 1], block_size=10)
+    ref_stat, ref_p = lingam_hsic.hsic_test_gamma(E[:, [0]], E[:, [1]])
+    assert stat == pytest.approx(ref_stat, rel=1e-10)
+    assert p == pytest.approx(ref_p, rel=1e-8, abs=1e-10)
+
+
+def test_estimator_p_values_equal_lingam_with_explained_variables():
+    # two exactly explained variables: their p-values are 1 (lingam's test
+    # gives NaN or rounding noise there); every other pair is lingam's
+    import warnings
+
+    import lingam
+
+    from paralingam import DirectLiNGAM
+
+    rng = np.random.default_rng(329)
+    n = 300
+    X = rng.uniform(-1, 1, size=(n, 4))
+    X[:, 1] += 0.8 * X[:, 0]
+    X[:, 3] += 0.5 * X[:, 1] - 0.3 * X[:, 2]
+    Y = np.column_stack([X, X[:, 0] - X[:, 2], 2.0 * X[:, 3]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = DirectLiNGAM(backend="cpu").fit(Y)
+    P = ours.get_error_independence_p_values(Y, progress=False)
+    explained = [4, 5]
+    others = [0, 1, 2, 3]
+    for k in explained:
+        np.testing.assert_array_equal(P[k, [i for i in range(6) if i != k]], 1.0)
+    assert np.isfinite(P).all()
+    theirs = lingam.DirectLiNGAM()
+    theirs._adjacency_matrix = ours.adjacency_matrix_
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = theirs.get_error_independence_p_values(Y)
+    np.testing.assert_allclose(P[np.ix_(others, others)], ref[np.ix_(others, others)],
+                               rtol=1e-8, atol=1e-10)
+
+
+# --------------------------------------------------------------------------
+# Memory, progress, Ctrl-C, bad options
+# --------------------------------------------------------------------------
+
+def test_memory_stays_far_below_n_squared():
+    import tracemalloc
+
+    E = errors(3000, 3, 330)
+    tracemalloc.start()
+    try:
+        hsic.independence_p_values(E)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # one n x n Gram matrix would be 72 MB; numpy reports its buffers to tracemalloc
+    assert peak < 8 * 3000 * 3000 / 8
+
+
+def test_memory_is_checked_before_allocating(monkeypatch):
+    monkeypatch.setattr(hsic, "_available_host_memory", lambda: 10_000)
+    E = errors(500, 3, 331)
+    with pytest.raises(MemoryError, match=r"HSIC p-values of 3 variables on 500 samples need"):
+        hsic.independence_p_values(E)
+
+
+def test_progress_true_reports_on_stderr(capsys, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "tqdm", None)  # the plain line
+    E = errors(120, 3, 332)
+    P = hsic.independence_p_values(E, progress=True, block_size=16)
+    err = capsys.readouterr().err
+    assert "p-values: 100%" in err and err.endswith("\n")
+    np.testing.assert_array_equal(P, hsic.independence_p_values(E, block_size=16))
+    hsic.independence_p_values(E, progress=False)
+    hsic.independence_p_values(E, progress="auto")  # not a terminal here, and short
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("bad", [{"progress": "yes"}, {"progress": 1.5}, {"block_size": 0},
+                                 {"block_size": 2.5}, {"block_size": True},
+                                 {"backend": "gpu"}])
+def test_bad_options_are_refused(bad):
+    with pytest.raises(ValueError, match=next(iter(bad))):
+        hsic.independence_p_values(errors(50, 3, 333), **bad)
+
+
+def test_ctrl_c_stops_within_a_tile_and_leaves_the_module_usable(monkeypatch):
+    import os
+    import signal
+
+    E = errors(400, 3, 334)
+    expected = hsic.independence_p_values(E, block_size=20)
+    seen = []
+    step = hsic._Progress.step
+
+    def step_and_interrupt(self):
+        step(self)
+        seen.append(self.done)
+        if self.done == 5:
+            os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C would
+
+    monkeypatch.setattr(hsic._Progress, "step", step_and_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        hsic.independence_p_values(E, block_size=20)
+    assert seen[-1] <= 6  # of 2 * 210 tiles: answered at once
+    monkeypatch.setattr(hsic._Progress, "step", step)
+    np.testing.assert_array_equal(hsic.independence_p_values(E, block_size=20), expected)
