@@ -141,9 +141,9 @@ def test_outliers_equal_lingam(block):
 
 
 def test_block_size_changes_only_rounding():
-    E = errors(500, 4, 326)
+    E = errors(300, 4, 326)
     P = hsic.independence_p_values(E)
-    for block in (1, 13, 128, 499, 500, 10_000):
+    for block in (3, 13, 128, 299, 300, 10_000):
         np.testing.assert_allclose(hsic.independence_p_values(E, block_size=block), P,
                                    rtol=1e-11, atol=1e-300)
 
@@ -274,3 +274,80 @@ def test_ctrl_c_stops_within_a_tile_and_leaves_the_module_usable(monkeypatch):
     assert seen[-1] <= 6  # of 2 * 210 tiles: answered at once
     monkeypatch.setattr(hsic._Progress, "step", step)
     np.testing.assert_array_equal(hsic.independence_p_values(E, block_size=20), expected)
+
+
+# --------------------------------------------------------------------------
+# The GPU path (kernels/hsic.cu) against the CPU path and lingam
+# --------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, p, seed", [(6, 3, 340), (257, 4, 341), (1000, 6, 342)])
+def test_gpu_p_values_equal_cpu_and_lingam(n, p, seed):
+    E = errors(n, p, seed)
+    P_gpu = hsic.independence_p_values(E, backend="cuda")
+    P_cpu = hsic.independence_p_values(E, backend="cpu")
+    np.testing.assert_allclose(P_gpu, P_cpu, rtol=1e-10, atol=1e-300)
+    np.testing.assert_array_equal(P_gpu, P_gpu.T)
+    np.testing.assert_allclose(P_gpu, lingam_p_values(E), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.gpu
+def test_gpu_sums_equal_cpu_sums_over_many_launches(monkeypatch):
+    # launches of a few rows and of fewer pairs than there are: every chunk
+    # boundary of _cuda_launches is crossed, n is no multiple of any chunk
+    E = with_outliers(301, 5, 343)
+    widths = [hsic.kernel_width(E[:, i]) for i in range(5)]
+    Z = np.vstack([hsic._scaled(E[:, i], w) for i, w in enumerate(widths)])
+    cpu = hsic._sums_cpu(list(Z[:, None, :]), 64, False)
+    whole = hsic._sums_cuda(Z, False)
+    monkeypatch.setattr(hsic, "_GPU_LAUNCH_WORK", 301 * 5 * 7)   # row sums: 7 rows a launch
+    monkeypatch.setattr(hsic, "_GPU_MAX_PAIRS", 3)               # 10 pairs in 4 batches
+    monkeypatch.setattr(hsic, "_GPU_PARTIAL_DOUBLES", 3 * 11)    # 11 rows a pair launch
+    chunked = hsic._sums_cuda(Z, False)
+    iu = np.triu_indices(5, k=1)  # the pairs (the diagonals are not used)
+    for stat, var_sum, mu in (whole, chunked):
+        np.testing.assert_allclose(stat[iu], cpu[0][iu], rtol=1e-11, atol=0)
+        np.testing.assert_allclose(var_sum[iu], cpu[1][iu], rtol=1e-11, atol=0)
+        np.testing.assert_allclose(mu, cpu[2], rtol=1e-12, atol=0)
+        np.testing.assert_array_equal(stat[iu], stat.T[iu])
+        np.testing.assert_array_equal(var_sum[iu], var_sum.T[iu])
+
+
+@pytest.mark.gpu
+def test_gpu_outliers_and_constant_columns():
+    E = with_outliers(500, 5, 344)
+    E[:, 3] = 2.5  # constant: p-values 1
+    P = hsic.independence_p_values(E, backend="cuda")
+    np.testing.assert_array_equal(P[3, [0, 1, 2, 4]], 1.0)
+    keep = [0, 1, 2, 4]
+    np.testing.assert_allclose(P[np.ix_(keep, keep)], lingam_p_values(E[:, keep]),
+                               rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.gpu
+def test_gpu_estimator_p_values_equal_cpu_after_ctrl_c(monkeypatch):
+    import os
+    import signal
+
+    from paralingam import DirectLiNGAM
+
+    rng = np.random.default_rng(345)
+    X = rng.uniform(-1, 1, size=(2000, 4))
+    X[:, 1] += 0.8 * X[:, 0]
+    X[:, 3] += 0.5 * X[:, 1] - 0.3 * X[:, 2]
+    cpu = DirectLiNGAM(backend="cpu").fit(X).get_error_independence_p_values(X)
+    model = DirectLiNGAM(backend="cuda").fit(X)
+    step = hsic._Progress.step
+
+    def step_and_interrupt(self):
+        step(self)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(hsic, "_GPU_LAUNCH_WORK", 2000 * 6 * 50)
+    monkeypatch.setattr(hsic._Progress, "step", step_and_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        model.get_error_independence_p_values(X)
+    monkeypatch.setattr(hsic._Progress, "step", step)
+    # the context stays usable and the result is the CPU's
+    P = model.get_error_independence_p_values(X)
+    np.testing.assert_allclose(P, cpu, rtol=1e-10, atol=1e-300)
