@@ -15,10 +15,13 @@ docs/design/p_values.rst derives the algebra.
 On the CUDA backend the same sums come from ``kernels/hsic.cu``.
 """
 
+import collections
+import contextlib
 import functools
 import math
 import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -134,7 +137,7 @@ def hsic_test_gamma(X, Y, *, block_size=None):
 
 
 def independence_p_values(E, constant=None, *, backend="cpu", progress=False,
-                          block_size=None):
+                          block_size=None, n_threads=None):
     """p-values of pairwise HSIC independence tests between the columns of ``E``.
 
     A constant column is independent of every other: its p-values are 1.
@@ -160,6 +163,10 @@ def independence_p_values(E, constant=None, *, backend="cpu", progress=False,
         Samples per side of a Gram-matrix tile on the CPU (default: about
         ``sqrt(2**18 / n_features)``, between 32 and 1024). Results do not
         depend on it beyond rounding.
+    n_threads : int, optional
+        Threads of the CPU path (default: the usable cores). The tiles are
+        cut into the same tasks and their sums combined in the same order
+        whatever the number, so results are bit for bit the same.
 
     Returns
     -------
@@ -171,7 +178,7 @@ def independence_p_values(E, constant=None, *, backend="cpu", progress=False,
     ------
     ValueError
         With two or more columns and fewer than ``MIN_SAMPLES`` (6) rows, or
-        a bad ``backend``, ``progress`` or ``block_size``.
+        a bad ``backend``, ``progress``, ``block_size`` or ``n_threads``.
     MemoryError
         When the ``O(n_samples * n_features)`` working arrays do not fit in
         the available memory (checked before anything is allocated).
@@ -185,6 +192,7 @@ def independence_p_values(E, constant=None, *, backend="cpu", progress=False,
         raise ValueError(f"E must be a 2-D array (samples x variables); got {E.ndim} dimensions")
     n, p = E.shape
     backend = _backends.resolve_backend(backend)
+    n_threads = _thread_count(n_threads)
     P = np.zeros((p, p))
     if p < 2:
         return P
@@ -203,7 +211,7 @@ def independence_p_values(E, constant=None, *, backend="cpu", progress=False,
         else:
             block = _block_size(block_size, len(keep), n)
             _check_host_memory(n, variables, block)
-            stat, var_sum, mu = _sums_cpu(variables, block, progress)
+            stat, var_sum, mu = _sums_cpu(variables, block, progress, n_threads)
         iu = np.triu_indices(len(keep), k=1)
         sub[iu] = _gamma_p_values(stat[iu], var_sum[iu], mu[iu[0]], mu[iu[1]], n)
         sub.T[iu] = sub[iu]
@@ -240,54 +248,6 @@ def _block_size(block_size, q, n):
     return min(int(block_size), n)
 
 
-def _tiles(n, b):
-    """Tiles ``(rows, cols)`` of the upper block triangle, diagonal blocks included."""
-    starts = range(0, n, b)
-    for r0 in starts:
-        for c0 in range(r0, n, b):
-            yield slice(r0, min(r0 + b, n)), slice(c0, min(c0 + b, n))
-
-
-def _n_tiles(n, b):
-    m = -(-n // b)
-    return m * (m + 1) // 2
-
-
-def _kernel_tile(z, rows, cols, out, scratch):
-    """``out = exp(-|z_a - z_b|^2)`` for ``a`` in ``rows``, ``b`` in ``cols``."""
-    np.subtract.outer(z[0, rows], z[0, cols], out=out)
-    np.multiply(out, out, out=out)
-    for k in range(1, len(z)):
-        np.subtract.outer(z[k, rows], z[k, cols], out=scratch)
-        np.multiply(scratch, scratch, out=scratch)
-        out += scratch
-    np.negative(out, out=out)
-    np.exp(out, out=out)
-
-
-def _row_sums_cpu(variables, b, reporter):
-    """Row sums of each variable's Gram matrix, shape (q, n).
-
-    The Gram matrix is symmetric: each tile above the diagonal blocks gives
-    the row sums of its rows and, through its column sums, of its columns.
-    """
-    q, n = len(variables), variables[0].shape[1]
-    rows_sum = np.zeros((q, n))
-    tile = np.empty(b * b)
-    scratch = np.empty(b * b)
-    for r, c in _tiles(n, b):
-        shape = (r.stop - r.start, c.stop - c.start)
-        t = tile[:shape[0] * shape[1]].reshape(shape)
-        s = scratch[:t.size].reshape(shape)
-        for i, z in enumerate(variables):
-            _kernel_tile(z, r, c, t, s)
-            rows_sum[i, r] += t.sum(axis=1)
-            if r != c:
-                rows_sum[i, c] += t.sum(axis=0)
-        reporter.step()
-    return rows_sum
-
-
 class _Moments:
     """What the centring and the null mean need from the row sums."""
 
@@ -312,22 +272,97 @@ class _Moments:
         return G1 / self.n, G2 - dd @ dd.T
 
 
-def _pair_sums_cpu(variables, moments, b, reporter):
-    """``G1[i, j] = sum(Kc_i * Kc_j)`` and ``G2[i, j] = sum(Kc_i^2 * Kc_j^2)``.
+# Tiles per task of the thread pool: tens of milliseconds of work, so a
+# stop request (Ctrl-C) is answered quickly and partial sums stay small.
+_TILES_PER_TASK = 16
 
-    Per tile: the centred tiles of all variables stacked as rows of one
-    (q, tile size) matrix ``F``; ``F @ F.T`` gives every pair's part of the
-    first sum, and of the second after squaring ``F`` in place. A tile off the
-    diagonal blocks stands for its mirror image too (``Kc`` is symmetric).
+
+def _segments(n, b):
+    """Tasks ``(r0, c_starts)``: runs of tiles along one block row, upper block triangle.
+
+    Fixed by ``n`` and ``b`` alone, and combined in this order, so the sums do
+    not depend on the number of threads.
+    """
+    for r0 in range(0, n, b):
+        c_starts = list(range(r0, n, b))
+        for k in range(0, len(c_starts), _TILES_PER_TASK):
+            yield r0, c_starts[k:k + _TILES_PER_TASK]
+
+
+def _n_tiles(n, b):
+    m = -(-n // b)
+    return m * (m + 1) // 2
+
+
+def _kernel_tile(z, rows, cols, out, scratch):
+    """``out = exp(-|z_a - z_b|^2)`` for ``a`` in ``rows``, ``b`` in ``cols``."""
+    np.subtract.outer(z[0, rows], z[0, cols], out=out)
+    np.multiply(out, out, out=out)
+    for k in range(1, len(z)):
+        np.subtract.outer(z[k, rows], z[k, cols], out=scratch)
+        np.multiply(scratch, scratch, out=scratch)
+        out += scratch
+    np.negative(out, out=out)
+    np.exp(out, out=out)
+
+
+class _Buffers(threading.local):
+    """Each thread's tile buffers, made on first use."""
+
+    def get(self, q, b):
+        if getattr(self, "key", None) != (q, b):
+            self.key = (q, b)
+            self.stack = np.empty(q * b * b)
+            self.shift = np.empty(b * b)
+            self.scratch = np.empty(b * b)
+        return self.stack, self.shift, self.scratch
+
+
+def _row_sums_task(variables, b, r0, c_starts, buffers, stop):
+    """Row sums of one run of tiles: the rows' part and, by symmetry, the columns'.
+
+    ``K`` is symmetric: a tile off the diagonal blocks gives the row sums of
+    its rows and, through its column sums, of its columns.
+    """
+    q, n = len(variables), variables[0].shape[1]
+    stack, _, scratch = buffers.get(q, b)
+    r = slice(r0, min(r0 + b, n))
+    c_lo, c_hi = c_starts[0], min(c_starts[-1] + b, n)
+    row_part = np.zeros((q, r.stop - r.start))
+    col_part = np.zeros((q, c_hi - c_lo))
+    for c0 in c_starts:
+        if stop.is_set():
+            return None
+        c = slice(c0, min(c0 + b, n))
+        shape = (r.stop - r.start, c.stop - c.start)
+        t = stack[:shape[0] * shape[1]].reshape(shape)
+        s = scratch[:t.size].reshape(shape)
+        for i, z in enumerate(variables):
+            _kernel_tile(z, r, c, t, s)
+            row_part[i] += t.sum(axis=1)
+            if c0 != r0:
+                col_part[i, c0 - c_lo:c.stop - c_lo] += t.sum(axis=0)
+    return r, slice(c_lo, c_hi), row_part, col_part
+
+
+def _pair_sums_task(variables, moments, b, r0, c_starts, buffers, stop):
+    """Pair sums of one run of tiles: ``(G1, G2)`` of the diagonal tile and of the others.
+
+    Per tile the centred tiles of all variables are stacked as rows of one
+    (q, tile size) matrix ``F``; ``F @ F.T`` gives every pair's part of
+    ``sum(Kc_i * Kc_j)``, and of ``sum(Kc_i^2 * Kc_j^2)`` after squaring ``F``
+    in place.
     """
     q, n = len(variables), variables[0].shape[1]
     u, c = moments.u, moments.c
-    G_off = [np.zeros((q, q)), np.zeros((q, q))]
-    G_diag = [np.zeros((q, q)), np.zeros((q, q))]
-    stack = np.empty(q * b * b)
-    shift = np.empty(b * b)
-    scratch = np.empty(b * b)
-    for r, col in _tiles(n, b):
+    stack, shift, scratch = buffers.get(q, b)
+    r = slice(r0, min(r0 + b, n))
+    G_diag = np.zeros((2, q, q))
+    G_off = np.zeros((2, q, q))
+    for c0 in c_starts:
+        if stop.is_set():
+            return None
+        col = slice(c0, min(c0 + b, n))
         shape = (r.stop - r.start, col.stop - col.start)
         size = shape[0] * shape[1]
         F = stack[:q * size].reshape(q, size)
@@ -339,25 +374,101 @@ def _pair_sums_cpu(variables, moments, b, reporter):
             np.add.outer(u[i, r], u[i, col], out=v)
             t -= v
             t += c[i]
-        G1, G2 = G_diag if r == col else G_off
-        G1 += F @ F.T
+        G = G_diag if c0 == r0 else G_off
+        G[0] += F @ F.T
         np.multiply(F, F, out=F)
-        G2 += F @ F.T
-        reporter.step()
-    return (G_diag[0] + 2.0 * G_off[0], G_diag[1] + 2.0 * G_off[1])
+        G[1] += F @ F.T
+    return G_diag, G_off
 
 
-def _sums_cpu(variables, block, progress):
+def _run_tasks(task, segments, combine, n_threads, reporter):
+    """Run ``task(r0, c_starts, buffers, stop)`` on every segment; combine the results in order.
+
+    On an exception in the calling thread (KeyboardInterrupt included) the
+    workers stop at their next tile and are joined before it propagates.
+    """
+    buffers = _Buffers()
+    stop = threading.Event()
+    if n_threads == 1:
+        for r0, c_starts in segments:
+            combine(task(r0, c_starts, buffers, stop))
+            reporter.step(len(c_starts))
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    pending = collections.deque()
+    with ThreadPoolExecutor(max_workers=n_threads, thread_name_prefix="paralingam-hsic") as ex:
+        try:
+            for r0, c_starts in segments:
+                pending.append((ex.submit(task, r0, c_starts, buffers, stop), len(c_starts)))
+                while len(pending) > 2 * n_threads:
+                    future, tiles = pending.popleft()
+                    combine(future.result())
+                    reporter.step(tiles)
+            while pending:
+                future, tiles = pending.popleft()
+                combine(future.result())
+                reporter.step(tiles)
+        except BaseException:
+            stop.set()
+            for future, _ in pending:
+                future.cancel()
+            raise
+
+
+def _sums_cpu(variables, block, progress, n_threads=1):
     """Statistics, variance sums and null means of all pairs, on the CPU."""
-    n = variables[0].shape[1]
-    reporter = _Progress(2 * _n_tiles(n, block), progress)
-    try:
-        moments = _Moments(_row_sums_cpu(variables, block, reporter))
-        G1, G2 = _pair_sums_cpu(variables, moments, block, reporter)
-    finally:
-        reporter.close()
+    q, n = len(variables), variables[0].shape[1]
+    tiles = _n_tiles(n, block)
+    if tiles <= _TILES_PER_TASK:
+        n_threads = 1  # one task per pass
+    reporter = _Progress(2 * tiles, progress)
+    rows_sum = np.zeros((q, n))
+    G = np.zeros((2, 2, q, q))  # [diagonal tiles, others][G1, G2]
+
+    def add_rows(result):
+        r, c, row_part, col_part = result
+        rows_sum[:, r] += row_part
+        rows_sum[:, c] += col_part
+
+    def add_pairs(result):
+        G[0] += result[0]
+        G[1] += result[1]
+
+    with _blas_single_threaded(n_threads):
+        try:
+            _run_tasks(functools.partial(_row_sums_task, variables, block),
+                       _segments(n, block), add_rows, n_threads, reporter)
+            moments = _Moments(rows_sum)
+            _run_tasks(functools.partial(_pair_sums_task, variables, moments, block),
+                       _segments(n, block), add_pairs, n_threads, reporter)
+        finally:
+            reporter.close()
+    # a tile off the diagonal blocks stands for its mirror image too
+    G1, G2 = G[0] + 2.0 * G[1]
     stat, var_sum = moments.statistics(G1, G2)
     return stat, var_sum, moments.mu
+
+
+def _blas_single_threaded(n_threads):
+    """One BLAS thread while several of ours run products side by side."""
+    if n_threads == 1:
+        return contextlib.nullcontext()
+    from . import _api
+
+    return _api._blas_in_this_thread()
+
+
+def _thread_count(n_threads):
+    if n_threads is None:
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except (AttributeError, OSError):
+            return max(1, os.cpu_count() or 1)
+    if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)) \
+            or n_threads < 1:
+        raise ValueError(f"n_threads must be a positive integer; got {n_threads!r}")
+    return int(n_threads)
 
 
 def _host_bytes_needed(n, variables, block):
@@ -569,8 +680,8 @@ class _Progress:
         self.active = mode is True
         self.decided = mode != "auto" or not _stderr_is_terminal()
 
-    def step(self):
-        self.done += 1
+    def step(self, k=1):
+        self.done += k
         if not self.active:
             if self.decided:
                 return
@@ -589,9 +700,9 @@ class _Progress:
                 self.bar = False
             else:
                 self.bar = tqdm(total=self.total, desc="p-values", unit=self.unit,
-                                initial=self.done - 1)
+                                initial=self.done - k)
         if self.bar:
-            self.bar.update(1)
+            self.bar.update(k)
             return
         elapsed = time.perf_counter() - self.start
         if self.done == self.total or elapsed - self.last >= 1.0:

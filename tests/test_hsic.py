@@ -1,6 +1,7 @@
 """The HSIC gamma test against lingam 1.13's ``hsic_test_gamma``."""
 
 import itertools
+import threading
 
 import numpy as np
 import pytest
@@ -247,33 +248,46 @@ def test_progress_true_reports_on_stderr(capsys, monkeypatch):
 
 @pytest.mark.parametrize("bad", [{"progress": "yes"}, {"progress": 1.5}, {"block_size": 0},
                                  {"block_size": 2.5}, {"block_size": True},
-                                 {"backend": "gpu"}])
+                                 {"backend": "gpu"}, {"n_threads": 0}, {"n_threads": 1.0}])
 def test_bad_options_are_refused(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         hsic.independence_p_values(errors(50, 3, 333), **bad)
 
 
-def test_ctrl_c_stops_within_a_tile_and_leaves_the_module_usable(monkeypatch):
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_ctrl_c_stops_at_once_and_leaves_the_module_usable(monkeypatch, n_threads):
     import os
     import signal
 
     E = errors(400, 3, 334)
-    expected = hsic.independence_p_values(E, block_size=20)
-    seen = []
+    expected = hsic.independence_p_values(E, block_size=20, n_threads=1)
+    calls = []
     step = hsic._Progress.step
 
-    def step_and_interrupt(self):
-        step(self)
-        seen.append(self.done)
-        if self.done == 5:
+    def step_and_interrupt(self, k=1):
+        step(self, k)
+        calls.append(self.done)
+        if len(calls) == 3:
             os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C would
 
     monkeypatch.setattr(hsic._Progress, "step", step_and_interrupt)
     with pytest.raises(KeyboardInterrupt):
-        hsic.independence_p_values(E, block_size=20)
-    assert seen[-1] <= 6  # of 2 * 210 tiles: answered at once
+        hsic.independence_p_values(E, block_size=20, n_threads=n_threads)
+    assert len(calls) == 3  # raised before the next task's result was taken
+    assert calls[-1] < 2 * 210  # of 2 x 210 tiles
+    assert not [t for t in threading.enumerate() if t.name.startswith("paralingam-hsic")]
     monkeypatch.setattr(hsic._Progress, "step", step)
-    np.testing.assert_array_equal(hsic.independence_p_values(E, block_size=20), expected)
+    np.testing.assert_array_equal(
+        hsic.independence_p_values(E, block_size=20, n_threads=n_threads), expected)
+
+
+@pytest.mark.parametrize("n, block", [(600, 16), (257, 64), (1000, None)])
+def test_results_are_bitwise_the_same_for_any_thread_count(n, block):
+    E = with_outliers(n, 4, 335)
+    one = hsic.independence_p_values(E, block_size=block, n_threads=1)
+    for threads in (2, 3, 8):
+        np.testing.assert_array_equal(
+            hsic.independence_p_values(E, block_size=block, n_threads=threads), one)
 
 
 # --------------------------------------------------------------------------
@@ -339,8 +353,8 @@ def test_gpu_estimator_p_values_equal_cpu_after_ctrl_c(monkeypatch):
     model = DirectLiNGAM(backend="cuda").fit(X)
     step = hsic._Progress.step
 
-    def step_and_interrupt(self):
-        step(self)
+    def step_and_interrupt(self, k=1):
+        step(self, k)
         os.kill(os.getpid(), signal.SIGINT)
 
     monkeypatch.setattr(hsic, "_GPU_LAUNCH_WORK", 2000 * 6 * 50)
