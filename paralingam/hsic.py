@@ -210,7 +210,7 @@ def independence_p_values(E, constant=None, *, backend="cpu", progress=False,
             stat, var_sum, mu = _sums_cuda(np.vstack(variables), progress)
         else:
             block = _block_size(block_size, len(keep), n)
-            _check_host_memory(n, variables, block)
+            _check_host_memory(n, variables, block, n_threads)
             stat, var_sum, mu = _sums_cpu(variables, block, progress, n_threads)
         iu = np.triu_indices(len(keep), k=1)
         sub[iu] = _gamma_p_values(stat[iu], var_sum[iu], mu[iu[0]], mu[iu[1]], n)
@@ -471,12 +471,15 @@ def _thread_count(n_threads):
     return int(n_threads)
 
 
-def _host_bytes_needed(n, variables, block):
+def _host_bytes_needed(n, variables, block, n_threads=1):
     q = len(variables)
     dims = sum(len(z) for z in variables)
     # scaled copies, row sums and their 1/n multiples, the centred diagonal;
-    # one stacked tile and two single-tile buffers
-    return 8 * (dims * n + 3 * q * n) + 8 * block * block * (q + 3)
+    # per thread one stacked tile and two single-tile buffers; the partial
+    # sums of the tasks in flight (at most 2 per thread, and one being combined)
+    per_task = q * block * (_TILES_PER_TASK + 1) + 4 * q * q
+    return 8 * (dims * n + 3 * q * n + n_threads * block * block * (q + 2)
+                + (2 * n_threads + 1) * per_task)
 
 
 def _available_host_memory():
@@ -491,8 +494,8 @@ def _available_host_memory():
     return None
 
 
-def _check_host_memory(n, variables, block):
-    need = _host_bytes_needed(n, variables, block)
+def _check_host_memory(n, variables, block, n_threads=1):
+    need = _host_bytes_needed(n, variables, block, n_threads)
     avail = _available_host_memory()
     if avail is not None and need > avail:
         raise MemoryError(
