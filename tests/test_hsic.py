@@ -365,3 +365,14 @@ def test_gpu_estimator_p_values_equal_cpu_after_ctrl_c(monkeypatch):
     # the context stays usable and the result is the CPU's
     P = model.get_error_independence_p_values(X)
     np.testing.assert_allclose(P, cpu, rtol=1e-10, atol=1e-300)
+
+
+@pytest.mark.gpu
+def test_gpu_memory_is_checked_before_allocating(monkeypatch):
+    from paralingam import _cuda
+
+    monkeypatch.setattr(hsic, "_gpu_bytes_needed", lambda n, q: 1 << 60)
+    with pytest.raises(_cuda.GPUMemoryError, match="HSIC p-values of 3 variables on 200 samples"):
+        hsic.independence_p_values(errors(200, 3, 346), backend="cuda")
+    monkeypatch.undo()
+    assert np.isfinite(hsic.independence_p_values(errors(200, 3, 346), backend="cuda")).all()
