@@ -2,16 +2,17 @@
 
     python benchmarks/bench_pvalues.py                       # n = 1000, 2000, 7466; p = 11
     python benchmarks/bench_pvalues.py --full                # lingam at every n (minutes)
-    python benchmarks/bench_pvalues.py --backend cuda        # the GPU path (kernels/hsic.cu)
+    python benchmarks/bench_pvalues.py --backend cpu cuda    # and the GPU path (kernels/hsic.cu)
     python benchmarks/bench_pvalues.py --n 500 --lingam-max-n 500   # a quick check
 
 Synthetic Sachs-like data (11 variables, a sparse random DAG, non-Gaussian
 noise: ``paralingam.datasets.make_lingam_data``). Each size is fitted once by
-paralingam; both libraries then compute the p-values of the same adjacency
-matrix (lingam's estimator gets paralingam's matrix), so the columns compare
-the same work. lingam runs only up to ``--lingam-max-n`` samples unless
+paralingam on the CPU; every backend and lingam then compute the p-values of
+the same adjacency matrix (lingam's estimator gets paralingam's matrix), so
+the rows compare the same work. lingam runs only up to ``--lingam-max-n`` samples unless
 ``--full``: at n = 7466 it takes minutes and about 2 n^2 doubles per pair.
 
+The CPU path uses every usable core (limit them with ``taskset``).
 Columns: seconds for paralingam (median of ``--repeats``), the peak memory
 paralingam's call allocated through numpy (tracemalloc, a separate run),
 lingam's seconds, the speed-up, and the largest relative difference of the
@@ -38,7 +39,8 @@ def parse_args(argv=None):
     ap.add_argument("--n", type=int, nargs="+", default=[1000, 2000, 7466],
                     help="sample sizes (default 1000 2000 7466)")
     ap.add_argument("--p", type=int, default=11, help="variables (default 11, as Sachs)")
-    ap.add_argument("--backend", default="cpu", choices=["auto", "cpu", "cuda"])
+    ap.add_argument("--backend", nargs="+", default=["cpu"], choices=["auto", "cpu", "cuda"],
+                    help="paralingam backends to time (default cpu)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3, help="timed runs; the median is reported")
     ap.add_argument("--lingam-max-n", type=int, default=2000,
@@ -98,26 +100,31 @@ def main(argv=None):
     args = parse_args(argv)
     import paralingam
 
+    from paralingam import _backends
+
+    backends = list(dict.fromkeys(_backends.resolve_backend(b) for b in args.backend))
     rows = []
-    first_call = None
+    first_call = {}
     for n in args.n:
         X = data(args.p, n, args.seed)
-        model = paralingam.DirectLiNGAM(backend=args.backend).fit(X)
-        backend = model.fit_stats_["backend"]
-        if first_call is None:  # imports, and on the GPU the context and the kernels
-            t0 = time.perf_counter()
-            model.get_error_independence_p_values(X[:50], progress=False)
-            first_call = time.perf_counter() - t0
-        ours_s, ours_runs, P = time_paralingam(model, X, args.repeats)
-        row = {"n": n, "p": args.p, "backend": backend, "paralingam_s": ours_s,
-               "paralingam_runs_s": ours_runs, "peak_bytes": peak_memory(model, X),
-               "lingam_s": None, "speedup": None, "max_rel_diff": None}
+        model = paralingam.DirectLiNGAM(backend="cpu").fit(X)
+        lingam_s = Q = None
         if args.full or n <= args.lingam_max_n:
             lingam_s, Q = time_lingam(model.adjacency_matrix_, X)
-            row.update(lingam_s=lingam_s, speedup=lingam_s / ours_s,
-                       max_rel_diff=max_rel_diff(P, Q))
-        rows.append(row)
-        print_row(row, header=len(rows) == 1)
+        for backend in backends:
+            model.set_params(backend=backend)
+            if backend not in first_call:  # imports; on the GPU the context and the kernels
+                t0 = time.perf_counter()
+                model.get_error_independence_p_values(X[:50], progress=False)
+                first_call[backend] = time.perf_counter() - t0
+            ours_s, ours_runs, P = time_paralingam(model, X, args.repeats)
+            row = {"n": n, "p": args.p, "backend": backend, "paralingam_s": ours_s,
+                   "paralingam_runs_s": ours_runs, "peak_bytes": peak_memory(model, X),
+                   "lingam_s": lingam_s, "speedup": None, "max_rel_diff": None}
+            if Q is not None:
+                row.update(speedup=lingam_s / ours_s, max_rel_diff=max_rel_diff(P, Q))
+            rows.append(row)
+            print_row(row, header=len(rows) == 1)
 
     out = {
         "benchmark": "bench_pvalues",
@@ -128,13 +135,15 @@ def main(argv=None):
         "python": platform.python_version(),
         "numpy": np.__version__,
         "paralingam": getattr(paralingam, "__version__", None),
+        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "first_call_s": first_call,
         "rows": rows,
     }
     path = args.json or f"bench_pvalues_{socket.gethostname()}.json"
     with open(path, "w") as f:
         json.dump(out, f, indent=2)
-    print(f"first call (imports, CUDA context and kernels if any): {first_call:.3f} s")
+    for backend, seconds in first_call.items():
+        print(f"first call on {backend} (imports; CUDA context and kernels): {seconds:.3f} s")
     print(f"wrote {path}")
 
 
