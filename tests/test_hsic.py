@@ -377,3 +377,40 @@ def test_gpu_memory_is_checked_before_allocating(monkeypatch):
         hsic.independence_p_values(errors(200, 3, 346), backend="cuda")
     monkeypatch.undo()
     assert np.isfinite(hsic.independence_p_values(errors(200, 3, 346), backend="cuda")).all()
+
+
+def test_progress_uses_tqdm_when_installed(monkeypatch):
+    import sys
+    import types
+
+    bars = []
+
+    class FakeTqdm:
+        def __init__(self, total, initial, **kwargs):
+            self.total, self.n, self.closed = total, initial, False
+            bars.append(self)
+
+        def update(self, k):
+            self.n += k
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=FakeTqdm))
+    hsic.independence_p_values(errors(200, 3, 347), progress=True, block_size=10, n_threads=2)
+    assert len(bars) == 1 and bars[0].closed
+    assert bars[0].n == bars[0].total == 2 * 210  # both passes over the 20 x 21 / 2 tiles
+
+
+def test_progress_auto_shows_on_a_terminal_when_the_run_is_long(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setattr(hsic, "_stderr_is_terminal", lambda: True)
+    monkeypatch.setattr(hsic._Progress, "DECIDE_AFTER_S", 0.0)
+    monkeypatch.setattr(hsic._Progress, "AUTO_AFTER_S", 1e9)  # "short": nothing shown
+    hsic.independence_p_values(errors(200, 3, 348), progress="auto", block_size=10)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(hsic._Progress, "AUTO_AFTER_S", 0.0)  # "long": shown
+    hsic.independence_p_values(errors(200, 3, 348), progress="auto", block_size=10)
+    assert "p-values: 100%" in capsys.readouterr().err
