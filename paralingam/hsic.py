@@ -177,8 +177,9 @@ def independence_p_values(E, constant=None, *, backend="cpu", progress=False,
     Raises
     ------
     ValueError
-        With two or more columns and fewer than ``MIN_SAMPLES`` (6) rows, or
-        a bad ``backend``, ``progress``, ``block_size`` or ``n_threads``.
+        With two or more columns and fewer than ``MIN_SAMPLES`` (6) rows,
+        non-finite values, a ``constant`` of the wrong length, or a bad
+        ``backend``, ``progress``, ``block_size`` or ``n_threads``.
     MemoryError
         When the ``O(n_samples * n_features)`` working arrays do not fit in
         the available memory (checked before anything is allocated).
@@ -193,14 +194,21 @@ def independence_p_values(E, constant=None, *, backend="cpu", progress=False,
     n, p = E.shape
     backend = _backends.resolve_backend(backend)
     n_threads = _thread_count(n_threads)
+    if constant is not None:
+        constant = np.asarray(constant, dtype=bool)
+        if constant.shape != (p,):
+            raise ValueError(f"constant must have one entry per column of E ({p}); "
+                             f"got shape {constant.shape}")
     P = np.zeros((p, p))
     if p < 2:
         return P
     _check_samples(n)
+    if not np.isfinite(E).all():
+        raise ValueError("E contains NaN or infinite values; the HSIC test needs finite data")
     widths = np.array([kernel_width(E[:, i]) for i in range(p)])
     flat = np.isnan(widths)
     if constant is not None:
-        flat |= np.asarray(constant, dtype=bool)
+        flat |= constant
     keep = np.flatnonzero(~flat)
     if len(keep) > 1:
         variables = [_scaled(E[:, i], widths[i]) for i in keep]

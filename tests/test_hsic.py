@@ -414,3 +414,12 @@ def test_progress_auto_shows_on_a_terminal_when_the_run_is_long(monkeypatch, cap
     monkeypatch.setattr(hsic._Progress, "AUTO_AFTER_S", 0.0)  # "long": shown
     hsic.independence_p_values(errors(200, 3, 348), progress="auto", block_size=10)
     assert "p-values: 100%" in capsys.readouterr().err
+
+
+def test_non_finite_errors_and_bad_constant_flags_are_refused():
+    E = errors(50, 3, 349)
+    with pytest.raises(ValueError, match="constant must have one entry per column of E"):
+        hsic.independence_p_values(E, constant=[True, False])
+    E[7, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        hsic.independence_p_values(E)
