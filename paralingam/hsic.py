@@ -31,9 +31,9 @@ import numpy as np
 # p-value NaN, at n = 3 it divides by zero. Six samples is the least it needs.
 MIN_SAMPLES = 6
 
-# Doubles in one stacked tile (variables x b x b). 2**18 (2 MiB) keeps the
-# tile's repeated elementwise passes in the cache; with 11 variables that is
-# b = 128, which measured fastest of 128, 256 and 512 on the 2-core VM.
+# Doubles in one stacked tile (variables x b x b): 2**18 (2 MiB) keeps the
+# tile's repeated elementwise passes in the cache (b = 128 at 11 variables).
+# Between b = 128 and 512 the time changed little (docs/design/p_values.rst).
 _TILE_DOUBLES = 2**18
 _MIN_BLOCK, _MAX_BLOCK = 32, 1024
 
