@@ -289,7 +289,7 @@ class DirectLiNGAM(BaseEstimator):
         coef = np.linalg.lstsq(A, y, rcond=None)[0]
         return float(coef[0])
 
-    def get_error_independence_p_values(self, X):
+    def get_error_independence_p_values(self, X, *, progress="auto"):
         """p-values of HSIC tests of independence between the error variables.
 
         The errors are ``E = X - X B^T``; each pair of columns of ``E`` gets
@@ -303,6 +303,10 @@ class DirectLiNGAM(BaseEstimator):
         ----------
         X : array-like or pandas.DataFrame, shape (n_samples, n_features)
             Original data.
+        progress : bool or {"auto"}, default "auto"
+            Report progress on stderr: ``True`` always, ``"auto"`` when
+            stderr is a terminal and the rest is expected to take longer
+            than 10 s, ``False`` never. Uses tqdm when it is installed.
 
         Returns
         -------
@@ -314,6 +318,14 @@ class DirectLiNGAM(BaseEstimator):
         ValueError
             When ``X`` has fewer than 6 samples (and two or more columns):
             the gamma approximation needs 6 (``paralingam.hsic.MIN_SAMPLES``).
+        MemoryError
+            When the working arrays (``O(n_samples * n_features)``; no
+            ``n x n`` matrix is formed) do not fit.
+
+        Notes
+        -----
+        The Gram matrices are summed tile by tile (docs/user_guide/p_values.rst),
+        on the GPU when this estimator's ``backend`` resolves to CUDA.
         """
         data = self._checked_data(X)
         # On columns scaled by powers of two, as fit scales them: the errors
@@ -326,7 +338,7 @@ class DirectLiNGAM(BaseEstimator):
         B = np.ldexp(self.adjacency_matrix_, exponents[None, :] - exponents[:, None])
         E = data - data @ B.T
         constant = E.var(axis=0) <= EXPLAINED_TOL * data.var(axis=0)
-        return independence_p_values(E, constant)
+        return independence_p_values(E, constant, backend=self.backend, progress=progress)
 
     # ------------------------------------------------------------------
     # bootstrap
