@@ -543,3 +543,27 @@ def test_bootstrap_on_local_cuda_cluster_equals_serial(lingam_data):
     np.testing.assert_allclose(ours.adjacency_matrices_, ref.adjacency_matrices_,
                                rtol=0, atol=1e-10)
     np.testing.assert_allclose(ours.total_effects_, ref.total_effects_, rtol=0, atol=1e-10)
+
+
+@pytest.mark.gpu
+def test_var_and_multigroup_bootstrap_on_local_cuda_cluster_equal_serial():
+    dask_cuda = pytest.importorskip("dask_cuda")
+    X = var_series(600, 6, 2, 924)
+    Xs = groups([500, 400], 6, 935)
+    # backend="cuda" both ways: the same order search and pruning on each GPU
+    var_ref = paralingam.VARLiNGAM(lags=2, random_state=25, backend="cuda").bootstrap(X, 20)
+    mg_ref = paralingam.MultiGroupDirectLiNGAM(random_state=45, backend="cuda").bootstrap(Xs, 10)
+    with dask_cuda.LocalCUDACluster(dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as c:
+        var_ours = paralingam.VARLiNGAM(lags=2, random_state=25, backend="cuda").bootstrap(
+            X, 20, client=c)
+        mg_ours = paralingam.MultiGroupDirectLiNGAM(random_state=45, backend="cuda").bootstrap(
+            Xs, 10, client=c)
+    # the same kernels on the same GPU model: the same graphs, the same weights
+    # up to the GPU reductions' rounding
+    pairs = [(var_ours, var_ref)] + list(zip(mg_ours, mg_ref))
+    for ours, ref in pairs:
+        np.testing.assert_array_equal(ours.adjacency_matrices_ != 0, ref.adjacency_matrices_ != 0)
+        np.testing.assert_allclose(ours.adjacency_matrices_, ref.adjacency_matrices_,
+                                   rtol=0, atol=1e-10)
+        np.testing.assert_allclose(ours.total_effects_, ref.total_effects_, rtol=0, atol=1e-10)
