@@ -4,8 +4,10 @@
 data) to every worker once, runs a module-level function on each batch of
 work (a few resamples, say), reports each finished batch, and returns the
 batches' results in their order. Bootstraps build on it:
-:func:`bootstrap_directlingam` is ``DirectLiNGAM.bootstrap(..., client=...)``,
-and other models' bootstraps can pass their own batch function.
+:func:`bootstrap_directlingam`, :func:`bootstrap_varlingam` and
+:func:`bootstrap_multigroup` are the ``bootstrap(..., client=...)`` of
+``DirectLiNGAM``, ``VARLiNGAM`` and ``MultiGroupDirectLiNGAM``; other models'
+bootstraps can pass their own batch function.
 
 ``distributed`` is imported here only, and only when a client is given; the
 package itself never imports it.
@@ -471,7 +473,8 @@ def bootstrap_varlingam(template, coefs, residuals, n_samples, n_sampling, rng, 
 
     Returns
     -------
-    adjacency_matrices, total_effects : ndarray, shape (n_sampling, n_features, n_features * (1 + lags))
+    adjacency_matrices, total_effects : ndarray
+        Shape (n_sampling, n_features, n_features * (1 + lags)).
     timings : dict
         Seconds simulating, fitting and computing total effects, summed over
         the tasks (a chunk split over several tasks is simulated by each).
@@ -591,7 +594,8 @@ def bootstrap_multigroup(template, data, pk, coef_threshold, n_sampling, rng, cl
 
     Returns
     -------
-    adjacency_matrices, total_effects : ndarray, shape (n_groups, n_sampling, n_features, n_features)
+    adjacency_matrices, total_effects : ndarray
+        Shape (n_groups, n_sampling, n_features, n_features).
     last_order : list of int
         The causal order of the last resample.
     """
@@ -630,7 +634,10 @@ def bootstrap_multigroup(template, data, pk, coef_threshold, n_sampling, rng, cl
 
 
 def _multigroup_batch(shared, batch, n_threads=1):
-    """Fit the resamples of one batch (worker side); mirrors ``MultiGroupDirectLiNGAM.bootstrap``."""
+    """Fit the resamples of one batch (worker side).
+
+    Mirrors the loop of ``MultiGroupDirectLiNGAM.bootstrap``.
+    """
     import copy
 
     from .bootstrap import total_effects
