@@ -487,11 +487,13 @@ def bootstrap_varlingam(template, coefs, residuals, n_samples, n_sampling, rng, 
 
     check_client(client)
     timings = {"simulate": 0.0, "fit": 0.0, "total_effects": 0.0}
+    t0 = time.perf_counter()
     index = np.arange(len(residuals))
     rows = np.empty((n_sampling, n_samples), dtype=_index_dtype(len(residuals)))
     with config_context(skip_parameter_validation=True):
         for k in range(n_sampling):
             rows[k] = resample(index, n_samples=n_samples, random_state=rng)
+    timings["simulate"] += time.perf_counter() - t0  # the serial loop counts its draws there
     n_features = residuals.shape[1]
     width = n_features * (1 + coefs.shape[0])
     adjacency_matrices = np.zeros((n_sampling, n_features, width))
