@@ -4,8 +4,10 @@
 data) to every worker once, runs a module-level function on each batch of
 work (a few resamples, say), reports each finished batch, and returns the
 batches' results in their order. Bootstraps build on it:
-:func:`bootstrap_directlingam` is ``DirectLiNGAM.bootstrap(..., client=...)``,
-and other models' bootstraps can pass their own batch function.
+:func:`bootstrap_directlingam`, :func:`bootstrap_varlingam` and
+:func:`bootstrap_multigroup` are the ``bootstrap(..., client=...)`` of
+``DirectLiNGAM``, ``VARLiNGAM`` and ``MultiGroupDirectLiNGAM``; other models'
+bootstraps can pass their own batch function.
 
 ``distributed`` is imported here only, and only when a client is given; the
 package itself never imports it.
@@ -27,7 +29,8 @@ import uuid
 
 import numpy as np
 
-__all__ = ["map_batches", "split", "check_client", "bootstrap_directlingam"]
+__all__ = ["map_batches", "split", "chunk_batches", "check_client", "bootstrap_directlingam",
+           "bootstrap_varlingam", "bootstrap_multigroup"]
 
 # Errors that a batch raises because of its data (a resample with a constant
 # column, say): running it again gives the same error, so it is not retried.
@@ -389,3 +392,277 @@ def _cuda_context_in_this_thread():
     current = drv.Context.get_current()
     if current is None or current.handle != ctx.handle:
         ctx.push()
+
+
+# ----------------------------------------------------------------------
+# VARLiNGAM.bootstrap
+# ----------------------------------------------------------------------
+
+def _index_dtype(n_rows):
+    """int32 row indices (half the transfer) where they fit; the rows drawn are the same."""
+    return np.int32 if n_rows < 2**31 else np.intp
+
+
+def _worker_n_threads(n_threads, size):
+    """Threads of one fit on a worker: 1 for small data (fit's default), else the task's share."""
+    from . import _api
+
+    return 1 if size < _api.SMALL_SEARCH else n_threads
+
+
+def _cuda_context_if(backend):
+    """Push the CUDA context in this worker thread when ``backend`` resolves to CUDA."""
+    from . import _backends
+
+    resolved = _backends.resolve_backend(backend)
+    if resolved == "cuda":
+        _cuda_context_in_this_thread()
+    return resolved
+
+
+def chunk_batches(n_items, chunk, client, batch_size=None):
+    """``(chunk_start, range)`` batches that never straddle a multiple of ``chunk``.
+
+    Each chunk ``[c, c + chunk)`` is cut into near-equal consecutive pieces
+    of at most ``batch_size`` items (default: :func:`split`'s), so that a
+    task's items all belong to one chunk.
+
+    Returns
+    -------
+    list of (int, range)
+    """
+    if batch_size is None:
+        batch_size = len(split(n_items, client)[0]) if n_items else 1
+    out = []
+    for c in range(0, n_items, chunk):
+        stop = min(c + chunk, n_items)
+        pieces = math.ceil((stop - c) / batch_size)
+        bounds = [c + (stop - c) * i // pieces for i in range(pieces + 1)]
+        out.extend((c, range(a, b)) for a, b in zip(bounds[:-1], bounds[1:]))
+    return out
+
+
+def bootstrap_varlingam(template, coefs, residuals, n_samples, n_sampling, rng, client, reporter,
+                        chunk):
+    """The resamples of ``VARLiNGAM.bootstrap(X, n_sampling, client=client)``.
+
+    The serial bootstrap draws the residuals' rows of ``chunk`` resamples,
+    simulates those series together (one recursion over time for the chunk)
+    and fits each. Here the rows are drawn on the caller in the same order
+    from ``rng``; each task gets the rows of one chunk, simulates the whole
+    chunk as the serial loop does (the matrix products of the recursion are
+    then the same shape, so the series are the same to the bit) and fits its
+    own part of it.
+
+    Parameters
+    ----------
+    template : paralingam.VARLiNGAM
+        Unfitted, with the lags, ``ar_coefs`` and criterion (``None``) that
+        every resample's fit starts from.
+    coefs : ndarray, shape (lags, n_features, n_features)
+        The VAR fitted to the data, which the series are simulated from.
+    residuals : ndarray, shape (n_samples - lags, n_features)
+        Its residuals, which are resampled; sent to every worker once.
+    n_samples, n_sampling : int
+    rng : numpy.random.RandomState
+    client : distributed.Client
+    reporter : object
+        ``reporter.update(done)`` after each resample, ``reporter.close()``.
+    chunk : int
+        Resamples the serial bootstrap simulates together.
+
+    Returns
+    -------
+    adjacency_matrices, total_effects : ndarray
+        Shape (n_sampling, n_features, n_features * (1 + lags)).
+    timings : dict
+        Seconds simulating, fitting and computing total effects, summed over
+        the tasks (a chunk split over several tasks is simulated by each).
+    last : tuple
+        ``(ar_coefs, lags, residuals, causal_order, adjacency_matrices)`` of
+        the last resample's fit: the state the serial bootstrap leaves.
+    """
+    from sklearn import config_context
+    from sklearn.utils import resample
+
+    check_client(client)
+    timings = {"simulate": 0.0, "fit": 0.0, "total_effects": 0.0}
+    t0 = time.perf_counter()
+    index = np.arange(len(residuals))
+    rows = np.empty((n_sampling, n_samples), dtype=_index_dtype(len(residuals)))
+    with config_context(skip_parameter_validation=True):
+        for k in range(n_sampling):
+            rows[k] = resample(index, n_samples=n_samples, random_state=rng)
+    timings["simulate"] += time.perf_counter() - t0  # the serial loop counts its draws there
+    n_features = residuals.shape[1]
+    width = n_features * (1 + coefs.shape[0])
+    adjacency_matrices = np.zeros((n_sampling, n_features, width))
+    effects = np.zeros_like(adjacency_matrices)
+    batches = [(c, rows[c:c + chunk], r.start - c, r.stop - c)
+               for c, r in chunk_batches(n_sampling, chunk, client)]
+    done = itertools.count(1)
+    last = []
+
+    def collect(i, value):
+        start, B, T, batch_timings, state = value
+        adjacency_matrices[start:start + len(B)] = B
+        effects[start:start + len(B)] = T
+        for key, dt in batch_timings.items():
+            timings[key] += dt
+        if state is not None:
+            last.append(state)
+        for _ in range(len(B)):
+            reporter.update(next(done))
+
+    shared = {"model": template, "coefs": coefs, "residuals": residuals,
+              "n_sampling": n_sampling}
+    try:
+        map_batches(client, _varlingam_batch, batches, shared=shared, on_result=collect,
+                    name="paralingam-bootstrap")
+    finally:
+        reporter.close()
+    return adjacency_matrices, effects, timings, last[0]
+
+
+def _varlingam_batch(shared, batch, n_threads=1):
+    """Simulate one chunk and fit its part ``[lo, hi)`` (worker side); mirrors
+    the loop of ``VARLiNGAM.bootstrap``."""
+    import copy
+
+    from .var_lingam import _simulate, _var_total_effects
+
+    template, coefs, residuals = shared["model"], shared["coefs"], shared["residuals"]
+    chunk_start, rows, lo, hi = batch
+    model = copy.copy(template)
+    if model._lingam_model is not None:
+        # The worker's threads share ``shared``: each task fits its own copy.
+        model._lingam_model = copy.deepcopy(model._lingam_model)
+    options = dict(model._fit_options or {})
+    if "n_threads" not in options:
+        # Explicit, as for DirectLiNGAM's tasks: the search's adaptive thread
+        # count stays off beside the worker's other tasks, and the pruning
+        # does not take every core of the machine.
+        options["n_threads"] = _worker_n_threads(n_threads, rows.shape[1] * residuals.shape[1])
+        model._fit_options = options
+    _cuda_context_if(model._backend)
+    timings = {"simulate": 0.0, "fit": 0.0, "total_effects": 0.0}
+    t0 = time.perf_counter()
+    series = _simulate(coefs, residuals[rows])
+    timings["simulate"] += time.perf_counter() - t0
+    ar_coefs, lags = template._ar_coefs, template._lags
+    n = hi - lo
+    B_all = np.zeros((n, residuals.shape[1], residuals.shape[1] * (1 + coefs.shape[0])))
+    T_all = np.zeros_like(B_all)
+    for j, b in enumerate(range(lo, hi)):
+        t0 = time.perf_counter()
+        model._ar_coefs, model._lags = ar_coefs, lags
+        model.fit(series[b])
+        t1 = time.perf_counter()
+        B_all[j] = np.concatenate([*model._adjacency_matrices], axis=1)
+        T_all[j] = _var_total_effects(model._adjacency_matrices, model._causal_order)
+        timings["fit"] += t1 - t0
+        timings["total_effects"] += time.perf_counter() - t1
+    state = None
+    if chunk_start + hi == shared["n_sampling"]:
+        state = (model._ar_coefs, model._lags, model._residuals, model._causal_order,
+                 model._adjacency_matrices)
+    return chunk_start + lo, B_all, T_all, timings, state
+
+
+# ----------------------------------------------------------------------
+# MultiGroupDirectLiNGAM.bootstrap
+# ----------------------------------------------------------------------
+
+def bootstrap_multigroup(template, data, pk, coef_threshold, n_sampling, rng, client, reporter):
+    """The resamples of ``MultiGroupDirectLiNGAM.bootstrap(X_list, n_sampling, client=client)``.
+
+    The rows of every group of every resample are drawn on the caller in the
+    serial bootstrap's order (for each resample, each group in turn, from
+    ``rng``); the workers fit them.
+
+    Parameters
+    ----------
+    template : paralingam.MultiGroupDirectLiNGAM
+        Unfitted copy with the model's parameters.
+    data : list of ndarray
+        The checked groups, sent to every worker once.
+    pk : ndarray or None
+        The checked prior-knowledge matrix.
+    coef_threshold : float or None
+    n_sampling : int
+    rng : numpy.random.RandomState
+    client : distributed.Client
+    reporter : object
+
+    Returns
+    -------
+    adjacency_matrices, total_effects : ndarray
+        Shape (n_groups, n_sampling, n_features, n_features).
+    last_order : list of int
+        The causal order of the last resample.
+    """
+    from sklearn import config_context
+    from sklearn.utils import resample
+
+    check_client(client)
+    indices = [np.arange(len(X)) for X in data]
+    dtype = _index_dtype(max(len(X) for X in data))
+    with config_context(skip_parameter_validation=True):
+        rows = [[resample(idx, random_state=rng).astype(dtype) for idx in indices]
+                for _ in range(n_sampling)]
+    G, p = len(data), data[0].shape[1]
+    ams = np.zeros((G, n_sampling, p, p))
+    tes = np.zeros((G, n_sampling, p, p))
+    orders = [None] * n_sampling
+    batches = [(r.start, rows[r.start:r.stop]) for r in split(n_sampling, client)]
+    done = itertools.count(1)
+
+    def collect(i, value):
+        start, batch_orders, B, T = value
+        m = len(batch_orders)
+        ams[:, start:start + m] = B
+        tes[:, start:start + m] = T
+        orders[start:start + m] = batch_orders
+        for _ in range(m):
+            reporter.update(next(done))
+
+    shared = {"model": template, "data": data, "pk": pk, "coef_threshold": coef_threshold}
+    try:
+        map_batches(client, _multigroup_batch, batches, shared=shared, on_result=collect,
+                    name="paralingam-bootstrap")
+    finally:
+        reporter.close()
+    return ams, tes, orders[-1]
+
+
+def _multigroup_batch(shared, batch, n_threads=1):
+    """Fit the resamples of one batch (worker side).
+
+    Mirrors the loop of ``MultiGroupDirectLiNGAM.bootstrap``.
+    """
+    import copy
+
+    from .bootstrap import total_effects
+
+    model, data = shared["model"], shared["data"]
+    if model.n_threads is None:
+        # The adaptive lasso's default is every core of the machine: share
+        # the worker's threads among its tasks instead.
+        model = copy.copy(model)
+        model.n_threads = _worker_n_threads(n_threads, data[0].size)
+    backend = model._adjacency_backend(model.backend)
+    if backend == "cuda":
+        _cuda_context_in_this_thread()
+    start, rows = batch
+    G, p = len(data), data[0].shape[1]
+    B_all = np.zeros((G, len(rows), p, p))
+    T_all = np.zeros_like(B_all)
+    orders = []
+    for j, group_rows in enumerate(rows):
+        order, matrices = model._fit_groups([X[r] for X, r in zip(data, group_rows)],
+                                            shared["pk"], shared["coef_threshold"], backend)
+        for g, B in enumerate(matrices):
+            B_all[g, j] = B
+            T_all[g, j] = total_effects(B, order)
+        orders.append(order)
+    return start, orders, B_all, T_all

@@ -10,6 +10,7 @@ import re
 import signal
 import sys
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -297,6 +298,226 @@ def test_bootstrap_survives_a_killed_worker(client, lingam_data, tmp_path):
 
 
 # ----------------------------------------------------------------------
+# VARLiNGAM.bootstrap(client=...)
+# ----------------------------------------------------------------------
+
+def var_series(T, p, lags, seed):
+    """A VAR-LiNGAM series with Laplace noise: x_t = B0 x_t + sum_tau B_tau x_{t-tau} + e_t."""
+    rng = np.random.default_rng(seed)
+    B0 = np.tril(rng.uniform(-0.6, 0.6, (p, p)) * (rng.random((p, p)) < 0.6), -1)
+    perm = rng.permutation(p)
+    B0 = B0[np.ix_(perm, perm)]
+    Bs = [rng.uniform(-0.3, 0.3, (p, p)) * (rng.random((p, p)) < 0.5) / (1 + t)
+          for t in range(lags)]
+    inv = np.linalg.inv(np.eye(p) - B0)
+    X = np.zeros((T + 30, p))
+    for t in range(lags, T + 30):
+        X[t] = inv @ (sum(Bs[k] @ X[t - k - 1] for k in range(lags)) + rng.laplace(size=p))
+    return X[30:]
+
+
+def assert_same_var(ours, ref, model_ours, model_ref):
+    np.testing.assert_array_equal(ours.adjacency_matrices_, ref.adjacency_matrices_)
+    np.testing.assert_array_equal(ours.total_effects_, ref.total_effects_)
+    assert set(ours.timings_) == set(ref.timings_)
+    # both leave the model fitted on the last resample
+    assert model_ours.causal_order_ == model_ref.causal_order_
+    np.testing.assert_array_equal(model_ours.adjacency_matrices_, model_ref.adjacency_matrices_)
+    np.testing.assert_array_equal(model_ours.residuals_, model_ref.residuals_)
+    assert model_ours._lags == model_ref._lags
+    np.testing.assert_array_equal(model_ours._ar_coefs, model_ref._ar_coefs)
+    assert model_ours._criterion == model_ref._criterion
+
+
+@pytest.mark.parametrize("kwargs, chunk, max_batch", [
+    # lags > 1 with pruning; chunks of 8 cut into tasks of 1 resample: each
+    # task simulates its whole chunk (a series simulated alone differs in the
+    # last bits: numpy's vector-matrix product is not its matrix product)
+    ({"lags": 3, "criterion": None, "prune": True, "random_state": 21}, 8, 1),
+    ({"lags": 2, "criterion": "bic", "prune": True, "random_state": 22}, 8, None),
+    ({"lags": 1, "criterion": "aic", "prune": False, "random_state": 23}, 64, None),
+])
+def test_varlingam_bootstrap_equals_serial(client, monkeypatch, kwargs, chunk, max_batch):
+    from paralingam import var_lingam
+
+    monkeypatch.setattr(var_lingam, "_SIMULATION_BATCH", chunk)
+    if max_batch is not None:
+        monkeypatch.setattr(_distributed, "MAX_BATCH_SIZE", max_batch)
+    X = var_series(250, 4, kwargs["lags"], 920)
+    serial = paralingam.VARLiNGAM(**kwargs)
+    ref = serial.bootstrap(X, 19)
+    ours_model = paralingam.VARLiNGAM(**kwargs)
+    ours = ours_model.bootstrap(X, 19, client=client)
+    assert ours.adjacency_matrices_.shape == (19, 4, 4 * (1 + kwargs["lags"]))
+    assert_same_var(ours, ref, ours_model, serial)
+    assert len({B.tobytes() for B in ours.adjacency_matrices_}) > 1
+    wait_until_no_tasks(client, "paralingam-")
+
+
+def test_varlingam_bootstrap_given_coefs_model_and_global_state_equal_serial(client):
+    """ar_coefs and a lingam_model given; random_state=None draws numpy's global state."""
+    X = var_series(200, 3, 2, 921)
+    X[::41, 1] *= 25.0  # outliers
+    coefs = paralingam.var_lingam.fit_var(X, 2)[0]
+
+    def model():
+        return paralingam.VARLiNGAM(lags=2, ar_coefs=coefs,
+                                    lingam_model=paralingam.DirectLiNGAM(adjacency="ols"))
+
+    serial, ours_model = model(), model()
+    np.random.seed(31)
+    ref = serial.bootstrap(X, 7)
+    after_ref = np.random.random()
+    np.random.seed(31)
+    ours = ours_model.bootstrap(X, 7, client=client)
+    assert np.random.random() == after_ref
+    assert_same_var(ours, ref, ours_model, serial)
+
+
+def test_varlingam_bootstrap_checks_client_before_fitting():
+    X = var_series(100, 3, 1, 922)
+    model = paralingam.VARLiNGAM()
+    with pytest.raises(ValueError, match="client must be a distributed.Client"):
+        model.bootstrap(X, 2, client=object())
+    assert model.adjacency_matrices_ is None
+
+
+@pytest.mark.parametrize("chunk, batch_size", [(64, 64), (64, 3), (8, 3), (8, 20), (5, 1)])
+def test_chunk_batches_stay_inside_chunks(client, chunk, batch_size):
+    batches = _distributed.chunk_batches(37, chunk, client, batch_size)
+    assert [i for _, r in batches for i in r] == list(range(37))
+    for start, r in batches:
+        assert start % chunk == 0 and start <= r.start and r.stop <= start + chunk
+        assert 1 <= len(r) <= batch_size
+
+
+# ----------------------------------------------------------------------
+# MultiGroupDirectLiNGAM.bootstrap(client=...)
+# ----------------------------------------------------------------------
+
+def groups(sizes, p, seed):
+    """Groups of one LiNGAM (the same order), each with its own weights."""
+    rng = np.random.default_rng(seed)
+    mask = np.tril(rng.random((p, p)) < 0.6, -1)
+    perm = rng.permutation(p)
+    out = []
+    for n in sizes:
+        B = mask * rng.uniform(0.5, 1.5, (p, p)) * rng.choice([-1, 1], (p, p))
+        X = rng.laplace(size=(n, p)) @ np.linalg.inv(np.eye(p) - B).T
+        out.append(np.ascontiguousarray(X[:, perm]))
+    return out
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"random_state": 41},
+    {"random_state": 42, "adjacency": "ols", "coef_threshold": 0.05},
+])
+def test_multigroup_bootstrap_equals_serial(client, kwargs):
+    Xs = groups([220, 160], 5, 930)
+    serial = paralingam.MultiGroupDirectLiNGAM(**kwargs)
+    ref = serial.bootstrap(Xs, 13)
+    ours_model = paralingam.MultiGroupDirectLiNGAM(**kwargs)
+    ours = ours_model.bootstrap(Xs, 13, client=client)
+    assert len(ours) == len(ref) == 2
+    for a, b in zip(ours, ref):
+        np.testing.assert_array_equal(a.adjacency_matrices_, b.adjacency_matrices_)
+        np.testing.assert_array_equal(a.total_effects_, b.total_effects_)
+        assert len({B.tobytes() for B in a.adjacency_matrices_}) > 1
+    # both leave the model fitted on the last resample
+    assert ours_model.causal_order_ == serial.causal_order_
+    for a, b in zip(ours_model.adjacency_matrices_, serial.adjacency_matrices_):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(ours_model.adjacency_matrix_, serial.adjacency_matrix_)
+    wait_until_no_tasks(client, "paralingam-")
+
+
+def test_multigroup_bootstrap_prior_knowledge_three_groups_equals_serial(client):
+    Xs = groups([150, 300, 90], 4, 931)
+    Xs[1][::23, 2] *= 30.0  # outliers in one group
+    pk = -np.ones((4, 4))
+    pk[0, 1] = 0
+    model = paralingam.MultiGroupDirectLiNGAM(random_state=43, prior_knowledge=pk)
+    ref = model.bootstrap(Xs, 6)
+    ours = model.bootstrap(Xs, 6, client=client)
+    for a, b in zip(ours, ref):
+        np.testing.assert_array_equal(a.adjacency_matrices_, b.adjacency_matrices_)
+        np.testing.assert_array_equal(a.total_effects_, b.total_effects_)
+    assert all((a.adjacency_matrices_[:, 0, 1] == 0).all() for a in ours)
+
+
+def test_multigroup_bootstrap_degenerate_resamples_equal_serial(client):
+    """A column constant in some resamples of a group: what serially comes out, comes out."""
+    Xs = groups([120, 80], 3, 932)
+    Xs[1][:, 2] = 0.0
+    Xs[1][5, 2] = 1.0  # one row in 80: about a third of the resamples miss it
+    # the serial draws (each resample: group 0, then group 1): some miss the row
+    from sklearn.utils import resample
+
+    rng = np.random.RandomState(44)
+    missed = 0
+    for _ in range(8):
+        resample(np.arange(120), random_state=rng)
+        missed += 5 not in resample(np.arange(80), random_state=rng)
+    assert 1 <= missed < 8
+    model = paralingam.MultiGroupDirectLiNGAM(random_state=44)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ref = model.bootstrap(Xs, 8)
+    ours = model.bootstrap(Xs, 8, client=client)
+    for a, b in zip(ours, ref):
+        np.testing.assert_array_equal(a.adjacency_matrices_, b.adjacency_matrices_)
+        np.testing.assert_array_equal(a.total_effects_, b.total_effects_)
+
+
+# ----------------------------------------------------------------------
+# progress=
+# ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("use_client", [False, True])
+def test_var_and_multigroup_progress_go_to_stderr(request, capsys, monkeypatch, use_client):
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # the plain line, with or without tqdm
+    kw = {"client": request.getfixturevalue("client")} if use_client else {}
+    paralingam.VARLiNGAM(random_state=1).bootstrap(var_series(120, 3, 1, 933), 3,
+                                                   progress=True, **kw)
+    err = capsys.readouterr().err
+    assert "bootstrap: 3/3 resamples" in err
+    paralingam.MultiGroupDirectLiNGAM(random_state=2).bootstrap(groups([90, 70], 3, 934), 4,
+                                                                progress=True, **kw)
+    assert "bootstrap: 4/4 resamples" in capsys.readouterr().err
+    paralingam.MultiGroupDirectLiNGAM(random_state=2).bootstrap(groups([90, 70], 3, 934), 2,
+                                                                **kw)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(ValueError, match="progress must be"):
+        paralingam.VARLiNGAM().bootstrap(var_series(120, 3, 1, 933), 2, progress="yes")
+    with pytest.raises(ValueError, match="progress must be"):
+        paralingam.MultiGroupDirectLiNGAM().bootstrap(groups([90, 70], 3, 934), 2,
+                                                      progress="yes")
+
+
+def test_varlingam_bootstrap_survives_a_killed_worker(client, monkeypatch, tmp_path):
+    from paralingam import var_lingam
+
+    monkeypatch.setattr(var_lingam, "_SIMULATION_BATCH", 6)  # several chunks, several tasks
+    X = var_series(200, 3, 2, 923)
+    serial = paralingam.VARLiNGAM(lags=2, random_state=24)
+    ref = serial.bootstrap(X, 16)
+    flag = str(tmp_path / "killed")
+    pids_before = set(client.run(os.getpid).values())
+    client.register_plugin(KillOnce(flag))
+    ours_model = paralingam.VARLiNGAM(lags=2, random_state=24)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            ours = pool.submit(ours_model.bootstrap, X, 16,
+                               client=client).result(timeout=DEADLINE_S)
+    finally:
+        client.unregister_worker_plugin(KillOnce.name)
+        client.wait_for_workers(2, timeout=DEADLINE_S)
+    with open(flag) as f:
+        assert int(f.read()) in pids_before
+    assert_same_var(ours, ref, ours_model, serial)
+
+
+# ----------------------------------------------------------------------
 # One worker per GPU (dask-cuda)
 # ----------------------------------------------------------------------
 
@@ -322,3 +543,27 @@ def test_bootstrap_on_local_cuda_cluster_equals_serial(lingam_data):
     np.testing.assert_allclose(ours.adjacency_matrices_, ref.adjacency_matrices_,
                                rtol=0, atol=1e-10)
     np.testing.assert_allclose(ours.total_effects_, ref.total_effects_, rtol=0, atol=1e-10)
+
+
+@pytest.mark.gpu
+def test_var_and_multigroup_bootstrap_on_local_cuda_cluster_equal_serial():
+    dask_cuda = pytest.importorskip("dask_cuda")
+    X = var_series(600, 6, 2, 924)
+    Xs = groups([500, 400], 6, 935)
+    # backend="cuda" both ways: the same order search and pruning on each GPU
+    var_ref = paralingam.VARLiNGAM(lags=2, random_state=25, backend="cuda").bootstrap(X, 20)
+    mg_ref = paralingam.MultiGroupDirectLiNGAM(random_state=45, backend="cuda").bootstrap(Xs, 10)
+    with dask_cuda.LocalCUDACluster(dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as c:
+        var_ours = paralingam.VARLiNGAM(lags=2, random_state=25, backend="cuda").bootstrap(
+            X, 20, client=c)
+        mg_ours = paralingam.MultiGroupDirectLiNGAM(random_state=45, backend="cuda").bootstrap(
+            Xs, 10, client=c)
+    # the same kernels on the same GPU model: the same graphs, the same weights
+    # up to the GPU reductions' rounding
+    pairs = [(var_ours, var_ref)] + list(zip(mg_ours, mg_ref))
+    for ours, ref in pairs:
+        np.testing.assert_array_equal(ours.adjacency_matrices_ != 0, ref.adjacency_matrices_ != 0)
+        np.testing.assert_allclose(ours.adjacency_matrices_, ref.adjacency_matrices_,
+                                   rtol=0, atol=1e-10)
+        np.testing.assert_allclose(ours.total_effects_, ref.total_effects_, rtol=0, atol=1e-10)
