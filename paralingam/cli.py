@@ -197,10 +197,16 @@ def _tokenized(path, delimiter):
         raise ValueError(f"{path}: not a UTF-8 text table; give a text table "
                          "(.csv, .tsv, .txt) or a .npy array") from None
     if delimiter is None:
-        try:
-            delimiter = csv.Sniffer().sniff(text[:65536], delimiters=",;\t ").delimiter
-        except csv.Error:  # one column, or nothing the sniffer recognises
-            delimiter = ","
+        sample = text[:65536]
+        if not any(c in sample for c in ",;\t"):
+            # blanks only (np.savetxt's default; fixed-width columns, whose
+            # leading blanks vary from line to line and defeat the sniffer)
+            delimiter = " "
+        else:
+            try:
+                delimiter = csv.Sniffer().sniff(sample, delimiters=",;\t ").delimiter
+            except csv.Error:  # nothing the sniffer recognises
+                delimiter = ","
     if delimiter == " ":
         # Blank-separated, as np.savetxt writes by default; fixed-width formats
         # ("%10.4f") pad with several blanks and start lines with them.
@@ -248,7 +254,7 @@ def _header_decision(path, rows, header, square, notes):
                                              else "a sample (--no-header)"))
         return bool(header)
     if not all(_is_number(f) for f in first):
-        notes.append("first row read as column names (it is not all numbers)")
+        notes.append("first row read as column names (it has fields that are not numbers)")
         return True
     if not all(_is_integer(f) for f in first):
         return False
@@ -329,6 +335,9 @@ def read_prior_knowledge(path, names, *, delimiter=None):
     """
     table = read_table(path, delimiter=delimiter, square=True)
     pk_names = table.names
+    if names is None and pk_names is not None and \
+            pk_names == [str(k) for k in range(len(pk_names))]:
+        pk_names = None  # pandas' labels 0..p-1 of unnamed data: positions
     if pk_names is not None and names is None:
         raise ValueError(f"{path} has a header but the data file has none: the header "
                          "cannot be checked against the data's columns (remove it, or "
@@ -786,9 +795,18 @@ def _fit_and_write(args, fit, outputs):
     # The summary goes to stderr when a result goes to stdout.
     say_to = sys.stderr if any(o.stdout for o in outputs.values()) else sys.stdout
 
+    cut = []
+
     def say(line=""):
-        if not args.quiet:
-            print(line, file=say_to)
+        # A reader that stops early ("| head -3") cuts the summary only: the
+        # work goes on and its files are written.
+        if args.quiet or cut:
+            return
+        try:
+            print(line, file=say_to, flush=True)
+        except BrokenPipeError:
+            cut.append(True)
+            _silence(say_to)
 
     try:
         table = read_table(args.files[0], delimiter=args.delimiter, header=args.header)
@@ -805,6 +823,8 @@ def _fit_and_write(args, fit, outputs):
         for note in table.notes:
             say(f"  {note}")
         result, lines, graph = fit(args, table, prior)
+    except BrokenPipeError:
+        raise
     except (OSError, ValueError, RuntimeError) as exc:
         message = str(exc)
         for python, typed in CLI_SPELLINGS.items():
@@ -855,14 +875,23 @@ def main(argv=None):
         print("paralingam: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # The reader went away (| head). Python would print a traceback, and
-        # another at exit when it flushes stdout: point stdout at /dev/null.
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError, AttributeError):
-            pass
+        # A result written to standard output was cut off (-o - | head).
+        _silence(sys.stdout)
         return EXIT_BROKEN_PIPE
+
+
+def _silence(stream):
+    """Point ``stream``'s descriptor at /dev/null after a broken pipe.
+
+    Else Python prints a second BrokenPipeError when it flushes the stream at
+    exit.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover
