@@ -6,8 +6,10 @@ rule, output paths, exit codes).
 
 Exit codes: 0 done; 1 the work was done but an output could not be written
 (or Graphviz failed); 2 a bad option or input (nothing was computed, or the
-data were refused); 130 interrupted (Ctrl-C); 141 the reader of the standard
-output went away (a broken pipe, as in "paralingam fit x.csv | head -1").
+data were refused); 130 interrupted (Ctrl-C); 141 a result written to
+standard output was cut off (a broken pipe: "paralingam fit x.csv -o - | head").
+A summary cut off ("paralingam fit x.csv | head -1") does not stop the work
+and does not change the exit code.
 
 Text tables are read with Python's csv module (quoting, the sniffed
 delimiter) and converted by numpy in one call; pandas stays optional. Which
@@ -386,6 +388,9 @@ class Output:
                 self.close()
                 raise CLIError(f"cannot write {what} {path}: {exc.strerror}") from None
             return
+        # through symbolic links (/dev/stdout to a file, a link to a result):
+        # the rename at the end replaces the file, not the link
+        self.path = path = Path(os.path.realpath(path))
         parent = path.parent
         if not parent.is_dir():
             raise CLIError(f"cannot write {what} {path}: the folder {parent} does not exist")
@@ -698,7 +703,8 @@ def build_parser():
         description="Learn the causal order and the adjacency matrix of the columns of FILE "
                     "(DirectLiNGAM). Prints a summary and writes the result as JSON.",
         epilog="Exit codes: 0 done; 1 an output could not be written after the work; "
-               "2 bad options or input; 130 interrupted; 141 broken pipe.")
+               "2 bad options or input; 130 interrupted; 141 a result on standard output "
+               "was cut off (broken pipe).")
     p.add_argument("files", nargs="*", metavar="FILE",
                    help="a .csv/.tsv/.txt table or .npy array; default: the bundled "
                         "example (whose result is written only with -o)")
@@ -708,7 +714,7 @@ def build_parser():
                           "(--no-header); by default a first row with a non-number is a "
                           "header, pandas' 0,1,...,p-1 labels are a header, and other "
                           "whole numbers in increasing order are refused as ambiguous")
-    inp.add_argument("--delimiter", help="field separator of a text table, one character "
+    inp.add_argument("--delimiter", metavar="CHAR", help="field separator of a text table, one character "
                      "('\\t' for a tab; a blank splits on runs of blanks; default: sniffed)")
     inp.add_argument("--prior-knowledge", metavar="PK_FILE",
                      help="a (n_features x n_features) table or .npy array of prior "

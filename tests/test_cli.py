@@ -718,3 +718,20 @@ def test_several_files_are_refused_for_now(tmp_path, capsys, monkeypatch):
     _no_work(monkeypatch)
     assert cli.main(["fit", "a.csv", "b.csv"]) == 2
     assert "2 data files given: several files are multi-group data" in capsys.readouterr().err
+
+
+def test_output_through_a_symbolic_link_writes_its_target(lingam_data, tmp_path):
+    np.save(tmp_path / "x.npy", lingam_data(3, 200, "sparse", 928)[0])
+    (tmp_path / "real.json").write_text("earlier")
+    (tmp_path / "link.json").symlink_to(tmp_path / "real.json")
+    assert cli.main(["fit", str(tmp_path / "x.npy"), "--backend", "cpu",
+                     "-o", str(tmp_path / "link.json")]) == 0
+    assert (tmp_path / "link.json").is_symlink()
+    assert json.loads((tmp_path / "real.json").read_text())["causal_order"]
+
+
+def test_nan_is_read_and_refused_by_the_fit_naming_the_column(tmp_path, capsys):
+    (tmp_path / "x.csv").write_text("a,b\n1.5,2\n2.5,nan\n3,4\n2,9\n")
+    assert cli.main(["fit", str(tmp_path / "x.csv"), "--backend", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("paralingam: error: ") and "'b'" in err, err
