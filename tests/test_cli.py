@@ -545,20 +545,25 @@ def test_help_has_no_restructuredtext_markup(capsys, argv):
     assert out.startswith("usage: paralingam")
 
 
-def test_default_adjacency_is_the_estimators_adaptive_lasso(lingam_data, tmp_path):
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_default_adjacency_is_the_estimators_adaptive_lasso(lingam_data, tmp_path, backend):
     import paralingam
 
     X = lingam_data(8, 500, "sparse", 921)[0]
     np.save(tmp_path / "x.npy", X)
-    out = _fit_json(tmp_path, tmp_path / "x.npy")
-    model = paralingam.DirectLiNGAM(backend="cpu").fit(X)
+    target = tmp_path / "result.json"
+    assert cli.main(["fit", str(tmp_path / "x.npy"), "--backend", backend, "-o",
+                     str(target)]) == 0
+    out = json.loads(target.read_text())
+    model = paralingam.DirectLiNGAM(backend=backend).fit(X)
     B = np.array(out["adjacency_matrix"])
-    assert out["adjacency"] == "adaptive_lasso"
+    assert out["adjacency"] == "adaptive_lasso" and out["stats"]["backend"] == backend
     assert out["causal_order"] == model.causal_order_
     np.testing.assert_allclose(B, model.adjacency_matrix_, rtol=1e-12, atol=1e-14)
-    out = _fit_json(tmp_path, tmp_path / "x.npy", "--adjacency", "ols")
-    B_ols = np.array(out["adjacency_matrix"])
-    np.testing.assert_allclose(B_ols, paralingam.fit(X, backend="cpu").adjacency_matrix,
+    assert cli.main(["fit", str(tmp_path / "x.npy"), "--backend", backend, "-o", str(target),
+                     "--adjacency", "ols"]) == 0
+    B_ols = np.array(json.loads(target.read_text())["adjacency_matrix"])
+    np.testing.assert_allclose(B_ols, paralingam.fit(X, backend=backend).adjacency_matrix,
                                rtol=1e-12, atol=1e-14)
     # the lasso drops edges least squares keeps (else the option changes nothing)
     assert np.count_nonzero(B) < np.count_nonzero(B_ols)
