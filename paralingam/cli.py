@@ -590,16 +590,17 @@ def _fit_direct(args, table, prior):
 
     # The estimator's adjacency step (DirectLiNGAM._fit_data), run by
     # paralingam.fit so that the data's names reach its messages.
+    # Called after paralingam.fit has checked the data and the prior knowledge.
     def adjacency(search_data, order, scatter, backend_used):
+        pk = None
+        if prior is not None:
+            from .prior import PriorKnowledge
+
+            pk = PriorKnowledge(prior, search_data.shape[1], soft=args.soft_prior).matrix
         return _estimate_adjacency(search_data, order, method=args.adjacency,
                                    prior_knowledge=pk, backend=backend_used,
                                    n_threads=args.threads, scatter=scatter)
 
-    pk = None
-    if prior is not None:
-        from .prior import PriorKnowledge
-
-        pk = PriorKnowledge(prior, X.shape[1], soft=args.soft_prior).matrix
     result = _api.fit(X, backend=args.backend, feature_names=names, prior_knowledge=prior,
                       apply_prior_knowledge_softly=args.soft_prior,
                       on_collinear=args.on_collinear, _adjacency=adjacency, **options)

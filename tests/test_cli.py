@@ -740,3 +740,32 @@ def test_nan_is_read_and_refused_by_the_fit_naming_the_column(tmp_path, capsys):
     assert cli.main(["fit", str(tmp_path / "x.csv"), "--backend", "cpu"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("paralingam: error: ") and "'b'" in err, err
+
+
+def test_one_dimensional_array_with_prior_knowledge_exits_2(tmp_path, capsys):
+    np.save(tmp_path / "one.npy", np.arange(10.0) ** 3)
+    (tmp_path / "pk.csv").write_text("-1\n")
+    assert cli.main(["fit", str(tmp_path / "one.npy"), "--backend", "cpu",
+                     "--prior-knowledge", str(tmp_path / "pk.csv")]) == 2
+    assert "save an array of shape (n_samples, 1)" in capsys.readouterr().err
+
+
+def test_prior_knowledge_reaches_the_adjacency_step(lingam_data, tmp_path):
+    import paralingam
+
+    X = lingam_data(5, 400, "sparse", 929)[0]
+    np.save(tmp_path / "x.npy", X)
+    free = paralingam.DirectLiNGAM(backend="cpu").fit(X).adjacency_matrix_
+    i, j = np.unravel_index(np.argmax(np.abs(free)), free.shape)  # the strongest edge j -> i
+    pk = -np.ones((5, 5))
+    pk[i, j] = 0  # no directed path from j to i
+    np.save(tmp_path / "pk.npy", pk)
+    # softly: the order keeps j before i, only the adjacency step drops the edge
+    out = _fit_json(tmp_path, tmp_path / "x.npy", "--prior-knowledge", str(tmp_path / "pk.npy"),
+                    "--soft-prior")
+    want = paralingam.DirectLiNGAM(backend="cpu", prior_knowledge=pk,
+                                   apply_prior_knowledge_softly=True).fit(X)
+    B = np.array(out["adjacency_matrix"])
+    assert out["causal_order"] == want.causal_order_
+    assert want.causal_order_.index(j) < want.causal_order_.index(i) and B[i, j] == 0
+    np.testing.assert_allclose(B, want.adjacency_matrix_, rtol=1e-12, atol=1e-14)
