@@ -186,7 +186,15 @@ def read_table(path, *, delimiter=None, header=None, square=False):
     for lineno, row in zip(lines, rows):
         if len(row) != width:
             raise ValueError(f"{path}: line {lineno} has {len(row)} fields, expected {width}")
-    return Table(_numbers(path, rows, lines, names), names, notes)
+    X = _numbers(path, rows, lines, names)
+    if X.shape[0] > 2:
+        # pandas' to_csv() with a named index writes it as a named column
+        counting = np.flatnonzero((X == np.arange(X.shape[0])[:, None]).all(axis=0))
+        for j in counting:
+            col = repr(names[j]) if names else str(j)
+            notes.append(f"warning: column {col} holds 0, 1, ..., n-1, as a row index does; "
+                         "if it is one, remove it (it is fitted as a variable)")
+    return Table(X, names, notes)
 
 
 def _tokenized(path, delimiter):
@@ -828,7 +836,10 @@ def _fit_and_write(args, fit, outputs):
                  else "no names (columns numbered from 0)")
         say(f"read {args.files[0]}: {shape}; {names}")
         for note in table.notes:
-            say(f"  {note}")
+            if note.startswith("warning: "):  # shown under --quiet too
+                print(f"paralingam: {note}", file=sys.stderr)
+            else:
+                say(f"  {note}")
         result, lines, graph = fit(args, table, prior)
     except BrokenPipeError:
         raise

@@ -769,3 +769,15 @@ def test_prior_knowledge_reaches_the_adjacency_step(lingam_data, tmp_path):
     assert out["causal_order"] == want.causal_order_
     assert want.causal_order_.index(j) < want.causal_order_.index(i) and B[i, j] == 0
     np.testing.assert_allclose(B, want.adjacency_matrix_, rtol=1e-12, atol=1e-14)
+
+
+def test_a_named_row_index_column_is_pointed_out(lingam_data, tmp_path, capsys):
+    pd = pytest.importorskip("pandas")
+    X = lingam_data(3, 200, "sparse", 930)[0]
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    frame.index.name = "id"
+    frame.to_csv(tmp_path / "x.csv")  # header id,a,b,c: the index is a named column
+    out = _fit_json(tmp_path, tmp_path / "x.csv")
+    assert out["names"] == ["id", "a", "b", "c"]
+    assert "paralingam: warning: column 'id' holds 0, 1, ..., n-1, as a row index does" in \
+        capsys.readouterr().err
