@@ -321,9 +321,11 @@ def _numbers(path, rows, lines, names):
         for j, f in enumerate(row):
             if not _is_number(f):
                 col = names[j] if names else j
+                hint = (" (digit-group underscores are not read)" if "_" in f else
+                        " (a decimal comma? write a decimal point)"
+                        if _is_number(f.replace(",", ".", 1)) else "")
                 what = "an empty field (a missing value?)" if not f.strip() else \
-                    f"{f!r} is not a number" + (" (digit-group underscores are not read)"
-                                                if "_" in f else "")
+                    f"{f!r} is not a number{hint}"
                 raise ValueError(f"{path}: line {lineno}, column {col!r}: {what}")
     return np.array(rows, dtype=np.float64).reshape(len(rows), -1)  # pragma: no cover
 

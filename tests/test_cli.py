@@ -331,6 +331,8 @@ def test_no_header_refuses_a_row_of_names(tmp_path, capsys):
                                     "(digit-group underscores are not read)"),
     ("a,b\n1.5,2\n2.5,\uff13\n3,4\n", "line 3, column 'b': '\uff13' is not a number"),
     ("a,b\n1.5,2\n,\n3,4\n2,9\n", "line 3, column 'a': an empty field (a missing value?)"),
+    ("a;b\n1;2\n2,5;3\n3;4\n2;9\n", "line 3, column 'a': '2,5' is not a number "
+                                    "(a decimal comma? write a decimal point)"),
 ])
 def test_numbers_python_would_take_are_refused(tmp_path, capsys, content, message):
     (tmp_path / "x.csv").write_text(content, encoding="utf-8")
