@@ -725,8 +725,9 @@ def build_parser():
                           "(--no-header); by default a first row with a non-number is a "
                           "header, pandas' 0,1,...,p-1 labels are a header, and other "
                           "whole numbers in increasing order are refused as ambiguous")
-    inp.add_argument("--delimiter", metavar="CHAR", help="field separator of a text table, one character "
-                     "('\\t' for a tab; a blank splits on runs of blanks; default: sniffed)")
+    inp.add_argument("--delimiter", metavar="CHAR",
+                     help="field separator of a text table, one character ('\\t' for a "
+                          "tab; a blank splits on runs of blanks; default: sniffed)")
     inp.add_argument("--prior-knowledge", metavar="PK_FILE",
                      help="a (n_features x n_features) table or .npy array of prior "
                           "knowledge as lingam's: entry [i, j] is 1 when column j has a "
