@@ -1,11 +1,33 @@
-"""Command line: ``paralingam fit FILE``."""
+"""The paralingam command line.
+
+Usage: paralingam fit [FILE] [options]. Run "paralingam fit --help" for the
+options, and see docs/user_guide/command_line.rst for the rules (the header
+rule, output paths, exit codes).
+
+Exit codes: 0 done; 1 the work was done but an output could not be written
+(or Graphviz failed); 2 a bad option or input (nothing was computed, or the
+data were refused); 130 interrupted (Ctrl-C); 141 a result written to
+standard output was cut off (a broken pipe: "paralingam fit x.csv -o - | head").
+A summary cut off ("paralingam fit x.csv | head -1") does not stop the work
+and does not change the exit code.
+
+Text tables are read with Python's csv module (quoting, the sniffed
+delimiter) and converted by numpy in one call; pandas stays optional. Which
+first row is a header is decided here, by a rule that never drops or
+invents a row silently (see :func:`read_table`).
+"""
 
 import argparse
 import csv
 import json
 import logging
 import os
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -23,12 +45,81 @@ CLI_SPELLINGS = {
     "for a single variable use X.reshape(-1, 1)":
         "for a single variable save an array of shape (n_samples, 1)",
 }
+# A number as a table may spell it. Python's float() also takes "1_000",
+# non-ASCII digits and "0x"-free oddities; a table that holds those is more
+# likely damaged than meant, so they are refused with the line and column.
+_NUMBER = re.compile(r"\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|nan|inf|infinity)\s*",
+                     re.IGNORECASE | re.ASCII)
+_INTEGER = re.compile(r"\s*[+-]?\d+\s*", re.ASCII)
+
+GRAPHVIZ_FORMATS = ("svg", "png")
+GRAPHVIZ_HINT = ("install Graphviz (Debian/Ubuntu: apt install graphviz; macOS: brew install "
+                 "graphviz; conda install graphviz); note that 'pip install graphviz' installs "
+                 "only the Python bindings, not the dot program. --dot FILE writes the graph "
+                 "without it")
+
+# Exit codes (see the module docstring and docs/user_guide/command_line.rst).
+EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
 
 
-def read_table(path, *, delimiter=None):
+class CLIError(Exception):
+    """A problem the user can fix; printed as ``paralingam: error: ...``."""
+
+    def __init__(self, message, code=EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+
+# ----------------------------------------------------------------------
+# reading tables
+# ----------------------------------------------------------------------
+
+@dataclass
+class Table:
+    """A table read by :func:`read_table`.
+
+    Attributes
+    ----------
+    X : ndarray of float64, shape (n_samples, n_features)
+    names : list of str or None
+        Column names from a header row, None without one.
+    notes : list of str
+        What the reader decided and why (header row, skipped index column),
+        for the printed summary.
+    """
+
+    X: np.ndarray
+    names: list = None
+    notes: list = field(default_factory=list)
+
+
+def read_table(path, *, delimiter=None, header=None, square=False):
     """Read a .npy array or a delimited text table.
 
-    A text table keeps its header names when the first row is not numeric.
+    The header rule, which never drops or invents a row silently:
+
+    * ``header=True`` / ``False`` (``--header`` / ``--no-header``): the first
+      row is names / a sample.
+    * Otherwise a first row with a field that is not a number is a header.
+    * A first row of numbers is a sample, unless it holds whole numbers in
+      increasing order (``0,1,2,3`` or ``2001,2002,...``), which look like
+      column labels. Those are pandas' labels, read as names, when they are
+      exactly ``0..p-1`` and the other rows are not all whole numbers (what
+      ``pd.DataFrame(X).to_csv()`` writes); any other such row is ambiguous
+      and raises ValueError asking for ``--header`` or ``--no-header``.
+    * With ``square=True`` (a prior-knowledge matrix, whose entries are -1, 0
+      or 1) a numeric first row is a header only when it is ``0..p-1`` and
+      the table has ``p + 1`` rows.
+    * A header whose first name is empty over a first column holding
+      ``0..n-1`` (or, with ``square``, the header's names) is pandas' row
+      index (``to_csv()`` without ``index=False``): that column is skipped
+      and the skip is reported in :attr:`Table.notes`.
+
+    Fields are split with the sniffed (or given) delimiter; a table separated
+    by blanks (``np.savetxt``'s default, fixed-width columns) is split on
+    runs of blanks. Numbers are plain decimal numbers (``1``, ``-2.5``,
+    ``3e-4``, ``nan``, ``inf``); ``1_000`` and other spellings Python
+    accepts are refused with the line and column.
 
     Parameters
     ----------
@@ -37,58 +128,54 @@ def read_table(path, *, delimiter=None):
         One character separating the fields of a text table (``"\\t"``, a
         backslash and a t as typed in a shell, counts as a tab); by default
         it is sniffed.
+    header : bool or None
+        Force the first row to be read as names (True) or as a sample
+        (False); None applies the rule above.
+    square : bool
+        The table is a (p x p) matrix (prior knowledge); see above.
 
     Returns
     -------
-    X : ndarray of float64, shape (n_samples, n_features)
-    names : list of str or None
+    Table
 
     Raises
     ------
+    FileNotFoundError
+        For a missing file.
     ValueError
-        For a bad delimiter or a file that cannot be read as a numeric table.
+        For a bad delimiter, an ambiguous first row or a file that cannot be
+        read as a numeric table; the message names the line and column.
     """
     if delimiter is not None:
         delimiter = _checked_delimiter(delimiter)
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not a data file")
     suffix = path.suffix.lower()  # DATA.NPY as data.npy (Windows, instrument exports)
     if suffix == ".npy":
         try:
-            return np.load(path, allow_pickle=False), None
+            X = np.load(path, allow_pickle=False)
         except ValueError as exc:  # object arrays, damaged files
             raise ValueError(f"{path}: cannot read this .npy file as a numeric array ({exc})") \
                 from None
+        return Table(X, None, [])
     if suffix in BINARY_SUFFIXES:
         raise ValueError(f"{path}: {suffix} files are not read; give a text table "
                          "(.csv, .tsv, .txt) or a .npy array")
-    # utf-8-sig: spreadsheet programs start "CSV UTF-8" files with a byte-order mark
-    with path.open(newline="", encoding="utf-8-sig") as fh:
-        try:
-            sample = fh.read(65536)
-            fh.seek(0)
-            if delimiter is None:
-                try:
-                    delimiter = csv.Sniffer().sniff(sample, delimiters=",;\t ").delimiter
-                except csv.Error:
-                    delimiter = ","
-            reader = csv.reader(fh, delimiter=delimiter)
-            rows = [row for row in reader if row]
-        except UnicodeDecodeError:
-            raise ValueError(f"{path}: not a UTF-8 text table; give a text table "
-                             "(.csv, .tsv, .txt) or a .npy array") from None
-        except csv.Error as exc:
-            # a field over csv's size limit (131072 characters) is, in a table
-            # of numbers, the rest of the file after an unclosed quote
-            hint = " (an unclosed quote?)" if "field limit" in str(exc) else ""
-            raise ValueError(f"{path}: line {reader.line_num}: {exc}{hint}") from None
+    lines, rows = _tokenized(path, delimiter)
     if not rows:
         raise ValueError(f"{path} is empty")
+    notes = []
+    is_header = _header_decision(path, rows, header, square, notes)
     names = None
-    if not _numeric_row(rows[0]):
+    if is_header:
         names = [name.strip() for name in rows[0]]
-        rows = rows[1:]
+        rows, lines = rows[1:], lines[1:]
+        if not rows:
+            raise ValueError(f"{path} has a header row but no data rows")
+        names, rows = _without_index_column(path, names, rows, square, notes)
         empty = [j for j, name in enumerate(names) if not name]
         if empty:
             hint = (" (a table saved with its row index, such as pandas' to_csv "
@@ -96,19 +183,151 @@ def read_table(path, *, delimiter=None):
             raise ValueError(f"{path}: the header has no name for column(s) "
                              f"{', '.join(map(str, empty))}{hint}")
     width = len(names) if names else len(rows[0])
-    for lineno, row in enumerate(rows, start=2 if names else 1):
+    for lineno, row in zip(lines, rows):
         if len(row) != width:
             raise ValueError(f"{path}: line {lineno} has {len(row)} fields, expected {width}")
-    X = np.empty((len(rows), width))
-    for lineno, row in enumerate(rows, start=2 if names else 1):
-        for j, field in enumerate(row):
+    X = _numbers(path, rows, lines, names)
+    if X.shape[0] > 2:
+        # pandas' to_csv() with a named index writes it as a named column
+        counting = np.flatnonzero((X == np.arange(X.shape[0])[:, None]).all(axis=0))
+        for j in counting:
+            col = repr(names[j]) if names else str(j)
+            notes.append(f"warning: column {col} holds 0, 1, ..., n-1, as a row index does; "
+                         "if it is one, remove it (it is fitted as a variable)")
+    return Table(X, names, notes)
+
+
+def _tokenized(path, delimiter):
+    """``(line_numbers, rows)`` of the non-blank lines of a text table."""
+    # utf-8-sig: spreadsheet programs start "CSV UTF-8" files with a byte-order mark
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            text = fh.read()
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a UTF-8 text table; give a text table "
+                         "(.csv, .tsv, .txt) or a .npy array") from None
+    if delimiter is None:
+        sample = text[:65536]
+        if not any(c in sample for c in ",;\t"):
+            # blanks only (np.savetxt's default; fixed-width columns, whose
+            # leading blanks vary from line to line and defeat the sniffer)
+            delimiter = " "
+        else:
             try:
-                X[lineno - (2 if names else 1), j] = float(field)
-            except ValueError:
+                delimiter = csv.Sniffer().sniff(sample, delimiters=",;\t ").delimiter
+            except csv.Error:  # nothing the sniffer recognises
+                delimiter = ","
+    if delimiter == " ":
+        # Blank-separated, as np.savetxt writes by default; fixed-width formats
+        # ("%10.4f") pad with several blanks and start lines with them.
+        lines, rows = [], []
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            fields = line.split()
+            if fields:
+                lines.append(lineno)
+                rows.append(fields)
+        return lines, rows
+    reader = csv.reader(text.splitlines(keepends=True), delimiter=delimiter)
+    lines, rows = [], []
+    try:
+        for row in reader:
+            if row and not (len(row) == 1 and not row[0].strip()):  # blank lines
+                lines.append(reader.line_num)
+                rows.append(row)
+    except csv.Error as exc:
+        # a field over csv's size limit (131072 characters) is, in a table
+        # of numbers, the rest of the file after an unclosed quote
+        hint = " (an unclosed quote?)" if "field limit" in str(exc) else ""
+        raise ValueError(f"{path}: line {reader.line_num}: {exc}{hint}") from None
+    return lines, rows
+
+
+def _is_number(field):
+    return _NUMBER.fullmatch(field) is not None
+
+
+def _is_integer(field):
+    return _INTEGER.fullmatch(field) is not None
+
+
+def _preview(fields, k=6):
+    fields = [f.strip() for f in fields]
+    shown = ",".join(fields[:k])
+    return shown + (",..." if len(fields) > k else "")
+
+
+def _header_decision(path, rows, header, square, notes):
+    """Whether ``rows[0]`` is a header (see :func:`read_table`)."""
+    first = rows[0]
+    if header is not None:
+        notes.append("first row read as " + ("column names (--header)" if header
+                                             else "a sample (--no-header)"))
+        return bool(header)
+    if not all(_is_number(f) for f in first):
+        notes.append("first row read as column names (it has fields that are not numbers)")
+        return True
+    if not all(_is_integer(f) for f in first):
+        return False
+    values = [int(f) for f in first]
+    pandas_labels = values == list(range(len(values)))
+    if square:
+        # -1, 0 and 1 are prior knowledge; 0..p-1 over p more rows are labels
+        if pandas_labels and len(values) >= 2 and len(rows) == len(values) + 1:
+            notes.append("first row 0..p-1 read as column labels (pandas' header)")
+            return True
+        return False
+    increasing = all(a < b for a, b in zip(values, values[1:]))
+    if not increasing:
+        return False
+    body_integer = all(_is_integer(f) for row in rows[1:] for f in row)
+    if pandas_labels and not body_integer:
+        notes.append(f"first row {_preview(first)} read as column labels "
+                     "(pandas' default header 0..p-1)")
+        return True
+    raise ValueError(
+        f"{path}: the first row ({_preview(first)}) is whole numbers in increasing order: "
+        "it may be column labels or a sample. Pass --header to read it as column names or "
+        "--no-header to read it as a sample")
+
+
+def _without_index_column(path, names, rows, square, notes):
+    """Drop pandas' row-index column: no name, and 0..n-1 (or the row labels) below."""
+    if not names or names[0] or not all(names[1:]):
+        return names, rows
+    column = [row[0].strip() if row else "" for row in rows]
+    range_index = all(_is_integer(v) for v in column) and \
+        [int(v) for v in column] == list(range(len(rows)))
+    row_labels = square and column == names[1:]
+    if not (range_index or row_labels):
+        return names, rows
+    notes.append("column 0 has no name and holds " + ("0..n-1" if range_index else
+                 "the column names") + ": read as pandas' row index and skipped")
+    return names[1:], [row[1:] for row in rows]
+
+
+def _numbers(path, rows, lines, names):
+    """The fields as float64, refusing anything but plain decimal numbers."""
+    # Fast path: numpy converts every field in C. Python's float() syntax,
+    # which numpy follows, is wider than a table's (underscores, non-ASCII
+    # digits): where the text has any of those, the slow check below names
+    # the field.
+    plain = all(f.isascii() and "_" not in f for row in rows for f in row)
+    if plain:
+        try:
+            return np.array(rows, dtype=np.float64).reshape(len(rows), -1)
+        except ValueError:
+            pass
+    for lineno, row in zip(lines, rows):
+        for j, f in enumerate(row):
+            if not _is_number(f):
                 col = names[j] if names else j
-                raise ValueError(
-                    f"{path}: line {lineno}, column {col!r}: {field!r} is not a number") from None
-    return X, names
+                hint = (" (digit-group underscores are not read)" if "_" in f else
+                        " (a decimal comma? write a decimal point)"
+                        if _is_number(f.replace(",", ".", 1)) else "")
+                what = "an empty field (a missing value?)" if not f.strip() else \
+                    f"{f!r} is not a number{hint}"
+                raise ValueError(f"{path}: line {lineno}, column {col!r}: {what}")
+    return np.array(rows, dtype=np.float64).reshape(len(rows), -1)  # pragma: no cover
 
 
 def _checked_delimiter(delimiter):
@@ -126,7 +345,11 @@ def read_prior_knowledge(path, names, *, delimiter=None):
 
     Shape and values are checked by :func:`paralingam.fit`.
     """
-    pk, pk_names = read_table(path, delimiter=delimiter)
+    table = read_table(path, delimiter=delimiter, square=True)
+    pk_names = table.names
+    if names is None and pk_names is not None and \
+            pk_names == [str(k) for k in range(len(pk_names))]:
+        pk_names = None  # pandas' labels 0..p-1 of unnamed data: positions
     if pk_names is not None and names is None:
         raise ValueError(f"{path} has a header but the data file has none: the header "
                          "cannot be checked against the data's columns (remove it, or "
@@ -139,99 +362,557 @@ def read_prior_knowledge(path, names, *, delimiter=None):
         raise ValueError(f"{path}: header column {k} is {got}, but the data's column {k} "
                          f"is {want}: the prior knowledge must list the data's columns in "
                          "the same order")
-    return pk
+    return table.X
 
 
-def _output_path(args):
-    """Where ``fit`` writes its JSON result."""
-    if args.output:
-        return Path(args.output)
-    if Path(args.file).resolve() == EXAMPLE.resolve():
-        return Path.cwd() / "example.paralingam.json"  # not inside the installed package
-    return Path(args.file).with_suffix(".paralingam.json")
+# ----------------------------------------------------------------------
+# outputs, checked before any work
+# ----------------------------------------------------------------------
+
+class Output:
+    """One output of a run: a file, a device or FIFO, or standard output (``-``).
+
+    Made before any work so that a path that cannot be written is an error
+    before the fit, not after it. A regular file is written to a temporary
+    file beside it and renamed over it at the end, so a failed write leaves
+    the previous file (if any) as it was and nothing half-written.
+    """
+
+    def __init__(self, spec, what):
+        self.spec, self.what = spec, what
+        self.fd = None
+        self.stdout = spec == "-"
+        self.path = None if self.stdout else Path(spec)
+        if self.stdout:
+            return
+        path = self.path
+        if path.is_dir():
+            raise CLIError(f"{what} {path} is a folder; give a file name")
+        if path.exists() and not path.is_file():
+            # a device or FIFO (/dev/null, /dev/stdout, a pipe): opened now and
+            # probed with an empty write, which /dev/full already refuses
+            try:
+                self.fd = os.open(path, os.O_WRONLY)
+                os.write(self.fd, b"")
+            except OSError as exc:
+                self.close()
+                raise CLIError(f"cannot write {what} {path}: {exc.strerror}") from None
+            return
+        # through symbolic links (/dev/stdout to a file, a link to a result):
+        # the rename at the end replaces the file, not the link
+        self.path = path = Path(os.path.realpath(path))
+        parent = path.parent
+        if not parent.is_dir():
+            raise CLIError(f"cannot write {what} {path}: the folder {parent} does not exist")
+        if not os.access(parent, os.W_OK | os.X_OK) or (path.exists()
+                                                        and not os.access(path, os.W_OK)):
+            raise CLIError(f"cannot write {what} {path}: permission denied "
+                           "(or a read-only file system)")
+
+    def write(self, data):
+        """Write ``data`` (str or bytes); OSError on failure, nothing half-written."""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        if self.stdout:
+            sys.stdout.flush()
+            out = getattr(sys.stdout, "buffer", None)
+            if out is None:  # a text-only stream (tests' capture)
+                sys.stdout.write(data.decode("utf-8"))
+            else:
+                out.write(data)
+                out.flush()
+            return
+        if self.fd is not None:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view):]
+            return
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.",
+                                   suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            mode = (self.path.stat().st_mode & 0o7777) if self.path.exists() else \
+                0o666 & ~_umask()
+            os.chmod(tmp, mode)
+            os.replace(tmp, self.path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __str__(self):
+        return "standard output" if self.stdout else str(self.path)
 
 
-def _numeric_row(row):
-    try:
-        [float(v) for v in row]
-    except ValueError:
-        return False
-    return True
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="paralingam", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_fit = sub.add_parser("fit", help="learn the causal order of the columns of FILE")
-    p_fit.add_argument("file", nargs="?", default=str(EXAMPLE),
-                       help="a .csv/.tsv/.txt table (header optional) or .npy array; "
-                            "default: the bundled example")
-    p_fit.add_argument("-o", "--output", help="JSON file for the result "
-                       "(default: FILE with suffix .paralingam.json)")
-    p_fit.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
-    p_fit.add_argument("--no-threshold", action="store_true",
-                       help="compare every pair (same order, slower)")
-    p_fit.add_argument("--prior-knowledge", metavar="PK_FILE",
-                       help="a (n_features x n_features) table or .npy array of prior "
-                            "knowledge as lingam's: entry [i, j] is 1 when column j has a "
-                            "directed path to column i, 0 when it has none, -1 or nan when "
-                            "unknown; a header, if any, must name the data's columns in order")
-    p_fit.add_argument("--soft-prior", action="store_true",
-                       help="apply the prior knowledge softly (lingam's "
-                            "apply_prior_knowledge_softly)")
-    p_fit.add_argument("--on-collinear", default="warn", choices=ON_COLLINEAR,
-                       help="exact linear dependencies: warn (default), ignore, or stop "
-                            "with an error naming the variables")
-    p_fit.add_argument("--delimiter", help="field separator of a text table, one character "
-                       "('\\t' for a tab; default: sniffed)")
-    p_fit.add_argument("-v", "--verbose", action="store_true", help="log backend choice")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(message)s")
+def _default_output(args):
+    """The JSON result's path when ``-o`` is not given; None for the bundled example."""
+    if Path(args.files[0]).resolve() == EXAMPLE.resolve():
+        return None  # the installed package's folder is no place for it, the cwd unasked
+    return str(Path(args.files[0]).with_suffix(".paralingam.json"))
 
-    import paralingam
 
-    if args.soft_prior and not args.prior_knowledge:
-        parser.error("--soft-prior needs --prior-knowledge")
-    out = _output_path(args)
+def _outputs(args, parser):
+    """Every output of ``fit``, checked; ``{name: Output}``."""
+    specs = {"json": args.output if args.output is not None else _default_output(args)}
+    for fmt in ("dot", "graphml") + GRAPHVIZ_FORMATS:
+        specs[fmt] = getattr(args, fmt)
+    specs = {k: v for k, v in specs.items() if v is not None}
+    to_stdout = [k for k, v in specs.items() if v == "-"]
+    if len(to_stdout) > 1:
+        parser.error(f"only one output can go to standard output ('-'); got "
+                     f"{', '.join(to_stdout)}")
+    wanted = [fmt for fmt in GRAPHVIZ_FORMATS if fmt in specs]
+    if wanted and shutil.which("dot") is None:
+        raise CLIError(f"--{wanted[0]} needs Graphviz's dot program, which is not on PATH: "
+                       + GRAPHVIZ_HINT)
     # Before any work: "-o data.csv" (or another spelling of the input's path)
     # would replace the data by the result.
-    for given, what in ((args.file, "the data file"),
-                        (args.prior_knowledge, "the prior-knowledge file")):
-        if given and out.exists() and Path(given).exists() and os.path.samefile(out, given):
-            parser.error(f"the output file {out} is {what} {given}: writing the result would "
-                         "overwrite it; give another --output")
+    inputs = [(f, "the data file") for f in args.files] + \
+        [(args.prior_knowledge, "the prior-knowledge file")]
+    for key, spec in specs.items():
+        if spec == "-":
+            continue
+        for given, what in inputs:
+            if given and Path(spec).exists() and Path(given).exists() \
+                    and os.path.samefile(spec, given):
+                parser.error(f"the output file {spec} is {what} {given}: writing the result "
+                             "would overwrite it; give another "
+                             + ("--output" if key == "json" else f"--{key}"))
+    names = {"json": "the result file", "dot": "the DOT file", "graphml": "the GraphML file",
+             "svg": "the SVG file", "png": "the PNG file"}
+    outputs = {}
     try:
-        X, names = read_table(args.file, delimiter=args.delimiter)
+        for key, spec in specs.items():
+            outputs[key] = Output(spec, names[key])
+    except CLIError:
+        for out in outputs.values():
+            out.close()
+        raise
+    return outputs
+
+
+# ----------------------------------------------------------------------
+# graphs
+# ----------------------------------------------------------------------
+
+def _edges(B, lower_limit):
+    """``(from, to, weight)`` of the edges with ``|B[to, from]| > lower_limit``."""
+    to, frm = np.nonzero(np.abs(np.nan_to_num(B)) > lower_limit)
+    return [(int(j), int(i), float(B[i, j])) for i, j in zip(to, frm)]
+
+
+def _dot_id(name):
+    return '"' + str(name).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def dot_text(B, labels, lower_limit=0.01, probabilities=None):
+    """The graph of ``B`` in Graphviz's DOT language.
+
+    Edges ``j -> i`` where ``|B[i, j]| > lower_limit``, labelled with the
+    weight (two decimals, as lingam's ``make_dot``) and, after a bootstrap,
+    the fraction of resamples that have the edge.
+    """
+    lines = ["digraph paralingam {"]
+    lines += [f"  {_dot_id(name)};" for name in labels]
+    for j, i, w in _edges(B, lower_limit):
+        label = f"{w:.2f}" + (f" ({probabilities[i, j]:.0%})" if probabilities is not None
+                              else "")
+        lines.append(f"  {_dot_id(labels[j])} -> {_dot_id(labels[i])} [label={_dot_id(label)}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def graphml_text(B, labels, lower_limit=0.01, probabilities=None):
+    """The graph of ``B`` as GraphML (Cytoscape, networkx.read_graphml, yEd, Gephi).
+
+    Written with xml.etree, so networkx is not needed. Nodes have the column
+    names as ids and ``label``; edges ``j -> i`` have ``weight`` (``B[i,
+    j]``) and, after a bootstrap, ``probability``.
+    """
+    import xml.etree.ElementTree as ET
+
+    ns = "http://graphml.graphdrawing.org/xmlns"
+    root = ET.Element("graphml", {"xmlns": ns})
+    keys = [("label", "node", "string"), ("weight", "edge", "double")]
+    if probabilities is not None:
+        keys.append(("probability", "edge", "double"))
+    for name, target, typ in keys:
+        ET.SubElement(root, "key", {"id": name, "for": target, "attr.name": name,
+                                    "attr.type": typ})
+    graph = ET.SubElement(root, "graph", {"id": "paralingam", "edgedefault": "directed"})
+    for name in labels:
+        node = ET.SubElement(graph, "node", {"id": str(name)})
+        ET.SubElement(node, "data", {"key": "label"}).text = str(name)
+    for j, i, w in _edges(B, lower_limit):
+        edge = ET.SubElement(graph, "edge", {"source": str(labels[j]), "target": str(labels[i])})
+        ET.SubElement(edge, "data", {"key": "weight"}).text = repr(w)
+        if probabilities is not None:
+            ET.SubElement(edge, "data", {"key": "probability"}).text = \
+                repr(float(probabilities[i, j]))
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _render(dot, fmt):
+    """``dot`` rendered by Graphviz's dot program as ``fmt`` bytes."""
+    try:
+        run = subprocess.run(["dot", f"-T{fmt}"], input=dot.encode("utf-8"),
+                             capture_output=True, check=False)
+    except OSError as exc:
+        raise CLIError(f"cannot run Graphviz's dot program: {exc}", EXIT_OUTPUT) from None
+    if run.returncode != 0:
+        raise CLIError(f"Graphviz's dot program failed ({run.returncode}): "
+                       f"{run.stderr.decode(errors='replace').strip()}", EXIT_OUTPUT)
+    return run.stdout
+
+
+# ----------------------------------------------------------------------
+# models
+# ----------------------------------------------------------------------
+
+def _fit_direct(args, table, prior):
+    """DirectLiNGAM: causal order, adjacency matrix, optional bootstrap.
+
+    Returns the JSON result (a dict) and the lines of the printed summary.
+    """
+    import paralingam
+    from . import _api
+    from .adjacency import _estimate_adjacency
+
+    X, names = table.X, table.names
+    options = {"threshold": not args.no_threshold}
+    if args.threads is not None:
+        options["n_threads"] = args.threads
+
+    # The estimator's adjacency step (DirectLiNGAM._fit_data), run by
+    # paralingam.fit so that the data's names reach its messages.
+    # Called after paralingam.fit has checked the data and the prior knowledge.
+    def adjacency(search_data, order, scatter, backend_used):
+        pk = None
+        if prior is not None:
+            from .prior import PriorKnowledge
+
+            pk = PriorKnowledge(prior, search_data.shape[1], soft=args.soft_prior).matrix
+        return _estimate_adjacency(search_data, order, method=args.adjacency,
+                                   prior_knowledge=pk, backend=backend_used,
+                                   n_threads=args.threads, scatter=scatter)
+
+    result = _api.fit(X, backend=args.backend, feature_names=names, prior_knowledge=prior,
+                      apply_prior_knowledge_softly=args.soft_prior,
+                      on_collinear=args.on_collinear, _adjacency=adjacency, **options)
+    out = result.to_dict()
+    out["model"] = "DirectLiNGAM"
+    out["adjacency"] = args.adjacency
+    st = result.stats
+    labels = names if names is not None else [str(i) for i in range(X.shape[1])]
+    n_edges = int(np.count_nonzero(np.nan_to_num(result.adjacency_matrix)))
+    lines = [f"causal order (backend {st['backend']}, {st['time']['search'] * 1e3:.1f} ms "
+             f"search, {100 * st['comparisons_saved']:.0f}% comparisons saved):",
+             "  " + " -> ".join(str(v) for v in result.causal_order_names)]
+    if st["explained"]:
+        lines.append("  fully explained (placed after the root that completed them): "
+                     + ", ".join(f"{labels[v]} (after {labels[r]})"
+                                 for v, r in st["explained"].items()))
+    lines.append(f"adjacency matrix: {args.adjacency.replace('_', ' ')}, {n_edges} nonzero "
+                 "coefficients")
+    probabilities = None
+    if args.bootstrap:
+        model = paralingam.DirectLiNGAM(
+            random_state=args.seed, prior_knowledge=prior,
+            apply_prior_knowledge_softly=args.soft_prior, backend=st["backend"],
+            adjacency=args.adjacency, fit_options=dict(options, on_collinear=args.on_collinear))
+        progress = "auto" if not args.quiet and sys.stderr.isatty() else False
+        boot = model.bootstrap(X, args.bootstrap, progress=progress)
+        probabilities = boot.get_probabilities()
+        directions = sorted(
+            ((float(probabilities[i, j]), j, i) for i, j in zip(*np.nonzero(probabilities))),
+            key=lambda t: (-t[0], t[1], t[2]))
+        out["bootstrap"] = {
+            "n_sampling": args.bootstrap, "seed": args.seed,
+            "probabilities": probabilities.tolist(),
+            "directions": [{"from": labels[j], "to": labels[i], "probability": p}
+                           for p, j, i in directions],
+        }
+        lines.append(f"bootstrap: {args.bootstrap} resamples; edge probabilities "
+                     "(fraction of resamples with the edge):")
+        width = max([len(f"{labels[j]} -> {labels[i]}") for _, j, i in directions] + [4])
+        shown = directions if args.bootstrap_top is None else directions[:args.bootstrap_top]
+        for p, j, i in shown:
+            lines.append(f"  {labels[j] + ' -> ' + labels[i]:<{width}}  {p:6.1%}")
+        if len(shown) < len(directions):
+            lines.append(f"  ... {len(directions) - len(shown)} more in the JSON result")
+        if not directions:
+            lines.append("  (no edge in any resample)")
+    graph = (result.adjacency_matrix, labels, probabilities)
+    return out, lines, graph
+
+
+def _model(args):
+    """The fitting function for the input: the place where models are chosen.
+
+    Time series (VARLiNGAM, ``--lags``) and several files (multi-group data)
+    will dispatch here; today one file is DirectLiNGAM.
+    """
+    if len(args.files) > 1:
+        raise CLIError(f"{len(args.files)} data files given: several files are multi-group "
+                       "data, which the command line does not fit yet; give one file")
+    return _fit_direct
+
+
+# ----------------------------------------------------------------------
+# the command
+# ----------------------------------------------------------------------
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1; got {value}")
+    return value
+
+
+def _non_negative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0; got {text}")
+    return value
+
+
+def build_parser():
+    """The argument parser of ``paralingam`` (help texts are plain text)."""
+    import paralingam
+
+    parser = argparse.ArgumentParser(
+        prog="paralingam",
+        description="Learn causal graphs from data with ParaLiNGAM, a fast exact DirectLiNGAM.",
+        epilog="Run 'paralingam fit --help' for the options of fit. Without a command, "
+               "this help is printed.")
+    parser.add_argument("--version", action="version",
+                        version=f"paralingam {paralingam.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    p = sub.add_parser(
+        "fit", help="learn the causal order and graph of the columns of a table",
+        description="Learn the causal order and the adjacency matrix of the columns of FILE "
+                    "(DirectLiNGAM). Prints a summary and writes the result as JSON.",
+        epilog="Exit codes: 0 done; 1 an output could not be written after the work; "
+               "2 bad options or input; 130 interrupted; 141 a result on standard output "
+               "was cut off (broken pipe).")
+    p.add_argument("files", nargs="*", metavar="FILE",
+                   help="a .csv/.tsv/.txt table or .npy array; default: the bundled "
+                        "example (whose result is written only with -o)")
+    inp = p.add_argument_group("input")
+    inp.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                     help="read the first row as column names (--header) or as a sample "
+                          "(--no-header); by default a first row with a non-number is a "
+                          "header, pandas' 0,1,...,p-1 labels are a header, and other "
+                          "whole numbers in increasing order are refused as ambiguous")
+    inp.add_argument("--delimiter", metavar="CHAR",
+                     help="field separator of a text table, one character ('\\t' for a "
+                          "tab; a blank splits on runs of blanks; default: sniffed)")
+    inp.add_argument("--prior-knowledge", metavar="PK_FILE",
+                     help="a (n_features x n_features) table or .npy array of prior "
+                          "knowledge as lingam's: entry [i, j] is 1 when column j has a "
+                          "directed path to column i, 0 when it has none, -1 or nan when "
+                          "unknown; a header, if any, must name the data's columns in order")
+    inp.add_argument("--soft-prior", action="store_true",
+                     help="apply the prior knowledge softly (lingam's "
+                          "apply_prior_knowledge_softly)")
+    model = p.add_argument_group("model")
+    model.add_argument("--adjacency", default="adaptive_lasso",
+                       choices=("adaptive_lasso", "ols"),
+                       help="edge estimator: adaptive lasso as lingam's and "
+                            "paralingam.DirectLiNGAM's (default, sparse) or ols, least "
+                            "squares on every earlier variable (dense, fastest)")
+    model.add_argument("--on-collinear", default="warn", choices=ON_COLLINEAR,
+                       help="exact linear dependencies: warn (default), ignore, or stop "
+                            "with an error naming the variables")
+    model.add_argument("--no-threshold", action="store_true",
+                       help="compare every pair (same order, slower)")
+    model.add_argument("--bootstrap", type=_positive_int, metavar="N",
+                       help="also fit N bootstrap resamples and report each edge's "
+                            "probability (a table, and 'bootstrap' in the JSON)")
+    model.add_argument("--seed", type=int,
+                       help="random seed of the bootstrap's resamples (default: unseeded)")
+    run = p.add_argument_group("run")
+    run.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"),
+                     help="where to search: auto (CUDA when usable, else CPU), cpu, cuda")
+    run.add_argument("--threads", type=_positive_int, metavar="N",
+                     help="CPU threads (default: all cores, or OMP_NUM_THREADS)")
+    out = p.add_argument_group("output")
+    out.add_argument("-o", "--output", metavar="FILE",
+                     help="JSON file for the result, '-' for standard output "
+                          "(default: FILE with suffix .paralingam.json)")
+    out.add_argument("--dot", metavar="FILE", help="the graph in Graphviz's DOT language")
+    out.add_argument("--svg", metavar="FILE", help="the graph drawn as SVG (needs Graphviz's "
+                     "dot program; 'pip install graphviz' does not install it)")
+    out.add_argument("--png", metavar="FILE", help="the graph drawn as PNG (needs Graphviz's "
+                     "dot program)")
+    out.add_argument("--graphml", metavar="FILE",
+                     help="the graph as GraphML, for Cytoscape, networkx, yEd or Gephi")
+    out.add_argument("--lower-limit", type=_non_negative_float, default=0.01, metavar="X",
+                     help="graphs draw edges with |weight| > X (default 0.01, as lingam's "
+                          "make_dot)")
+    out.add_argument("--bootstrap-top", type=_positive_int, metavar="K", default=20,
+                     help="print the K most probable bootstrap edges (default 20; the JSON "
+                          "has all)")
+    out.add_argument("-q", "--quiet", action="store_true",
+                     help="print nothing but warnings and errors (no summary, no progress)")
+    out.add_argument("-v", "--verbose", action="store_true", help="log the backend choice")
+    return parser
+
+
+def _names_preview(names, k=8):
+    if len(names) <= k:
+        return ", ".join(names)
+    return ", ".join(names[:k - 2]) + f", ..., {names[-1]}"
+
+
+def _run(argv):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(message)s")
+    if args.soft_prior and not args.prior_knowledge:
+        parser.error("--soft-prior needs --prior-knowledge")
+    if args.seed is not None and not args.bootstrap:
+        parser.error("--seed needs --bootstrap")
+    if not args.files:
+        args.files = [str(EXAMPLE)]
+    fit = _model(args)
+    outputs = _outputs(args, parser)
+    try:
+        return _fit_and_write(args, fit, outputs)
+    finally:
+        for output in outputs.values():
+            output.close()
+
+
+def _fit_and_write(args, fit, outputs):
+    # The summary goes to stderr when a result goes to stdout.
+    say_to = sys.stderr if any(o.stdout for o in outputs.values()) else sys.stdout
+
+    cut = []
+
+    def say(line=""):
+        # A reader that stops early ("| head -3") cuts the summary only: the
+        # work goes on and its files are written.
+        if args.quiet or cut:
+            return
+        try:
+            print(line, file=say_to, flush=True)
+        except BrokenPipeError:
+            cut.append(True)
+            _silence(say_to)
+
+    try:
+        table = read_table(args.files[0], delimiter=args.delimiter, header=args.header)
         prior = None
         if args.prior_knowledge:
-            prior = read_prior_knowledge(args.prior_knowledge, names, delimiter=args.delimiter)
-        result = paralingam.fit(X, backend=args.backend, threshold=not args.no_threshold,
-                                feature_names=names, prior_knowledge=prior,
-                                apply_prior_knowledge_softly=args.soft_prior,
-                                on_collinear=args.on_collinear)
+            prior = read_prior_knowledge(args.prior_knowledge, table.names,
+                                         delimiter=args.delimiter)
+        X = table.X
+        shape = (f"{X.shape[0]} samples, {X.shape[1]} variables" if X.ndim == 2
+                 else f"an array of shape {X.shape}")
+        names = (f"names {_names_preview(table.names)}" if table.names is not None
+                 else "no names (columns numbered from 0)")
+        say(f"read {args.files[0]}: {shape}; {names}")
+        for note in table.notes:
+            if note.startswith("warning: "):  # shown under --quiet too
+                print(f"paralingam: {note}", file=sys.stderr)
+            else:
+                say(f"  {note}")
+        result, lines, graph = fit(args, table, prior)
+    except BrokenPipeError:
+        raise
     except (OSError, ValueError, RuntimeError) as exc:
         message = str(exc)
         for python, typed in CLI_SPELLINGS.items():
             message = message.replace(python, typed)
-        print(f"paralingam: error: {message}", file=sys.stderr)
-        return 2
+        raise CLIError(message) from None
+    for line in lines:
+        say(line)
+    B, labels, probabilities = graph
+    texts = {"json": lambda: json.dumps(result, indent=1) + "\n",
+             "dot": lambda: dot_text(B, labels, args.lower_limit, probabilities),
+             "graphml": lambda: graphml_text(B, labels, args.lower_limit, probabilities)}
+    for fmt in GRAPHVIZ_FORMATS:
+        texts[fmt] = (lambda fmt=fmt: _render(dot_text(B, labels, args.lower_limit,
+                                                       probabilities), fmt))
+    failed = False
+    for key, output in outputs.items():
+        try:
+            output.write(texts[key]())
+        except CLIError as exc:
+            print(f"paralingam: error: {exc}", file=sys.stderr)
+            failed = True
+            continue
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            print(f"paralingam: error: cannot write {output.what} {output}: "
+                  f"{exc.strerror or exc}", file=sys.stderr)
+            failed = True
+            continue
+        if key == "json":
+            say(f"result written to {output}")
+        else:
+            say(f"{key} graph written to {output}")
+    if "json" not in outputs:
+        say("result not written (the bundled example): pass -o FILE, or -o - for standard "
+            "output, to keep it")
+    return EXIT_OUTPUT if failed else EXIT_OK
+
+
+def main(argv=None):
+    """Run the command line; returns the exit code (see the module docstring)."""
     try:
-        out.write_text(json.dumps(result.to_dict(), indent=1))
-    except OSError as exc:
-        print(f"paralingam: error: cannot write {out}: {exc}", file=sys.stderr)
-        return 2
-    st = result.stats
-    print(f"causal order ({X.shape[1]} variables, {X.shape[0]} samples, "
-          f"backend {st['backend']}, {st['time']['search'] * 1e3:.1f} ms search, "
-          f"{100 * st['comparisons_saved']:.0f}% comparisons saved):")
-    print("  " + " -> ".join(str(v) for v in result.causal_order_names))
-    if st["explained"]:
-        label = (lambda i: str(i)) if names is None else (lambda i: names[i])
-        print("  fully explained (placed after the root that completed them): "
-              + ", ".join(f"{label(v)} (after {label(r)})" for v, r in st["explained"].items()))
-    print(f"result written to {out}")
-    return 0
+        return _run(argv)
+    except CLIError as exc:
+        print(f"paralingam: error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print("paralingam: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # A result written to standard output was cut off (-o - | head).
+        _silence(sys.stdout)
+        return EXIT_BROKEN_PIPE
+
+
+def _silence(stream):
+    """Point ``stream``'s descriptor at /dev/null after a broken pipe.
+
+    Else Python prints a second BrokenPipeError when it flushes the stream at
+    exit.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

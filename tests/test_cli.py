@@ -1,6 +1,7 @@
 """The command line: ``paralingam fit FILE``."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,11 +32,15 @@ def test_fit_npy_and_output_option(lingam_data, tmp_path, name):
     assert json.loads(target.read_text())["causal_order"] == reference.causal_order(X)[0]
 
 
-def test_bundled_example_result_goes_to_the_current_folder(tmp_path, monkeypatch):
+def test_bundled_example_writes_nothing_unasked(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert cli.main(["fit", "--backend", "cpu"]) == 0
-    out = json.loads((tmp_path / "example.paralingam.json").read_text())
+    assert list(tmp_path.iterdir()) == []
+    assert "result not written (the bundled example): pass -o FILE" in capsys.readouterr().out
+    assert cli.main(["fit", "--backend", "cpu", "-o", "ex.json"]) == 0
+    out = json.loads((tmp_path / "ex.json").read_text())
     assert sorted(out["causal_order"]) == list(range(8))
+    assert [p.name for p in tmp_path.iterdir()] == ["ex.json"]
 
 
 @pytest.mark.parametrize("content, message", [
@@ -133,7 +138,8 @@ def test_fully_explained_variables_are_printed_by_name(lingam_data, tmp_path, ca
 
 
 @pytest.mark.parametrize("name, content, message", [
-    ("idx.csv", ",a,b\n0,1,2\n1,3,1\n2,5,7\n3,2,2\n", "no name for column(s) 0 (a table saved with its row index"),
+    # an unnamed first column that is not 0..n-1 is not taken for pandas' index
+    ("idx.csv", ",a,b\n5,1,2\n6,3,1\n7,5,7\n8,2,2\n", "no name for column(s) 0 (a table saved with its row index"),
     ("x.csv", "a,,b\n1,0,2\n3,1,1\n5,0,7\n2,1,2\n", "no name for column(s) 1"),
     ("dup.csv", "a,a,b\n1,0,2\n3,1,1\n5,0,7\n2,1,2\n", "column names must be unique: 'a' (columns 0, 1)"),
     ("x.npz", "PK\x03\x04", ".npz files are not read; give a text table"),
@@ -238,3 +244,542 @@ def test_messages_give_command_line_spellings(lingam_data, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "for a single variable save an array of shape (n_samples, 1)" in err, err
     assert "reshape" not in err, err
+
+
+# ----------------------------------------------------------------------
+# the header rule (issue 20, point 4)
+# ----------------------------------------------------------------------
+
+def _fit_json(tmp_path, data, *extra):
+    """Run ``fit`` on ``data`` with -o; the JSON result and the captured text."""
+    target = tmp_path / "result.json"
+    code = cli.main(["fit", str(data), "--backend", "cpu", "-o", str(target), *extra])
+    assert code == 0
+    return json.loads(target.read_text())
+
+
+@pytest.mark.parametrize("index", [False, True])
+def test_pandas_to_csv_default_header_is_read_as_names(lingam_data, tmp_path, capsys, index):
+    pd = pytest.importorskip("pandas")
+    X = lingam_data(4, 300, "sparse", 911)[0]
+    path = tmp_path / "x.csv"
+    pd.DataFrame(X).to_csv(path, index=index)  # header 0,1,2,3 (and ",0,1,2,3" with index)
+    out = _fit_json(tmp_path, path)
+    text = capsys.readouterr().out
+    assert f"read {path}: 300 samples, 4 variables; names 0, 1, 2, 3" in text
+    assert ("pandas' default header 0..p-1" in text) != index
+    assert ("read as pandas' row index and skipped" in text) == index
+    X_read = pd.read_csv(path, index_col=0 if index else None).to_numpy()
+    assert X_read.shape == (300, 4)
+    assert out["causal_order"] == reference.causal_order(X_read)[0]
+    assert out["names"] == ["0", "1", "2", "3"]
+
+
+def test_numpy_savetxt_default_has_no_header(lingam_data, tmp_path, capsys):
+    X = lingam_data(4, 300, "sparse", 912)[0]
+    np.savetxt(tmp_path / "x.txt", X)  # "%.18e", blank-separated, no header
+    out = _fit_json(tmp_path, tmp_path / "x.txt")
+    assert ": 300 samples, 4 variables; no names" in capsys.readouterr().out
+    assert out["causal_order"] == reference.causal_order(X)[0] and out["names"] is None
+
+
+def test_first_data_row_of_whole_numbers_is_a_sample(tmp_path, lingam_data, capsys):
+    # whole numbers, but not in increasing order: data, as the rule says
+    X = np.array(lingam_data(3, 200, "sparse", 913)[0])
+    X[0] = [3.0, -1.0, 2.0]
+    (tmp_path / "x.csv").write_text("3,-1,2\n" + "\n".join(
+        ",".join(repr(float(v)) for v in row) for row in X[1:]))
+    out = _fit_json(tmp_path, tmp_path / "x.csv")
+    assert ": 200 samples, 3 variables; no names" in capsys.readouterr().out
+    assert out["causal_order"] == reference.causal_order(X)[0]
+
+
+@pytest.mark.parametrize("first", ["2001,2002,2003,2004", "0,1,2,3"])
+def test_labels_like_first_row_is_ambiguous(lingam_data, tmp_path, capsys, first):
+    X = lingam_data(4, 300, "sparse", 914)[0]
+    if first == "0,1,2,3":  # over whole numbers pandas' labels could be a sample too
+        X = np.round(10 * X)
+    body = "\n".join(",".join(f"{v:g}" if first == "0,1,2,3" else repr(float(v)) for v in row)
+                     for row in X)
+    path = tmp_path / "x.csv"
+    path.write_text(first + "\n" + body + "\n")
+    assert cli.main(["fit", str(path), "--backend", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert f"the first row ({first}) is whole numbers in increasing order" in err
+    assert "Pass --header" in err and "--no-header" in err
+    assert not (tmp_path / "x.paralingam.json").exists()
+    # --header: names; --no-header: one more sample, as asked
+    out = _fit_json(tmp_path, path, "--header")
+    assert out["names"] == first.split(",")
+    assert out["causal_order"] == reference.causal_order(X)[0]
+    assert "first row read as column names (--header)" in capsys.readouterr().out
+    if first == "0,1,2,3":  # a sample 0,1,2,3 keeps the data fit-able
+        out = _fit_json(tmp_path, path, "--no-header")
+        assert out["names"] is None
+        assert out["causal_order"] == reference.causal_order(np.vstack([[0, 1, 2, 3], X]))[0]
+        assert ": 301 samples, 4 variables" in capsys.readouterr().out
+
+
+def test_no_header_refuses_a_row_of_names(tmp_path, capsys):
+    (tmp_path / "x.csv").write_text("a,b\n1,2\n3,1\n5,7\n2,2\n")
+    assert cli.main(["fit", str(tmp_path / "x.csv"), "--backend", "cpu", "--no-header"]) == 2
+    assert "line 1, column 0: 'a' is not a number" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content, message", [
+    ("a,b\n1.5,2\n2.5,1_000\n3,4\n", "line 3, column 'b': '1_000' is not a number "
+                                    "(digit-group underscores are not read)"),
+    ("a,b\n1.5,2\n2.5,\uff13\n3,4\n", "line 3, column 'b': '\uff13' is not a number"),
+    ("a,b\n1.5,2\n,\n3,4\n2,9\n", "line 3, column 'a': an empty field (a missing value?)"),
+    ("a;b\n1;2\n2,5;3\n3;4\n2;9\n", "line 3, column 'a': '2,5' is not a number "
+                                    "(a decimal comma? write a decimal point)"),
+])
+def test_numbers_python_would_take_are_refused(tmp_path, capsys, content, message):
+    (tmp_path / "x.csv").write_text(content, encoding="utf-8")
+    assert cli.main(["fit", str(tmp_path / "x.csv"), "--backend", "cpu"]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("header", [False, True])
+def test_fixed_width_savetxt_is_read(lingam_data, tmp_path, capsys, header):
+    X = lingam_data(4, 300, "sparse", 915)[0]
+    path = tmp_path / "x.txt"
+    np.savetxt(path, X, fmt="%10.4f", header="  a  b  c  d" if header else "", comments="")
+    out = _fit_json(tmp_path, path)
+    assert ": 300 samples, 4 variables" in capsys.readouterr().out
+    assert out["names"] == (["a", "b", "c", "d"] if header else None)
+    assert out["causal_order"] == reference.causal_order(np.loadtxt(path, skiprows=int(header)))[0]
+
+
+def test_blank_lines_are_skipped_and_named_lines_keep_their_numbers(tmp_path, capsys):
+    (tmp_path / "x.csv").write_text("a,b\n\n1,2\n   \n3,1\n5,7\n2,x\n")
+    assert cli.main(["fit", str(tmp_path / "x.csv"), "--backend", "cpu"]) == 2
+    assert "line 7, column 'b': 'x' is not a number" in capsys.readouterr().err
+
+
+def test_prior_knowledge_first_row_of_minus_one_zero_one_is_data(lingam_data, tmp_path):
+    # "-1,0,1" is whole numbers in increasing order, but in a prior-knowledge
+    # matrix it is a row of entries (pandas' labels there are 0..p-1 over p rows)
+    X = lingam_data(3, 300, "sparse", 916)[0]
+    np.save(tmp_path / "x.npy", X)
+    pk = np.array([[-1, 0, 1], [-1, -1, -1], [-1, -1, -1]])
+    for text in ("-1,0,1\n-1,-1,-1\n-1,-1,-1\n", "0,1,2\n-1,0,1\n-1,-1,-1\n-1,-1,-1\n",
+                 ",0,1,2\n0,-1,0,1\n1,-1,-1,-1\n2,-1,-1,-1\n"):
+        (tmp_path / "pk.csv").write_text(text)
+        out = _fit_json(tmp_path, tmp_path / "x.npy", "--prior-knowledge",
+                        str(tmp_path / "pk.csv"))
+        assert out["causal_order"] == reference.causal_order(X, prior_knowledge=pk)[0]
+
+
+# ----------------------------------------------------------------------
+# outputs (issue 20, point 4)
+# ----------------------------------------------------------------------
+
+def _no_work(monkeypatch):
+    def no_work(*args, **kwargs):
+        raise AssertionError("the input was read")
+
+    monkeypatch.setattr(cli, "read_table", no_work)
+
+
+@pytest.mark.parametrize("option", ["-o", "--dot", "--graphml"])
+@pytest.mark.parametrize("where, message", [
+    ("missing/out", "the folder {tmp}/missing does not exist"),
+    ("/dev/full", "No space left on device"),
+    ("folder", "is a folder; give a file name"),
+])
+def test_unwritable_outputs_exit_2_before_any_work(lingam_data, tmp_path, capsys, monkeypatch,
+                                                   option, where, message):
+    if where == "/dev/full" and not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    np.save(tmp_path / "x.npy", lingam_data(3, 200, "sparse", 917)[0])
+    (tmp_path / "folder").mkdir()
+    target = where if where.startswith("/") else str(tmp_path / where)
+    _no_work(monkeypatch)
+    assert cli.main(["fit", str(tmp_path / "x.npy"), option, target]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("paralingam: error: cannot write") or "is a folder" in err, err
+    assert message.format(tmp=tmp_path) in err, err
+
+
+def test_read_only_folder_exits_2_before_any_work(lingam_data, tmp_path, capsys, monkeypatch):
+    import os
+
+    np.save(tmp_path / "x.npy", lingam_data(3, 200, "sparse", 917)[0])
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who may write anywhere (root)")
+        _no_work(monkeypatch)
+        assert cli.main(["fit", str(tmp_path / "x.npy"), "-o", str(locked / "r.json")]) == 2
+        assert "permission denied" in capsys.readouterr().err
+    finally:
+        locked.chmod(0o700)
+
+
+def test_dash_output_is_standard_output(lingam_data, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    X = lingam_data(4, 300, "sparse", 918)[0]
+    np.save(tmp_path / "x.npy", X)
+    assert cli.main(["fit", "x.npy", "--backend", "cpu", "-o", "-"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)  # nothing but the JSON on stdout
+    assert out["causal_order"] == reference.causal_order(X)[0]
+    assert "read x.npy: 300 samples, 4 variables" in captured.err  # the summary on stderr
+    assert "result written to standard output" in captured.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]  # no file named "-"
+
+
+def test_two_outputs_on_standard_output_are_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["fit", "-o", "-", "--dot", "-"])
+    assert exc.value.code == 2
+    assert "only one output can go to standard output" in capsys.readouterr().err
+
+
+def test_failed_fit_leaves_an_earlier_result_as_it_was(tmp_path, capsys):
+    (tmp_path / "x.csv").write_text("a,b\n1,1\n2,1\n3,1\n")
+    target = tmp_path / "x.paralingam.json"
+    target.write_text("earlier")
+    assert cli.main(["fit", str(tmp_path / "x.csv"), "--backend", "cpu"]) == 2
+    assert target.read_text() == "earlier"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.csv", "x.paralingam.json"]
+
+
+def test_write_failure_after_the_work_exits_1_and_leaves_nothing_half_written(
+        lingam_data, tmp_path, capsys, monkeypatch):
+    import errno
+    import os
+
+    X = lingam_data(3, 200, "sparse", 919)[0]
+    np.save(tmp_path / "x.npy", X)
+    target = tmp_path / "r.json"
+    target.write_text("earlier")
+    real_fdopen = os.fdopen
+
+    class Full:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def write(self, data):
+            self.fh.write(data[:10])
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode: Full(real_fdopen(fd, mode)))
+    code = cli.main(["fit", str(tmp_path / "x.npy"), "--backend", "cpu", "-o", str(target),
+                     "--graphml", str(tmp_path / "g.graphml")])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert f"cannot write the result file {target}: No space left on device" in err
+    assert target.read_text() == "earlier"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "x.npy"]
+
+
+def test_broken_pipe_ends_without_a_traceback(lingam_data, tmp_path):
+    import subprocess
+    import sys
+
+    np.save(tmp_path / "x.npy", lingam_data(4, 300, "sparse", 920)[0])
+    root = Path(cli.__file__).parent.parent
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from paralingam import cli; sys.exit(cli.main())",
+         "fit", str(tmp_path / "x.npy"), "--backend", "cpu"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=root)
+    proc.stdout.close()  # the reader is gone before the first line, as with "| head -0"
+    err = proc.stderr.read().decode()
+    # a summary cut short: the work goes on, its result is written
+    assert proc.wait() == 0, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert json.loads((tmp_path / "x.paralingam.json").read_text())["causal_order"]
+    # a result on standard output cut short: exit 141, no traceback either
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from paralingam import cli; sys.exit(cli.main())",
+         "fit", str(tmp_path / "x.npy"), "--backend", "cpu", "-o", "-"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=root)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_interrupt_exits_130(tmp_path, capsys, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "read_table", interrupted)
+    assert cli.main(["fit", "--backend", "cpu"]) == 130
+    assert capsys.readouterr().err == "paralingam: interrupted\n"
+
+
+# ----------------------------------------------------------------------
+# the complete command line (issue 23, point 4)
+# ----------------------------------------------------------------------
+
+def test_no_command_prints_help(capsys):
+    assert cli.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: paralingam") and "fit" in out
+
+
+def test_version(capsys):
+    import paralingam
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"paralingam {paralingam.__version__}\n"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["fit", "--help"]])
+def test_help_has_no_restructuredtext_markup(capsys, argv):
+    with pytest.raises(SystemExit):
+        cli.main(argv)
+    out = capsys.readouterr().out
+    assert "``" not in out and ":func:" not in out and ":mod:" not in out
+    assert out.startswith("usage: paralingam")
+
+
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_default_adjacency_is_the_estimators_adaptive_lasso(lingam_data, tmp_path, backend):
+    import paralingam
+
+    X = lingam_data(8, 500, "sparse", 921)[0]
+    np.save(tmp_path / "x.npy", X)
+    target = tmp_path / "result.json"
+    assert cli.main(["fit", str(tmp_path / "x.npy"), "--backend", backend, "-o",
+                     str(target)]) == 0
+    out = json.loads(target.read_text())
+    model = paralingam.DirectLiNGAM(backend=backend).fit(X)
+    B = np.array(out["adjacency_matrix"])
+    assert out["adjacency"] == "adaptive_lasso" and out["stats"]["backend"] == backend
+    assert out["causal_order"] == model.causal_order_
+    np.testing.assert_allclose(B, model.adjacency_matrix_, rtol=1e-12, atol=1e-14)
+    assert cli.main(["fit", str(tmp_path / "x.npy"), "--backend", backend, "-o", str(target),
+                     "--adjacency", "ols"]) == 0
+    B_ols = np.array(json.loads(target.read_text())["adjacency_matrix"])
+    np.testing.assert_allclose(B_ols, paralingam.fit(X, backend=backend).adjacency_matrix,
+                               rtol=1e-12, atol=1e-14)
+    # the lasso drops edges least squares keeps (else the option changes nothing)
+    assert np.count_nonzero(B) < np.count_nonzero(B_ols)
+
+
+def test_bootstrap_probabilities_match_the_estimator(lingam_data, tmp_path, capsys):
+    import paralingam
+
+    X = lingam_data(5, 300, "sparse", 922)[0]
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",", header="a,b,c,d,e", comments="")
+    out = _fit_json(tmp_path, tmp_path / "x.csv", "--bootstrap", "6", "--seed", "3")
+    X_read = np.loadtxt(tmp_path / "x.csv", delimiter=",", skiprows=1)
+    want = paralingam.DirectLiNGAM(backend="cpu", random_state=3).bootstrap(X_read, 6)
+    P = want.get_probabilities()
+    assert out["bootstrap"]["n_sampling"] == 6 and out["bootstrap"]["seed"] == 3
+    np.testing.assert_array_equal(np.array(out["bootstrap"]["probabilities"]), P)
+    names = "abcde"
+    directions = out["bootstrap"]["directions"]
+    assert len(directions) == np.count_nonzero(P)
+    for d in directions:
+        assert P[names.index(d["to"]), names.index(d["from"])] == d["probability"]
+    assert [d["probability"] for d in directions] == sorted(
+        (d["probability"] for d in directions), reverse=True)
+    text = capsys.readouterr().out
+    top = directions[0]
+    assert "bootstrap: 6 resamples" in text
+    assert f"{top['from']} -> {top['to']}" in text and f"{top['probability']:.1%}" in text
+
+
+def test_seed_needs_bootstrap(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["fit", "--seed", "1"])
+    assert exc.value.code == 2
+    assert "--seed needs --bootstrap" in capsys.readouterr().err
+
+
+def test_dot_and_graphml_describe_the_adjacency_matrix(lingam_data, tmp_path, monkeypatch):
+    import sys
+    import xml.etree.ElementTree as ET
+
+    monkeypatch.setitem(sys.modules, "networkx", None)  # must work without networkx
+    X = lingam_data(6, 400, "sparse", 923)[0]
+    names = ["a b", 'q"t', "c", "d", "e", "f"]
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",", comments="",
+               header=",".join(f'"{n}"' if '"' not in n else '"q""t"' for n in names))
+    dot, gml = tmp_path / "g.dot", tmp_path / "g.graphml"
+    out = _fit_json(tmp_path, tmp_path / "x.csv", "--dot", str(dot), "--graphml", str(gml),
+                    "--lower-limit", "0.05")
+    assert out["names"] == names
+    B = np.array(out["adjacency_matrix"])
+    want = {(names[j], names[i]): B[i, j] for i, j in zip(*np.nonzero(np.abs(B) > 0.05))}
+    assert want and len(want) < np.count_nonzero(B) + 1
+
+    ns = {"g": "http://graphml.graphdrawing.org/xmlns"}
+    graph = ET.parse(gml).getroot().find("g:graph", ns)
+    assert graph.get("edgedefault") == "directed"
+    assert [n.get("id") for n in graph.findall("g:node", ns)] == names
+    got = {(e.get("source"), e.get("target")): float(e.find("g:data", ns).text)
+           for e in graph.findall("g:edge", ns)}
+    assert got == want
+
+    text = dot.read_text()
+    assert text.startswith("digraph") and '"q\\"t";' in text and '"a b";' in text
+    assert text.count(" -> ") == len(want)
+    for (frm, to), w in want.items():
+        def q(s):
+            return '"' + s.replace('"', '\\"') + '"'
+        assert f'{q(frm)} -> {q(to)} [label="{w:.2f}"];' in text
+
+
+def test_graphml_reads_in_networkx(lingam_data, tmp_path):
+    nx = pytest.importorskip("networkx")
+    X = lingam_data(5, 300, "sparse", 924)[0]
+    np.save(tmp_path / "x.npy", X)
+    gml = tmp_path / "g.graphml"
+    out = _fit_json(tmp_path, tmp_path / "x.npy", "--graphml", str(gml), "--bootstrap", "3",
+                    "--seed", "1")
+    G = nx.read_graphml(gml)
+    B = np.array(out["adjacency_matrix"])
+    P = np.array(out["bootstrap"]["probabilities"])
+    assert sorted(G.nodes) == [str(k) for k in range(5)]
+    edges = {(int(a), int(b)): d for a, b, d in G.edges(data=True)}
+    assert set(edges) == {(j, i) for i, j in zip(*np.nonzero(np.abs(B) > 0.01))}
+    for (j, i), d in edges.items():
+        assert d["weight"] == B[i, j] and d["probability"] == P[i, j]
+
+
+def test_svg_without_graphviz_exits_2_before_any_work(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dot program
+    _no_work(monkeypatch)
+    assert cli.main(["fit", "--svg", str(tmp_path / "g.svg")]) == 2
+    err = capsys.readouterr().err
+    assert "--svg needs Graphviz's dot program, which is not on PATH" in err
+    assert "'pip install graphviz' installs only the Python bindings" in err
+    assert not (tmp_path / "g.svg").exists()
+
+
+@pytest.mark.parametrize("fmt", ["svg", "png"])
+def test_svg_and_png_are_drawn_by_the_dot_program(lingam_data, tmp_path, monkeypatch, fmt):
+    # a stand-in dot program that records its arguments and input
+    fake = tmp_path / "bin" / "dot"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho \"$@\" > \"$(dirname \"$0\")/args\"\n"
+                    "cat > \"$(dirname \"$0\")/input\"\nprintf 'DRAWN'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:/usr/bin:/bin")
+    np.save(tmp_path / "x.npy", lingam_data(4, 300, "sparse", 925)[0])
+    _fit_json(tmp_path, tmp_path / "x.npy", f"--{fmt}", str(tmp_path / f"g.{fmt}"),
+              "--dot", str(tmp_path / "g.dot"))
+    assert (tmp_path / f"g.{fmt}").read_bytes() == b"DRAWN"
+    assert (fake.parent / "args").read_text().strip() == f"-T{fmt}"
+    assert (fake.parent / "input").read_text() == (tmp_path / "g.dot").read_text()
+
+
+def test_failing_dot_program_exits_1_after_writing_the_rest(lingam_data, tmp_path, monkeypatch,
+                                                          capsys):
+    fake = tmp_path / "bin" / "dot"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'Format: \"svg\" not recognized' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:/usr/bin:/bin")
+    np.save(tmp_path / "x.npy", lingam_data(4, 300, "sparse", 925)[0])
+    code = cli.main(["fit", str(tmp_path / "x.npy"), "--backend", "cpu", "--svg",
+                     str(tmp_path / "g.svg")])
+    assert code == 1
+    assert "Graphviz's dot program failed (1): Format: \"svg\" not recognized" in \
+        capsys.readouterr().err
+    assert (tmp_path / "x.paralingam.json").exists() and not (tmp_path / "g.svg").exists()
+
+
+def test_threads_reach_the_search(lingam_data, tmp_path):
+    np.save(tmp_path / "x.npy", lingam_data(40, 1000, "sparse", 926)[0])
+    out = _fit_json(tmp_path, tmp_path / "x.npy", "--threads", "1")
+    assert set(out["stats"]["threads"]) == {1}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--threads", "0"], "argument --threads: must be at least 1; got 0"),
+    (["--bootstrap", "x"], "argument --bootstrap: not a whole number: 'x'"),
+    (["--lower-limit", "-1"], "argument --lower-limit: must be a finite number >= 0"),
+    (["--adjacency", "lasso"], "argument --adjacency: invalid choice: 'lasso'"),
+])
+def test_bad_option_values_exit_2(capsys, argv, message):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["fit", *argv])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_quiet_prints_nothing_but_writes_the_result(lingam_data, tmp_path, capsys):
+    np.save(tmp_path / "x.npy", lingam_data(4, 300, "sparse", 927)[0])
+    _fit_json(tmp_path, tmp_path / "x.npy", "--quiet", "--bootstrap", "2")
+    assert capsys.readouterr() == ("", "")
+
+
+def test_several_files_are_refused_for_now(tmp_path, capsys, monkeypatch):
+    _no_work(monkeypatch)
+    assert cli.main(["fit", "a.csv", "b.csv"]) == 2
+    assert "2 data files given: several files are multi-group data" in capsys.readouterr().err
+
+
+def test_output_through_a_symbolic_link_writes_its_target(lingam_data, tmp_path):
+    np.save(tmp_path / "x.npy", lingam_data(3, 200, "sparse", 928)[0])
+    (tmp_path / "real.json").write_text("earlier")
+    (tmp_path / "link.json").symlink_to(tmp_path / "real.json")
+    assert cli.main(["fit", str(tmp_path / "x.npy"), "--backend", "cpu",
+                     "-o", str(tmp_path / "link.json")]) == 0
+    assert (tmp_path / "link.json").is_symlink()
+    assert json.loads((tmp_path / "real.json").read_text())["causal_order"]
+
+
+def test_nan_is_read_and_refused_by_the_fit_naming_the_column(tmp_path, capsys):
+    (tmp_path / "x.csv").write_text("a,b\n1.5,2\n2.5,nan\n3,4\n2,9\n")
+    assert cli.main(["fit", str(tmp_path / "x.csv"), "--backend", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("paralingam: error: ") and "'b'" in err, err
+
+
+def test_one_dimensional_array_with_prior_knowledge_exits_2(tmp_path, capsys):
+    np.save(tmp_path / "one.npy", np.arange(10.0) ** 3)
+    (tmp_path / "pk.csv").write_text("-1\n")
+    assert cli.main(["fit", str(tmp_path / "one.npy"), "--backend", "cpu",
+                     "--prior-knowledge", str(tmp_path / "pk.csv")]) == 2
+    assert "save an array of shape (n_samples, 1)" in capsys.readouterr().err
+
+
+def test_prior_knowledge_reaches_the_adjacency_step(lingam_data, tmp_path):
+    import paralingam
+
+    X = lingam_data(5, 400, "sparse", 929)[0]
+    np.save(tmp_path / "x.npy", X)
+    free = paralingam.DirectLiNGAM(backend="cpu").fit(X).adjacency_matrix_
+    i, j = np.unravel_index(np.argmax(np.abs(free)), free.shape)  # the strongest edge j -> i
+    pk = -np.ones((5, 5))
+    pk[i, j] = 0  # no directed path from j to i
+    np.save(tmp_path / "pk.npy", pk)
+    # softly: the order keeps j before i, only the adjacency step drops the edge
+    out = _fit_json(tmp_path, tmp_path / "x.npy", "--prior-knowledge", str(tmp_path / "pk.npy"),
+                    "--soft-prior")
+    want = paralingam.DirectLiNGAM(backend="cpu", prior_knowledge=pk,
+                                   apply_prior_knowledge_softly=True).fit(X)
+    B = np.array(out["adjacency_matrix"])
+    assert out["causal_order"] == want.causal_order_
+    assert want.causal_order_.index(j) < want.causal_order_.index(i) and B[i, j] == 0
+    np.testing.assert_allclose(B, want.adjacency_matrix_, rtol=1e-12, atol=1e-14)
+
+
+def test_a_named_row_index_column_is_pointed_out(lingam_data, tmp_path, capsys):
+    pd = pytest.importorskip("pandas")
+    X = lingam_data(3, 200, "sparse", 930)[0]
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    frame.index.name = "id"
+    frame.to_csv(tmp_path / "x.csv")  # header id,a,b,c: the index is a named column
+    out = _fit_json(tmp_path, tmp_path / "x.csv")
+    assert out["names"] == ["id", "a", "b", "c"]
+    assert "paralingam: warning: column 'id' holds 0, 1, ..., n-1, as a row index does" in \
+        capsys.readouterr().err
