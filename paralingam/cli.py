@@ -846,8 +846,10 @@ def _fit_and_write(args, fit, outputs):
         result, lines, graph = fit(args, table, prior)
     except BrokenPipeError:
         raise
-    except (OSError, ValueError, RuntimeError) as exc:
-        message = str(exc)
+    except (OSError, ValueError, RuntimeError, MemoryError) as exc:
+        # MemoryError: paralingam.InsufficientMemoryError names the step and the size
+        # before anything is allocated or written.
+        message = str(exc) or f"out of memory ({type(exc).__name__})"
         for python, typed in CLI_SPELLINGS.items():
             message = message.replace(python, typed)
         raise CLIError(message) from None
