@@ -224,7 +224,7 @@ CHILD = textwrap.dedent('''
             return np.array_equal(after, before)
     elif step == "cuda_search":
         opts = dict(backend="cuda", dtype="float64")
-        big = data(1500, 8192, 10)
+        big = data(1500, 16384, 10)
         before = list(paralingam.fit(big, **opts).causal_order)  # the same workspace
         ok_small = list(paralingam.fit(small, backend="cuda").causal_order) == small_order
         def long_call():
