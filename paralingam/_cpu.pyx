@@ -34,8 +34,12 @@ root never depends on thread timing (see ``STOP_MARGIN`` for the one place
 where the timing-dependent partial sums are used).
 """
 
+import threading
+
 import numpy as np
 cimport numpy as cnp
+from cpython.exc cimport PyErr_CheckSignals, PyErr_Fetch, PyErr_Restore
+from cpython.ref cimport PyObject
 from cython.parallel cimport prange, parallel
 from libc.math cimport sqrt, fabs, INFINITY
 cimport openmp
@@ -72,6 +76,20 @@ cdef extern from "_cpu_kernels.h" nogil:
     double pl_thread_seconds()
     void pl_order_partners(const double *cov, Py_ssize_t p, const int *idx, int r, int w,
                            unsigned int *scratch, int *out)
+    int pl_register_fork_handler()
+    int pl_threads_usable()
+
+cdef extern from "Python.h":
+    # Without an exception clause: poll_signals fetches the exception itself.
+    int pl_check_signals "PyErr_CheckSignals" ()
+
+# Fork (docs/design/runtime.rst): the thread that survives a fork runs serially.
+pl_register_fork_handler()
+
+# Ctrl-C (docs/design/runtime.rst): the thread that called the search runs
+# Python's signal handlers at most this often while its regions run; an
+# exception from a handler stops every thread at its next pair or task.
+cdef double POLL_INTERVAL = 0.01
 
 cdef double LOG2 = 0.6931471805599453
 # Prior-knowledge status of a variable (as paralingam.reference); only
@@ -270,6 +288,44 @@ cdef struct Search:
     # clocks of the iteration's regions (see BUSY_MARGIN)
     double wall        # wall time of the regions
     double cpu         # CPU time the threads spent on their tasks
+    # interrupts (see POLL_INTERVAL)
+    int stop           # 1 once a signal handler raised: every thread leaves (atomic)
+    bint poll          # the calling thread is Python's main thread (it runs the handlers)
+    double next_poll   # wall time of its next check
+    PyObject *exc_type # the handler's exception, raised when the search unwinds
+    PyObject *exc_value
+    PyObject *exc_tb
+
+
+cdef void poll_signals(Search *s) noexcept nogil:
+    """Thread 0 only: run Python's signal handlers every POLL_INTERVAL.
+
+    An exception from a handler (KeyboardInterrupt) is kept in ``s`` and
+    ``s.stop`` set; the threads then leave their tasks, the regions end, and
+    ``raise_stopped`` raises it.
+    """
+    cdef double now
+    if not s.poll or pl_load_int(&s.stop):
+        return
+    now = pl_wall_seconds()
+    if now < s.next_poll:
+        return
+    s.next_poll = now + POLL_INTERVAL
+    with gil:
+        if pl_check_signals() != 0:
+            PyErr_Fetch(&s.exc_type, &s.exc_value, &s.exc_tb)
+            pl_store_int(&s.stop, 1)
+
+
+cdef int raise_stopped(Search *s) except -1:
+    """Raise the exception that stopped the search."""
+    if s.exc_type == NULL:
+        raise KeyboardInterrupt
+    PyErr_Restore(s.exc_type, s.exc_value, s.exc_tb)  # (steals the references)
+    s.exc_type = NULL
+    s.exc_value = NULL
+    s.exc_tb = NULL
+    return -1
 
 
 cdef inline double pair_stat(Search *s, int a, int b, int both, bint use_float,
@@ -363,7 +419,7 @@ cdef void redo_stat(Search *s, int task) noexcept nogil:
     s.redo_stat[ci * s.p + j] = v
 
 
-cdef void run_worker(Search *s, int w, double gamma_stop) noexcept nogil:
+cdef void run_worker(Search *s, int w, double gamma_stop, int tid) noexcept nogil:
     """Compare worker w with its partners until it passes gamma_stop or runs out.
 
     With a threshold, partners are visited in w's partner order (decreasing
@@ -373,10 +429,19 @@ cdef void run_worker(Search *s, int w, double gamma_stop) noexcept nogil:
     A partner whose pair is claimed or done is skipped for good: its result
     arrives as a message. A worker that finds no free pair returns; the
     scheduler runs it again in the next round if it is still unfinished.
+    Thread ``tid`` 0 checks for signals every few pairs (a worker can run
+    for long at large n), and every thread leaves once one stopped the search.
     """
     cdef int r = s.r
     cdef int t, a, b
+    cdef int pairs = 0
     while True:
+        if pl_load_int(&s.stop):
+            return
+        if tid == 0:
+            pairs = pairs + 1
+            if pairs & 7 == 0:
+                poll_signals(s)
         if pl_load_double(&s.score[w]) > gamma_stop:
             return
         if pl_load_int(&s.ndone[w]) >= r - 1:
@@ -489,6 +554,35 @@ cdef enum:
     REDO = 4
 
 
+cdef void run_tasks(Search *s, int what, int count, int chunk, int *next_task,
+                    int tid) noexcept nogil:
+    """Take tasks of a region from ``next_task`` and run them until none is left.
+
+    Thread ``tid`` 0 checks for signals between chunks; every thread leaves
+    once one stopped the search (see POLL_INTERVAL).
+    """
+    cdef int first, end, task
+    first = pl_next_tasks(next_task, chunk)
+    while first < count:
+        if tid == 0:
+            poll_signals(s)
+        if pl_load_int(&s.stop):
+            return
+        end = min(first + chunk, count)
+        for task in range(first, end):
+            if what == PREPARE:
+                prepare_worker(s, task)
+            elif what == ROUND:
+                run_worker(s, s.active[task], s.gamma_stop, tid)
+            elif what == UPDATE_DATA:
+                update_row(s, task)
+            elif what == REDO:
+                redo_stat(s, task)
+            else:
+                update_cov_row(s, task)
+        first = pl_next_tasks(next_task, chunk)
+
+
 cdef void run_region(Search *s, int what, int count, int nt) noexcept nogil:
     """Run ``count`` tasks of one kind on ``nt`` threads; add to ``s.wall`` and ``s.cpu``.
 
@@ -499,31 +593,23 @@ cdef void run_region(Search *s, int what, int count, int nt) noexcept nogil:
     lengths differ widely;
     rows in chunks of about count / (8 nt), since the counter itself costs
     as much as a short row of the covariance update. Tasks write disjoint
-    rows, so the thread that runs a task never changes a result.
+    rows, so the thread that runs a task never changes a result. One thread
+    runs the tasks itself, outside OpenMP (see pl_threads_usable). After an
+    interrupt (``s.stop``) the tasks are left unfinished.
     """
     cdef int next_task = 0
     cdef int chunk = 1 if what == ROUND or what == REDO else max(1, count // (8 * nt))
-    cdef int first = 0, task = 0, end = 0  # (private in the region; set for the compiler)
     cdef double t_cpu = 0.0
     cdef double t_wall = pl_wall_seconds()
-    with parallel(num_threads=nt):
+    if nt <= 1:
         t_cpu = pl_thread_seconds()
-        first = pl_next_tasks(&next_task, chunk)
-        while first < count:
-            end = min(first + chunk, count)
-            for task in range(first, end):
-                if what == PREPARE:
-                    prepare_worker(s, task)
-                elif what == ROUND:
-                    run_worker(s, s.active[task], s.gamma_stop)
-                elif what == UPDATE_DATA:
-                    update_row(s, task)
-                elif what == REDO:
-                    redo_stat(s, task)
-                else:
-                    update_cov_row(s, task)
-            first = pl_next_tasks(&next_task, chunk)
+        run_tasks(s, what, count, chunk, &next_task, 0)
         pl_add_double(&s.cpu, pl_thread_seconds() - t_cpu)
+    else:
+        with parallel(num_threads=nt):
+            t_cpu = pl_thread_seconds()
+            run_tasks(s, what, count, chunk, &next_task, openmp.omp_get_thread_num())
+            pl_add_double(&s.cpu, pl_thread_seconds() - t_cpu)
     s.wall = s.wall + (pl_wall_seconds() - t_wall)
 
 
@@ -654,6 +740,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     cdef int nt
 
     nthreads = n_threads if n_threads > 0 else openmp.omp_get_max_threads()
+    if not pl_threads_usable():
+        nthreads = 1  # this thread survived a fork: no OpenMP team (pl_threads_usable)
     nt = nthreads  # threads of the current iteration
     if pl_thread_seconds() < 0.0:
         adapt_threads = False  # no thread CPU clock on this platform
@@ -740,6 +828,12 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     s.cand = &cand_v[0]
     s.stat_err = &stat_err_v[0, 0]
     s.redo_stat = &redo_v[0, 0]
+    s.stop = 0
+    s.poll = threading.current_thread() is threading.main_thread()
+    s.next_poll = pl_wall_seconds() + POLL_INTERVAL
+    s.exc_type = NULL
+    s.exc_value = NULL
+    s.exc_tb = NULL
     cdef double settle
     cdef int n_redo
 
@@ -751,6 +845,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     r = <int>p
 
     while r > 0:
+        PyErr_CheckSignals()  # (compiled code: the interpreter does not check here)
         if r == 1:
             order.append(alive[0])
             break
@@ -815,6 +910,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         with nogil:
             # Entropy of every worker's variable; reset worker state.
             run_region(&s, PREPARE, s.r, nt)
+            if pl_load_int(&s.stop):
+                nw = 0  # interrupted: no rounds
             s.compared = 0
             gamma = gamma0 if threshold else INFINITY
             rounds = 0
@@ -867,6 +964,11 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                     continue
                 rounds = rounds + 1
                 run_region(&s, ROUND, n_active, nt)
+                if pl_load_int(&s.stop):
+                    break
+
+        if s.stop:
+            raise_stopped(&s)
 
         root = idx[root_local]
         order.append(root)
@@ -884,6 +986,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         s.root = root
         with nogil:
             run_region(&s, UPDATE_DATA, r, nt)
+        if s.stop:
+            raise_stopped(&s)
 
         if stop_on_dependence and (gone_arr[alive_arr[:r]] == 2).any():
             raise LinearDependenceError(
@@ -908,6 +1012,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         s.r = r
         with nogil:
             run_region(&s, UPDATE_COV, r, nt)
+        if s.stop:
+            raise_stopped(&s)
         if adapt_threads and nt > 1 and len(per_iteration["threads"]) > BUSY_SKIP:
             busy_cores.record(nt, nthreads, s.wall, s.cpu, busy_margin, pl_wall_seconds())
 

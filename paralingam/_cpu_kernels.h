@@ -456,4 +456,35 @@ static inline void pl_order_partners(const double *cov, Py_ssize_t p, const int 
         if (t != w) out[start[scratch[t]]++] = t;
 }
 
+/* ---- fork and interrupts (docs/design/runtime.rst) ---- */
+
+#include <pthread.h>
+
+/* libgomp keeps a thread's team of worker threads for its next parallel
+ * region, and fork copies only the forking thread: in the child that thread
+ * still holds its team, whose threads no longer exist, and its next parallel
+ * region waits for them forever. The child handler records the thread that
+ * survived a fork; it runs every region on one thread without entering
+ * OpenMP. Threads the child starts later have no team yet and may use many. */
+static pthread_t pl_fork_survivor;
+static int pl_forked = 0;
+
+static void pl_after_fork_in_child(void)
+{
+    pl_fork_survivor = pthread_self();
+    pl_forked = 1;
+}
+
+/* Called once when the extension is imported. */
+static inline int pl_register_fork_handler(void)
+{
+    return pthread_atfork(NULL, NULL, pl_after_fork_in_child);
+}
+
+/* 1 when the calling thread may start an OpenMP team with several threads. */
+static inline int pl_threads_usable(void)
+{
+    return !pl_forked || !pthread_equal(pthread_self(), pl_fork_survivor);
+}
+
 #endif

@@ -36,10 +36,14 @@ flagged and the caller recomputes it with scikit-learn itself, so results never
 depend on a port of those branches.
 """
 
+import threading
+
 import numpy as np
 
 cimport openmp
-from cython.parallel cimport prange
+from cpython.exc cimport PyErr_Fetch, PyErr_Restore
+from cpython.ref cimport PyObject
+from cython.parallel cimport parallel
 from libc.float cimport DBL_MAX, DBL_EPSILON, FLT_EPSILON, FLT_MIN
 from libc.math cimport fabs, hypot, isfinite, log, pow, rint, sqrt, M_PI
 from libc.stdlib cimport calloc, free
@@ -53,6 +57,20 @@ cdef extern from "_lasso_kernels.h" nogil:
                   double* y, Py_ssize_t n)
     void pl_axpy_gather(double a, const double* row, const Py_ssize_t* idx, double* y,
                         Py_ssize_t n)
+    Py_ssize_t pl_next_task(Py_ssize_t* counter)
+    int pl_load_int(const int* p)
+    void pl_store_int(int* p, int v)
+    double pl_wall_seconds()
+    int pl_register_fork_handler()
+    int pl_threads_usable()
+
+cdef extern from "Python.h":
+    # Without an exception clause: poll_signals fetches the exception itself.
+    int pl_check_signals "PyErr_CheckSignals" ()
+
+# Fork and Ctrl-C: as the search (paralingam/_cpu.pyx, docs/design/runtime.rst).
+pl_register_fork_handler()
+cdef double POLL_INTERVAL = 0.01
 
 
 cdef double TINY32 = FLT_MIN            # np.finfo(np.float32).tiny
@@ -517,10 +535,118 @@ cdef int one_target(const double* gram, const double* scatter, Py_ssize_t p,
 
 
 cdef int thread_count(int n_threads, Py_ssize_t p):
-    """OpenMP threads for the targets of a p-variable problem (see ``SERIAL_BELOW_P``)."""
-    if p < SERIAL_BELOW_P:
+    """OpenMP threads for the targets of a p-variable problem (see ``SERIAL_BELOW_P``).
+
+    One in the thread that survived a fork (its OpenMP team did not).
+    """
+    if p < SERIAL_BELOW_P or not pl_threads_usable():
         return 1
     return n_threads if n_threads > 0 else openmp.omp_get_max_threads()
+
+
+DEF LASSO_ROWS = 0
+DEF REFIT_ROWS = 1
+
+
+cdef struct Job:
+    # The targets of adaptive_lasso_rows (LASSO_ROWS) or refit_rows (REFIT_ROWS).
+    int what
+    Py_ssize_t n_targets
+    const double* gram
+    const double* scatter
+    Py_ssize_t p
+    const Py_ssize_t* targets
+    const Py_ssize_t* offsets
+    const Py_ssize_t* predictors
+    const unsigned char* kept
+    double n_samples
+    double gamma
+    const double* ols_coef     # NULL: every target solves its own
+    Py_ssize_t ols_ld          # row stride of ols_coef
+    const double* ols_rss
+    const unsigned char* ols_given
+    double* B
+    unsigned char* flag        # per target: FALLBACK / failed
+    # interrupts (as the search's, paralingam/_cpu.pyx)
+    Py_ssize_t next_task
+    int stop
+    bint poll
+    double next_poll
+    PyObject* exc_type
+    PyObject* exc_value
+    PyObject* exc_tb
+
+
+cdef void poll_signals(Job* j) noexcept nogil:
+    """Thread 0 only: run Python's signal handlers every POLL_INTERVAL; stop on an exception."""
+    cdef double now
+    if not j.poll or pl_load_int(&j.stop):
+        return
+    now = pl_wall_seconds()
+    if now < j.next_poll:
+        return
+    j.next_poll = now + POLL_INTERVAL
+    with gil:
+        if pl_check_signals() != 0:
+            PyErr_Fetch(&j.exc_type, &j.exc_value, &j.exc_tb)
+            pl_store_int(&j.stop, 1)
+
+
+cdef void run_target(Job* j, Py_ssize_t r) noexcept nogil:
+    """Task ``r``: targets are taken from the last (the largest, in causal order)."""
+    cdef Py_ssize_t t = j.n_targets - 1 - r
+    cdef Py_ssize_t target = j.targets[t]
+    cdef bint given
+    if j.what == REFIT_ROWS:
+        j.flag[t] = refit_row(j.scatter, j.p, j.kept + target * j.p, target, j.B)
+        return
+    given = j.ols_given != NULL and j.ols_given[t]
+    j.flag[t] = one_target(
+        j.gram, j.scatter, j.p, j.predictors + j.offsets[t], j.offsets[t + 1] - j.offsets[t],
+        target, j.n_samples, j.gamma, j.ols_coef + target * j.ols_ld if given else NULL,
+        j.ols_rss[target] if given else 0.0, j.B)
+
+
+cdef void run_targets(Job* j, int tid) noexcept nogil:
+    """This thread's share of the targets (a dynamic schedule by hand)."""
+    cdef Py_ssize_t r = pl_next_task(&j.next_task)
+    while r < j.n_targets:
+        if tid == 0:
+            poll_signals(j)
+        if pl_load_int(&j.stop):
+            return
+        run_target(j, r)
+        r = pl_next_task(&j.next_task)
+
+
+cdef int run_job(Job* j, int threads) except -1:
+    """Every target of ``j`` on ``threads`` threads; raise what a signal handler raised.
+
+    The thread of the caller checks for signals between its targets (a
+    target takes at most a fraction of a second); on an exception every
+    thread leaves at its next target and the region ends before it is raised.
+    One thread runs the targets itself, outside OpenMP.
+    """
+    j.next_task = 0
+    j.stop = 0
+    j.poll = threading.current_thread() is threading.main_thread()
+    j.next_poll = pl_wall_seconds() + POLL_INTERVAL
+    j.exc_type = NULL
+    j.exc_value = NULL
+    j.exc_tb = NULL
+    with nogil:
+        if threads <= 1:
+            run_targets(j, 0)
+        else:
+            with parallel(num_threads=threads):
+                run_targets(j, openmp.omp_get_thread_num())
+    if j.stop:
+        if j.exc_type == NULL:
+            raise KeyboardInterrupt
+        PyErr_Restore(j.exc_type, j.exc_value, j.exc_tb)  # (steals the references)
+        j.exc_type = NULL
+        return -1
+    return 0
 
 
 cdef int refit(const double* scatter, Py_ssize_t p, const Py_ssize_t* keep, Py_ssize_t kept,
@@ -609,11 +735,18 @@ def refit_rows(const double[:, ::1] scatter, const Py_ssize_t[::1] targets,
     cdef double[:, ::1] B = B_arr
     cdef unsigned char[::1] failed = failed_arr
     cdef int threads = thread_count(n_threads, p)
+    cdef Job job
     if n_targets == 0 or p == 0:
         return B_arr, failed_arr.astype(bool)
-    with nogil:
-        for t in prange(n_targets, schedule="dynamic", num_threads=threads):
-            failed[t] = refit_row(&scatter[0, 0], p, &kept[targets[t], 0], targets[t], &B[0, 0])
+    job.what = REFIT_ROWS
+    job.n_targets = n_targets
+    job.scatter = &scatter[0, 0]
+    job.p = p
+    job.targets = &targets[0]
+    job.kept = &kept[0, 0]
+    job.B = &B[0, 0]
+    job.flag = &failed[0]
+    run_job(&job, threads)
     return B_arr, failed_arr.astype(bool)
 
 
@@ -671,15 +804,24 @@ def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
     cdef double[:, ::1] B = B_arr
     cdef unsigned char[::1] fallback = fallback_arr
     cdef int threads = thread_count(n_threads, p)
+    cdef Job job
     if n_targets == 0:
         return B_arr, fallback_arr.astype(bool)
-    with nogil:
-        for r in prange(n_targets, schedule="dynamic", num_threads=threads):
-            t = n_targets - 1 - r
-            fallback[t] = one_target(
-                &gram[0, 0], &scatter[0, 0], p, &predictors[offsets[t]],
-                offsets[t + 1] - offsets[t], targets[t], n_samples, gamma,
-                &ols_coef[targets[t], 0] if given and ols_given[t] else NULL,
-                ols_rss[targets[t]] if given and ols_given[t] else 0.0,
-                &B[0, 0])
+    job.what = LASSO_ROWS
+    job.n_targets = n_targets
+    job.gram = &gram[0, 0]
+    job.scatter = &scatter[0, 0]
+    job.p = p
+    job.targets = &targets[0]
+    job.offsets = &offsets[0]
+    job.predictors = &predictors[0] if predictors.shape[0] > 0 else NULL
+    job.n_samples = n_samples
+    job.gamma = gamma
+    job.ols_coef = &ols_coef[0, 0] if given else NULL
+    job.ols_ld = ols_coef.shape[1] if given else 0
+    job.ols_rss = &ols_rss[0] if given else NULL
+    job.ols_given = &ols_given[0] if given else NULL
+    job.B = &B[0, 0]
+    job.flag = &fallback[0]
+    run_job(&job, threads)
     return B_arr, fallback_arr.astype(bool)

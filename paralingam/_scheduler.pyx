@@ -25,8 +25,12 @@ headers were found at build time; they cost nothing unless a profiler such
 as Nsight Systems is attached.
 """
 
+from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport uintptr_t
 from libc.string cimport memset
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+
+import threading
 
 import numpy as np
 cimport numpy as cnp
@@ -414,16 +418,37 @@ cdef int fail_in_flight(CUresult rc) except -1 with gil:
     raise CudaError(f"CUDA error in one of the kernels [{names}]: {error_text(rc)}", rc)
 
 
-cdef int wait_status(PlStatus *st, int seq) except -1 nogil:
+# Ctrl-C (docs/design/runtime.rst): while it waits for a status, the host
+# runs Python's signal handlers at most this often (from Python's main thread
+# only, the one that can run them). An exception from a handler ends the wait;
+# search() then lets the queued kernels finish before raising it.
+cdef double POLL_INTERVAL = 0.01
+
+
+cdef inline double now_seconds() noexcept nogil:
+    cdef timespec t
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return <double>t.tv_sec + 1e-9 * <double>t.tv_nsec
+
+
+cdef int check_signals() except -1 with gil:
+    PyErr_CheckSignals()
+    return 0
+
+
+cdef int wait_status(PlStatus *st, int seq, bint poll=False) except -1 nogil:
     """Spin until the device publishes status number ``seq``.
 
     Every few thousand spins the stream is queried: a kernel fault surfaces
     there (named after the kernels in flight), and an idle stream with no new
-    status would be a scheduler bug, not something to wait for.
+    status would be a scheduler bug, not something to wait for. With
+    ``poll``, Python's signal handlers run every POLL_INTERVAL, and an
+    exception they raise (KeyboardInterrupt) is raised from here.
     """
     global inflight_len
     cdef long spins = 0
     cdef CUresult rc
+    cdef double next_poll = now_seconds() + POLL_INTERVAL if poll else 0.0
     while pl_load_acquire(&st.seq) < seq:
         spins += 1
         if spins & 4095 == 0:
@@ -436,6 +461,9 @@ cdef int wait_status(PlStatus *st, int seq) except -1 nogil:
                                     f"(have {st.seq}) after [{(<bytes>inflight[:inflight_len]).decode()}]")
             elif rc != CUDA_ERROR_NOT_READY:
                 fail_in_flight(rc)
+            if poll and now_seconds() >= next_poll:
+                next_poll = now_seconds() + POLL_INTERVAL
+                check_signals()
         pl_cpu_relax()
     inflight_len = 0
     return 0
@@ -622,6 +650,8 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef CUevent e
     cdef float ms
     cdef CUresult rc_end
+    # Python's main thread runs the signal handlers (Ctrl-C) while it waits
+    cdef bint poll = threading.current_thread() is threading.main_thread()
     gpu_rounds = None
     global inflight_len
     inflight_len = 0
@@ -705,7 +735,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     launch_updates(m, r_host, n, params)
                     seq += 1
                     rounds += 1
-                    wait_status(st, seq)
+                    wait_status(st, seq, poll)
                     PL_RANGE_POP()
                     state = st.state
                     if state != PL_RUNNING:
@@ -750,6 +780,19 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
             elif ph[k] == PH_ROUNDS and gpu_rounds:
                 # (no negative indices: this module is compiled with wraparound=False)
                 gpu_rounds[len(gpu_rounds) - 1] += ms * 1e-3
+    except BaseException as exc:
+        if not isinstance(exc, CudaError):
+            # Interrupted (KeyboardInterrupt from wait_status) or a callback
+            # failed: this search's kernels may still be queued. Let them
+            # finish (at most a round and its updates), so that the context,
+            # the cached workspaces and the next search start clean; the next
+            # search re-initialises the whole device state.
+            with nogil:
+                rc_end = drv.stream_sync(NULL)
+            if rc_end != 0:
+                fail_in_flight(rc_end)  # a fault outranks the interrupt
+            inflight_len = 0
+        raise
     finally:
         if profile:
             for k in range(max_events):
