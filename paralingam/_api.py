@@ -11,7 +11,7 @@ from ._validation import (CUDA_BLOCKS, MAX_THREADS, WARPS_PER_PAIR, as_data_matr
                           check_choice, check_dtype, check_int, check_positive, default_threads,
                           user_stacklevel)
 from .adjacency import _ols_adjacency, _scaled_back
-from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError
+from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError, initial_noise
 from .prior import PriorKnowledge
 
 DEFAULT_GAMMA0 = 1e-4
@@ -342,7 +342,8 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
         explained_tol=explained_tol, drift_tol=DRIFT_TOL,
         n_threads=n_threads or (1 if data.size < SMALL_SEARCH else default_threads()),
         adapt_threads=n_threads is None, rederive=rederive,
-        stop_on_dependence=stop_on_dependence, candidates=candidates, use_float=use_float)
+        stop_on_dependence=stop_on_dependence, candidates=candidates, use_float=use_float,
+        noise=initial_noise(data))
     times["search"] = time.perf_counter() - t0
     return result
 
