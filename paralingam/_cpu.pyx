@@ -315,10 +315,13 @@ cdef inline double pair_stat(Search *s, int a, int b, int both, bint use_float,
     cdef double m[4]
     cdef double inv_s
     err[0] = 0.0
-    if f <= s.band:  # measured from the rows, as the groups were decided
-        f = pair_fraction(s, ia, ib)
-        if pair_collinear(s, ia, ib, f):
+    if f <= s.band:  # decided on the rows, as the groups were
+        if pair_collinear(s, ia, ib, pair_fraction(s, ia, ib)):
             return 0.0
+        # not collinear: 1 - rho**2 at least 2**-52, as the CUDA backend's
+        # stored correlations (|rho| <= 1 - 2**-53) give
+        if f < DBL_EPSILON:
+            f = DBL_EPSILON
     inv_s = 1.0 / sqrt(f)
     if not use_float:  # one compiled copy for the search and the re-decision
         return pl_stat_f64(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, s.hx[a], s.hx[b],
