@@ -7,9 +7,10 @@ defines what happens instead, identically in the reference and all backends.
 
 A dependence is *exact* when the residual that proves it is at the level of
 the rounding error of computing it; a fixed fraction of the variance is not
-such a test: one gross outlier can leave a genuine residual at ``1e-14`` of
-a variable's variance (it dominates the variance), while an exact identity
-of flux samples keeps rounding residuals of ``1e-26`` to ``1e-23``
+such a test: one gross outlier of 1e8 among n=1000 values of order one
+leaves a genuine residual at ``1e-14`` of a variable's variance (it owns
+the variance), while a residual of data with exact identities is rounding
+error, however small or large its fraction
 (docs/design/degenerate_data.rst has the derivation and the measurements).
 Every decision therefore compares the *measured* residual fraction ``f``
 (the variance of ``x_i - beta x_j`` over that of ``x_i``, computed from the
