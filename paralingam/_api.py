@@ -126,7 +126,11 @@ def fit(
         order either way (``stats["float64_redo"]``). ``"float64"`` computes
         every comparison in double.
     collinear_tol, explained_tol : float
-        Tolerances of the degenerate-data policy (:mod:`paralingam.policy`).
+        Tolerances of the degenerate-data policy (:mod:`paralingam.policy`):
+        upper limits on the fraction of variance an exact dependence leaves;
+        whether a residual is exact is decided against its rounding noise,
+        so no tolerance makes a genuine residual (e.g. of outlier data) a
+        dependence. ``1e-300`` switches the policy off.
     n_threads : int, optional
         CPU threads, 1..1024 (default: all cores, or ``OMP_NUM_THREADS`` up
         to the number of cores; one for a search with n_samples * n_features
