@@ -204,6 +204,9 @@ __device__ __forceinline__ double verify_band(const PlSearch *s)
 // pair with |correlation| at most PL_BELOW_ONE (the largest double below 1):
 // the decisions then read `rho * rho >= 1.0`, and 1 - rho^2 stays >= 2^-52.
 #define PL_BELOW_ONE 0.99999999999999988898
+// policy.MEASURE_SLACK: 1 - rho^2 from the rows above collinear_tol by more
+// than this cannot be dependent, and the residual is not measured.
+#define PL_MEASURE_SLACK 1e-8
 
 __device__ __forceinline__ bool dependent(double f, double frac, double tol, double noise)
 {
@@ -291,10 +294,12 @@ __device__ void band_resolve(PlSearch *s, BandPairs &band)
         const double v = warp_row_corr(s->X64 + a * ld, s->X64 + b * ld, (int)s->n, lane);
         // the exact-dependence decision, on the later row's residual on the earlier's
         const int lo = min(a, b), hi = max(a, b);
-        const double f = warp_residual_fraction(s->X64 + hi * ld, s->X64 + lo * ld, (int)s->n, lane);
+        const bool maybe = 1.0 - v * v <= s->collinear_tol + PL_MEASURE_SLACK;  // warp-uniform
+        const double f = maybe ? warp_residual_fraction(s->X64 + hi * ld, s->X64 + lo * ld,
+                                                        (int)s->n, lane) : 1.0;
         if (lane == 0) {
-            const bool dep = dependent(f, 1.0, s->collinear_tol,
-                                       s->noise[a] + s->noise[b] + PL_STEP_NOISE);
+            const bool dep = maybe && dependent(f, 1.0, s->collinear_tol,
+                                                s->noise[a] + s->noise[b] + PL_STEP_NOISE);
             store_corr(s, a, b, dep ? copysign(1.0, v) : fmax(-PL_BELOW_ONE, fmin(PL_BELOW_ONE, v)));
         }
     }

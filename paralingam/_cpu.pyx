@@ -41,7 +41,7 @@ from libc.math cimport sqrt, fabs, INFINITY
 from libc.float cimport DBL_EPSILON
 cimport openmp
 
-from .policy import EPS, LinearDependenceError, ROUNDING_MARGIN, STEP_ROUNDING
+from .policy import EPS, LinearDependenceError, MEASURE_SLACK, ROUNDING_MARGIN, STEP_ROUNDING
 
 cnp.import_array()
 
@@ -247,6 +247,7 @@ cdef struct Search:
     # measured from the rows, ROUNDING_MARGIN and STEP_ROUNDING * eps
     double *noise
     double band
+    double measure_limit
     double margin
     double step_noise
     # per-iteration worker state, local index 0..r-1 (stride p)
@@ -315,7 +316,10 @@ cdef inline double pair_stat(Search *s, int a, int b, int both, bint use_float,
     cdef double m[4]
     cdef double inv_s
     err[0] = 0.0
-    if f <= s.band:  # decided on the rows, as the groups were
+    # decided on the rows, as the groups were: a pair of one status has its
+    # correlation from the rows (the group scan), so only pairs that can be
+    # dependent are measured; others may carry the update's error: the band
+    if f <= (s.measure_limit if s.kind[a] == s.kind[b] else s.band):
         if pair_collinear(s, ia, ib, pair_fraction(s, ia, ib)):
             return 0.0
         # not collinear: 1 - rho**2 at least 2**-52, as the CUDA backend's
@@ -713,6 +717,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     s.p = p
     s.collinear_tol = collinear_tol
     verify_band = max(VERIFY_BAND, 100.0 * collinear_tol)
+    cdef double measure_limit = collinear_tol + MEASURE_SLACK
 
     alive_arr = np.arange(p, dtype=np.intc)   # remaining variables, ascending
     parent_arr = np.zeros(p, dtype=np.intc)   # collinear groups (union-find)
@@ -783,6 +788,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     s.frac = &frac[0]
     s.noise = &noise_v[0]
     s.band = verify_band
+    s.measure_limit = measure_limit
     s.margin = ROUNDING_MARGIN
     s.step_noise = STEP_ROUNDING * EPS
     s.gone = &gone[0]
@@ -831,9 +837,13 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                     rho = pl_row_corr(s.X + ia * n, s.X + ib * n, n)
                     cov[ia, ib] = rho
                     cov[ib, ia] = rho
+                    if 1.0 - rho * rho > measure_limit:  # cannot be dependent
+                        continue
+                    ga = find_group(&parent[0], k)
+                    gb = find_group(&parent[0], j)
+                    if ga == gb:  # linked already: this pair cannot change the groups
+                        continue
                     if pair_collinear(&s, ia, ib, pair_fraction(&s, ia, ib)):
-                        ga = find_group(&parent[0], k)
-                        gb = find_group(&parent[0], j)
                         if ga < gb:
                             parent[gb] = ga
                         elif gb < ga:

@@ -81,6 +81,13 @@ STEP_ROUNDING = 4.0
 # factor of ~12 to both (docs/design/degenerate_data.rst).
 ROUNDING_MARGIN = 2.0 ** 15
 
+# A pair whose 1 - rho**2, with rho computed from the rows, exceeds
+# collinear_tol by more than this cannot be dependent (the absolute rounding
+# error of 1 - rho**2 from the rows is a few eps, or n eps at worst): the
+# backends skip measuring its residual fraction (three passes over the
+# samples).
+MEASURE_SLACK = 1e-8
+
 
 def initial_noise(X):
     """Rounding error of each standardised column of ``X``, in its standard deviations.
