@@ -193,6 +193,29 @@ __device__ __forceinline__ double verify_band(const PlSearch *s)
     return fmax(1e-4, 100.0 * s->collinear_tol);
 }
 
+// Exact dependence (paralingam.policy.is_dependent, the CPU's pl_dependent):
+// the fraction left, frac * f, within tol and the measured residual
+// fraction f at most ROUNDING_MARGIN times its rounding noise, where each
+// row's noise is s->noise and a regression adds STEP_ROUNDING * eps.
+// tests/test_outliers.py checks these constants against the policy's.
+#define PL_ROUNDING_MARGIN 32768.0
+#define PL_STEP_NOISE (4.0 * 2.220446049250313e-16)
+// A pair found collinear is stored with correlation exactly +-1, every other
+// pair with |correlation| at most PL_BELOW_ONE (the largest double below 1):
+// the decisions then read `rho * rho >= 1.0`, and 1 - rho^2 stays >= 2^-52.
+#define PL_BELOW_ONE 0.99999999999999988898
+// policy.MEASURE_SLACK: 1 - rho^2 from the rows above collinear_tol by more
+// than this cannot be dependent, and the residual is not measured.
+#define PL_MEASURE_SLACK 1e-8
+
+__device__ __forceinline__ bool dependent(double f, double frac, double tol, double noise)
+{
+    const double m = PL_ROUNDING_MARGIN * noise;
+    return frac * f <= tol && f <= m * m;
+}
+
+__device__ __forceinline__ bool is_collinear(double rho) { return rho * rho >= 1.0; }
+
 // Pearson correlation of two rows by one warp (lane: the caller's lane;
 // every lane gets the result).
 __device__ double warp_row_corr(const double *xa, const double *xb, int n, int lane)
@@ -206,14 +229,41 @@ __device__ double warp_row_corr(const double *xa, const double *xb, int n, int l
                           pl_warp_sum(sbb), n);
 }
 
+// Residual fraction of row xa on row xb by one warp (the CPU's
+// pl_residual_fraction: the variance of xa - beta xb over that of xa, from
+// centred rows; it resolves fractions far below eps, which 1 - rho^2
+// cannot). Every lane gets the result.
+__device__ double warp_residual_fraction(const double *xa, const double *xb, int n, int lane)
+{
+    double sa = 0.0, sb = 0.0;
+    for (int k = lane; k < n; k += 32) { sa += xa[k]; sb += xb[k]; }
+    const double ma = pl_warp_sum(sa) / n, mb = pl_warp_sum(sb) / n;
+    double sab = 0.0, saa = 0.0, sbb = 0.0;
+    for (int k = lane; k < n; k += 32) {
+        const double a = xa[k] - ma, b = xb[k] - mb;
+        sab += a * b; saa += a * a; sbb += b * b;
+    }
+    sab = pl_warp_sum(sab); saa = pl_warp_sum(saa); sbb = pl_warp_sum(sbb);
+    if (!(saa > 0.0)) return 0.0;
+    if (!(sbb > 0.0)) return 1.0;
+    const double beta = sab / sbb;
+    double see = 0.0;
+    for (int k = lane; k < n; k += 32) {
+        const double e = (xa[k] - ma) - beta * (xb[k] - mb);
+        see += e * e;
+    }
+    return pl_warp_sum(see) / saa;
+}
+
 // The correlation v of variables a and b, stored both ways; a collinear
-// pair is flagged for the groups of the next iteration.
+// pair (v = +-1, see PL_BELOW_ONE) is flagged for the groups of the next
+// iteration.
 __device__ __forceinline__ void store_corr(PlSearch *s, int a, int b, double v)
 {
     const size_t p = s->p;
     s->cov[a * p + b] = v;
     s->cov[b * p + a] = v;
-    if (1.0 - v * v <= s->collinear_tol) { s->linked[a] = 1; s->linked[b] = 1; s->ctl->collinear = 1; }
+    if (is_collinear(v)) { s->linked[a] = 1; s->linked[b] = 1; s->ctl->collinear = 1; }
 }
 
 // Pairs of a 16 x 16 tile whose correlation must come from the data (see
@@ -242,7 +292,16 @@ __device__ void band_resolve(PlSearch *s, BandPairs &band)
     for (int q = tid >> 5; q < band.count; q += nwarp) {
         const int a = band.a[q], b = band.b[q];
         const double v = warp_row_corr(s->X64 + a * ld, s->X64 + b * ld, (int)s->n, lane);
-        if (lane == 0) store_corr(s, a, b, v);
+        // the exact-dependence decision, on the later row's residual on the earlier's
+        const int lo = min(a, b), hi = max(a, b);
+        const bool maybe = 1.0 - v * v <= s->collinear_tol + PL_MEASURE_SLACK;  // warp-uniform
+        const double f = maybe ? warp_residual_fraction(s->X64 + hi * ld, s->X64 + lo * ld,
+                                                        (int)s->n, lane) : 1.0;
+        if (lane == 0) {
+            const bool dep = maybe && dependent(f, 1.0, s->collinear_tol,
+                                                s->noise[a] + s->noise[b] + PL_STEP_NOISE);
+            store_corr(s, a, b, dep ? copysign(1.0, v) : fmax(-PL_BELOW_ONE, fmin(PL_BELOW_ONE, v)));
+        }
     }
 }
 
@@ -393,7 +452,7 @@ __device__ void collinear_groups(PlSearch *s, int r)
             const int a = list[x], b = list[y];
             if (s->use_prior && s->pk_status[a] != s->pk_status[b]) continue;  // one rule per group
             const double v = s->cov[(size_t)s->alive[a] * p + s->alive[b]];
-            if (1.0 - v * v > s->collinear_tol) continue;
+            if (!is_collinear(v)) continue;
             const int la = ld_volatile(&s->label[a]), lb = ld_volatile(&s->label[b]);
             if (la != lb) {
                 const int lo = min(la, lb);
@@ -416,7 +475,7 @@ __device__ void first_collinear_pair(PlSearch *s, int r, int *out)
         for (int b = a + 1; b < r; ++b) {
             if (s->use_prior && s->pk_status[a] != s->pk_status[b]) continue;
             const double v = s->cov[(size_t)s->alive[a] * p + s->alive[b]];
-            if (1.0 - v * v <= s->collinear_tol) { out[0] = s->alive[a]; out[1] = s->alive[b]; return; }
+            if (is_collinear(v)) { out[0] = s->alive[a]; out[1] = s->alive[b]; return; }
         }
     }
 }
@@ -743,7 +802,7 @@ __device__ __forceinline__ void compare_pair(const PlSearch *s, int a, int b, co
     I = 0.0;
     e = 0.0;
     hu = hv = 0.0;
-    if (f <= s->collinear_tol) {  // collinear: contributes nothing (paralingam.policy)
+    if (is_collinear(rho)) {  // collinear: contributes nothing (paralingam.policy)
         if (G > 1) named_barrier(bar, 32 * G);  // the group leaves together, as below
         return;
     }
@@ -1277,7 +1336,7 @@ extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s)
     double I = 0.0;
     const double rho = s->cov[(size_t)s->idx[lo] * p + s->idx[hi]];
     const double f = 1.0 - rho * rho;
-    if (j != x && f > s->collinear_tol) {
+    if (j != x && !is_collinear(rho)) {
         const double inv_s = 1.0 / sqrt(f);
         const double *xa = s->X64 + (size_t)s->idx[lo] * ld, *xb = s->X64 + (size_t)s->idx[hi] * ld;
         double au = 0, lu = 0, gu = 0, av = 0, lv = 0, gv = 0;
@@ -1387,12 +1446,36 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
         s->cov[(size_t)i * p + root] = rho;
         s->cov[(size_t)root * p + i] = rho;
     }
-    const double f = fmax(0.0, 1.0 - rho * rho);
-    const double fr = s->frac[i] * f;
-    if (fr <= s->explained_tol) {
-        if (threadIdx.x == 0) { s->frac[i] = fr; s->gone[i] = 1; }
+    double f = fmax(0.0, 1.0 - rho * rho);
+    if (f <= verify_band(s)) {  // 1 - rho^2 is too coarse here: measure it (block-uniform)
+        const double ma = sum[0] / n, mb = sum[1] / n;
+        double cs[3] = {0.0, 0.0, 0.0};  // ab, aa, bb (centred)
+        for (int q = threadIdx.x; q < n; q += blockDim.x) {
+            const double a = x[q] - ma, b = xr[q] - mb;
+            cs[0] += a * b; cs[1] += a * a; cs[2] += b * b;
+        }
+        block_sums(cs, sh);
+        if (!(cs[1] > 0.0)) {
+            f = 0.0;
+        } else if (!(cs[2] > 0.0)) {
+            f = 1.0;
+        } else {
+            const double beta = cs[0] / cs[2];
+            double see[1] = {0.0};
+            for (int q = threadIdx.x; q < n; q += blockDim.x) {
+                const double e = (x[q] - ma) - beta * (xr[q] - mb);
+                see[0] += e * e;
+            }
+            block_sums(see, sh);
+            f = see[0] / cs[1];
+        }
+    }
+    const double noise = s->noise[i] + s->noise[root] + PL_STEP_NOISE;
+    if (dependent(f, s->frac[i], s->explained_tol, noise)) {
+        if (threadIdx.x == 0) { s->frac[i] = s->frac[i] * f; s->gone[i] = 1; }
         return;
     }
+    const double fr = s->frac[i] * f;
     const double inv_s = 1.0 / sqrt(f);
     const bool want_h = s->use_float;
     PlSeriesSums h;
@@ -1422,8 +1505,12 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
     block_sums(t, sh);
     if (threadIdx.x == 0) {
         s->frac[i] = fr;
+        s->noise[i] = noise / sqrt(f);
         const double mean = t[0] / n, var = t[1] / n - mean * mean, corr = t[2] / n;
-        const double drift = fmax(fabs(mean), fmax(fabs(var - 1.0), fabs(corr)));
+        // the covariance update divides this row's entries (rounding ~eps)
+        // by sqrt(f): eps / f counts as drift (the CPU's update_row)
+        const double drift = fmax(fmax(fabs(mean), fmax(fabs(var - 1.0), fabs(corr))),
+                                  2.220446049250313e-16 / f);
         atomicMax(&c->drift_bits, (unsigned long long)__double_as_longlong(drift));
         if (want_h) {
             double m[2];

@@ -75,6 +75,7 @@ typedef struct {
     int *alive;            /* remaining variables, ascending (length r) */
     int *gone;             /* 0 searching, 1 explained by the current root, 2 ordered */
     double *frac;          /* remaining-variance fraction */
+    double *noise;         /* rounding noise of each row, in its standard deviations (paralingam.policy) */
     int *linked;           /* 1: has a collinear partner among the remaining */
     int *order;            /* causal order so far (length n_order) */
     int *explained_by;     /* root that completed a fully explained variable, else -1 */

@@ -11,7 +11,7 @@ from ._validation import (CUDA_BLOCKS, MAX_THREADS, WARPS_PER_PAIR, as_data_matr
                           check_choice, check_dtype, check_int, check_positive, default_threads,
                           user_stacklevel)
 from .adjacency import _ols_adjacency, _scaled_back
-from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError
+from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError, initial_noise
 from .prior import PriorKnowledge
 
 DEFAULT_GAMMA0 = 1e-4
@@ -128,7 +128,11 @@ def fit(
         order either way (``stats["float64_redo"]``). ``"float64"`` computes
         every comparison in double.
     collinear_tol, explained_tol : float
-        Tolerances of the degenerate-data policy (:mod:`paralingam.policy`).
+        Tolerances of the degenerate-data policy (:mod:`paralingam.policy`):
+        upper limits on the fraction of variance an exact dependence leaves;
+        whether a residual is exact is decided against its rounding noise,
+        so no tolerance makes a genuine residual (e.g. of outlier data) a
+        dependence. ``1e-300`` switches the policy off.
     n_threads : int, optional
         CPU threads, 1..1024 (default: all cores, or ``OMP_NUM_THREADS`` up
         to the number of cores; one for a search with n_samples * n_features
@@ -364,7 +368,8 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
         Z, cov, threshold=threshold, gamma0=gamma0, c=c, collinear_tol=collinear_tol,
         explained_tol=explained_tol, drift_tol=DRIFT_TOL,
         n_threads=threads, adapt_threads=n_threads is None, rederive=rederive,
-        stop_on_dependence=stop_on_dependence, candidates=candidates, use_float=use_float)
+        stop_on_dependence=stop_on_dependence, candidates=candidates, use_float=use_float,
+        noise=initial_noise(data))
     times["search"] = time.perf_counter() - t0
     return result
 

@@ -42,9 +42,10 @@ from cpython.exc cimport PyErr_CheckSignals, PyErr_Fetch, PyErr_Restore
 from cpython.ref cimport PyObject
 from cython.parallel cimport prange, parallel
 from libc.math cimport sqrt, fabs, INFINITY
+from libc.float cimport DBL_EPSILON
 cimport openmp
 
-from .policy import LinearDependenceError
+from .policy import EPS, LinearDependenceError, MEASURE_SLACK, ROUNDING_MARGIN, STEP_ROUNDING
 
 cnp.import_array()
 
@@ -64,6 +65,8 @@ cdef extern from "_cpu_kernels.h" nogil:
     void pl_regress_row(double *x, const double *xr, double rho, double inv_s,
                         Py_ssize_t n, double *out)
     double pl_row_corr(const double *xa, const double *xb, Py_ssize_t n)
+    double pl_residual_fraction(const double *xa, const double *xb, Py_ssize_t n)
+    int pl_dependent(double f, double frac, double tol, double noise, double margin)
     int pl_claim(int *state)
     int pl_load_int(const int *p)
     void pl_store_int(int *p, int v)
@@ -117,7 +120,12 @@ cdef double STOP_MARGIN = 1e-9
 # reference does: every correlation with the root (O(n) per remaining row,
 # like the data update itself), and every pair whose updated 1 - rho**2 is
 # within VERIFY_BAND (or 100 collinear_tol) of collinearity, far wider than
-# the covariance error that re-derivation allows (< 1e-6).
+# the covariance error that re-derivation allows (< 1e-6). Within the band a
+# pair's residual fraction is measured from the rows (pl_residual_fraction)
+# and judged against its rounding noise (paralingam.policy.is_dependent):
+# 1 - rho**2 has an absolute rounding error of about eps, too coarse for the
+# genuine residuals an outlier leaves (1e-18 of the variance at 1e10).
+# The same band as paralingam.reference.VERIFY_BAND.
 cdef double VERIFY_BAND = 1e-4
 
 # dtype float32: a pair's residuals are formed in double and their exp and log
@@ -252,6 +260,14 @@ cdef struct Search:
     Py_ssize_t n
     Py_ssize_t p
     double collinear_tol
+    # exact dependence (paralingam.policy): rounding noise of each row in its
+    # standard deviations (original index), the band within which pairs are
+    # measured from the rows, ROUNDING_MARGIN and STEP_ROUNDING * eps
+    double *noise
+    double band
+    double measure_limit
+    double margin
+    double step_noise
     # per-iteration worker state, local index 0..r-1 (stride p)
     int *idx           # group -> original index of its first member, ascending
     double *weight     # size of the collinear group each worker represents
@@ -328,6 +344,19 @@ cdef int raise_stopped(Search *s) except -1:
     return -1
 
 
+cdef inline double pair_fraction(Search *s, int ia, int ib) noexcept nogil:
+    """Measured residual fraction of rows ia, ib: the later index on the earlier one."""
+    if ia < ib:
+        return pl_residual_fraction(s.X + ib * s.n, s.X + ia * s.n, s.n)
+    return pl_residual_fraction(s.X + ia * s.n, s.X + ib * s.n, s.n)
+
+
+cdef inline bint pair_collinear(Search *s, int ia, int ib, double f) noexcept nogil:
+    """Rows ia, ib with measured residual fraction f are collinear (paralingam.policy)."""
+    return pl_dependent(f, 1.0, s.collinear_tol,
+                        s.noise[ia] + s.noise[ib] + s.step_noise, s.margin) != 0
+
+
 cdef inline double pair_stat(Search *s, int a, int b, int both, bint use_float,
                              double *err) noexcept nogil:
     """I(a, b) of local variables a and b, and its error bound in ``err``.
@@ -343,8 +372,16 @@ cdef inline double pair_stat(Search *s, int a, int b, int both, bint use_float,
     cdef double m[4]
     cdef double inv_s
     err[0] = 0.0
-    if f <= s.collinear_tol:
-        return 0.0
+    # decided on the rows, as the groups were: a pair of one status has its
+    # correlation from the rows (the group scan), so only pairs that can be
+    # dependent are measured; others may carry the update's error: the band
+    if f <= (s.measure_limit if s.kind[a] == s.kind[b] else s.band):
+        if pair_collinear(s, ia, ib, pair_fraction(s, ia, ib)):
+            return 0.0
+        # not collinear: 1 - rho**2 at least 2**-52, as the CUDA backend's
+        # stored correlations (|rho| <= 1 - 2**-53) give
+        if f < DBL_EPSILON:
+            f = DBL_EPSILON
     inv_s = 1.0 / sqrt(f)
     if not use_float:  # one compiled copy for the search and the re-decision
         return pl_stat_f64(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, s.hx[a], s.hx[b],
@@ -494,12 +531,13 @@ cdef void update_row(Search *s, int k) noexcept nogil:
     """UpdateData (Alg. 5) of the variable at alive position k: regress the root out.
 
     Marks the variable explained (``gone`` 2) when the root leaves it no more
-    than ``explained_tol`` of its variance, else stores the drift of the
+    than ``explained_tol`` of its variance and the residual is at the level
+    of its rounding noise (paralingam.policy), else stores the drift of the
     updated row's mean, variance and correlation with the root.
     """
     cdef int i = s.alive[k]
     cdef double *m = s.moments + 4 * k
-    cdef double rho, f, mean, var, corr, drift
+    cdef double rho, f, mean, var, corr, drift, noise
     s.drift[k] = 0.0
     if i == s.root:
         return
@@ -507,12 +545,14 @@ cdef void update_row(Search *s, int k) noexcept nogil:
     s.cov[i * s.p + s.root] = rho
     s.cov[s.root * s.p + i] = rho
     f = 1.0 - rho * rho
-    if f < 0.0:
-        f = 0.0
-    s.frac[i] = s.frac[i] * f
-    if s.frac[i] <= s.explained_tol:
+    if f <= s.band:  # 1 - rho**2 is too coarse here: measure it
+        f = pl_residual_fraction(s.X + i * s.n, s.X + s.root * s.n, s.n)
+    noise = s.noise[i] + s.noise[s.root] + s.step_noise
+    if pl_dependent(f, s.frac[i], s.explained_tol, noise, s.margin):
         s.gone[i] = 2
         return
+    s.frac[i] = s.frac[i] * f
+    s.noise[i] = noise / sqrt(f)
     pl_regress_row(s.X + i * s.n, s.X + s.root * s.n, rho, 1.0 / sqrt(f), s.n, m)
     mean = m[0] / s.n
     var = m[1] / s.n - mean * mean
@@ -522,6 +562,12 @@ cdef void update_row(Search *s, int k) noexcept nogil:
         drift = fabs(var - 1.0)
     if fabs(corr) > drift:
         drift = fabs(corr)
+    # The covariance update divides this row's entries by sqrt(f): their
+    # rounding (about eps) then grows to eps / f, which counts as drift. Rows
+    # that an outlier of the root left with a tiny f thus get their
+    # covariance from the data, not from the update (see VERIFY_BAND).
+    if DBL_EPSILON / f > drift:
+        drift = DBL_EPSILON / f
     s.drift[k] = drift
 
 
@@ -691,7 +737,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                  double explained_tol=1e-10, double drift_tol=1e-8,
                  int n_threads=0, rederive=None, bint stop_on_dependence=False,
                  candidates=None, bint adapt_threads=False, double busy_margin=BUSY_MARGIN,
-                 bint use_float=False, double moment_err=FLOAT_MOMENT_ERR):
+                 bint use_float=False, double moment_err=FLOAT_MOMENT_ERR, noise=None):
     """Causal order of standardised rows ``X`` (p, n) with covariance ``cov``.
 
     Both arrays are modified in place. ``rederive(alive)`` is called with the
@@ -715,6 +761,11 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     roots that the float scores cannot certify are re-decided in double (see
     ``FLOAT_MOMENT_ERR``; ``moment_err`` overrides it, for tests): the order
     is the same, and the scores are the float ones.
+
+    ``noise`` (p,): the rounding noise of each row of the data as given, in
+    its standard deviations (``paralingam.policy.initial_noise`` of the
+    data); zeros if None. The degenerate-data decisions judge residuals
+    against it (``paralingam.policy``).
 
     Returns
     -------
@@ -754,6 +805,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     s.p = p
     s.collinear_tol = collinear_tol
     verify_band = max(VERIFY_BAND, 100.0 * collinear_tol)
+    cdef double measure_limit = collinear_tol + MEASURE_SLACK
 
     alive_arr = np.arange(p, dtype=np.intc)   # remaining variables, ascending
     parent_arr = np.zeros(p, dtype=np.intc)   # collinear groups (union-find)
@@ -770,6 +822,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     partner_arr = np.zeros((p, p), dtype=np.intc)
     hx_arr = np.zeros(p, dtype=np.float64)
     frac_arr = np.ones(p, dtype=np.float64)
+    noise_arr = (np.zeros(p, dtype=np.float64) if noise is None
+                 else np.array(noise, dtype=np.float64, copy=True).reshape(p))
     active_arr = np.zeros(p, dtype=np.intc)
     drift_arr = np.zeros(p, dtype=np.float64)
     gone_arr = np.zeros(p, dtype=np.intc)  # 1 once ordered, 2 when just explained
@@ -795,6 +849,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     cdef int[:, ::1] partner = partner_arr
     cdef double[::1] hx = hx_arr
     cdef double[::1] frac = frac_arr
+    cdef double[::1] noise_v = noise_arr
     cdef int[::1] active = active_arr
     cdef double[::1] drift_v = drift_arr
     cdef int[::1] gone = gone_arr
@@ -819,6 +874,11 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     s.moments = &mom[0, 0]
     s.alive = &alive[0]
     s.frac = &frac[0]
+    s.noise = &noise_v[0]
+    s.band = verify_band
+    s.measure_limit = measure_limit
+    s.margin = ROUNDING_MARGIN
+    s.step_noise = STEP_ROUNDING * EPS
     s.gone = &gone[0]
     s.drift = &drift_v[0]
     s.explained_tol = explained_tol
@@ -866,13 +926,19 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                         continue
                     ib = alive[j]
                     rho = cov[ia, ib]
-                    if 1.0 - rho * rho <= verify_band:  # decide it on the data
-                        rho = pl_row_corr(s.X + ia * n, s.X + ib * n, n)
-                        cov[ia, ib] = rho
-                        cov[ib, ia] = rho
-                    if 1.0 - rho * rho <= collinear_tol:
-                        ga = find_group(&parent[0], k)
-                        gb = find_group(&parent[0], j)
+                    if 1.0 - rho * rho > verify_band:
+                        continue
+                    # decide it on the data
+                    rho = pl_row_corr(s.X + ia * n, s.X + ib * n, n)
+                    cov[ia, ib] = rho
+                    cov[ib, ia] = rho
+                    if 1.0 - rho * rho > measure_limit:  # cannot be dependent
+                        continue
+                    ga = find_group(&parent[0], k)
+                    gb = find_group(&parent[0], j)
+                    if ga == gb:  # linked already: this pair cannot change the groups
+                        continue
+                    if pair_collinear(&s, ia, ib, pair_fraction(&s, ia, ib)):
                         if ga < gb:
                             parent[gb] = ga
                         elif gb < ga:

@@ -353,6 +353,49 @@ static inline double pl_row_corr(const double *xa, const double *xb, Py_ssize_t 
     return rho > 1.0 ? 1.0 : (rho < -1.0 ? -1.0 : rho);
 }
 
+/* Residual fraction of row xa on row xb (paralingam.policy.residual_fraction):
+ * the variance of xa - beta xb over that of xa, with the least-squares beta,
+ * from centred rows. Unlike 1 - rho^2 (absolute rounding error about eps)
+ * it resolves fractions far below eps, as left by an outlier that dominates
+ * the variance, and does not depend on how exactly the rows are
+ * standardised. Three passes; used only for pairs within the verify band. */
+static inline double pl_residual_fraction(const double *xa, const double *xb, Py_ssize_t n)
+{
+    double sa = 0.0, sb = 0.0;
+    for (Py_ssize_t k = 0; k < n; ++k) {
+        sa += xa[k];
+        sb += xb[k];
+    }
+    const double ma = sa / n, mb = sb / n;
+    double sab = 0.0, saa = 0.0, sbb = 0.0;
+    for (Py_ssize_t k = 0; k < n; ++k) {
+        const double a = xa[k] - ma, b = xb[k] - mb;
+        sab += a * b;
+        saa += a * a;
+        sbb += b * b;
+    }
+    if (!(saa > 0.0))
+        return 0.0;
+    if (!(sbb > 0.0))
+        return 1.0;
+    const double beta = sab / sbb;
+    double see = 0.0;
+    for (Py_ssize_t k = 0; k < n; ++k) {
+        const double e = (xa[k] - ma) - beta * (xb[k] - mb);
+        see += e * e;
+    }
+    return see / saa;
+}
+
+/* Exact dependence (paralingam.policy.is_dependent): the fraction left,
+ * frac * f, within tol and the residual at most `margin` times its rounding
+ * noise. Written as the policy writes it, so that the decisions agree. */
+static inline int pl_dependent(double f, double frac, double tol, double noise, double margin)
+{
+    const double m = margin * noise;
+    return frac * f <= tol && f <= m * m;
+}
+
 /* ---- atomics: pair locks, messages to partner scores, done counters ---- */
 
 /* Claim a free pair (0 -> 1). Returns 1 when this thread won it. */

@@ -24,6 +24,8 @@ from importlib import resources
 
 import numpy as np
 
+from .policy import initial_noise
+
 # Bound on |float - double| of one entropy moment (mean log cosh u, or mean
 # u exp(-u^2/2)) as the float kernels compute them. tools/probe_float.py
 # measured at most 1.0e-7 (pairs) and 1.8e-7 (single rows, before the
@@ -193,7 +195,8 @@ class _Workspace:
 
     # name: dtype of a buffer of p + 1 entries
     PER_VARIABLE = {
-        "alive": np.int32, "gone": np.int32, "frac": np.float64, "linked": np.int32,
+        "alive": np.int32, "gone": np.int32, "frac": np.float64, "noise": np.float64,
+        "linked": np.int32,
         "order": np.int32, "explained_by": np.int32, "pk_status": np.int8,
         "label": np.int32, "scratch": np.int32, "idx": np.int32, "weight": np.float64,
         "kind": np.int32, "hx_var": np.float64, "hx_var_err": np.float64,
@@ -389,6 +392,9 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     X = np.zeros((p, ld))
     X[:, :n] = data.T
     drv.memcpy_htod(ws.dev["X64"], X)
+    noise = np.zeros(p + 1)  # the rows' rounding noise (paralingam.policy)
+    noise[:p] = initial_noise(data)
+    drv.memcpy_htod(ws.dev["noise"], noise)
     drv.memset_d32(ws.dev["lock"], 0, p * p)  # epochs restart with every search
     times["upload"] = time.perf_counter() - t0
 

@@ -121,6 +121,7 @@ cdef extern from "search_state.h":
         int *alive
         int *gone
         double *frac
+        double *noise
         int *linked
         int *order
         int *explained_by
@@ -503,6 +504,7 @@ cdef fill_search(PlSearch *h, dict dev, dict cfg):
     h.alive = <int *><uintptr_t>dev["alive"]
     h.gone = <int *><uintptr_t>dev["gone"]
     h.frac = <double *><uintptr_t>dev["frac"]
+    h.noise = <double *><uintptr_t>dev["noise"]
     h.linked = <int *><uintptr_t>dev["linked"]
     h.order = <int *><uintptr_t>dev["order"]
     h.explained_by = <int *><uintptr_t>dev["explained_by"]

@@ -5,16 +5,43 @@ columns are linear combinations of others. DirectLiNGAM then divides by zero:
 a residual of two exactly collinear variables has zero variance. paralingam
 defines what happens instead, identically in the reference and all backends.
 
+A dependence is *exact* when the residual that proves it is at the level of
+the rounding error of computing it; a fixed fraction of the variance is not
+such a test: one gross outlier of 1e8 among n=1000 values of order one
+leaves a genuine residual at ``1e-14`` of a variable's variance (it owns
+the variance), while a residual of data with exact identities is rounding
+error, however small or large its fraction
+(docs/design/degenerate_data.rst has the derivation and the measurements).
+Every decision therefore compares the *measured* residual fraction ``f``
+(the variance of ``x_i - beta x_j`` over that of ``x_i``, computed from the
+data rows with the least-squares ``beta``) with the rounding noise that
+forming it carries:
+
+``noise = nu_i + nu_j + STEP_ROUNDING * eps``
+
+where ``nu_k`` is the rounding error that variable ``k``'s current row
+carries, as a fraction of its standard deviation (:func:`initial_noise`
+for the data as given; each regression adds ``STEP_ROUNDING * eps`` and
+divides by the standard deviation that remains, :func:`regressed_noise`).
+A pair is dependent when ``f <= (ROUNDING_MARGIN * noise)**2``, i.e. its
+residual is at most ``ROUNDING_MARGIN`` times its rounding noise, *and* the
+fraction is within the tolerance below (:func:`is_dependent`):
+
 ``COLLINEAR_TOL``
-    A pair ``(i, j)`` of remaining variables with ``1 - rho**2`` at or under
-    this value is *collinear*: neither direction can be told apart, so the pair
-    contributes nothing to either score (``I(i, j) = I(j, i) = 0``).
+    A pair ``(i, j)`` of remaining variables with ``f`` at or under this
+    value and at rounding level is *collinear*: neither direction can be
+    told apart, so the pair contributes nothing to either score
+    (``I(i, j) = I(j, i) = 0``).
 ``EXPLAINED_TOL``
-    Each time a root is regressed out of variable ``i`` its remaining-variance
-    fraction is multiplied by ``1 - rho(i, root)**2``. Once the fraction is at
-    or under this value, ``i`` is *fully explained* by the variables already
-    ordered: it leaves the search and is placed right after the root that
-    completed it (ascending column index when one root completes several).
+    Each time a root is regressed out of variable ``i`` its
+    remaining-variance fraction is multiplied by ``f(i, root)``. When the
+    product is at or under this value and ``f`` at rounding level, ``i`` is
+    *fully explained* by the variables already ordered: it leaves the search
+    and is placed right after the root that completed it (ascending column
+    index when one root completes several).
+
+The tolerances are upper limits only: the rounding test decides. Setting
+them tiny (``1e-300``) switches the policy off.
 
 With prior knowledge (``paralingam.prior``) each remaining variable has a
 status for the next root: candidate, in ``V_j``, or other. Collinear groups
@@ -28,16 +55,96 @@ consult the prior knowledge: a strong partial order ``(f, v)`` whose ``f``
 is still in the search when ``v`` is explained is not met by the order (the
 data say ``v`` is a combination of variables already ordered).
 
-``1e-10`` means a residual standard deviation of ``1e-5`` of the original:
-below that, a float64 residual of data recorded with about six significant
-digits is rounding noise rather than signal.
-
 With ``fit(..., on_collinear="error")`` the first such dependence raises
 :class:`LinearDependenceError` instead (engines: ``stop_on_dependence=True``).
 """
 
+import numpy as np
+
 COLLINEAR_TOL = 1e-10
 EXPLAINED_TOL = 1e-10
+
+EPS = float(np.finfo(np.float64).eps)
+
+# Rounding of one regression step, in units of eps and of the row's standard
+# deviation: the difference x_i - beta x_j and the product beta x_j round
+# once each (|x_i|, |beta x_j| <= the row's scale) and beta itself carries
+# the rounding of two sums of products (a few eps for blocked sums).
+STEP_ROUNDING = 4.0
+
+# How far above its rounding noise a residual may be and still count as
+# exact. Exact identities of flux samples (tests/data/ecoli_core_subset.npz,
+# the shared n=10000 data) reached 2.6e3 times the noise: a sampler's
+# identities hold to its own accumulated rounding, not to one rounding of
+# the stored values. One outlier of 1e10 in n=1000 samples leaves genuine
+# residuals at 5e5 times the noise (1e12: 5e3). 2**15 lies between with a
+# factor of ~12 to both (docs/design/degenerate_data.rst).
+ROUNDING_MARGIN = 2.0 ** 15
+
+# A pair whose 1 - rho**2, with rho computed from the rows, exceeds
+# collinear_tol by more than this cannot be dependent (the absolute rounding
+# error of 1 - rho**2 from the rows is a few eps, or n eps at worst): the
+# backends skip measuring its residual fraction (three passes over the
+# samples).
+MEASURE_SLACK = 1e-8
+
+
+def initial_noise(X):
+    """Rounding error of each standardised column of ``X``, in its standard deviations.
+
+    A stored value carries a rounding error of ``eps |x|`` and centring one
+    adds ``eps |mean|``: relative to the spread that is
+    ``eps (rms(x) + |mean(x)|) / std(x)``. An exact identity between columns
+    holds only to their storage rounding, so a column far from zero
+    relative to its spread carries more.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_samples, n_features)
+        Data (float64), no constant column.
+
+    Returns
+    -------
+    ndarray, shape (n_features,)
+    """
+    X = np.asarray(X, dtype=np.float64)
+    mean = X.mean(axis=0)
+    rms = np.sqrt((X * X).mean(axis=0))
+    return EPS * (rms + np.abs(mean)) / X.std(axis=0)
+
+
+def pair_noise(nu_a, nu_b):
+    """Rounding noise of the residual of one row on another (fraction of its std)."""
+    return nu_a + nu_b + STEP_ROUNDING * EPS
+
+
+def is_dependent(f, frac, tol, noise):
+    """The residual fraction ``f`` is an exact dependence (module docstring).
+
+    ``frac * f <= tol`` (``frac``: the fraction left before this step, 1 for
+    a pair) and ``f <= (ROUNDING_MARGIN * noise)**2``. The backends write the
+    same two comparisons in the same form, so that their decisions agree.
+    """
+    return frac * f <= tol and f <= (ROUNDING_MARGIN * noise) * (ROUNDING_MARGIN * noise)
+
+
+def regressed_noise(noise, f):
+    """Noise of a row after a regression that left the fraction ``f`` of its variance."""
+    return noise / np.sqrt(f)
+
+
+def residual_fraction(xa, xb):
+    """Variance of ``xa - beta xb`` over that of ``xa`` (least-squares ``beta``), from the rows.
+
+    Unlike ``1 - rho**2``, whose absolute rounding error is about eps, this
+    resolves fractions far below eps (an outlier that dominates the
+    variance), and it does not depend on how exactly the rows are
+    standardised.
+    """
+    a = xa - xa.mean()
+    b = xb - xb.mean()
+    e = a - (np.dot(a, b) / np.dot(b, b)) * b
+    return float(np.dot(e, e) / np.dot(a, a))
 
 
 class LinearDependenceError(ValueError):

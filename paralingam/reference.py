@@ -18,16 +18,18 @@ The math, per iteration over the remaining variables ``U``:
 
 Degenerate data (the policy shared by every backend, see ``paralingam.policy``):
 
-* a pair whose squared correlation leaves ``1 - rho**2 <= collinear_tol`` is
-  collinear; linked variables form a group that is represented by its first
+* a pair whose residual is an exact dependence (its measured residual
+  fraction at most ``collinear_tol`` and at the level of its rounding noise,
+  ``paralingam.policy.is_dependent``) is collinear; linked variables form a group that is represented by its first
   member. Only representatives are compared and can become the root, and a
   representative's score counts each group by its size:
   ``score(a) = sum_G |G| min(0, I(a, rep(G)))**2``. (In exact arithmetic the
   members of a group are copies of each other, so this is lingam's score with
   its ties broken towards the earliest column, instead of by rounding noise.)
 * a variable whose remaining-variance fraction (the product of the
-  ``1 - rho**2`` factors of the roots regressed out of it) falls to
-  ``explained_tol`` or below is *fully explained*: it leaves the search and is
+  measured residual fractions of the roots regressed out of it) falls to
+  ``explained_tol`` or below, with the last residual at the level of its
+  rounding noise, is *fully explained*: it leaves the search and is
   placed right after the root that completed it (ascending column index when a
   root completes several).
 
@@ -46,7 +48,8 @@ stay in separate groups and, as any collinear pair, compare as
 
 import numpy as np
 
-from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError
+from .policy import (COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError, initial_noise,
+                     is_dependent, pair_noise, regressed_noise, residual_fraction)
 from .prior import PriorKnowledge
 
 K1 = 79.047
@@ -81,14 +84,45 @@ def standardise(Xu):
     return (Xu - Xu.mean(axis=0)) / Xu.std(axis=0)
 
 
-def collinear_pairs(Z, collinear_tol=COLLINEAR_TOL):
-    """``linked[i, j]``: columns ``i`` and ``j`` of ``Z`` are collinear (``1 - rho**2 <= tol``)."""
-    cov = np.cov(Z.T, bias=True).reshape(Z.shape[1], Z.shape[1])
+# Pairs whose 1 - rho**2 (absolute rounding error about eps) is above this
+# band cannot be dependent; the backends use the same band before they
+# measure a pair's residual from the rows.
+VERIFY_BAND = 1e-4
+
+
+def verify_band(collinear_tol):
+    """``1 - rho**2`` above this cannot hold a residual fraction ``<= collinear_tol``."""
+    return max(VERIFY_BAND, 100.0 * collinear_tol)
+
+
+def collinear_pairs(Z, collinear_tol=COLLINEAR_TOL, noise=None):
+    """``linked[i, j]``: columns ``i`` and ``j`` of ``Z`` are collinear.
+
+    Parameters
+    ----------
+    Z : ndarray, shape (n_samples, r)
+        Standardised data.
+    noise : ndarray, shape (r,), optional
+        Rounding noise of each column (``paralingam.policy``); zero if None.
+
+    A pair is collinear when the residual of the later column on the earlier
+    one is an exact dependence (:func:`paralingam.policy.is_dependent`);
+    only pairs with ``1 - rho**2`` within :func:`verify_band` are measured.
+    """
+    r = Z.shape[1]
+    nu = np.zeros(r) if noise is None else np.asarray(noise, dtype=np.float64)
+    cov = np.cov(Z.T, bias=True).reshape(r, r)
     var = np.diag(cov)
-    return 1.0 - cov**2 / np.outer(var, var) <= collinear_tol
+    near = 1.0 - cov**2 / np.outer(var, var) <= verify_band(collinear_tol)
+    linked = np.eye(r, dtype=bool)
+    for a, b in zip(*np.nonzero(np.triu(near, 1))):
+        f = residual_fraction(Z[:, b], Z[:, a])
+        linked[a, b] = linked[b, a] = is_dependent(
+            f, 1.0, collinear_tol, pair_noise(nu[a], nu[b]))
+    return linked
 
 
-def collinear_groups(Z, collinear_tol=COLLINEAR_TOL, status=None):
+def collinear_groups(Z, collinear_tol=COLLINEAR_TOL, status=None, noise=None):
     """First member of each variable's collinear group.
 
     Parameters
@@ -98,14 +132,16 @@ def collinear_groups(Z, collinear_tol=COLLINEAR_TOL, status=None):
     status : ndarray of int, shape (r,), optional
         Prior-knowledge status of each column (``CANDIDATE``, ``IN_VJ`` or
         ``OTHER``); only columns of equal status are linked.
+    noise : ndarray, shape (r,), optional
+        Rounding noise of each column (:func:`collinear_pairs`).
 
     Returns
     -------
     ndarray of int, shape (r,)
         ``group[k]``: the smallest column linked to ``k`` through a chain of
-        pairs with ``1 - rho**2 <= collinear_tol`` (``k`` itself if none).
+        collinear pairs (``k`` itself if none).
     """
-    linked = collinear_pairs(Z, collinear_tol)
+    linked = collinear_pairs(Z, collinear_tol, noise)
     if status is not None:
         linked &= status[:, None] == status[None, :]
     group = np.arange(Z.shape[1])
@@ -122,7 +158,7 @@ def collinear_groups(Z, collinear_tol=COLLINEAR_TOL, status=None):
     return group
 
 
-def pairwise_statistics(Z, collinear_tol=COLLINEAR_TOL, in_vj=None):
+def pairwise_statistics(Z, collinear_tol=COLLINEAR_TOL, in_vj=None, noise=None):
     """Likelihood-ratio statistics ``I(i, j)`` of all ordered pairs.
 
     Parameters
@@ -133,6 +169,8 @@ def pairwise_statistics(Z, collinear_tol=COLLINEAR_TOL, in_vj=None):
         Columns in ``V_j`` (prior knowledge): as the partner ``j`` of a
         candidate, such a column stands in for its own residual, so
         ``I(i, j) = H(r_i^(j)) - H(x_i)``.
+    noise : ndarray, shape (r,), optional
+        Rounding noise of each column (:func:`collinear_pairs`).
 
     Returns
     -------
@@ -141,7 +179,7 @@ def pairwise_statistics(Z, collinear_tol=COLLINEAR_TOL, in_vj=None):
         diagonal and for collinear pairs (``paralingam.policy``).
         Antisymmetric unless ``in_vj`` has a True entry.
     """
-    linked = collinear_pairs(Z, collinear_tol)  # includes the diagonal
+    linked = collinear_pairs(Z, collinear_tol, noise)  # includes the diagonal
     Z = Z.T  # one variable per row
     r = Z.shape[0]
     cov = np.cov(Z, bias=True).reshape(r, r)
@@ -211,6 +249,7 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL,
         prior = PriorKnowledge(prior_knowledge, n_features, soft=apply_prior_knowledge_softly)
     remaining = list(range(n_features))  # kept in ascending order
     frac = np.ones(n_features)  # remaining-variance fraction per variable
+    nu = initial_noise(X_)  # rounding noise of each row, in its standard deviations
     order, explained, root_scores = [], {}, []
 
     while remaining:
@@ -222,7 +261,7 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL,
             is_candidate, in_vj = prior.candidates(remaining)
             status = np.where(is_candidate, CANDIDATE, np.where(in_vj, IN_VJ, OTHER))
         Z = standardise(X_[:, remaining])
-        group = collinear_groups(Z, collinear_tol, status)
+        group = collinear_groups(Z, collinear_tol, status, nu[remaining])
         reps = np.flatnonzero(group == np.arange(len(remaining)))
         size = np.bincount(group)[reps]
         if stop_on_dependence and len(reps) < len(remaining):
@@ -234,7 +273,8 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL,
             best = cands[0]
             root_scores.append(0.0)
         else:
-            stat = pairwise_statistics(Z[:, reps], collinear_tol, status[reps] == IN_VJ)
+            stat = pairwise_statistics(Z[:, reps], collinear_tol, status[reps] == IN_VJ,
+                                       nu[remaining][reps])
             scores = (np.minimum(0.0, stat) ** 2 * size[None, :]).sum(axis=1)
             best = cands[int(np.argmin(scores[cands]))]  # first minimum: earliest
             root_scores.append(float(scores[best]))
@@ -246,11 +286,14 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL,
         done = []
         for i in remaining:
             xi = X_[:, i]
-            cov = np.cov(xi, xr, bias=True)
-            frac[i] *= max(0.0, 1.0 - cov[0, 1] ** 2 / (cov[0, 0] * cov[1, 1]))
-            if frac[i] <= explained_tol:
+            f = residual_fraction(xi, xr)
+            noise = pair_noise(nu[i], nu[root])
+            if is_dependent(f, frac[i], explained_tol, noise):
                 done.append(i)
             else:
+                frac[i] *= f
+                nu[i] = regressed_noise(noise, f)
+                cov = np.cov(xi, xr, bias=True)
                 X_[:, i] = xi - (cov[0, 1] / np.var(xr)) * xr
         if stop_on_dependence and done:
             raise LinearDependenceError("explained", done, order)

@@ -399,8 +399,8 @@ def near_copy(base, k, unexplained):
     noise -= noise.mean()
     new = x + np.sqrt(unexplained) * x.std() * noise / noise.std()
     X = np.column_stack([base, new])
-    rho = np.corrcoef(x, new)[0, 1]
-    assert unexplained / 3 < 1.0 - rho**2 < unexplained * 3  # the construction worked
+    f = paralingam.policy.residual_fraction(new, x)
+    assert unexplained / 3 < f < unexplained * 3  # the construction worked
     return X
 
 
@@ -422,8 +422,10 @@ def test_near_collinear_above_tolerance_is_not_explained(lingam_data, density, s
 
 @pytest.mark.parametrize("density, seed", [("sparse", 523), ("dense", 524)])
 def test_near_collinear_below_tolerance_is_explained(lingam_data, density, seed):
+    # Issue 20.3: a fraction of 1e-14 (residual 1e-7 of the std) was taken for
+    # a copy by the old rule; a copy is a residual at rounding level.
     base = lingam_data(10, 500, density, seed)[0]
-    X = near_copy(base, 4, 1e-14)  # 1e-14 < 1e-10: rounding noise, a copy
+    X = near_copy(base, 4, 1e-26)  # 1e-13 of the std: rounding noise, a copy
     group = reference.collinear_groups(reference.standardise(X))
     assert group[10] == 4  # grouped with its original
     ref_order, ref_explained = reference.causal_order(X)
@@ -439,14 +441,22 @@ def test_near_collinear_below_tolerance_is_explained(lingam_data, density, seed)
 
 def test_tolerances_are_passed_through(lingam_data):
     base = lingam_data(10, 500, "sparse", 525)[0]
-    X = near_copy(base, 4, 1e-6)
-    # With tolerances above 1e-6 the near copy counts as a copy.
-    ref_order, ref_explained = reference.causal_order(X, collinear_tol=1e-5, explained_tol=1e-5)
+    X = near_copy(base, 4, 1e-26)  # a copy to rounding
+    # The tolerances are upper limits (issue 20.3: no tolerance makes a
+    # genuine residual a copy); under the copy's fraction they switch the
+    # policy off.
+    ref_order, ref_explained = reference.causal_order(X)
     assert ref_explained == {10: 4}
     with pytest.warns(paralingam.DegenerateDataWarning):
-        result = paralingam.fit(X, backend="cpu", collinear_tol=1e-5, explained_tol=1e-5)
+        result = paralingam.fit(X, backend="cpu")
     assert result.causal_order == ref_order
     assert result.stats["explained"] == ref_explained
+    off = {"collinear_tol": 1e-30, "explained_tol": 1e-30}
+    ref_order, ref_explained = reference.causal_order(X, **off)
+    assert ref_explained == {}
+    result = paralingam.fit(X, backend="cpu", **off)
+    assert result.causal_order == ref_order
+    assert result.stats["explained"] == {}
 
 
 # --------------------------------------------------------------------------

@@ -81,13 +81,13 @@ def orthogonal_noise(x, rng):
 
 
 def with_near_copy(base, k, unexplained, seed):
-    """``base`` plus ``base[:, k] + noise`` with ``1 - rho**2 == unexplained`` (to rounding)."""
+    """``base`` plus ``base[:, k] + noise`` with residual fraction ``unexplained``."""
     x = base[:, k]
     u = unexplained / (1.0 - unexplained)
     new = x + np.sqrt(u) * x.std() * orthogonal_noise(x, np.random.default_rng(seed))
     X = np.column_stack([base, new])
-    rho = np.corrcoef(x, new)[0, 1]
-    assert 1.0 - rho**2 == pytest.approx(unexplained, rel=1e-4)
+    f = paralingam.policy.residual_fraction(new, x)
+    assert f == pytest.approx(unexplained, rel=1e-2 if unexplained < 1e-20 else 1e-4)
     return X
 
 
@@ -173,13 +173,19 @@ def test_fewer_samples_than_variables(lingam_data, backend, p, n, seed):
 # --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("factor", [3.0, 1 / 3.0], ids=["above", "below"])
-def test_collinear_tol_edge(lingam_data, backend, factor):
+@pytest.mark.parametrize("unexplained", [3e-10, 3e-11, 1e-24],
+                         ids=["above-tol", "below-tol", "rounding"])
+def test_collinear_tol_edge(lingam_data, backend, unexplained):
+    # Under the old rule (1 - rho**2 <= collinear_tol alone) the near copy
+    # at 3e-11 was grouped; its residual (5e-6 of its std) is 1e10 times its
+    # rounding noise, a genuine signal, and is now compared (issue 20.3).
+    # Only a residual at rounding level (1e-24: 1e-12 of the std, a few
+    # thousand eps) is a copy.
     base = np.array(lingam_data(8, 1000, "sparse", 1041)[0])
-    X = with_near_copy(base, 2, factor * paralingam.policy.COLLINEAR_TOL, seed=1041)
+    X = with_near_copy(base, 2, unexplained, seed=1041)
     group = reference.collinear_groups(reference.standardise(X))
     res, _ = assert_matches_reference(X, backend)
-    if factor > 1:  # a tiny but genuine signal: compared like any variable
+    if unexplained > 1e-20:  # a tiny but genuine signal: compared like any variable
         assert group[8] == 8
         assert 8 not in res.stats["explained"]
         err = None
@@ -188,6 +194,9 @@ def test_collinear_tol_edge(lingam_data, backend, factor):
         assert res.stats["explained"][8] == 2
         err = same_error(X, backend)
         assert (err.kind, err.variables, err.roots) == ("collinear", (2, 8), ())
+        # the tolerance is an upper limit: under the fraction, no dependence
+        off = reference.collinear_groups(reference.standardise(X), collinear_tol=1e-30)
+        assert off[8] == 8
     if err is None:
         # on_collinear="error" has nothing to stop at: the same result.
         strict = paralingam.fit(X, backend=backend, on_collinear="error")
@@ -195,10 +204,16 @@ def test_collinear_tol_edge(lingam_data, backend, factor):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("factor", [3.0, 1 / 3.0], ids=["above", "below"])
-def test_explained_tol_edge(backend, factor):
+@pytest.mark.parametrize("unexplained, factor", [(1e-8, 3.0), (1e-8, 1 / 3.0), (1e-28, 1e-6)],
+                         ids=["above", "below", "rounding"])
+def test_explained_tol_edge(backend, unexplained, factor):
     # c = x0 + x1 + a little noise: once x0 and x1 are regressed out, its
-    # remaining-variance fraction is 1e-8. explained_tol just below / above it.
+    # remaining-variance fraction is `unexplained`; explained_tol is that over
+    # factor. A fraction of 1e-8 (residual 1e-4 of the std) is a genuine
+    # signal: under the old rule it was explained once the tolerance
+    # exceeded it ("below"); now it never is (issue 20.3). A residual at
+    # rounding level (1e-28) is a dependence: c and x1 are copies once x0
+    # is out (a collinear group), and one of x0, x1, c is explained.
     rng = np.random.default_rng(1051)
     n = 1000
     x0 = rng.uniform(-1, 1, n)
@@ -208,22 +223,22 @@ def test_explained_tol_edge(backend, factor):
     noise = rng.standard_normal(n)
     noise -= np.linalg.lstsq(np.column_stack([np.ones(n), x0, x1]), noise, rcond=None)[0] @ \
         np.vstack([np.ones(n), x0, x1])
-    unexplained = 1e-8
     c = mix + np.sqrt(unexplained / (1 - unexplained)) * mix.std() * noise / noise.std()
     X = np.column_stack([x0, x1, x2, c])
-    tol = {"explained_tol": unexplained / factor, "collinear_tol": 1e-13}
+    tol = {"explained_tol": unexplained / factor}
+    if unexplained > 1e-20:
+        tol["collinear_tol"] = 1e-13
     res, _ = assert_matches_reference(X, backend, **tol)
     explained = res.stats["explained"]
-    if factor > 1:  # tolerance below the fraction: nothing is explained
+    if unexplained > 1e-20:  # genuine: nothing is explained, whatever the tolerance
         assert explained == {}
         assert paralingam.fit(X, backend=backend, on_collinear="error", **tol).causal_order \
             == res.causal_order
-    else:  # whichever of x0, x1, c comes last is explained by the two before it
+    else:  # one of x0, x1, c is explained by the others
         assert len(explained) == 1
         (var, root), = explained.items()
         assert var in (0, 1, 3) and root in (0, 1, 3)
-        err = same_error(X, backend, **tol)
-        assert (err.kind, err.variables, err.roots[-1]) == ("explained", (var,), root)
+        same_error(X, backend, **tol)  # the first dependence, as the reference's
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
