@@ -13,6 +13,7 @@ kept per shape, so bootstrap resamples reuse them.
 """
 
 import functools
+import time
 from importlib import resources
 
 import numpy as np
@@ -118,13 +119,31 @@ def _ols_launch(fns, gram, tol, blocks):
     coef = np.empty((p, p))
     rss = np.empty(p)
     info = np.empty(1, dtype=np.int32)
-    drv.memcpy_dtoh(coef, d_coef)  # synchronises with the launches
+    wait_interruptibly()
+    drv.memcpy_dtoh(coef, d_coef)
     drv.memcpy_dtoh(rss, d_rss)
     drv.memcpy_dtoh(info, d_info)
     limit = int(info[0]) if info[0] >= 0 else p
     # as the host: a row that overflowed (extreme column scales) is not solved
     solved = (np.arange(p) < limit) & np.isfinite(coef).all(axis=1) & np.isfinite(rss)
     return coef, rss, solved
+
+
+def wait_interruptibly(interval=1e-3):
+    """Wait for the work queued on the device, answering Ctrl-C meanwhile.
+
+    A blocking copy or synchronisation runs in C and would hold a
+    ``KeyboardInterrupt`` until the kernels end (seconds at large p). Polling
+    an event from Python lets the signal handler run; the queued kernels then
+    finish on their own, and later launches queue behind them on the same
+    stream, so the next call sees a usable context and correct buffers.
+    """
+    import pycuda.driver as drv
+
+    done = drv.Event(drv.event_flags.DISABLE_TIMING)
+    done.record()
+    while not done.query():
+        time.sleep(interval)
 
 
 def _guarded(launch, *args):
@@ -244,7 +263,8 @@ def _launch(fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m, blocks, w
                      np.float64(n_samples), np.float64(gamma), np.int32(m), work, iwork,
                      d_next, d_kept, d_status)
     status = np.empty(len(targets), dtype=np.int32)
-    drv.memcpy_dtoh(status, d_status)  # synchronises with the launch
+    wait_interruptibly()
+    drv.memcpy_dtoh(status, d_status)
     drv.memcpy_dtoh(kept, d_kept)
     ok[order] = status == 0
     return kept, ok

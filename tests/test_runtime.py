@@ -232,6 +232,19 @@ CHILD = textwrap.dedent('''
         def check():
             return (ok_small and list(paralingam.fit(big, **opts).causal_order) == before
                     and list(paralingam.fit(small, backend="cuda").causal_order) == small_order)
+    elif step == "cuda_adjacency":
+        # the adaptive lasso's LARS paths on the GPU: one launch of seconds
+        from paralingam.adjacency import adaptive_lasso_adjacency
+        big = data(4000, 6000, 11)
+        order_big = np.arange(big.shape[1])
+        Xl = data(300, 2000, 12)
+        order_l = reference.causal_order(Xl)[0]
+        Bl = adaptive_lasso_adjacency(Xl, order_l, backend="cuda")
+        def long_call():
+            adaptive_lasso_adjacency(big, order_big, backend="cuda")
+        def check():
+            return np.allclose(adaptive_lasso_adjacency(Xl, order_l, backend="cuda"), Bl,
+                               rtol=0, atol=1e-10)
     print("ready", flush=True)
     try:
         long_call()
@@ -317,3 +330,9 @@ def test_ctrl_c_interrupts_the_bootstrap():
 def test_ctrl_c_interrupts_the_cuda_search():
     # the interrupted search and the next one share the cached workspace
     _interrupt("cuda_search", "_scheduler.pyx", ready_timeout=600)
+
+
+@pytest.mark.gpu
+def test_ctrl_c_interrupts_the_cuda_adaptive_lasso():
+    # the wait for the LARS launch polls an event, so the handler runs at once
+    _interrupt("cuda_adjacency", "_cuda_adjacency.py", ready_timeout=600)
