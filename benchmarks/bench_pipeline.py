@@ -42,7 +42,7 @@ import paralingam  # noqa: E402
 from paralingam.datasets import make_lingam_data  # noqa: E402
 from paralingam.estimator import DirectLiNGAM  # noqa: E402
 
-PHASES = ("validate", "standardise", "compile", "upload", "search", "adjacency")
+PHASES = ("validate", "load", "standardise", "compile", "upload", "search", "adjacency")
 
 
 def rank_deficient(p, n, explained, seed):

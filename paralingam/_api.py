@@ -1,6 +1,7 @@
 """``paralingam.fit``: validate, standardise, search the order, estimate edges."""
 
 import contextlib
+import sys
 import time
 
 import numpy as np
@@ -312,6 +313,7 @@ def fit(
 
 
 _blas_controller = None
+_blas_controller_libraries = None
 
 
 def _blas_in_this_thread():
@@ -322,22 +324,36 @@ def _blas_in_this_thread():
     cores the CPU search's OpenMP threads need (p=200, n=1024 on 2 cores: the
     search 20% slower), and the search's own threads, spinning after it, slow
     multi-threaded BLAS in the adjacency step. The controller is made once
-    (threadpool_limits scans the loaded libraries on every call: 0.8 ms),
-    after scipy's BLAS is loaded: the adjacency step uses both.
+    (threadpool_limits scans the loaded libraries on every call: 0.8 ms) and
+    again when scipy's linear algebra, with its own BLAS, has been loaded
+    since: it sees the libraries loaded when it was made. It does not load
+    scipy itself: that import (50-300 ms) would be most of a small first fit,
+    whose steps use numpy's BLAS alone.
     """
-    global _blas_controller
-    if _blas_controller is None:
-        import scipy.linalg  # noqa: F401  (loads scipy's BLAS, which the controller must see)
+    return _blas_threads().limit(limits=1, user_api="blas")
+
+
+def _blas_threads():
+    """The threadpoolctl controller of the BLAS libraries loaded now (made once per set)."""
+    global _blas_controller, _blas_controller_libraries
+    libraries = "scipy.linalg" in sys.modules
+    if _blas_controller is None or libraries != _blas_controller_libraries:
         from threadpoolctl import ThreadpoolController
 
         _blas_controller = ThreadpoolController()
-    return _blas_controller.limit(limits=1, user_api="blas")
+        _blas_controller_libraries = libraries
+    return _blas_controller
 
 
 def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times,
                 stop_on_dependence, candidates=None, use_float=True):
+    # What the first fit of a process loads (the compiled search, the BLAS
+    # controller) is timed apart: it is no part of any step.
+    t0 = time.perf_counter()
     from . import _cpu
 
+    _blas_threads()
+    times["load"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     n, p = data.shape
     threads = n_threads or (1 if data.size < SMALL_SEARCH else default_threads())
