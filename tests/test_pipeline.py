@@ -124,3 +124,122 @@ def test_blas_controller_is_made_again_once_scipy_blas_is_loaded(monkeypatch):
     again = _api._blas_threads()
     assert again is not first and _api._blas_controller_libraries is True
     assert _api._blas_threads() is again
+
+
+# ---------------------------------------------------------------------------
+# input preparation: fewer passes, the same bits
+# ---------------------------------------------------------------------------
+
+def _standardise_rows_before(X):
+    """The previous ``standardise_rows``: one n x p temporary for the squares."""
+    Z = np.array(X.T, dtype=np.float64, order="C", copy=True)
+    Z -= Z.mean(axis=1, keepdims=True)
+    Z /= np.sqrt((Z * Z).mean(axis=1, keepdims=True))
+    cov = Z @ Z.T / Z.shape[1]
+    cov = 0.5 * (cov + cov.T)
+    np.fill_diagonal(cov, 1.0)
+    return Z, cov
+
+
+def _prepared_before(X):
+    """The previous preparation: float64 copy, exponents from |X|, ldexp."""
+    data = np.array(X, dtype=np.float64, order="C", copy=True)
+    e = np.frexp(np.abs(data).max(axis=0, initial=0.0))[1]
+    return np.ldexp(data, -e, out=data), e
+
+
+def _datasets():
+    rng = np.random.default_rng(5)
+    yield "lingam", make_lingam_data(12, 3000, random_state=1)[0]
+    yield "outliers", np.where(rng.random((2000, 6)) < 0.01, 1e12, rng.laplace(size=(2000, 6)))
+    tiny = rng.standard_normal((500, 4))
+    tiny[:, 1] *= 1e-170
+    tiny[:, 2] *= 1e-300  # products at the bottom of the normal range
+    tiny[:, 3] *= 1e150
+    yield "tiny_and_huge", tiny
+    yield "float32", rng.standard_normal((1000, 5)).astype(np.float32)
+    yield "int", rng.integers(-1000, 1000, (800, 4))
+    yield "fortran", np.asfortranarray(rng.laplace(size=(700, 9)))
+    yield "one_row_block", rng.standard_normal((3, 2))
+
+
+@pytest.mark.parametrize("name,X", list(_datasets()), ids=[n for n, _ in _datasets()])
+def test_preparation_is_bit_identical_to_before(name, X, monkeypatch):
+    from paralingam import _api
+    from paralingam._validation import _as_data_matrix, as_data_matrix
+
+    data, _, absmax = _as_data_matrix(X)
+    np.testing.assert_array_equal(absmax, np.abs(data).max(axis=0))
+    assert np.array_equal(as_data_matrix(X)[0], data)
+    e = _api.column_exponents(data, absmax)
+    scaled = _api.scale_columns(data.copy(), e)
+    want, want_e = _prepared_before(X)
+    np.testing.assert_array_equal(e, want_e)
+    assert np.array_equal(scaled, want) and scaled.tobytes() == want.tobytes()
+    # by blocks of rows, and with a block of a single row
+    for block in (_api.STANDARDISE_BLOCK, 1):
+        monkeypatch.setattr(_api, "STANDARDISE_BLOCK", block)
+        Z, cov = _api.standardise_rows(scaled)
+        Z0, cov0 = _standardise_rows_before(scaled)
+        assert Z.tobytes() == Z0.tobytes() and cov.tobytes() == cov0.tobytes()
+
+
+def test_scale_columns_equals_ldexp_into_the_subnormals():
+    from paralingam import _api
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((2000, 3))
+    X[:, 0] *= 1e-300
+    X[:5, 1] = [1e300, 1e-300, 5e-324, -3e-310, 0.0]  # subnormal and zero results
+    e = np.array([0, 900, -999])
+    for exps in (e, np.array([1023, -1070, 5])):  # the last: ldexp itself
+        with np.errstate(over="ignore"):
+            want = np.ldexp(X, -exps)
+            got = _api.scale_columns(X.copy(), exps)
+        assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_fit_is_bit_identical_to_the_previous_preparation(seed, monkeypatch):
+    """The whole fit on the old preparation (copy, |X| maxima, ldexp, squares at once)."""
+    from paralingam import _api, _validation
+
+    X = make_lingam_data(15, 2000, random_state=seed)[0]
+    X[::97, 2] = 40.0  # outliers
+    new = paralingam.fit(X, backend="cpu", n_threads=1)
+
+    def old_as_data_matrix(X, names=None, *, allow_constant=False):
+        data = np.array(X, dtype=np.float64, order="C", copy=True)
+        return data, None, np.abs(data).max(axis=0)
+
+    monkeypatch.setattr(_api, "_as_data_matrix", old_as_data_matrix)
+    monkeypatch.setattr(_api, "scale_columns", lambda X, e: np.ldexp(X, -e, out=X))
+    monkeypatch.setattr(_api, "standardise_rows", _standardise_rows_before)
+    old = paralingam.fit(X, backend="cpu", n_threads=1)
+    assert list(new.causal_order) == list(old.causal_order)
+    assert new.adjacency_matrix.tobytes() == old.adjacency_matrix.tobytes()
+    assert new.stats["scores"] == old.stats["scores"]
+
+
+@pytest.mark.parametrize("value,message", [
+    (1e308, "too large to centre and square"),       # sums overflow; the entries are finite
+    (np.inf, "NaN, missing or infinite"),
+    (np.nan, "NaN, missing or infinite"),
+])
+def test_checks_behind_the_column_sums_still_name_the_problem(value, message):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 3))
+    X[:60, 1] = value
+    X[60:, 1] = -value if np.isfinite(value) else 0.0
+    with pytest.raises(ValueError, match=message):
+        paralingam.fit(X, backend="cpu")
+
+
+def test_large_finite_values_whose_squares_fit_pass_as_before():
+    # n * spread**2 overflows the cheap bound, so the exact check runs and clears them
+    rng = np.random.default_rng(1)
+    X = rng.laplace(size=(500, 3))
+    X[:, 0] *= 1e150
+    from paralingam._validation import as_data_matrix
+
+    assert np.array_equal(as_data_matrix(X)[0], X)
