@@ -1,13 +1,14 @@
 """``paralingam.fit``: validate, standardise, search the order, estimate edges."""
 
 import contextlib
+import sys
 import time
 
 import numpy as np
 
 from . import _backends, _memory
 from ._result import FitResult
-from ._validation import (CUDA_BLOCKS, MAX_THREADS, WARPS_PER_PAIR, as_data_matrix, check_bool,
+from ._validation import (CUDA_BLOCKS, MAX_THREADS, WARPS_PER_PAIR, _as_data_matrix, check_bool,
                           check_choice, check_dtype, check_int, check_positive, default_threads,
                           user_stacklevel)
 from .adjacency import _ols_adjacency, _scaled_back
@@ -25,6 +26,8 @@ DRIFT_TOL = 1e-8
 # stall when another process holds a core (a 50-resample bootstrap of p=10,
 # n=500 with one core busy: 0.21 s on two threads, 0.05 s on one).
 SMALL_SEARCH = 12288
+# Entries squared at once when standardising (a block of rows, 512 KiB).
+STANDARDISE_BLOCK = 1 << 16
 ON_COLLINEAR = ("warn", "ignore", "error")
 
 
@@ -40,7 +43,7 @@ def default_gamma0(n_samples):
     return DEFAULT_GAMMA0 * min(1.0, 1024.0 / max(1, n_samples))
 
 
-def column_exponents(X):
+def column_exponents(X, absmax=None):
     """Per column ``e`` with ``max |X[:, j]| * 2**-e[j]`` in [0.5, 1).
 
     Scaling the columns by ``2**-e`` is exact (no rounding), so the search,
@@ -49,7 +52,22 @@ def column_exponents(X):
     of tiny columns (|x| ~ 1e-170) can no longer underflow. The reference
     scales the same way.
     """
-    return np.frexp(np.abs(X).max(axis=0, initial=0.0))[1]
+    if absmax is None:  # (as_data_matrix's, when given: the same maxima)
+        absmax = np.abs(X).max(axis=0, initial=0.0)
+    return np.frexp(absmax)[1]
+
+
+def scale_columns(X, exponents):
+    """``np.ldexp(X, -exponents, out=X)``: ``X``, its columns scaled by ``2**-exponents``, in place.
+
+    A product by a power of two is rounded as ``ldexp`` rounds (both are
+    exact, or correctly rounded into the subnormals), and runs several times
+    faster; ``ldexp`` is left for factors that are not normal float64.
+    """
+    exponents = np.asarray(exponents)
+    if exponents.size and np.abs(exponents).max() < 1000:
+        return np.multiply(X, np.ldexp(1.0, -exponents), out=X)
+    return np.ldexp(X, -exponents, out=X)
 
 
 def standardise_rows(X):
@@ -65,7 +83,14 @@ def standardise_rows(X):
     # and ascontiguousarray would return a view that the lines below modify.
     Z = np.array(X.T, dtype=np.float64, order="C", copy=True)
     Z -= Z.mean(axis=1, keepdims=True)
-    Z /= np.sqrt((Z * Z).mean(axis=1, keepdims=True))
+    # (Z * Z).mean(axis=1) by blocks of rows: each row's sum is the same
+    # (numpy sums each contiguous row alone), without an n x p temporary.
+    sq = np.empty((Z.shape[0], 1))
+    rows = max(1, STANDARDISE_BLOCK // max(1, Z.shape[1]))
+    for r0 in range(0, Z.shape[0], rows):
+        block = Z[r0:r0 + rows]
+        sq[r0:r0 + rows, 0] = (block * block).mean(axis=1)
+    Z /= np.sqrt(sq)
     cov = covariance_of_rows(Z)
     return Z, cov
 
@@ -205,7 +230,7 @@ def fit(
     """
     times = {}
     t0 = time.perf_counter()
-    data, names = as_data_matrix(X, feature_names)
+    data, names, absmax = _as_data_matrix(X, feature_names)
     threshold = check_bool("threshold", threshold)
     # The threshold is raised by repeated multiplication: a subnormal gamma0,
     # or a factor closer to 1, could leave it stuck (or moving one ulp at a
@@ -247,12 +272,12 @@ def fit(
     _memory.require_all(_memory.fit_plan(
         n, p, backend=name, use_float=use_float, adjacency=_adjacency_method,
         n_threads=max(n_threads or 1, _adjacency_threads)))
-    times["validate"] = time.perf_counter() - t0
-
     # Search and regress on exactly rescaled columns (same result, no
-    # underflow), then scale the coefficients back.
-    exponents = column_exponents(data)
-    search_data = np.ldexp(data, -exponents, out=data)
+    # underflow), then scale the coefficients back. (A pass over the data:
+    # timed with the checks, as the preparation of the input.)
+    exponents = column_exponents(data, absmax)
+    search_data = scale_columns(data, exponents)
+    times["validate"] = time.perf_counter() - t0
     try:
         if name == "cpu":
             order, explained, per_it, n_rederived = _search_cpu(
@@ -316,6 +341,7 @@ def fit(
 
 
 _blas_controller = None
+_blas_controller_libraries = None
 
 
 def _blas_in_this_thread():
@@ -326,22 +352,36 @@ def _blas_in_this_thread():
     cores the CPU search's OpenMP threads need (p=200, n=1024 on 2 cores: the
     search 20% slower), and the search's own threads, spinning after it, slow
     multi-threaded BLAS in the adjacency step. The controller is made once
-    (threadpool_limits scans the loaded libraries on every call: 0.8 ms),
-    after scipy's BLAS is loaded: the adjacency step uses both.
+    (threadpool_limits scans the loaded libraries on every call: 0.8 ms) and
+    again when scipy's linear algebra, with its own BLAS, has been loaded
+    since: it sees the libraries loaded when it was made. It does not load
+    scipy itself: that import (50-300 ms) would be most of a small first fit,
+    whose steps use numpy's BLAS alone.
     """
-    global _blas_controller
-    if _blas_controller is None:
-        import scipy.linalg  # noqa: F401  (loads scipy's BLAS, which the controller must see)
+    return _blas_threads().limit(limits=1, user_api="blas")
+
+
+def _blas_threads():
+    """The threadpoolctl controller of the BLAS libraries loaded now (made once per set)."""
+    global _blas_controller, _blas_controller_libraries
+    libraries = "scipy.linalg" in sys.modules
+    if _blas_controller is None or libraries != _blas_controller_libraries:
         from threadpoolctl import ThreadpoolController
 
         _blas_controller = ThreadpoolController()
-    return _blas_controller.limit(limits=1, user_api="blas")
+        _blas_controller_libraries = libraries
+    return _blas_controller
 
 
 def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times,
                 stop_on_dependence, candidates=None, use_float=True):
+    # What the first fit of a process loads (the compiled search, the BLAS
+    # controller) is timed apart: it is no part of any step.
+    t0 = time.perf_counter()
     from . import _cpu
 
+    _blas_threads()
+    times["load"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     n, p = data.shape
     threads = n_threads or (1 if data.size < SMALL_SEARCH else default_threads())

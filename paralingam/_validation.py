@@ -55,6 +55,12 @@ def as_data_matrix(X, names=None, *, allow_constant=False):
     DataTypeError
         (a ValueError and a TypeError) For non-numeric or complex columns.
     """
+    data, names, _ = _as_data_matrix(X, names, allow_constant=allow_constant)
+    return data, names
+
+
+def _as_data_matrix(X, names=None, *, allow_constant=False):
+    """:func:`as_data_matrix`, also returning each column's largest ``|x|``."""
     given = names
     names = labels = None
     if hasattr(X, "columns") and hasattr(X, "dtypes"):  # pandas DataFrame
@@ -91,6 +97,42 @@ def as_data_matrix(X, names=None, *, allow_constant=False):
         arr = arr.data
     data = _to_float64(arr, names)
 
+    # One pass each for the column sums, maxima and minima; the per-entry
+    # checks below run only when these say something is wrong. A NaN or
+    # infinite entry makes its column's sum non-finite (so does a sum that
+    # overflows, which the exact checks then clear).
+    with np.errstate(over="ignore", invalid="ignore"):
+        sums = np.add.reduce(data, axis=0)
+    if not np.isfinite(sums).all():
+        _check_finite(arr, data, names)
+    hi, lo = data.max(axis=0), data.min(axis=0)
+    absmax = np.maximum(hi, -lo)  # == np.abs(data).max(axis=0), without its n x p temporary
+    with np.errstate(over="ignore", invalid="ignore"):
+        spread = hi - lo  # == np.ptp(data, axis=0)
+        # every |x - mean| <= spread: the sum of squares is finite when this is
+        bound = n * spread * spread
+    if not (bound <= 0.5 * np.finfo(np.float64).max).all():
+        with np.errstate(over="ignore", invalid="ignore"):
+            centred = data - data.mean(axis=0)
+            sq = (centred**2).sum(axis=0)
+        del centred
+        if not np.isfinite(sq).all():
+            bad = [_name(names, j) for j in np.flatnonzero(~np.isfinite(sq))]
+            raise ValueError(
+                f"values too large to centre and square in float64 in columns: {_list(bad)} "
+                "(rescale them)")
+    constant = (np.zeros(p, dtype=bool) if allow_constant
+                else _constant_from_extremes(spread, absmax))
+    _check_integer_spread(X, arr, data, names, constant, absmax)
+    if constant.any():
+        bad = [_name(names, j) for j in np.flatnonzero(constant)]
+        raise ValueError(f"constant columns (zero variance): {_list(bad)}")
+    return data, names, absmax
+
+
+def _check_finite(arr, data, names):
+    """ValueError naming the columns with NaN, missing, infinite or overflowed values."""
+    n, p = data.shape
     source = arr if arr.dtype.kind == "f" else data  # NaN/inf of the input itself
     nan, inf = np.isnan(source), np.isinf(source)
     if nan.any() or inf.any():
@@ -102,21 +144,6 @@ def as_data_matrix(X, names=None, *, allow_constant=False):
     if not np.isfinite(data).all():  # finite input that overflowed (long double)
         bad = [_name(names, j) for j in np.flatnonzero(~np.isfinite(data).all(axis=0))]
         raise ValueError(f"values too large for float64 in columns: {_list(bad)}")
-
-    with np.errstate(over="ignore", invalid="ignore"):
-        centred = data - data.mean(axis=0)
-        sq = (centred**2).sum(axis=0)
-    if not np.isfinite(sq).all():
-        bad = [_name(names, j) for j in np.flatnonzero(~np.isfinite(sq))]
-        raise ValueError(
-            f"values too large to centre and square in float64 in columns: {_list(bad)} "
-            "(rescale them)")
-    constant = np.zeros(p, dtype=bool) if allow_constant else constant_columns(data)
-    _check_integer_spread(X, arr, data, names, constant)
-    if constant.any():
-        bad = [_name(names, j) for j in np.flatnonzero(constant)]
-        raise ValueError(f"constant columns (zero variance): {_list(bad)}")
-    return data, names
 
 
 def check_order(causal_order, n_features):
@@ -162,7 +189,7 @@ def check_order(causal_order, n_features):
 MIN_FLOAT_STEPS = 1024
 
 
-def _check_integer_spread(X, arr, data, names, constant):
+def _check_integer_spread(X, arr, data, names, constant, absmax=None):
     """ValueError for integer columns that vary but whose float64 values lost the spread.
 
     Integers beyond 2**53 round to float64's step there (2048 near 2**63):
@@ -171,7 +198,9 @@ def _check_integer_spread(X, arr, data, names, constant):
     large columns are examined; ``constant`` (the float64 test) is updated so
     that they are not reported as constant too.
     """
-    big = np.flatnonzero(np.abs(data).max(axis=0) >= 2.0**53)
+    if absmax is None:
+        absmax = np.abs(data).max(axis=0)
+    big = np.flatnonzero(absmax >= 2.0**53)
     lost = []
     for j in big:
         exact = _integer_range(X, arr, j)
@@ -219,8 +248,12 @@ def _integer_range(X, arr, j):
 
 def constant_columns(data):
     """Columns constant up to rounding: their spread is a few ulps of their largest value."""
-    spread = np.ptp(data, axis=0)
-    scale = np.maximum(np.abs(data).max(axis=0), np.finfo(np.float64).tiny)
+    return _constant_from_extremes(np.ptp(data, axis=0), np.abs(data).max(axis=0))
+
+
+def _constant_from_extremes(spread, absmax):
+    """:func:`constant_columns` from each column's ``max - min`` and largest ``|x|``."""
+    scale = np.maximum(absmax, np.finfo(np.float64).tiny)
     return spread <= 8 * np.finfo(np.float64).eps * scale
 
 

@@ -1,0 +1,314 @@
+"""The whole job, phase by phase: where a fit's time goes besides the search (issue 21).
+
+    python benchmarks/bench_pipeline.py --quick                      # small sizes, 2-core VM
+    python benchmarks/bench_pipeline.py --backends cpu cuda          # the issue's sizes
+    python benchmarks/bench_pipeline.py --cases typical ecoli first_fit --repeats 5
+
+For each case and backend: ``paralingam.fit`` (the phases of
+``result.stats["time"]``: validate, standardise, compile, upload, search,
+adjacency; their medians over ``--repeats`` fits after one warm-up fit), the
+wall time of the whole fit, ``DirectLiNGAM().fit`` (adaptive lasso, own
+timer) and, where the case asks for it, ``get_error_independence_p_values``
+(own timer). Every phase other than the search is also printed as a fraction
+of the search. The ``first_fit`` case runs a fresh Python process per repeat
+and times its first and second fit there (imports done before the timer: the
+first fit pays for what the fit itself loads). ``tall_small`` also times one
+plain numpy pass (copy to float64, finiteness check, standardise) and the peak
+host memory of the input preparation against the input array.
+
+Prints a table and writes JSON (commit, machine, backend, medians). Speed is
+measured here, never in unit tests; this machine's load is recorded with it
+(``os.getloadavg``), as shared machines give noisy numbers.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import paralingam  # noqa: E402
+from paralingam.datasets import make_lingam_data  # noqa: E402
+from paralingam.estimator import DirectLiNGAM  # noqa: E402
+
+PHASES = ("validate", "load", "standardise", "compile", "upload", "search", "adjacency")
+
+
+def rank_deficient(p, n, explained, seed):
+    """LiNGAM data of ``p - explained`` variables plus ``explained`` exact combinations.
+
+    Each explained variable is a random combination of two to four of the
+    variables before it (in a shuffled column order), as stoichiometric
+    fluxes are: exactly explained, rank ``p - explained``.
+    """
+    free = p - explained
+    rng = np.random.default_rng(seed)
+    X0, _, _ = make_lingam_data(free, n, density="sparse", random_state=seed)
+    cols = [X0[:, j] for j in range(free)]
+    for _ in range(explained):
+        k = int(rng.integers(2, 5))
+        parents = rng.choice(len(cols), size=min(k, len(cols)), replace=False)
+        w = rng.choice([-1.0, 1.0], size=len(parents)) * rng.uniform(0.5, 1.5, len(parents))
+        cols.append(sum(wi * cols[j] for wi, j in zip(w, parents)))
+    X = np.column_stack(cols)
+    return np.ascontiguousarray(X[:, rng.permutation(p)])
+
+
+def ecoli(data_dir):
+    path = Path(data_dir) / "ecoli_core_fluxes_n10000.npz"
+    with np.load(path, allow_pickle=True) as d:
+        return np.ascontiguousarray(d["X"])
+
+
+def synthetic(p, n, seed):
+    return np.ascontiguousarray(make_lingam_data(p, n, density="sparse", random_state=seed)[0])
+
+
+# name: (full (p, n), quick (p, n), how to make the data, what to time)
+CASES = {
+    "tall": ((600, 500_000), (40, 50_000), "synthetic", ()),
+    "tall_small": ((24, 400_000), (24, 100_000), "synthetic", ("plain_pass",)),
+    "typical": ((1000, 8192), (100, 2048), "synthetic", ()),
+    "ecoli": ((87, 10_000), (87, 10_000), "ecoli", ()),
+    "wide_5000": ((5000, 4096), (300, 256), "synthetic", ()),
+    "wide_10000": ((10_000, 2000), (400, 200), "synthetic", ()),
+    "rank_deficient_1000": ((1000, 8192), (100, 1024), "rank_deficient", ()),
+    "rank_deficient_300": ((300, 2048), (60, 512), "rank_deficient", ()),
+    "sachs_p_values": ((11, 7466), (11, 1000), "synthetic", ("p_values",)),
+    "first_fit": ((11, 7466), (11, 7466), "synthetic", ("fresh",)),
+}
+# explained variables of the rank-deficient cases: 924 of 1000 as in the issue
+EXPLAINED_FRACTION = 0.924
+
+
+def make_data(name, p, n, data_dir, seed):
+    kind = CASES[name][2]
+    if kind == "ecoli":
+        return ecoli(data_dir)
+    if kind == "rank_deficient":
+        return rank_deficient(p, n, int(round(EXPLAINED_FRACTION * p)), seed)
+    return synthetic(p, n, seed)
+
+
+def median(values):
+    return statistics.median(values) if values else None
+
+
+def timed(call):
+    t0 = time.perf_counter()
+    out = call()
+    return time.perf_counter() - t0, out
+
+
+def fit_phases(X, backend, repeats):
+    """Medians of each ``stats["time"]`` phase and of the wall time, after a warm-up fit."""
+    paralingam.fit(X, backend=backend, on_collinear="ignore")
+    walls, phases = [], {}
+    for _ in range(repeats):
+        wall, result = timed(lambda: paralingam.fit(X, backend=backend, on_collinear="ignore"))
+        walls.append(wall)
+        for key, value in result.stats["time"].items():
+            phases.setdefault(key, []).append(value)
+    return median(walls), {k: median(v) for k, v in phases.items()}
+
+
+def estimator_fit(X, backend, repeats):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        times = []
+        for _ in range(repeats):
+            wall, model = timed(lambda: DirectLiNGAM(backend=backend).fit(X))
+            times.append(wall)
+    return median(times), model
+
+
+def p_values(model, X, repeats):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return median([timed(lambda: model.get_error_independence_p_values(X))[0]
+                       for _ in range(repeats)])
+
+
+def plain_pass(X, repeats):
+    """One plain numpy pass: copy to float64, check finiteness, standardise."""
+    def one():
+        Z = np.array(X, dtype=np.float64)
+        if not np.isfinite(Z).all():
+            raise ValueError
+        Z -= Z.mean(axis=0)
+        Z /= Z.std(axis=0)
+        return Z
+    return median([timed(one)[0] for _ in range(repeats)])
+
+
+def preparation_peak(X):
+    """Peak host memory (numpy's allocations) of validation + standardisation, in bytes."""
+    from paralingam._api import column_exponents, standardise_rows
+    from paralingam._validation import as_data_matrix
+
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    data, _ = as_data_matrix(X)
+    e = column_exponents(data)
+    data = np.ldexp(data, -e, out=data)
+    standardise_rows(data)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+FRESH = r"""
+import json, sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import paralingam
+from paralingam.datasets import make_lingam_data
+X = np.ascontiguousarray(make_lingam_data(int(sys.argv[2]), int(sys.argv[3]), random_state=7)[0])
+out = {}
+for which in ("first", "second", "third"):
+    t0 = time.perf_counter()
+    r = paralingam.fit(X, backend=sys.argv[4])
+    out[which] = time.perf_counter() - t0
+    out[which + "_phases"] = r.stats["time"]
+out["modules"] = sorted(m for m in ("scipy", "scipy.linalg", "sklearn", "threadpoolctl")
+                        if m in sys.modules)
+print(json.dumps(out))
+"""
+
+
+def first_fit(p, n, backend, repeats):
+    runs = []
+    for _ in range(repeats):
+        out = subprocess.run([sys.executable, "-c", FRESH, str(ROOT), str(p), str(n), backend],
+                             capture_output=True, text=True, check=True)
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    row = {"first": median([r["first"] for r in runs]),
+           "warm": median([min(r["second"], r["third"]) for r in runs]),
+           "modules_loaded_by_fit": runs[-1]["modules"],
+           "first_phases": {k: median([r["first_phases"].get(k, 0.0) for r in runs])
+                            for k in runs[-1]["first_phases"]}}
+    row["goal"] = 3 * row["warm"] + 0.010
+    return row
+
+
+def run_case(name, backend, args):
+    full, quick, _, extras = CASES[name]
+    p, n = quick if args.quick else full
+    row = {"case": name, "backend": backend}
+    if "fresh" in extras:
+        row.update(p=p, n=n, **first_fit(p, n, backend, args.repeats))
+        return row
+    X = make_data(name, p, n, args.data_dir, seed=list(CASES).index(name) + 1)
+    row.update(n=X.shape[0], p=X.shape[1])
+    row["fit"], row["phases"] = fit_phases(X, backend, args.repeats)
+    search = row["phases"].get("search")
+    row["fraction_of_search"] = {k: v / search for k, v in row["phases"].items()
+                                 if k != "search" and search}
+    if not args.no_estimator:
+        row["estimator_fit"], model = estimator_fit(X, backend, max(1, args.repeats // 2))
+        row["estimator_over_fit"] = row["estimator_fit"] / row["fit"]
+        if "p_values" in extras:
+            row["p_values"] = p_values(model, X, 1)
+            row["fraction_of_search"]["p_values"] = row["p_values"] / search
+    if "plain_pass" in extras:
+        row["plain_pass"] = plain_pass(X, args.repeats)
+        prep = row["phases"].get("validate", 0) + row["phases"].get("standardise", 0)
+        row["preparation_over_plain_pass"] = prep / row["plain_pass"]
+        row["preparation_peak_over_input"] = preparation_peak(X) / X.nbytes
+    return row
+
+
+def show(row):
+    if "first" in row:
+        print(f"{row['case']:>20} {row['backend']:>4}  p={row['p']} n={row['n']}: first fit "
+              f"{row['first'] * 1e3:.1f} ms, warm {row['warm'] * 1e3:.1f} ms (goal <= "
+              f"{row['goal'] * 1e3:.1f} ms); first-fit phases "
+              + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in row["first_phases"].items())
+              + f"; modules the fit loaded: {row['modules_loaded_by_fit'] or 'none'}", flush=True)
+        return
+    ph = row["phases"]
+    cells = " ".join(f"{ph.get(k, 0.0):8.4f}" for k in PHASES)
+    extra = ""
+    if "estimator_fit" in row:
+        extra += f" est {row['estimator_fit']:8.3f} ({row['estimator_over_fit']:.2f}x)"
+    if "p_values" in row:
+        extra += f" pval {row['p_values']:8.3f}"
+    print(f"{row['case']:>20} {row['backend']:>4} {row['p']:>6} {row['n']:>7} "
+          f"{row['fit']:8.4f} {cells}{extra}", flush=True)
+    fr = ", ".join(f"{k} {v:.0%}" for k, v in row["fraction_of_search"].items())
+    print(f"{'':>20} of the search: {fr}", flush=True)
+    if "plain_pass" in row:
+        print(f"{'':>20} plain numpy pass {row['plain_pass']:.4f} s; validate+standardise "
+              f"= {row['preparation_over_plain_pass']:.2f}x; peak memory "
+              f"{row['preparation_peak_over_input']:.2f}x the input", flush=True)
+
+
+def cuda_usable():
+    try:
+        from paralingam import _cuda
+        return _cuda.unavailable_reason() is None
+    except Exception:  # pragma: no cover - depends on the machine
+        return False
+
+
+def commit():
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--backends", nargs="*", default=None, choices=["cpu", "cuda"],
+                    help="default: cpu, and cuda when usable")
+    ap.add_argument("--quick", action="store_true", help="small sizes (a 2-core VM)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-estimator", action="store_true",
+                    help="skip DirectLiNGAM().fit and the p-values")
+    ap.add_argument("--data-dir", default=os.environ.get("PARALINGAM_DATA",
+                                                         "/work/shared/data"),
+                    help="folder of ecoli_core_fluxes_n10000.npz (.gpu/data on the GPU machine)")
+    ap.add_argument("--json", default="bench_pipeline.json")
+    args = ap.parse_args()
+    backends = args.backends or (["cpu", "cuda"] if cuda_usable() else ["cpu"])
+
+    meta = {"commit": commit(), "machine": platform.node(), "processor": platform.processor(),
+            "cores": os.cpu_count(), "load_before": os.getloadavg(), "quick": args.quick,
+            "repeats": args.repeats, "python": sys.version.split()[0],
+            "numpy": np.__version__}
+    print(f"commit {meta['commit']}, {meta['machine']}, {meta['cores']} cores, load "
+          f"{meta['load_before'][0]:.1f}; medians of {args.repeats} (seconds)")
+    print(f"{'case':>20} {'':>4} {'p':>6} {'n':>7} {'fit':>8} "
+          + " ".join(f"{k[:8]:>8}" for k in PHASES))
+    rows = []
+    for backend in backends:
+        for name in args.cases:
+            if name == "ecoli" and not (Path(args.data_dir)
+                                        / "ecoli_core_fluxes_n10000.npz").exists():
+                print(f"{name:>20} {backend:>4}  skipped: no data in {args.data_dir}")
+                continue
+            row = run_case(name, backend, args)
+            show(row)
+            rows.append(row)
+    meta["load_after"] = os.getloadavg()
+    with open(args.json, "w") as fh:
+        json.dump({"meta": meta, "rows": rows}, fh, indent=1)
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

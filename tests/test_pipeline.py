@@ -1,0 +1,245 @@
+"""The steps around the search (issue 21): same results, fewer passes, no scipy in a plain fit."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.linalg.lapack import dpotrf, dtrtri
+
+import paralingam
+from paralingam import adjacency
+from paralingam.datasets import make_lingam_data
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _ols_on_predecessors_scipy(gram):
+    """The previous ``_ols_on_predecessors``: scipy's dpotrf and dtrtri."""
+    p = gram.shape[0]
+    coef, rss, solved = np.zeros((p, p)), np.zeros(p), np.zeros(p, dtype=bool)
+    L, info = dpotrf(gram, lower=1, clean=1)
+    rows = p if info == 0 else max(info - 1, 0)
+    pivots = np.diag(L)[:rows] ** 2
+    bad = ~(pivots > adjacency.SINGULAR_TOL * np.diag(gram)[:rows]) | ~np.isfinite(pivots)
+    good = int(np.argmax(bad)) if bad.any() else rows
+    m = min(good + 1, rows)
+    if m <= 1:
+        return coef, rss, solved
+    Lm = L[:m, :m]
+    Linv, info = dtrtri(Lm, lower=1)
+    coef[:m, :m] = np.tril(Linv, -1) * -np.diag(Lm)[:, None]
+    rss[:m] = np.diag(Lm) ** 2
+    solved[:m] = np.isfinite(coef[:m]).all(axis=1)
+    return coef, rss, solved
+
+
+def _gram(X):
+    Xc = X - X.mean(axis=0)
+    return Xc.T @ Xc
+
+
+@pytest.mark.parametrize("p", [1, 2, 5, 31, 32, 33, 64, 100, 257])
+def test_lower_inverse_equals_lapack_dtrtri(p):
+    rng = np.random.default_rng(p)
+    L = np.tril(rng.standard_normal((p, p))) + np.diag(rng.uniform(1, 3, p))
+    want, info = dtrtri(L, lower=1)
+    assert info == 0
+    got = adjacency._lower_inverse(L)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+    assert not np.triu(got, 1).any()
+
+
+@pytest.mark.parametrize("case", ["random", "ill_conditioned", "dependent", "outliers", "tiny"])
+def test_ols_on_predecessors_equals_the_scipy_route(case):
+    rng = np.random.default_rng(11)
+    n, p = 400, 40
+    if case == "random":
+        X = make_lingam_data(p, n, random_state=3)[0]
+    elif case == "ill_conditioned":
+        X = rng.standard_normal((n, p))
+        X[:, 7] = X[:, 3] + 1e-6 * rng.standard_normal(n)  # a near copy
+    elif case == "dependent":
+        X = rng.standard_normal((n, p))
+        X[:, 20] = X[:, 2] - 0.5 * X[:, 5]  # exact: scipy's partial factor
+    elif case == "outliers":
+        X = rng.laplace(size=(n, p))
+        X[rng.integers(0, n, 5), rng.integers(0, p, 5)] = 1e6
+    else:
+        X = rng.standard_normal((n, 3))
+        p = 3
+    G = _gram(X)
+    coef, rss, solved = adjacency._ols_on_predecessors(G)
+    want_coef, want_rss, want_solved = _ols_on_predecessors_scipy(G)
+    np.testing.assert_array_equal(solved, want_solved)
+    scale = max(1.0, np.abs(want_coef).max())
+    tol = 1e-9 if case == "ill_conditioned" else 1e-12
+    np.testing.assert_allclose(coef, want_coef, rtol=0, atol=tol * scale)
+    np.testing.assert_allclose(rss, want_rss, rtol=1e-10, atol=1e-12 * np.diag(G).max())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fit_adjacency_equals_the_scipy_route(seed, monkeypatch):
+    X = make_lingam_data(30, 1000, random_state=seed)[0]
+    new = paralingam.fit(X, backend="cpu")
+    monkeypatch.setattr(adjacency, "_ols_on_predecessors", _ols_on_predecessors_scipy)
+    old = paralingam.fit(X, backend="cpu")
+    assert list(new.causal_order) == list(old.causal_order)
+    np.testing.assert_allclose(new.adjacency_matrix, old.adjacency_matrix, rtol=0, atol=1e-12)
+
+
+FRESH = r"""
+import json, sys
+import numpy as np
+import paralingam
+rng = np.random.default_rng(0)
+X = rng.laplace(size=(2000, 8))
+X[:, 3] += X[:, 1]
+r = paralingam.fit(X, backend="cpu")
+print(json.dumps({"scipy.linalg": "scipy.linalg" in sys.modules,
+                  "phases": sorted(r.stats["time"])}))
+"""
+
+
+def test_a_cpu_fit_in_a_fresh_process_does_not_import_scipy_linalg():
+    out = subprocess.run([sys.executable, "-c", FRESH], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["scipy.linalg"] is False
+    # the first fit's loading is a phase of its own, not the standardisation's
+    assert "load" in got["phases"] and "standardise" in got["phases"]
+
+
+def test_blas_controller_is_made_again_once_scipy_blas_is_loaded(monkeypatch):
+    from paralingam import _api
+
+    import scipy.linalg  # noqa: F401  (scipy's BLAS is loaded in this process)
+
+    first = _api._blas_threads()
+    assert _api._blas_threads() is first  # made once per set of libraries
+    # a controller made before scipy.linalg was loaded does not see its BLAS
+    monkeypatch.setattr(_api, "_blas_controller_libraries", False)
+    again = _api._blas_threads()
+    assert again is not first and _api._blas_controller_libraries is True
+    assert _api._blas_threads() is again
+
+
+# ---------------------------------------------------------------------------
+# input preparation: fewer passes, the same bits
+# ---------------------------------------------------------------------------
+
+def _standardise_rows_before(X):
+    """The previous ``standardise_rows``: one n x p temporary for the squares."""
+    Z = np.array(X.T, dtype=np.float64, order="C", copy=True)
+    Z -= Z.mean(axis=1, keepdims=True)
+    Z /= np.sqrt((Z * Z).mean(axis=1, keepdims=True))
+    cov = Z @ Z.T / Z.shape[1]
+    cov = 0.5 * (cov + cov.T)
+    np.fill_diagonal(cov, 1.0)
+    return Z, cov
+
+
+def _prepared_before(X):
+    """The previous preparation: float64 copy, exponents from |X|, ldexp."""
+    data = np.array(X, dtype=np.float64, order="C", copy=True)
+    e = np.frexp(np.abs(data).max(axis=0, initial=0.0))[1]
+    return np.ldexp(data, -e, out=data), e
+
+
+def _datasets():
+    rng = np.random.default_rng(5)
+    yield "lingam", make_lingam_data(12, 3000, random_state=1)[0]
+    yield "outliers", np.where(rng.random((2000, 6)) < 0.01, 1e12, rng.laplace(size=(2000, 6)))
+    tiny = rng.standard_normal((500, 4))
+    tiny[:, 1] *= 1e-170
+    tiny[:, 2] *= 1e-300  # products at the bottom of the normal range
+    tiny[:, 3] *= 1e150
+    yield "tiny_and_huge", tiny
+    yield "float32", rng.standard_normal((1000, 5)).astype(np.float32)
+    yield "int", rng.integers(-1000, 1000, (800, 4))
+    yield "fortran", np.asfortranarray(rng.laplace(size=(700, 9)))
+    yield "one_row_block", rng.standard_normal((3, 2))
+
+
+@pytest.mark.parametrize("name,X", list(_datasets()), ids=[n for n, _ in _datasets()])
+def test_preparation_is_bit_identical_to_before(name, X, monkeypatch):
+    from paralingam import _api
+    from paralingam._validation import _as_data_matrix, as_data_matrix
+
+    data, _, absmax = _as_data_matrix(X)
+    np.testing.assert_array_equal(absmax, np.abs(data).max(axis=0))
+    assert np.array_equal(as_data_matrix(X)[0], data)
+    e = _api.column_exponents(data, absmax)
+    scaled = _api.scale_columns(data.copy(), e)
+    want, want_e = _prepared_before(X)
+    np.testing.assert_array_equal(e, want_e)
+    assert np.array_equal(scaled, want) and scaled.tobytes() == want.tobytes()
+    # by blocks of rows, and with a block of a single row
+    for block in (_api.STANDARDISE_BLOCK, 1):
+        monkeypatch.setattr(_api, "STANDARDISE_BLOCK", block)
+        Z, cov = _api.standardise_rows(scaled)
+        Z0, cov0 = _standardise_rows_before(scaled)
+        assert Z.tobytes() == Z0.tobytes() and cov.tobytes() == cov0.tobytes()
+
+
+def test_scale_columns_equals_ldexp_into_the_subnormals():
+    from paralingam import _api
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((2000, 3))
+    X[:, 0] *= 1e-300
+    X[:5, 1] = [1e300, 1e-300, 5e-324, -3e-310, 0.0]  # subnormal and zero results
+    e = np.array([0, 900, -999])
+    for exps in (e, np.array([1023, -1070, 5])):  # the last: ldexp itself
+        with np.errstate(over="ignore"):
+            want = np.ldexp(X, -exps)
+            got = _api.scale_columns(X.copy(), exps)
+        assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_fit_is_bit_identical_to_the_previous_preparation(seed, monkeypatch):
+    """The whole fit on the old preparation (copy, |X| maxima, ldexp, squares at once)."""
+    from paralingam import _api, _validation
+
+    X = make_lingam_data(15, 2000, random_state=seed)[0]
+    X[::97, 2] = 40.0  # outliers
+    new = paralingam.fit(X, backend="cpu", n_threads=1)
+
+    def old_as_data_matrix(X, names=None, *, allow_constant=False):
+        data = np.array(X, dtype=np.float64, order="C", copy=True)
+        return data, None, np.abs(data).max(axis=0)
+
+    monkeypatch.setattr(_api, "_as_data_matrix", old_as_data_matrix)
+    monkeypatch.setattr(_api, "scale_columns", lambda X, e: np.ldexp(X, -e, out=X))
+    monkeypatch.setattr(_api, "standardise_rows", _standardise_rows_before)
+    old = paralingam.fit(X, backend="cpu", n_threads=1)
+    assert list(new.causal_order) == list(old.causal_order)
+    assert new.adjacency_matrix.tobytes() == old.adjacency_matrix.tobytes()
+    assert new.stats["scores"] == old.stats["scores"]
+
+
+@pytest.mark.parametrize("value,message", [
+    (1e308, "too large to centre and square"),       # sums overflow; the entries are finite
+    (np.inf, "NaN, missing or infinite"),
+    (np.nan, "NaN, missing or infinite"),
+])
+def test_checks_behind_the_column_sums_still_name_the_problem(value, message):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((100, 3))
+    X[:60, 1] = value
+    X[60:, 1] = -value if np.isfinite(value) else 0.0
+    with pytest.raises(ValueError, match=message):
+        paralingam.fit(X, backend="cpu")
+
+
+def test_large_finite_values_whose_squares_fit_pass_as_before():
+    # n * spread**2 overflows the cheap bound, so the exact check runs and clears them
+    rng = np.random.default_rng(1)
+    X = rng.laplace(size=(500, 3))
+    X[:, 0] *= 1e150
+    from paralingam._validation import as_data_matrix
+
+    assert np.array_equal(as_data_matrix(X)[0], X)
