@@ -141,7 +141,7 @@ class Progress:
             self._bar.update(k)
             return
         elapsed = time.perf_counter() - self._start
-        if elapsed < self.delay and self.n < self.total:
+        if elapsed < self.delay:  # work done before the delay leaves no line (as tqdm's)
             return
         if self.n >= self.total or elapsed - self._last >= PLAIN_INTERVAL_S:
             self._last = elapsed
