@@ -1025,7 +1025,14 @@ def _names_preview(names, k=8):
 
 def _run(argv):
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # Files may come between options ("fit a.csv --seed 1 b.csv"): argparse
+    # leaves the later ones over, and only those are taken as files.
+    args, extra = parser.parse_known_args(argv)
+    stray = [a for a in extra if a.startswith("-") and a != "-"]
+    if stray or (extra and args.command != "fit"):
+        parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
+    if extra:
+        args.files = list(args.files) + extra
     if args.command is None:
         parser.print_help()
         return EXIT_OK
