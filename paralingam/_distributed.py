@@ -290,7 +290,7 @@ def bootstrap_directlingam(model, data, names, n_sampling, settings, client, rep
         each worker ("auto": the worker's GPU where it has one).
     client : distributed.Client
     reporter : object
-        ``reporter.update(done)`` after each resample, ``reporter.close()``.
+        ``reporter.update_to(done)`` after each resample, ``reporter.close()``.
 
     Returns
     -------
@@ -328,7 +328,7 @@ def bootstrap_directlingam(model, data, names, n_sampling, settings, client, rep
         for key, dt in batch_timings.items():
             timings[key] += dt
         for _ in range(len(B)):
-            reporter.update(next(done))
+            reporter.update_to(next(done))
 
     shared = {"model": clone(model), "data": data, "names": names, "settings": settings}
     try:
@@ -467,7 +467,7 @@ def bootstrap_varlingam(template, coefs, residuals, n_samples, n_sampling, rng, 
     rng : numpy.random.RandomState
     client : distributed.Client
     reporter : object
-        ``reporter.update(done)`` after each resample, ``reporter.close()``.
+        ``reporter.update_to(done)`` after each resample, ``reporter.close()``.
     chunk : int
         Resamples the serial bootstrap simulates together.
 
@@ -512,7 +512,7 @@ def bootstrap_varlingam(template, coefs, residuals, n_samples, n_sampling, rng, 
         if state is not None:
             last.append(state)
         for _ in range(len(B)):
-            reporter.update(next(done))
+            reporter.update_to(next(done))
 
     shared = {"model": template, "coefs": coefs, "residuals": residuals,
               "n_sampling": n_sampling}
@@ -624,7 +624,7 @@ def bootstrap_multigroup(template, data, pk, coef_threshold, n_sampling, rng, cl
         tes[:, start:start + m] = T
         orders[start:start + m] = batch_orders
         for _ in range(m):
-            reporter.update(next(done))
+            reporter.update_to(next(done))
 
     shared = {"model": template, "data": data, "pk": pk, "coef_threshold": coef_threshold}
     try:

@@ -509,62 +509,102 @@ def _outputs(args, parser):
 # graphs
 # ----------------------------------------------------------------------
 
+@dataclass
+class Graph:
+    """What ``--dot``, ``--graphml``, ``--svg`` and ``--png`` draw.
+
+    Attributes
+    ----------
+    nodes : list of str
+    edges : list of tuple
+        ``(source, target, weight, probability, group)``; ``probability``
+        (after a bootstrap) and ``group`` (a multi-group file) may be None.
+    """
+
+    nodes: list
+    edges: list = field(default_factory=list)
+
+
 def _edges(B, lower_limit):
     """``(from, to, weight)`` of the edges with ``|B[to, from]| > lower_limit``."""
     to, frm = np.nonzero(np.abs(np.nan_to_num(B)) > lower_limit)
     return [(int(j), int(i), float(B[i, j])) for i, j in zip(to, frm)]
 
 
+def matrix_edges(B, sources, targets, lower_limit=0.01, probabilities=None, group=None):
+    """Graph edges ``sources[j] -> targets[i]`` of ``B[i, j]`` (see :class:`Graph`)."""
+    return [(sources[j], targets[i], w,
+             None if probabilities is None else float(probabilities[i, j]), group)
+            for j, i, w in _edges(B, lower_limit)]
+
+
 def _dot_id(name):
     return '"' + str(name).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def dot_text(B, labels, lower_limit=0.01, probabilities=None):
-    """The graph of ``B`` in Graphviz's DOT language.
+def graph_dot(graph):
+    """A :class:`Graph` in Graphviz's DOT language.
 
-    Edges ``j -> i`` where ``|B[i, j]| > lower_limit``, labelled with the
-    weight (two decimals, as lingam's ``make_dot``) and, after a bootstrap,
-    the fraction of resamples that have the edge.
+    Edges are labelled with the weight (two decimals, as lingam's
+    ``make_dot``), after a bootstrap the fraction of resamples that have the
+    edge, and for multi-group data the group's file.
     """
     lines = ["digraph paralingam {"]
-    lines += [f"  {_dot_id(name)};" for name in labels]
-    for j, i, w in _edges(B, lower_limit):
-        label = f"{w:.2f}" + (f" ({probabilities[i, j]:.0%})" if probabilities is not None
-                              else "")
-        lines.append(f"  {_dot_id(labels[j])} -> {_dot_id(labels[i])} [label={_dot_id(label)}];")
+    lines += [f"  {_dot_id(name)};" for name in graph.nodes]
+    for source, target, w, probability, group in graph.edges:
+        label = f"{w:.2f}" + (f" ({probability:.0%})" if probability is not None else "")
+        if group is not None:
+            label = f"{group}: {label}"
+        lines.append(f"  {_dot_id(source)} -> {_dot_id(target)} [label={_dot_id(label)}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def graphml_text(B, labels, lower_limit=0.01, probabilities=None):
-    """The graph of ``B`` as GraphML (Cytoscape, networkx.read_graphml, yEd, Gephi).
+def graph_graphml(graph):
+    """A :class:`Graph` as GraphML (Cytoscape, networkx.read_graphml, yEd, Gephi).
 
-    Written with xml.etree, so networkx is not needed. Nodes have the column
-    names as ids and ``label``; edges ``j -> i`` have ``weight`` (``B[i,
-    j]``) and, after a bootstrap, ``probability``.
+    Written with xml.etree, so networkx is not needed. Nodes have the names
+    as ids and ``label``; edges have ``weight`` and, where known,
+    ``probability`` and ``group`` (multi-group data: one edge per group, read
+    by networkx as a MultiDiGraph).
     """
     import xml.etree.ElementTree as ET
 
     ns = "http://graphml.graphdrawing.org/xmlns"
     root = ET.Element("graphml", {"xmlns": ns})
     keys = [("label", "node", "string"), ("weight", "edge", "double")]
-    if probabilities is not None:
+    if any(e[3] is not None for e in graph.edges):
         keys.append(("probability", "edge", "double"))
+    if any(e[4] is not None for e in graph.edges):
+        keys.append(("group", "edge", "string"))
     for name, target, typ in keys:
         ET.SubElement(root, "key", {"id": name, "for": target, "attr.name": name,
                                     "attr.type": typ})
-    graph = ET.SubElement(root, "graph", {"id": "paralingam", "edgedefault": "directed"})
-    for name in labels:
-        node = ET.SubElement(graph, "node", {"id": str(name)})
+    g = ET.SubElement(root, "graph", {"id": "paralingam", "edgedefault": "directed"})
+    for name in graph.nodes:
+        node = ET.SubElement(g, "node", {"id": str(name)})
         ET.SubElement(node, "data", {"key": "label"}).text = str(name)
-    for j, i, w in _edges(B, lower_limit):
-        edge = ET.SubElement(graph, "edge", {"source": str(labels[j]), "target": str(labels[i])})
+    for source, target, w, probability, group in graph.edges:
+        edge = ET.SubElement(g, "edge", {"source": str(source), "target": str(target)})
         ET.SubElement(edge, "data", {"key": "weight"}).text = repr(w)
-        if probabilities is not None:
-            ET.SubElement(edge, "data", {"key": "probability"}).text = \
-                repr(float(probabilities[i, j]))
+        if probability is not None:
+            ET.SubElement(edge, "data", {"key": "probability"}).text = repr(probability)
+        if group is not None:
+            ET.SubElement(edge, "data", {"key": "group"}).text = str(group)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def dot_text(B, labels, lower_limit=0.01, probabilities=None):
+    """The graph of ``B`` (edges ``j -> i`` where ``|B[i, j]| > lower_limit``) in DOT."""
+    return graph_dot(Graph(list(labels), matrix_edges(B, labels, labels, lower_limit,
+                                                      probabilities)))
+
+
+def graphml_text(B, labels, lower_limit=0.01, probabilities=None):
+    """The graph of ``B`` as GraphML (see :func:`graph_graphml`)."""
+    return graph_graphml(Graph(list(labels), matrix_edges(B, labels, labels, lower_limit,
+                                                          probabilities)))
 
 
 def _render(dot, fmt):
@@ -584,19 +624,66 @@ def _render(dot, fmt):
 # models
 # ----------------------------------------------------------------------
 
-def _fit_direct(args, table, prior):
+def _progress(args):
+    """The ``progress=`` of the long steps: silent under --quiet, else a bar on a terminal."""
+    return False if args.quiet else "auto"
+
+
+def _labels(table):
+    X = table.X
+    return table.names if table.names is not None else [str(i) for i in range(X.shape[1])]
+
+
+def _fit_options(args):
+    """:func:`paralingam.fit` options of the order search from the command line."""
+    options = {"threshold": not args.no_threshold, "on_collinear": args.on_collinear or "warn"}
+    if args.threads is not None:
+        options["n_threads"] = args.threads
+    return options
+
+
+def _directions(probabilities, sources, targets):
+    """``(probability, from, to)`` of the edges seen in any resample, most probable first."""
+    found = sorted(((float(probabilities[i, j]), j, i) for i, j in zip(*np.nonzero(probabilities))),
+                   key=lambda t: (-t[0], t[1], t[2]))
+    return [(p, sources[j], targets[i]) for p, j, i in found]
+
+
+def _bootstrap_lines(args, directions, title=None):
+    """The summary's table of the most probable bootstrap edges."""
+    lines = [title or (f"bootstrap: {args.bootstrap} resamples; edge probabilities "
+                       "(fraction of resamples with the edge):")]
+    width = max([len(f"{a} -> {b}") for _, a, b in directions] + [4])
+    shown = directions if args.bootstrap_top is None else directions[:args.bootstrap_top]
+    for p, a, b in shown:
+        lines.append(f"  {a + ' -> ' + b:<{width}}  {p:6.1%}")
+    if len(shown) < len(directions):
+        lines.append(f"  ... {len(directions) - len(shown)} more in the JSON result")
+    if not directions:
+        lines.append("  (no edge in any resample)")
+    return lines
+
+
+def _bootstrap_json(args, probabilities, directions):
+    return {"n_sampling": args.bootstrap, "seed": args.seed,
+            "probabilities": probabilities.tolist(),
+            "directions": [{"from": a, "to": b, "probability": p} for p, a, b in directions]}
+
+
+def _fit_direct(args, tables, prior):
     """DirectLiNGAM: causal order, adjacency matrix, optional bootstrap.
 
-    Returns the JSON result (a dict) and the lines of the printed summary.
+    Returns the JSON result (a dict), the lines of the printed summary and
+    the :class:`Graph`.
     """
     import paralingam
     from . import _api
     from .adjacency import _estimate_adjacency
 
+    table = tables[0]
     X, names = table.X, table.names
-    options = {"threshold": not args.no_threshold}
-    if args.threads is not None:
-        options["n_threads"] = args.threads
+    options = _fit_options(args)
+    on_collinear = options.pop("on_collinear")
 
     # The estimator's adjacency step (DirectLiNGAM._fit_data), run by
     # paralingam.fit so that the data's names reach its messages.
@@ -613,12 +700,12 @@ def _fit_direct(args, table, prior):
 
     result = _api.fit(X, backend=args.backend, feature_names=names, prior_knowledge=prior,
                       apply_prior_knowledge_softly=args.soft_prior,
-                      on_collinear=args.on_collinear, _adjacency=adjacency, **options)
+                      on_collinear=on_collinear, _adjacency=adjacency, **options)
     out = result.to_dict()
     out["model"] = "DirectLiNGAM"
     out["adjacency"] = args.adjacency
     st = result.stats
-    labels = names if names is not None else [str(i) for i in range(X.shape[1])]
+    labels = _labels(table)
     n_edges = int(np.count_nonzero(np.nan_to_num(result.adjacency_matrix)))
     lines = [f"causal order (backend {st['backend']}, {st['time']['search'] * 1e3:.1f} ms "
              f"search, {100 * st['comparisons_saved']:.0f}% comparisons saved):",
@@ -634,42 +721,151 @@ def _fit_direct(args, table, prior):
         model = paralingam.DirectLiNGAM(
             random_state=args.seed, prior_knowledge=prior,
             apply_prior_knowledge_softly=args.soft_prior, backend=st["backend"],
-            adjacency=args.adjacency, fit_options=dict(options, on_collinear=args.on_collinear))
-        progress = "auto" if not args.quiet and sys.stderr.isatty() else False
-        boot = model.bootstrap(X, args.bootstrap, progress=progress)
+            adjacency=args.adjacency, fit_options=dict(options, on_collinear=on_collinear))
+        boot = model.bootstrap(X, args.bootstrap, progress=_progress(args))
         probabilities = boot.get_probabilities()
-        directions = sorted(
-            ((float(probabilities[i, j]), j, i) for i, j in zip(*np.nonzero(probabilities))),
-            key=lambda t: (-t[0], t[1], t[2]))
-        out["bootstrap"] = {
-            "n_sampling": args.bootstrap, "seed": args.seed,
-            "probabilities": probabilities.tolist(),
-            "directions": [{"from": labels[j], "to": labels[i], "probability": p}
-                           for p, j, i in directions],
-        }
-        lines.append(f"bootstrap: {args.bootstrap} resamples; edge probabilities "
-                     "(fraction of resamples with the edge):")
-        width = max([len(f"{labels[j]} -> {labels[i]}") for _, j, i in directions] + [4])
-        shown = directions if args.bootstrap_top is None else directions[:args.bootstrap_top]
-        for p, j, i in shown:
-            lines.append(f"  {labels[j] + ' -> ' + labels[i]:<{width}}  {p:6.1%}")
-        if len(shown) < len(directions):
-            lines.append(f"  ... {len(directions) - len(shown)} more in the JSON result")
-        if not directions:
-            lines.append("  (no edge in any resample)")
-    graph = (result.adjacency_matrix, labels, probabilities)
+        directions = _directions(probabilities, labels, labels)
+        out["bootstrap"] = _bootstrap_json(args, probabilities, directions)
+        lines += _bootstrap_lines(args, directions)
+    graph = Graph(list(labels), matrix_edges(result.adjacency_matrix, labels, labels,
+                                             args.lower_limit, probabilities))
     return out, lines, graph
 
 
-def _model(args):
-    """The fitting function for the input: the place where models are chosen.
+def _lag_labels(labels, lags):
+    """``[[x(t), ...], [x(t-1), ...], ...]``: the variables at each lag, as lingam's make_dot."""
+    return [[f"{name}(t)" if tau == 0 else f"{name}(t-{tau})" for name in labels]
+            for tau in range(lags + 1)]
 
-    Time series (VARLiNGAM, ``--lags``) and several files (multi-group data)
-    will dispatch here; today one file is DirectLiNGAM.
+
+def _fit_var(args, tables, prior):
+    """VARLiNGAM (``--lags K``): instantaneous order, ``B0 .. Bk``, optional bootstrap."""
+    import paralingam
+
+    table = tables[0]
+    X = table.X
+    labels = _labels(table)
+    criterion = args.criterion or "bic"  # lingam's default
+    criterion = None if criterion == "none" else criterion
+
+    def model(lags, criterion):
+        # The residuals' DirectLiNGAM with the command line's search and edge options;
+        # with the defaults it is VARLiNGAM's own default model.
+        inner = paralingam.DirectLiNGAM(backend=args.backend, adjacency=args.adjacency,
+                                        fit_options=_fit_options(args))
+        return paralingam.VARLiNGAM(lags=lags, criterion=criterion,
+                                    prune=not args.no_prune, lingam_model=inner,
+                                    random_state=args.seed, backend=args.backend,
+                                    fit_options=_fit_options(args))
+
+    fitted = model(args.lags, criterion).fit(X)
+    matrices = fitted.adjacency_matrices_
+    lags = len(matrices) - 1
+    at_lag = _lag_labels(labels, lags)
+    order = [int(i) for i in fitted.causal_order_]
+    out = {"model": "VARLiNGAM", "names": table.names, "lags": lags,
+           "max_lags": args.lags, "criterion": criterion, "prune": not args.no_prune,
+           "adjacency": args.adjacency,
+           "causal_order": order, "causal_order_names": [labels[i] for i in order],
+           "adjacency_matrices": [B.tolist() for B in matrices],
+           "matrix_names": [f"B{tau}" for tau in range(lags + 1)]}
+    chosen = (f"{lags} lag{'s' * (lags != 1)}" + (f", chosen by {criterion} from 1..{args.lags}"
+                                                   if criterion else ""))
+    lines = [f"VARLiNGAM: {chosen}; {X.shape[0] - lags} residuals",
+             "causal order of the instantaneous effects:",
+             "  " + " -> ".join(labels[i] for i in order),
+             "adjacency matrices (nonzero coefficients): " + ", ".join(
+                 f"B{tau} {int(np.count_nonzero(np.nan_to_num(B)))}"
+                 for tau, B in enumerate(matrices))]
+    targets = at_lag[0]
+    sources = [name for names in at_lag for name in names]  # columns of [B0 B1 ... Bk]
+    joined = np.concatenate(list(matrices), axis=1)
+    probabilities = None
+    if args.bootstrap:
+        # A new model with the lags the fit chose: each resample refits the VAR
+        # (a fitted VARLiNGAM would keep its coefficients) and its matrices
+        # line up with B0..Bk.
+        boot = model(lags, None).bootstrap(X, args.bootstrap, progress=_progress(args))
+        per_lag = boot.get_probabilities()  # lingam's layout: one matrix per lag
+        probabilities = np.hstack(per_lag)
+        directions = _directions(probabilities, sources, targets)
+        out["bootstrap"] = _bootstrap_json(args, np.array(per_lag), directions)
+        lines += _bootstrap_lines(args, directions)
+    nodes = [name for names in at_lag for name in names]
+    graph = Graph(nodes, matrix_edges(joined, sources, targets, args.lower_limit,
+                                      probabilities))
+    return out, lines, graph
+
+
+def _fit_groups(args, tables, prior):
+    """MultiGroupDirectLiNGAM (several files): one order, one matrix per group."""
+    import paralingam
+
+    labels = _labels(tables[0])
+    files = list(args.files)
+
+    def model():
+        return paralingam.MultiGroupDirectLiNGAM(
+            random_state=args.seed, prior_knowledge=prior,
+            apply_prior_knowledge_softly=args.soft_prior, backend=args.backend,
+            adjacency=args.adjacency, n_threads=args.threads)
+
+    data = [t.X for t in tables]
+    fitted = model().fit(data)
+    order = [int(i) for i in fitted.causal_order_]
+    out = {"model": "MultiGroupDirectLiNGAM", "names": tables[0].names,
+           "adjacency": args.adjacency,
+           "causal_order": order, "causal_order_names": [labels[i] for i in order],
+           "groups": [{"file": f, "n_samples": int(t.X.shape[0]), "adjacency_matrix": B.tolist()}
+                      for f, t, B in zip(files, tables, fitted.adjacency_matrices_)]}
+    lines = [f"multi-group DirectLiNGAM: {len(files)} groups, one causal order:",
+             "  " + " -> ".join(labels[i] for i in order),
+             f"adjacency matrices ({args.adjacency.replace('_', ' ')}), nonzero coefficients:"]
+    width = max(len(f) for f in files)
+    for f, B in zip(files, fitted.adjacency_matrices_):
+        lines.append(f"  {f:<{width}}  {int(np.count_nonzero(np.nan_to_num(B)))}")
+    probabilities = [None] * len(files)
+    if args.bootstrap:
+        results = model().bootstrap(data, args.bootstrap, progress=_progress(args))
+        for g, (f, res) in enumerate(zip(files, results)):
+            probabilities[g] = res.get_probabilities()
+            directions = _directions(probabilities[g], labels, labels)
+            out["groups"][g]["bootstrap"] = _bootstrap_json(args, probabilities[g], directions)
+            lines += _bootstrap_lines(args, directions, title=(
+                f"bootstrap of {f}: {args.bootstrap} resamples; edge probabilities:"))
+    edges = []
+    for f, B, P in zip(files, fitted.adjacency_matrices_, probabilities):
+        edges += matrix_edges(B, labels, labels, args.lower_limit, P, group=f)
+    return out, lines, Graph(list(labels), edges)
+
+
+def _model(args):
+    """The fitting function for the input: the one place where the model is chosen.
+
+    ``--lags K``: VARLiNGAM on one time series; several files: multi-group
+    DirectLiNGAM; else DirectLiNGAM. Options that do not apply to the chosen
+    model are refused here, before any work.
     """
-    if len(args.files) > 1:
-        raise CLIError(f"{len(args.files)} data files given: several files are multi-group "
-                       "data, which the command line does not fit yet; give one file")
+    several = len(args.files) > 1
+    if args.lags is not None:
+        if several:
+            raise CLIError(f"--lags fits one time series; got {len(args.files)} data files "
+                           "(several files are multi-group data, without --lags)")
+        if args.prior_knowledge:
+            raise CLIError("--prior-knowledge does not apply to --lags (VARLiNGAM has no "
+                           "prior knowledge)")
+        return _fit_var
+    for option, given in (("--criterion", args.criterion is not None),
+                          ("--no-prune", args.no_prune)):
+        if given:
+            raise CLIError(f"{option} needs --lags (the time-series mode)")
+    if several:
+        for option, given in (("--no-threshold", args.no_threshold),
+                              ("--on-collinear", args.on_collinear is not None)):
+            if given:
+                raise CLIError(f"{option} does not apply to multi-group data (several files: "
+                               "its search compares every pair in numpy)")
+        return _fit_groups
     return _fit_direct
 
 
@@ -711,14 +907,18 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser(
         "fit", help="learn the causal order and graph of the columns of a table",
-        description="Learn the causal order and the adjacency matrix of the columns of FILE "
-                    "(DirectLiNGAM). Prints a summary and writes the result as JSON.",
+        description="Learn the causal order and the adjacency matrix of the columns of FILE. "
+                    "Three modes: one FILE is DirectLiNGAM; one FILE with --lags K is a time "
+                    "series (VARLiNGAM); several FILEs with the same columns are groups "
+                    "(multi-group DirectLiNGAM: one causal order, one matrix per group). "
+                    "Prints a summary and writes the result as JSON.",
         epilog="Exit codes: 0 done; 1 an output could not be written after the work; "
                "2 bad options or input; 130 interrupted; 141 a result on standard output "
                "was cut off (broken pipe).")
     p.add_argument("files", nargs="*", metavar="FILE",
-                   help="a .csv/.tsv/.txt table or .npy array; default: the bundled "
-                        "example (whose result is written only with -o)")
+                   help="a .csv/.tsv/.txt table or .npy array; several files are groups "
+                        "with the same columns; default: the bundled example (whose result "
+                        "is written only with -o)")
     inp = p.add_argument_group("input")
     inp.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
                      help="read the first row as column names (--header) or as a sample "
@@ -742,7 +942,7 @@ def build_parser():
                        help="edge estimator: adaptive lasso as lingam's and "
                             "paralingam.DirectLiNGAM's (default, sparse) or ols, least "
                             "squares on every earlier variable (dense, fastest)")
-    model.add_argument("--on-collinear", default="warn", choices=ON_COLLINEAR,
+    model.add_argument("--on-collinear", choices=ON_COLLINEAR,
                        help="exact linear dependencies: warn (default), ignore, or stop "
                             "with an error naming the variables")
     model.add_argument("--no-threshold", action="store_true",
@@ -752,6 +952,17 @@ def build_parser():
                             "probability (a table, and 'bootstrap' in the JSON)")
     model.add_argument("--seed", type=int,
                        help="random seed of the bootstrap's resamples (default: unseeded)")
+    ts = p.add_argument_group("time series (VARLiNGAM)")
+    ts.add_argument("--lags", type=_positive_int, metavar="K",
+                    help="FILE is a time series (one row per time point, oldest first): fit "
+                         "VARLiNGAM with up to K lags; reports the instantaneous causal order "
+                         "and the matrices B0 (instantaneous) to BK (lag K)")
+    ts.add_argument("--criterion", choices=("bic", "aic", "hqic", "fpe", "none"),
+                    help="information criterion that picks the number of lags in 1..K "
+                         "(default bic, as lingam); none uses K lags")
+    ts.add_argument("--no-prune", action="store_true",
+                    help="keep every lagged coefficient (lingam's prune=False); by default "
+                         "the matrices are pruned by adaptive lasso")
     run = p.add_argument_group("run")
     run.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"),
                      help="where to search: auto (CUDA when usable, else CPU), cpu, cuda")
@@ -780,6 +991,32 @@ def build_parser():
     return parser
 
 
+def _check_groups(files, tables):
+    """ValueError unless the tables of multi-group data have the same columns.
+
+    The first file sets the columns; the message names the first file that
+    differs and how (its shape, or the first differing column name).
+    """
+    for path, table in zip(files, tables):
+        if table.X.ndim != 2:
+            raise ValueError(f"{path}: an array of shape {table.X.shape}; groups must be tables "
+                             "(n_samples, n_features)")
+    first, ref = files[0], tables[0]
+    for path, table in zip(files[1:], tables[1:]):
+        if table.X.shape[1] != ref.X.shape[1]:
+            raise ValueError(f"{path} has {table.X.shape[1]} columns but {first} has "
+                             f"{ref.X.shape[1]}: the groups must have the same columns")
+        if (table.names is None) != (ref.names is None):
+            named, unnamed = (path, first) if table.names is not None else (first, path)
+            raise ValueError(f"{named} has a header but {unnamed} has none: the groups' columns "
+                             "cannot be matched (give every file the same header, or none)")
+        if table.names is not None and table.names != ref.names:
+            k = next(k for k, (a, b) in enumerate(zip(table.names, ref.names)) if a != b)
+            raise ValueError(f"{path}: column {k} is {table.names[k]!r} but {first}'s column {k} "
+                             f"is {ref.names[k]!r}: the groups must have the same columns in "
+                             "the same order")
+
+
 def _names_preview(names, k=8):
     if len(names) <= k:
         return ", ".join(names)
@@ -788,7 +1025,14 @@ def _names_preview(names, k=8):
 
 def _run(argv):
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # Files may come between options ("fit a.csv --seed 1 b.csv"): argparse
+    # leaves the later ones over, and only those are taken as files.
+    args, extra = parser.parse_known_args(argv)
+    stray = [a for a in extra if a.startswith("-") and a != "-"]
+    if stray or (extra and args.command != "fit"):
+        parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
+    if extra:
+        args.files = list(args.files) + extra
     if args.command is None:
         parser.print_help()
         return EXIT_OK
@@ -827,23 +1071,29 @@ def _fit_and_write(args, fit, outputs):
             _silence(say_to)
 
     try:
-        table = read_table(args.files[0], delimiter=args.delimiter, header=args.header)
+        tables = []
+        for path in args.files:
+            table = read_table(path, delimiter=args.delimiter, header=args.header)
+            X = table.X
+            shape = (f"{X.shape[0]} samples, {X.shape[1]} variables" if X.ndim == 2
+                     else f"an array of shape {X.shape}")
+            names = (f"names {_names_preview(table.names)}" if table.names is not None
+                     else "no names (columns numbered from 0)")
+            say(f"read {path}: {shape}; {names}")
+            for note in table.notes:
+                if note.startswith("warning: "):  # shown under --quiet too
+                    print(f"paralingam: {path}: {note}" if len(args.files) > 1
+                          else f"paralingam: {note}", file=sys.stderr)
+                else:
+                    say(f"  {note}")
+            tables.append(table)
+        if len(tables) > 1:
+            _check_groups(args.files, tables)
         prior = None
         if args.prior_knowledge:
-            prior = read_prior_knowledge(args.prior_knowledge, table.names,
+            prior = read_prior_knowledge(args.prior_knowledge, tables[0].names,
                                          delimiter=args.delimiter)
-        X = table.X
-        shape = (f"{X.shape[0]} samples, {X.shape[1]} variables" if X.ndim == 2
-                 else f"an array of shape {X.shape}")
-        names = (f"names {_names_preview(table.names)}" if table.names is not None
-                 else "no names (columns numbered from 0)")
-        say(f"read {args.files[0]}: {shape}; {names}")
-        for note in table.notes:
-            if note.startswith("warning: "):  # shown under --quiet too
-                print(f"paralingam: {note}", file=sys.stderr)
-            else:
-                say(f"  {note}")
-        result, lines, graph = fit(args, table, prior)
+        result, lines, graph = fit(args, tables, prior)
     except BrokenPipeError:
         raise
     except (OSError, ValueError, RuntimeError, MemoryError) as exc:
@@ -855,13 +1105,11 @@ def _fit_and_write(args, fit, outputs):
         raise CLIError(message) from None
     for line in lines:
         say(line)
-    B, labels, probabilities = graph
     texts = {"json": lambda: json.dumps(result, indent=1) + "\n",
-             "dot": lambda: dot_text(B, labels, args.lower_limit, probabilities),
-             "graphml": lambda: graphml_text(B, labels, args.lower_limit, probabilities)}
+             "dot": lambda: graph_dot(graph),
+             "graphml": lambda: graph_graphml(graph)}
     for fmt in GRAPHVIZ_FORMATS:
-        texts[fmt] = (lambda fmt=fmt: _render(dot_text(B, labels, args.lower_limit,
-                                                       probabilities), fmt))
+        texts[fmt] = (lambda fmt=fmt: _render(graph_dot(graph), fmt))
     failed = False
     for key, output in outputs.items():
         try:

@@ -10,7 +10,6 @@
 
 import inspect
 import numbers
-import sys
 import time
 import warnings
 from collections.abc import Mapping
@@ -22,6 +21,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state, resample
 
 from . import _api, _backends, _memory
+from ._progress import Progress, check_progress
 from ._validation import (as_data_matrix, check_coef_threshold, constant_in_resample,
                           default_threads)
 from .adjacency import ADJACENCY_METHODS, _estimate_adjacency
@@ -305,8 +305,8 @@ class DirectLiNGAM(BaseEstimator):
             Original data.
         progress : bool or {"auto"}, default "auto"
             Report progress on stderr: ``True`` always, ``"auto"`` when
-            stderr is a terminal and the rest is expected to take longer
-            than 10 s, ``False`` never. Uses tqdm when it is installed.
+            stderr is a terminal, ``False`` never. Uses tqdm when it is
+            installed (see the user guide's "Progress").
 
         Returns
         -------
@@ -344,7 +344,7 @@ class DirectLiNGAM(BaseEstimator):
     # bootstrap
     # ------------------------------------------------------------------
 
-    def bootstrap(self, X, n_sampling, *, progress=False, client=None):
+    def bootstrap(self, X, n_sampling, *, progress="auto", client=None):
         """Fit ``n_sampling`` bootstrap resamples of ``X``.
 
         Resamples are drawn as lingam draws them (``sklearn.utils.resample``
@@ -358,10 +358,11 @@ class DirectLiNGAM(BaseEstimator):
             Training data.
         n_sampling : int
             Number of resamples, > 0.
-        progress : bool or {"auto"}
-            Report progress on stderr: ``True`` always, ``"auto"`` only when
-            the run is expected to take longer than 10 s, ``False`` (default)
-            never. Uses tqdm when it is installed, else a plain line.
+        progress : bool or {"auto"}, default "auto"
+            Report progress on stderr: ``True`` always, ``"auto"`` when
+            stderr is a terminal (not in pipelines, logs or notebooks),
+            ``False`` never. Uses tqdm when it is installed, else a plain
+            line (see the user guide's "Progress").
         client : distributed.Client, optional
             Fit the resamples on the workers of this Dask cluster (one worker
             per GPU, or CPU workers; see the user guide's "Distributed
@@ -381,16 +382,16 @@ class DirectLiNGAM(BaseEstimator):
         if isinstance(n_sampling, bool) or not isinstance(n_sampling, (numbers.Integral, np.integer)) \
                 or n_sampling <= 0:
             raise ValueError(f"n_sampling must be an integer greater than 0; got {n_sampling!r}")
-        if progress not in (True, False, "auto"):
-            raise ValueError(f"progress must be True, False or 'auto'; got {progress!r}")
+        check_progress(progress)
         data, names = as_data_matrix(X)
         p = data.shape[1]
         settings = self._checked_settings(p)
         if client is not None:
             from ._distributed import bootstrap_directlingam
 
-            return bootstrap_directlingam(self, data, names, n_sampling, settings, client,
-                                          _Progress(n_sampling, progress))
+            with _bootstrap_progress(n_sampling, progress) as reporter:
+                return bootstrap_directlingam(self, data, names, n_sampling, settings, client,
+                                              reporter)
         # Resolve "auto" once: every resample then runs on the same backend,
         # whose caches (CUDA context, compiled kernels) stay warm between them.
         backend = _backends.resolve_backend(settings["backend"])
@@ -400,16 +401,14 @@ class DirectLiNGAM(BaseEstimator):
         adjacency_matrices = np.zeros((n_sampling, p, p))
         effects = np.zeros((n_sampling, p, p))
         resampled_indices = []
-        reporter = _Progress(n_sampling, progress)
         timings = dict.fromkeys(("resample", "search", "adjacency", "total_effects"), 0.0)
         # Per resample the linear algebra is small (p x p solves, one n x p
         # product): BLAS threads gain nothing there and, next to the search's own
         # threads, cost more than the work itself. One BLAS thread for the loop.
-        with _api._blas_in_this_thread():
+        with _api._blas_in_this_thread(), _bootstrap_progress(n_sampling, progress) as reporter:
             self._bootstrap_loop(data, names, n_sampling, settings, backend, rng,
                                  adjacency_matrices, effects, resampled_indices, timings,
                                  reporter)
-        reporter.close()
         result = BootstrapResult(adjacency_matrices, effects, resampled_indices=resampled_indices)
         # Not in lingam's result: where the time went, in seconds over all resamples.
         result.timings_ = timings
@@ -455,7 +454,7 @@ class DirectLiNGAM(BaseEstimator):
             t4 = time.perf_counter()
             for key, dt in zip(timings, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
                 timings[key] += dt
-            reporter.update(k + 1)
+            reporter.update(1)
 
     # ------------------------------------------------------------------
     # helpers
@@ -494,45 +493,6 @@ class DirectLiNGAM(BaseEstimator):
         raise ValueError(f"column index must be an int in [0, {self.n_features_in_}); got {key!r}")
 
 
-class _Progress:
-    """Progress of the bootstrap on stderr: tqdm when installed, else one line."""
-
-    AUTO_AFTER_S = 10.0
-
-    def __init__(self, total, mode):
-        self.total = total
-        self.mode = mode
-        self.start = time.perf_counter()
-        self.bar = None
-        self.active = mode is True
-        self.last = 0.0
-
-    def update(self, done):
-        elapsed = time.perf_counter() - self.start
-        if not self.active and self.mode == "auto" and done < self.total:
-            # Decide after the first resample: show when the rest would take > 10 s.
-            self.active = elapsed / done * (self.total - done) > self.AUTO_AFTER_S
-        if not self.active:
-            return
-        if self.bar is None:
-            try:
-                from tqdm import tqdm
-            except ImportError:
-                self.bar = False
-            else:
-                self.bar = tqdm(total=self.total, desc="bootstrap", unit="resample",
-                                initial=done - 1)
-        if self.bar:
-            self.bar.update(1)
-        elif done == self.total or elapsed - self.last >= 1.0:
-            self.last = elapsed
-            eta = elapsed / done * (self.total - done)
-            sys.stderr.write(f"\rbootstrap: {done}/{self.total} resamples, "
-                             f"{elapsed:.1f} s elapsed, ~{eta:.1f} s left")
-            sys.stderr.flush()
-
-    def close(self):
-        if self.bar:
-            self.bar.close()
-        elif self.active and self.bar is False:
-            sys.stderr.write("\n")
+def _bootstrap_progress(n_sampling, progress):
+    """The bootstraps' progress bar (:mod:`paralingam._progress`)."""
+    return Progress(n_sampling, progress, desc="bootstrap", unit="resample")

@@ -20,11 +20,12 @@ import contextlib
 import functools
 import math
 import os
-import sys
 import threading
-import time
 
 import numpy as np
+
+from ._progress import Progress as _Progress
+from ._progress import check_progress
 
 # The gamma approximation's null variance carries the factor (n - 4)(n - 5) /
 # ((n - 2)(n - 3)) (lingam's hsic_test_gamma): at n = 4 or 5 it is zero and the
@@ -37,7 +38,6 @@ MIN_SAMPLES = 6
 _TILE_DOUBLES = 2**18
 _MIN_BLOCK, _MAX_BLOCK = 32, 1024
 
-PROGRESS_MODES = (True, False, "auto")
 
 
 def kernel_width(x):
@@ -156,9 +156,8 @@ def independence_p_values(E, constant=None, *, backend="cpu", progress=False,
         when the CUDA backend is usable.
     progress : bool or {"auto"}, default False
         Report progress on stderr: ``True`` always, ``"auto"`` when stderr
-        is a terminal and the rest of the run is expected to take longer
-        than 10 s, ``False`` never. Uses tqdm when it is installed, else a
-        plain line.
+        is a terminal (drawn after a second), ``False`` never. Uses tqdm
+        when it is installed, else a plain line (:mod:`paralingam._progress`).
     block_size : int, optional
         Samples per side of a Gram-matrix tile on the CPU (default: about
         ``sqrt(2**18 / n_features)``, between 32 and 1024). Results do not
@@ -186,8 +185,7 @@ def independence_p_values(E, constant=None, *, backend="cpu", progress=False,
     """
     from . import _backends
 
-    if progress not in PROGRESS_MODES:
-        raise ValueError(f"progress must be True, False or 'auto'; got {progress!r}")
+    check_progress(progress)
     E = np.asarray(E, dtype=np.float64)
     if E.ndim != 2:
         raise ValueError(f"E must be a 2-D array (samples x variables); got {E.ndim} dimensions")
@@ -400,7 +398,7 @@ def _run_tasks(task, segments, combine, n_threads, reporter):
     if n_threads == 1:
         for r0, c_starts in segments:
             combine(task(r0, c_starts, buffers, stop))
-            reporter.step(len(c_starts))
+            reporter.update(len(c_starts))
         return
     from concurrent.futures import ThreadPoolExecutor
 
@@ -412,11 +410,11 @@ def _run_tasks(task, segments, combine, n_threads, reporter):
                 while len(pending) > 2 * n_threads:
                     future, tiles = pending.popleft()
                     combine(future.result())
-                    reporter.step(tiles)
+                    reporter.update(tiles)
             while pending:
                 future, tiles = pending.popleft()
                 combine(future.result())
-                reporter.step(tiles)
+                reporter.update(tiles)
         except BaseException:
             stop.set()
             for future, _ in pending:
@@ -430,7 +428,7 @@ def _sums_cpu(variables, block, progress, n_threads=1):
     tiles = _n_tiles(n, block)
     if tiles <= _TILES_PER_TASK:
         n_threads = 1  # one task per pass
-    reporter = _Progress(2 * tiles, progress)
+    reporter = _Progress(2 * tiles, progress, desc="p-values", unit="tile")
     rows_sum = np.zeros((q, n))
     G = np.zeros((2, 2, q, q))  # [diagonal tiles, others][G1, G2]
 
@@ -590,7 +588,8 @@ def _cuda_launches(fns, Z, progress):
     pair_rows = max(1, min(n, _GPU_LAUNCH_WORK // (n * pair_batch),
                            _GPU_PARTIAL_DOUBLES // pair_batch))
     pair_launches = -(-n_pairs // pair_batch) * -(-n // pair_rows)
-    reporter = _Progress(row_launches + pair_launches, progress, unit="launch")
+    reporter = _Progress(row_launches + pair_launches, progress, desc="p-values",
+                         unit="launch")
     try:
         d_z = drv.to_device(Z)
         d_rows = drv.mem_alloc(8 * q * n)
@@ -601,7 +600,7 @@ def _cuda_launches(fns, Z, progress):
                     (rows, min(q - i0, _GPU_MAX_PAIRS), 1), (_GPU_THREADS, 1, 1),
                     int(d_z) + 8 * i0 * n, np.int32(n), np.int32(r0), int(d_rows) + 8 * i0 * n)
             drv.Context.synchronize()
-            reporter.step()
+            reporter.update()
         rows_sum = np.empty((q, n))
         drv.memcpy_dtoh(rows_sum, d_rows)
         d_rows.free()
@@ -628,7 +627,7 @@ def _cuda_launches(fns, Z, progress):
                 drv.memcpy_dtoh(out2[:m], d_out2)
                 S1[k0:k1] += out1[:m].reshape(k1 - k0, rows).sum(axis=1)
                 S2[k0:k1] += out2[:m].reshape(k1 - k0, rows).sum(axis=1)
-                reporter.step()
+                reporter.update()
     finally:
         reporter.close()
     d = moments.diag
@@ -668,72 +667,3 @@ def _gamma_p_values(stat, var_sum, mu_x, mu_y, n):
 def _as_columns(x):
     x = np.asarray(x, dtype=np.float64)
     return x.reshape(-1, 1) if x.ndim == 1 else x
-
-
-class _Progress:
-    """Progress of the p-values on stderr: tqdm when installed, else one line.
-
-    ``mode``: True (always), "auto" (stderr a terminal and more than
-    ``AUTO_AFTER_S`` seconds expected), False (never).
-    """
-
-    AUTO_AFTER_S = 10.0
-    DECIDE_AFTER_S = 0.5
-
-    def __init__(self, total, mode, unit="tile"):
-        self.total = total
-        self.unit = unit
-        self.mode = mode
-        self.done = 0
-        self.start = time.perf_counter()
-        self.last = 0.0
-        self.bar = None
-        self.active = mode is True
-        self.decided = mode != "auto" or not _stderr_is_terminal()
-
-    def step(self, k=1):
-        self.done += k
-        if not self.active:
-            if self.decided:
-                return
-            elapsed = time.perf_counter() - self.start
-            if elapsed < self.DECIDE_AFTER_S and self.done < self.total:
-                return
-            self.decided = True
-            left = elapsed / self.done * (self.total - self.done)
-            self.active = left > self.AUTO_AFTER_S
-            if not self.active:
-                return
-        if self.bar is None:
-            try:
-                from tqdm import tqdm
-            except ImportError:
-                self.bar = False
-            else:
-                self.bar = tqdm(total=self.total, desc="p-values", unit=self.unit,
-                                initial=self.done - k)
-        if self.bar:
-            self.bar.update(k)
-            return
-        elapsed = time.perf_counter() - self.start
-        if self.done == self.total or elapsed - self.last >= 1.0:
-            self.last = elapsed
-            eta = elapsed / self.done * (self.total - self.done)
-            sys.stderr.write(f"\rp-values: {100 * self.done / self.total:.0f}% "
-                             f"({self.unit} {self.done}/{self.total}), {elapsed:.1f} s elapsed, "
-                             f"~{eta:.1f} s left")
-            sys.stderr.flush()
-
-    def close(self):
-        if self.bar:
-            self.bar.close()
-        elif self.active and self.bar is False:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
-def _stderr_is_terminal():
-    try:
-        return os.isatty(sys.stderr.fileno())
-    except (AttributeError, OSError, ValueError):
-        return False

@@ -197,7 +197,7 @@ class MultiGroupDirectLiNGAM:
         self.adjacency_matrix_ = matrices[-1]
         return self
 
-    def bootstrap(self, X_list, n_sampling, *, progress=False, client=None):
+    def bootstrap(self, X_list, n_sampling, *, progress="auto", client=None):
         """Bootstrap: each group resampled with replacement, then fitted jointly.
 
         Resamples are drawn as lingam draws them (``sklearn.utils.resample``
@@ -208,10 +208,10 @@ class MultiGroupDirectLiNGAM:
         ----------
         X_list : list of array-like
         n_sampling : int
-        progress : bool or {"auto"}
-            Report progress on stderr: ``True`` always, ``"auto"`` only when
-            the run is expected to take longer than 10 s, ``False`` (default)
-            never (as :meth:`paralingam.DirectLiNGAM.bootstrap`).
+        progress : bool or {"auto"}, default "auto"
+            Report progress on stderr: ``True`` always, ``"auto"`` when
+            stderr is a terminal, ``False`` never (as
+            :meth:`paralingam.DirectLiNGAM.bootstrap`).
         client : distributed.Client, optional
             Fit the resamples on the workers of this Dask cluster (see the
             user guide's "Distributed bootstrap"). The resamples are drawn
@@ -227,19 +227,18 @@ class MultiGroupDirectLiNGAM:
         from sklearn.utils import check_random_state, resample
 
         from . import _api
-        from .estimator import _Progress
+        from ._progress import check_progress
+        from .estimator import _bootstrap_progress
 
         data = self._check_X_list(X_list)
         if isinstance(n_sampling, bool) or not isinstance(n_sampling, (numbers.Integral, np.integer)) \
                 or n_sampling <= 0:
             raise ValueError(f"n_sampling must be an integer greater than 0; got {n_sampling!r}")
-        if progress not in (True, False, "auto"):
-            raise ValueError(f"progress must be True, False or 'auto'; got {progress!r}")
+        check_progress(progress)
         p = data[0].shape[1]
         pk, coef_threshold = self._settings(p)
         rng = check_random_state(self.random_state)
         G = len(data)
-        reporter = _Progress(n_sampling, progress)
         if client is not None:
             from ._distributed import bootstrap_multigroup
 
@@ -248,15 +247,17 @@ class MultiGroupDirectLiNGAM:
                 apply_prior_knowledge_softly=self.apply_prior_knowledge_softly,
                 backend=self.backend, adjacency=self.adjacency,
                 coef_threshold=self.coef_threshold, n_threads=self.n_threads)
-            ams, tes, order = bootstrap_multigroup(template, data, pk, coef_threshold, n_sampling,
-                                                   rng, client, reporter)
+            with _bootstrap_progress(n_sampling, progress) as reporter:
+                ams, tes, order = bootstrap_multigroup(template, data, pk, coef_threshold,
+                                                       n_sampling, rng, client, reporter)
             matrices = [ams[g, -1].copy() for g in range(G)]
         else:
             backend = self._adjacency_backend(self.backend)
             ams = np.zeros((G, n_sampling, p, p))
             tes = np.zeros((G, n_sampling, p, p))
             indices = [np.arange(len(X)) for X in data]
-            with _api._blas_in_this_thread():
+            with _api._blas_in_this_thread(), \
+                    _bootstrap_progress(n_sampling, progress) as reporter:
                 for k in range(n_sampling):
                     with config_context(skip_parameter_validation=True):
                         rows = [resample(idx, random_state=rng) for idx in indices]
@@ -265,8 +266,7 @@ class MultiGroupDirectLiNGAM:
                     for g, B in enumerate(matrices):
                         ams[g, k] = B
                         tes[g, k] = total_effects(B, order)
-                    reporter.update(k + 1)
-            reporter.close()
+                    reporter.update(1)
         self.n_features_in_ = p
         self.causal_order_ = order
         self.adjacency_matrices_ = matrices

@@ -418,7 +418,7 @@ class VARLiNGAM:
     # bootstrap
     # ------------------------------------------------------------------
 
-    def bootstrap(self, X, n_sampling, *, progress=False, client=None):
+    def bootstrap(self, X, n_sampling, *, progress="auto", client=None):
         """Bootstrap of the VAR residuals (lingam's scheme).
 
         The model is fitted once (with the lags fixed, no criterion);
@@ -432,10 +432,10 @@ class VARLiNGAM:
         X : array-like, shape (n_samples, n_features)
         n_sampling : int
             Number of resamples, > 0.
-        progress : bool or {"auto"}
-            Report progress on stderr: ``True`` always, ``"auto"`` only when
-            the run is expected to take longer than 10 s, ``False`` (default)
-            never (as :meth:`paralingam.DirectLiNGAM.bootstrap`).
+        progress : bool or {"auto"}, default "auto"
+            Report progress on stderr: ``True`` always, ``"auto"`` when
+            stderr is a terminal, ``False`` never (as
+            :meth:`paralingam.DirectLiNGAM.bootstrap`).
         client : distributed.Client, optional
             Fit the resamples on the workers of this Dask cluster (see the
             user guide's "Distributed bootstrap"). The resamples are drawn
@@ -455,13 +455,13 @@ class VARLiNGAM:
         from sklearn.utils import check_random_state, resample
 
         from . import _api
-        from .estimator import _Progress
+        from ._progress import check_progress
+        from .estimator import _bootstrap_progress
 
         if isinstance(n_sampling, bool) or not isinstance(n_sampling, (numbers.Integral, np.integer)) \
                 or n_sampling <= 0:
             raise ValueError(f"n_sampling must be an integer greater than 0; got {n_sampling!r}")
-        if progress not in (True, False, "auto"):
-            raise ValueError(f"progress must be True, False or 'auto'; got {progress!r}")
+        check_progress(progress)
         if client is not None:
             from ._distributed import check_client
 
@@ -488,9 +488,10 @@ class VARLiNGAM:
                                      lingam_model=self._lingam_model,
                                      backend=self._backend, fit_options=self._fit_options)
                 template._ar_coefs = ar_coefs
-                adjacency_matrices, effects, timings, last = bootstrap_varlingam(
-                    template, fitted_ar_coefs, residuals, n_samples, n_sampling, rng, client,
-                    _Progress(n_sampling, progress), _SIMULATION_BATCH)
+                with _bootstrap_progress(n_sampling, progress) as reporter:
+                    adjacency_matrices, effects, timings, last = bootstrap_varlingam(
+                        template, fitted_ar_coefs, residuals, n_samples, n_sampling, rng,
+                        client, reporter, _SIMULATION_BATCH)
                 # the state the serial loop leaves: fitted on the last resample
                 (self._ar_coefs, self._lags, self._residuals, self._causal_order,
                  self._adjacency_matrices) = last
@@ -500,8 +501,8 @@ class VARLiNGAM:
             effects = np.zeros((n_sampling, n_features, n_features * (1 + n_lags)))
             adjacency_matrices = np.zeros_like(effects)
             index = np.arange(len(residuals))
-            reporter = _Progress(n_sampling, progress)
-            with _api._blas_in_this_thread():
+            with _api._blas_in_this_thread(), \
+                    _bootstrap_progress(n_sampling, progress) as reporter:
                 for start in range(0, n_sampling, _SIMULATION_BATCH):
                     t0 = time.perf_counter()
                     batch = range(start, min(start + _SIMULATION_BATCH, n_sampling))
@@ -520,8 +521,7 @@ class VARLiNGAM:
                                                         self._causal_order)
                         timings["fit"] += t1 - t0
                         timings["total_effects"] += time.perf_counter() - t1
-                        reporter.update(k + 1)
-            reporter.close()
+                        reporter.update(1)
         finally:
             self._criterion = criterion
         result = VARBootstrapResult(adjacency_matrices, effects)

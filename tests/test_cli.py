@@ -721,12 +721,6 @@ def test_quiet_prints_nothing_but_writes_the_result(lingam_data, tmp_path, capsy
     assert capsys.readouterr() == ("", "")
 
 
-def test_several_files_are_refused_for_now(tmp_path, capsys, monkeypatch):
-    _no_work(monkeypatch)
-    assert cli.main(["fit", "a.csv", "b.csv"]) == 2
-    assert "2 data files given: several files are multi-group data" in capsys.readouterr().err
-
-
 def test_output_through_a_symbolic_link_writes_its_target(lingam_data, tmp_path):
     np.save(tmp_path / "x.npy", lingam_data(3, 200, "sparse", 928)[0])
     (tmp_path / "real.json").write_text("earlier")
@@ -783,3 +777,231 @@ def test_a_named_row_index_column_is_pointed_out(lingam_data, tmp_path, capsys):
     assert out["names"] == ["id", "a", "b", "c"]
     assert "paralingam: warning: column 'id' holds 0, 1, ..., n-1, as a row index does" in \
         capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------
+# modes: time series (--lags) and multi-group data (several files)
+# ----------------------------------------------------------------------
+
+def _var_series(T, seed, p=4):
+    """A VAR(2) series with instantaneous effects and non-Gaussian noise."""
+    rng = np.random.default_rng(seed)
+    X = np.zeros((T, p))
+    E = rng.uniform(-1, 1, size=(T, p)) ** 3
+    for t in range(2, T):
+        X[t] = 0.4 * X[t - 1] - 0.2 * X[t - 2] + E[t]
+        X[t, 1] += 0.8 * X[t, 0]
+        X[t, 2] += 0.5 * X[t, 1] + 0.3 * X[t - 1, 3]
+    return X
+
+
+def _write(path, X, names):
+    np.savetxt(path, X, delimiter=",", header=",".join(names), comments="")
+    return np.loadtxt(path, delimiter=",", skiprows=1)  # what the command line reads
+
+
+@pytest.mark.parametrize("options, kwargs", [
+    ([], {}),
+    (["--criterion", "aic"], {"criterion": "aic"}),
+    (["--criterion", "none", "--no-prune"], {"criterion": None, "prune": False}),
+    (["--adjacency", "ols", "--no-prune", "--criterion", "none"],
+     {"criterion": None, "prune": False, "ols": True}),
+])
+def test_time_series_mode_equals_varlingam(tmp_path, options, kwargs):
+    import paralingam
+
+    names = ["a", "b", "c", "d"]
+    X = _write(tmp_path / "ts.csv", _var_series(400, 941), names)
+    out = _fit_json(tmp_path, tmp_path / "ts.csv", "--lags", "3", *options)
+    ols = kwargs.pop("ols", False)
+    if ols:
+        kwargs["lingam_model"] = paralingam.DirectLiNGAM(backend="cpu", adjacency="ols")
+    want = paralingam.VARLiNGAM(lags=3, backend="cpu", **kwargs).fit(X)
+    assert out["model"] == "VARLiNGAM"
+    assert out["causal_order"] == want.causal_order_
+    assert out["causal_order_names"] == [names[i] for i in want.causal_order_]
+    assert out["lags"] == len(want.adjacency_matrices_) - 1
+    np.testing.assert_array_equal(np.array(out["adjacency_matrices"]), want.adjacency_matrices_)
+    if kwargs.get("criterion") is None and "criterion" in kwargs:
+        assert out["lags"] == 3
+    if ols:  # least squares: B0 dense below the order (else the option changes nothing)
+        B0 = np.array(out["adjacency_matrices"][0])
+        assert np.count_nonzero(B0) == 6
+
+
+def test_time_series_bootstrap_and_graphs(tmp_path, capsys):
+    import xml.etree.ElementTree as ET
+
+    import paralingam
+
+    names = ["a", "b", "c", "d"]
+    X = _write(tmp_path / "ts.csv", _var_series(300, 942), names)
+    dot, gml = tmp_path / "g.dot", tmp_path / "g.graphml"
+    out = _fit_json(tmp_path, tmp_path / "ts.csv", "--lags", "2", "--criterion", "none",
+                    "--bootstrap", "4", "--seed", "5", "--dot", str(dot), "--graphml", str(gml))
+    want = paralingam.VARLiNGAM(lags=2, criterion=None, random_state=5, backend="cpu")
+    P = want.bootstrap(X, 4).get_probabilities()  # one matrix per lag
+    np.testing.assert_array_equal(np.array(out["bootstrap"]["probabilities"]), np.array(P))
+    assert "bootstrap: 4 resamples" in capsys.readouterr().out
+
+    # lagged nodes named x(t-k); an edge per |coefficient| > 0.01 of B0..B2
+    label = {(tau, j): f"{names[j]}(t)" if tau == 0 else f"{names[j]}(t-{tau})"
+             for tau in range(3) for j in range(4)}
+    edges = {(label[tau, j], label[0, i]): B[i, j]
+             for tau, B in enumerate(np.array(out["adjacency_matrices"]))
+             for i, j in zip(*np.nonzero(np.abs(B) > 0.01))}
+    assert any(frm.endswith("(t-2)") for frm, _ in edges)
+    text = dot.read_text()
+    assert text.count(" -> ") == len(edges)
+    for (frm, to), w in edges.items():
+        assert f'"{frm}" -> "{to}" [label="{w:.2f} (' in text
+    ns = {"g": "http://graphml.graphdrawing.org/xmlns"}
+    graph = ET.parse(gml).getroot().find("g:graph", ns)
+    assert [n.get("id") for n in graph.findall("g:node", ns)] == list(label.values())
+    got = {(e.get("source"), e.get("target")) for e in graph.findall("g:edge", ns)}
+    assert got == set(edges)
+
+
+def test_too_few_samples_for_the_lags_exit_2(tmp_path, capsys):
+    _write(tmp_path / "ts.csv", _var_series(40, 943), ["a", "b", "c", "d"])
+    assert cli.main(["fit", str(tmp_path / "ts.csv"), "--lags", "8", "--backend", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "40 samples: too few to fit a VAR with 8 lags of 4 variables" in err
+    assert not (tmp_path / "ts.paralingam.json").exists()
+
+
+def _groups(tmp_path, lingam_data, sizes=(300, 200, 250), names="abcde"):
+    paths, data = [], []
+    for g, n in enumerate(sizes):
+        path = tmp_path / f"group{g}.csv"
+        data.append(_write(path, lingam_data(len(names), n, "sparse", 950 + g)[0], list(names)))
+        paths.append(path)
+    return paths, data
+
+
+def test_multi_group_equals_multigroupdirectlingam(lingam_data, tmp_path, capsys):
+    import paralingam
+
+    paths, data = _groups(tmp_path, lingam_data)
+    target = tmp_path / "r.json"
+    assert cli.main(["fit", *map(str, paths), "--backend", "cpu", "-o", str(target),
+                     "--bootstrap", "3", "--seed", "4"]) == 0
+    out = json.loads(target.read_text())
+    want = paralingam.MultiGroupDirectLiNGAM(backend="cpu").fit(data)
+    assert out["model"] == "MultiGroupDirectLiNGAM"
+    assert out["causal_order"] == want.causal_order_
+    assert [g["file"] for g in out["groups"]] == [str(p) for p in paths]
+    assert [g["n_samples"] for g in out["groups"]] == [300, 200, 250]
+    for g, B in zip(out["groups"], want.adjacency_matrices_):
+        np.testing.assert_array_equal(np.array(g["adjacency_matrix"]), B)
+    boots = paralingam.MultiGroupDirectLiNGAM(backend="cpu", random_state=4).bootstrap(data, 3)
+    for g, res in zip(out["groups"], boots):
+        np.testing.assert_array_equal(np.array(g["bootstrap"]["probabilities"]),
+                                      res.get_probabilities())
+    text = capsys.readouterr().out
+    assert "3 groups, one causal order" in text and f"bootstrap of {paths[1]}" in text
+
+
+def test_multi_group_graphs_have_an_edge_per_group(lingam_data, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    paths, _ = _groups(tmp_path, lingam_data, sizes=(300, 200))
+    gml, dot = tmp_path / "g.graphml", tmp_path / "g.dot"
+    out = _fit_json(tmp_path, paths[0], str(paths[1]), "--graphml", str(gml), "--dot", str(dot))
+    want = {(g["file"], "abcde"[j], "abcde"[i])
+            for g in out["groups"] for i, j in
+            zip(*np.nonzero(np.abs(np.array(g["adjacency_matrix"])) > 0.01))}
+    ns = {"g": "http://graphml.graphdrawing.org/xmlns"}
+    edges = ET.parse(gml).getroot().find("g:graph", ns).findall("g:edge", ns)
+    got = {(e.find("g:data[@key='group']", ns).text, e.get("source"), e.get("target"))
+           for e in edges}
+    assert got == want and len(edges) == len(want)
+    assert dot.read_text().count(" -> ") == len(want)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("a,b,c,d\n", "bad.csv has 4 columns but {first} has 5: the groups must have the same"),
+    ("a,b,x,d,e\n", "bad.csv: column 2 is 'x' but {first}'s column 2 is 'c'"),
+    (None, "{first} has a header but {bad} has none"),
+])
+def test_multi_group_mismatching_columns_exit_2_naming_the_file(lingam_data, tmp_path, capsys,
+                                                                bad, message):
+    paths, _ = _groups(tmp_path, lingam_data, sizes=(300, 200))
+    X = lingam_data(5, 100, "sparse", 959)[0]
+    path = tmp_path / "bad.csv"
+    if bad is None:
+        np.savetxt(path, X, delimiter=",")
+    else:
+        width = bad.count(",") + 1
+        np.savetxt(path, X[:, :width], delimiter=",", header=bad.strip(), comments="")
+    assert cli.main(["fit", str(paths[0]), str(path), str(paths[1]), "--backend", "cpu"]) == 2
+    assert message.format(first=paths[0], bad=path) in capsys.readouterr().err
+    assert not (tmp_path / "group0.paralingam.json").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["a.csv", "b.csv", "--lags", "2"], "--lags fits one time series; got 2 data files"),
+    (["a.csv", "--criterion", "aic"], "--criterion needs --lags"),
+    (["a.csv", "--no-prune"], "--no-prune needs --lags"),
+    (["a.csv", "--lags", "2", "--prior-knowledge", "pk.csv"],
+     "--prior-knowledge does not apply to --lags"),
+    (["a.csv", "b.csv", "--no-threshold"], "--no-threshold does not apply to multi-group"),
+    (["a.csv", "b.csv", "--on-collinear", "error"], "--on-collinear does not apply"),
+])
+def test_options_of_another_mode_exit_2_before_any_work(capsys, monkeypatch, argv, message):
+    _no_work(monkeypatch)
+    assert cli.main(["fit", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_help_lists_the_modes(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["fit", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for words in ("one FILE is DirectLiNGAM", "--lags K is a time series (VARLiNGAM)",
+                  "several FILEs with the same columns are groups", "--criterion",
+                  "--no-prune"):
+        assert words in text
+
+
+# ----------------------------------------------------------------------
+# progress
+# ----------------------------------------------------------------------
+
+@pytest.fixture
+def terminal(monkeypatch):
+    """Standard error seen as a terminal; the plain progress line, drawn at once."""
+    import sys
+
+    from paralingam import _progress
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setattr(_progress, "stderr_is_terminal", lambda: True)
+    monkeypatch.setattr(_progress, "AUTO_DELAY_S", 0.0)
+
+
+@pytest.mark.parametrize("mode", [[], ["--lags", "1"], ["multi"]])
+def test_bootstrap_progress_on_a_terminal_and_not_under_quiet(lingam_data, tmp_path, capsys,
+                                                              terminal, mode):
+    if mode == ["multi"]:
+        paths, _ = _groups(tmp_path, lingam_data, sizes=(200, 150))
+        files, mode = [str(paths[1])], []
+        first = paths[0]
+    else:
+        first = tmp_path / "x.csv"
+        _write(first, _var_series(200, 944), list("abcd"))
+        files = []
+    _fit_json(tmp_path, first, *files, *mode, "--bootstrap", "3")
+    assert "bootstrap: 3/3 resamples (100%)" in capsys.readouterr().err
+    _fit_json(tmp_path, first, *files, *mode, "--bootstrap", "3", "--quiet")
+    assert capsys.readouterr() == ("", "")
+
+
+def test_no_progress_in_a_pipeline(lingam_data, tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    assert not sys.stderr.isatty()
+    np.save(tmp_path / "x.npy", lingam_data(4, 200, "sparse", 945)[0])
+    _fit_json(tmp_path, tmp_path / "x.npy", "--bootstrap", "3")
+    assert "resamples (" not in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """The HSIC gamma test against lingam 1.13's ``hsic_test_gamma``."""
 
 import itertools
+import re
 import threading
 
 import numpy as np
@@ -239,7 +240,7 @@ def test_progress_true_reports_on_stderr(capsys, monkeypatch):
     E = errors(120, 3, 332)
     P = hsic.independence_p_values(E, progress=True, block_size=16)
     err = capsys.readouterr().err
-    assert "p-values: 100%" in err and err.endswith("\n")
+    assert re.search(r"p-values: (\d+)/\1 tiles \(100%\)", err) and err.endswith("\n")
     np.testing.assert_array_equal(P, hsic.independence_p_values(E, block_size=16))
     hsic.independence_p_values(E, progress=False)
     hsic.independence_p_values(E, progress="auto")  # not a terminal here, and short
@@ -262,21 +263,21 @@ def test_ctrl_c_stops_at_once_and_leaves_the_module_usable(monkeypatch, n_thread
     E = errors(400, 3, 334)
     expected = hsic.independence_p_values(E, block_size=20, n_threads=1)
     calls = []
-    step = hsic._Progress.step
+    step = hsic._Progress.update
 
     def step_and_interrupt(self, k=1):
         step(self, k)
-        calls.append(self.done)
+        calls.append(self.n)
         if len(calls) == 3:
             os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C would
 
-    monkeypatch.setattr(hsic._Progress, "step", step_and_interrupt)
+    monkeypatch.setattr(hsic._Progress, "update", step_and_interrupt)
     with pytest.raises(KeyboardInterrupt):
         hsic.independence_p_values(E, block_size=20, n_threads=n_threads)
     assert len(calls) == 3  # raised before the next task's result was taken
     assert calls[-1] < 2 * 210  # of 2 x 210 tiles
     assert not [t for t in threading.enumerate() if t.name.startswith("paralingam-hsic")]
-    monkeypatch.setattr(hsic._Progress, "step", step)
+    monkeypatch.setattr(hsic._Progress, "update", step)
     np.testing.assert_array_equal(
         hsic.independence_p_values(E, block_size=20, n_threads=n_threads), expected)
 
@@ -352,17 +353,17 @@ def test_gpu_estimator_p_values_equal_cpu_after_ctrl_c(monkeypatch):
     model = DirectLiNGAM(backend="cuda").fit(X)
     cpu = model.set_params(backend="cpu").get_error_independence_p_values(X)
     model.set_params(backend="cuda")
-    step = hsic._Progress.step
+    step = hsic._Progress.update
 
     def step_and_interrupt(self, k=1):
         step(self, k)
         os.kill(os.getpid(), signal.SIGINT)
 
     monkeypatch.setattr(hsic, "_GPU_LAUNCH_WORK", 2000 * 6 * 50)
-    monkeypatch.setattr(hsic._Progress, "step", step_and_interrupt)
+    monkeypatch.setattr(hsic._Progress, "update", step_and_interrupt)
     with pytest.raises(KeyboardInterrupt):
         model.get_error_independence_p_values(X)
-    monkeypatch.setattr(hsic._Progress, "step", step)
+    monkeypatch.setattr(hsic._Progress, "update", step)
     # the context stays usable and the result is the CPU path's on the same errors
     P = model.get_error_independence_p_values(X)
     np.testing.assert_allclose(P, cpu, rtol=1e-10, atol=1e-300)
@@ -402,18 +403,19 @@ def test_progress_uses_tqdm_when_installed(monkeypatch):
     assert bars[0].n == bars[0].total == 2 * 210  # both passes over the 20 x 21 / 2 tiles
 
 
-def test_progress_auto_shows_on_a_terminal_when_the_run_is_long(monkeypatch, capsys):
+def test_progress_auto_shows_on_a_terminal_only(monkeypatch, capsys):
     import sys
 
+    from paralingam import _progress
+
     monkeypatch.setitem(sys.modules, "tqdm", None)
-    monkeypatch.setattr(hsic, "_stderr_is_terminal", lambda: True)
-    monkeypatch.setattr(hsic._Progress, "DECIDE_AFTER_S", 0.0)
-    monkeypatch.setattr(hsic._Progress, "AUTO_AFTER_S", 1e9)  # "short": nothing shown
+    monkeypatch.setattr(_progress, "AUTO_DELAY_S", 0.0)
+    monkeypatch.setattr(_progress, "stderr_is_terminal", lambda: False)
     hsic.independence_p_values(errors(200, 3, 348), progress="auto", block_size=10)
     assert capsys.readouterr().err == ""
-    monkeypatch.setattr(hsic._Progress, "AUTO_AFTER_S", 0.0)  # "long": shown
+    monkeypatch.setattr(_progress, "stderr_is_terminal", lambda: True)
     hsic.independence_p_values(errors(200, 3, 348), progress="auto", block_size=10)
-    assert "p-values: 100%" in capsys.readouterr().err
+    assert "p-values: 420/420 tiles (100%)" in capsys.readouterr().err
 
 
 def test_non_finite_errors_and_bad_constant_flags_are_refused():
