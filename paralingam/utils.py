@@ -296,7 +296,7 @@ def make_dot(adjacency_matrix, labels=None, lower_limit=0.01,
              prediction_feature_indices=None, prediction_target_label="Y(pred)",
              prediction_line_color="red", prediction_coefs=None,
              prediction_feature_importance=None, path=None, path_color=None,
-             detect_cycle=False, ignore_shape=False):
+             detect_cycle=False, ignore_shape=False, **unknown):
     """The graph of an adjacency matrix as a ``graphviz.Digraph``.
 
     lingam 1.13's ``make_dot``: an edge ``j -> i`` labelled with ``B[i, j]``
@@ -335,6 +335,8 @@ def make_dot(adjacency_matrix, labels=None, lower_limit=0.01,
     -------
     graphviz.Digraph
     """
+    if unknown:
+        raise TypeError(f"make_dot got unexpected keyword arguments {sorted(unknown)}")
     try:
         raw = np.array(adjacency_matrix, dtype=np.float64)
     except (TypeError, ValueError) as exc:

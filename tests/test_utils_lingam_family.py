@@ -131,7 +131,7 @@ def test_native_utils_run_without_lingam(without_lingam):
     assert "x3" in pu.make_dot_descendants(P, 0).source
     assert "x3" in pu.make_dot_paths(P, 0, 2).source
     assert "dir=both" in pu.make_dot_for_nan_probability_matrix(P + P.T).source
-    assert pu.calculate_distance_from_root_nodes(B) == {0: [0], 1: [1], 2: [2]}
+    assert pu.calculate_distance_from_root_nodes(B) == {0: [0], 1: [1, 2]}
     X = mixed(7)
     assert 0 <= pu.f_correlation(X[:, 0], X[:, 2]) <= 1
     assert np.isfinite(pu.likelihood_i(X.T, 2, np.eye(5)[0] * 2, 0.0))
