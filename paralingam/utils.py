@@ -1,60 +1,90 @@
-"""A small ``lingam.utils`` look-alike, so that lingam's tutorials run on paralingam.
+"""A ``lingam.utils`` look-alike, so that lingam's tutorials run on paralingam.
 
-With ``import paralingam as lingam``, ``lingam.utils.make_dot``,
-``make_prior_knowledge``, ``print_causal_directions``, ``print_dagc``,
-``find_all_paths``, ``calculate_total_effect``, ``get_sink_variables``,
-``get_exo_variables``, ``remove_effect``, ``predict_adaptive_lasso``,
-``get_common_edge_probabilities`` and ``print_common_edge_directions`` behave
-as lingam 1.13's, computed here. lingam's drawing helpers
-(``make_dot_highlight``, ``make_dot_for_nan_probability_matrix``,
-``make_dot_ancestors``, ``make_dot_descendants``, ``make_dot_paths``) and its
-remaining utilities (``extract_ancestors``, ``evaluate_model_fit``, ...) are
-forwarded to lingam's own functions when lingam is installed (see
-:data:`LINGAM_FORWARDED`). Only numpy is imported here; graphviz is imported
-when :func:`make_dot` is called.
+With ``import paralingam as lingam``, the functions of lingam 1.13's
+``lingam.utils`` that apply to the models paralingam fits are computed here,
+with lingam's outputs and without lingam installed: ``make_dot`` (with all
+its options), ``make_dot_highlight``, ``make_dot_ancestors``,
+``make_dot_descendants``, ``make_dot_paths``,
+``make_dot_for_nan_probability_matrix``, ``make_prior_knowledge``,
+``print_causal_directions``, ``print_dagc``, ``find_all_paths``,
+``calculate_total_effect``, ``calculate_distance_from_root_nodes``,
+``get_sink_variables``, ``get_exo_variables``, ``remove_effect``,
+``predict_adaptive_lasso``, ``get_common_edge_probabilities``,
+``print_common_edge_directions``, ``extract_ancestors``, ``f_correlation``,
+``likelihood_i``, ``log_p_super_gaussian``, ``variance_i`` and
+``bic_select_logistic_l1``.
+
+The rest (:data:`LINGAM_FORWARDED`: ``evaluate_model_fit``, which fits a
+structural equation model with semopy; ``visualize_nonlinear_causal_effect``,
+which fits a user's nonlinear regressor and plots with matplotlib;
+``MGGD``/``MGGDEstimator``, lingam's multivariate generalized Gaussian) are
+lingam's own, forwarded to lingam when it is installed; without it they raise
+ImportError naming what to install.
+
+Only numpy is imported with this module; graphviz when a graph is drawn,
+matplotlib only for a colour map, scipy and scikit-learn when a statistic
+needs them.
 """
 
 import numbers
 
 import numpy as np
 
+from ._utils_graph import (
+    calculate_distance_from_root_nodes,
+    make_dot_ancestors,
+    make_dot_descendants,
+    make_dot_for_nan_probability_matrix,
+    make_dot_highlight,
+    make_dot_paths,
+)
+from ._utils_graph import _check_path, _check_path_color, _cycle_edges, _simple_path_edges
+from ._utils_graph import _graphviz, _path_node_names
+from ._utils_rcd import extract_ancestors
+from ._utils_stats import (
+    bic_select_logistic_l1,
+    f_correlation,
+    likelihood_i,
+    log_p_super_gaussian,
+    variance_i,
+)
 from .bootstrap import find_all_paths
 
 __all__ = [
     "make_dot",
+    "make_dot_highlight",
+    "make_dot_ancestors",
+    "make_dot_descendants",
+    "make_dot_paths",
+    "make_dot_for_nan_probability_matrix",
     "make_prior_knowledge",
     "print_causal_directions",
     "print_dagc",
     "find_all_paths",
     "calculate_total_effect",
+    "calculate_distance_from_root_nodes",
     "get_sink_variables",
     "get_exo_variables",
     "remove_effect",
     "predict_adaptive_lasso",
     "get_common_edge_probabilities",
     "print_common_edge_directions",
-]
-
-# lingam.utils functions that paralingam forwards to lingam (drawing with
-# graphviz/networkx/matplotlib, or models paralingam does not implement).
-LINGAM_FORWARDED = (
-    "make_dot_highlight",
-    "make_dot_for_nan_probability_matrix",
-    "make_dot_ancestors",
-    "make_dot_descendants",
-    "make_dot_paths",
     "extract_ancestors",
     "f_correlation",
-    "visualize_nonlinear_causal_effect",
-    "evaluate_model_fit",
-    "calculate_distance_from_root_nodes",
     "likelihood_i",
     "log_p_super_gaussian",
     "variance_i",
     "bic_select_logistic_l1",
-    "MGGD",
-    "MGGDEstimator",
-)
+]
+
+# lingam.utils names that paralingam forwards to lingam, with what they need
+# beyond lingam itself: they fit models paralingam does not implement.
+LINGAM_FORWARDED = {
+    "evaluate_model_fit": "semopy and pandas (a structural equation model fit)",
+    "visualize_nonlinear_causal_effect": "matplotlib (it plots a nonlinear regressor's effects)",
+    "MGGD": "lingam's multivariate generalized Gaussian distribution",
+    "MGGDEstimator": "lingam's multivariate generalized Gaussian distribution",
+}
 
 
 def __getattr__(name):
@@ -63,20 +93,11 @@ def __getattr__(name):
             import lingam.utils as lingam_utils
         except ImportError as exc:
             raise ImportError(
-                f"paralingam.utils.{name} is lingam's own function, forwarded to lingam: "
-                f"pip install lingam ({exc})") from exc
+                f"paralingam.utils.{name} is lingam's own function ({LINGAM_FORWARDED[name]}), "
+                f"which paralingam forwards to lingam: pip install lingam "
+                f"(which installs it with its dependencies); {exc}") from exc
         return getattr(lingam_utils, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-# make_dot options that only lingam's own make_dot draws.
-_LINGAM_DOT_OPTIONS = (
-    "prediction_feature_indices", "prediction_target_label", "prediction_line_color",
-    "prediction_coefs", "prediction_feature_importance", "path", "path_color",
-    "detect_cycle", "ignore_shape",
-)
-# Those of them that change the drawing when set.
-_LINGAM_ONLY_DOT_OPTIONS = ("prediction_feature_indices", "path", "detect_cycle", "ignore_shape")
-
 
 def print_causal_directions(cdc, n_sampling, labels=None):
     """Print the edge counts of ``BootstrapResult.get_causal_direction_counts``.
@@ -271,66 +292,126 @@ def get_exo_variables(adjacency_matrix):
     return [i for i in range(B.shape[1]) if B[i, :].sum() == 0]
 
 
-def make_dot(adjacency_matrix, labels=None, lower_limit=0.01, **options):
+def make_dot(adjacency_matrix, labels=None, lower_limit=0.01,
+             prediction_feature_indices=None, prediction_target_label="Y(pred)",
+             prediction_line_color="red", prediction_coefs=None,
+             prediction_feature_importance=None, path=None, path_color=None,
+             detect_cycle=False, ignore_shape=False, **unknown):
     """The graph of an adjacency matrix as a ``graphviz.Digraph``.
 
-    Draws an edge ``j -> i`` labelled with ``B[i, j]`` (two decimals) where
-    ``|B[i, j]| > lower_limit``, and a double-headed edge where ``B[i, j]``
-    (lower triangle) is NaN, like lingam's ``make_dot``. lingam's further
-    options (``prediction_feature_indices`` and its companions, ``path``,
-    ``path_color``, ``detect_cycle``, ``ignore_shape``) are passed to lingam's
-    own ``make_dot`` when lingam is installed.
+    lingam 1.13's ``make_dot``: an edge ``j -> i`` labelled with ``B[i, j]``
+    (two decimals) where ``|B[i, j]| > lower_limit``, and a double-headed
+    edge where ``B[i, j]`` (lower triangle) is NaN.
 
     Parameters
     ----------
     adjacency_matrix : array-like, shape (n_features, n_features)
+        NaN entries are unknown orders (drawn ``<->``).
     labels : sequence of str, optional
         Node names; ``x0, x1, ...`` without.
     lower_limit : float
         Edges with ``|weight| <= lower_limit`` are not drawn.
+    prediction_feature_indices : sequence of int, optional
+        Also draw a prediction target fed by these variables (dashed).
+    prediction_target_label : str
+        The target's name.
+    prediction_line_color : str
+        Colour of the prediction edges and target.
+    prediction_coefs, prediction_feature_importance : sequence of float, optional
+        Labels of the prediction edges (coefficients: only those above
+        ``lower_limit`` are drawn).
+    path : tuple of int, optional
+        ``(start, end)``: highlight the simple paths between them.
+    path_color : str, optional
+        Their colour; black without.
+    detect_cycle : bool
+        Dash the edges that lie on a cycle.
+    ignore_shape : bool
+        Accept a matrix that is not square, such as VARLiNGAM's
+        ``np.hstack(adjacency_matrices_)`` (columns: the variables at each lag;
+        give one label per column).
 
     Returns
     -------
     graphviz.Digraph
     """
-    unknown = sorted(set(options) - set(_LINGAM_DOT_OPTIONS))
     if unknown:
-        raise TypeError(f"make_dot got unexpected keyword arguments {unknown}")
-    if any(options.get(key) is not None and options.get(key) is not False
-           for key in _LINGAM_ONLY_DOT_OPTIONS):
-        try:
-            from lingam.utils import make_dot as lingam_make_dot
-        except ImportError as exc:
-            raise NotImplementedError(
-                f"make_dot options {sorted(options)} need lingam's make_dot "
-                f"(pip install lingam): {exc}") from exc
-        return lingam_make_dot(adjacency_matrix, labels=labels, lower_limit=lower_limit,
-                               **options)
+        raise TypeError(f"make_dot got unexpected keyword arguments {sorted(unknown)}")
     try:
-        import graphviz
-    except ImportError:
-        raise ImportError("make_dot draws with the graphviz package, which paralingam does "
-                          "not install by default: pip install 'paralingam[plot]' "
-                          "(or pip install graphviz)") from None
-
-    raw = np.asarray(adjacency_matrix, dtype=np.float64)
-    if raw.ndim != 2 or raw.shape[0] != raw.shape[1]:
+        raw = np.array(adjacency_matrix, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"adjacency_matrix must be a numeric matrix: {exc}") from None
+    if raw.ndim != 2 or raw.size == 0:
+        raise ValueError(f"adjacency_matrix must be a 2D matrix; got shape {raw.shape}")
+    if np.isinf(raw).any():
+        raise ValueError("adjacency_matrix has infinite entries")
+    if not ignore_shape and raw.shape[0] != raw.shape[1]:
         raise ValueError(f"'adjacency_matrix' is not square matrix (shape {raw.shape}).")
     if labels is not None and len(labels) != raw.shape[1]:
         raise ValueError("Length of 'labels' does not match length of 'adjacency_matrix'")
+    if prediction_feature_indices is not None:
+        for name, values in (("prediction_coefs", prediction_coefs),
+                             ("prediction_feature_importance", prediction_feature_importance)):
+            if values is not None and len(values) != len(prediction_feature_indices):
+                raise ValueError(f"Length of '{name}' does not match length of "
+                                 "'prediction_feature_indices'")
+    if detect_cycle is not None and not isinstance(detect_cycle, bool):
+        raise TypeError("'detect_cycle' should be boolean.")
     B = np.nan_to_num(raw)
-    names = list(labels) if labels else [f"x{i}" for i in range(len(B))]
+    idx = np.abs(B) > lower_limit
+    names = labels if labels else [f"x{i}" for i in range(len(B))]
 
-    dot = graphviz.Digraph(engine="dot")
+    path_edges = set()
+    path_nodes = []
+    if path is not None or detect_cycle is True:
+        if B.shape[0] != B.shape[1]:
+            raise ValueError("path and detect_cycle need a square adjacency_matrix")
+    if path is not None:
+        path_start, path_end = _check_path(path, B.shape[0])
+        path_color = _check_path_color(path_color)
+        path_edges = _simple_path_edges(idx.T, path_start, path_end)
+        path_nodes = _path_node_names(path_edges, names)
+    cycle_edges = _cycle_edges(idx.T) if detect_cycle is True else set()
+
+    dot = _graphviz().Digraph(engine="dot")
     for name in names:
-        dot.node(name)
-    present = np.abs(B) > lower_limit
-    for to, frm in zip(*np.nonzero(present)):
-        dot.edge(names[frm], names[to], label=f"{B[to, frm]:.2f}")
+        kwargs = {}
+        if path is not None:
+            if name in path_nodes:
+                kwargs.update(fontcolor=path_color, color=path_color)
+            if name == names[path_start] or name == names[path_end]:
+                kwargs["peripheries"] = "2"
+        dot.node(name, **kwargs)
+    for to, frm in zip(*np.nonzero(idx)):
+        kwargs = {}
+        if (frm, to) in path_edges:
+            kwargs.update(penwidth="2", fontcolor=path_color, color=path_color)
+        if (frm, to) in cycle_edges:
+            kwargs["style"] = "dashed"
+        dot.edge(names[frm], names[to], label=f"{B[to, frm]:.2f}", **kwargs)
+
+    if prediction_feature_indices is not None:
+        color = prediction_line_color
+        dot.node(prediction_target_label, color=color, fontcolor=color)
+        if prediction_coefs is not None:
+            for frm, coef in zip(prediction_feature_indices, prediction_coefs):
+                if np.abs(coef) > lower_limit:
+                    dot.edge(names[frm], prediction_target_label, label=f"{coef:.2f}",
+                             color=color, fontcolor=color, style="dashed")
+        elif prediction_feature_importance is not None:
+            for frm, imp in zip(prediction_feature_indices, prediction_feature_importance):
+                dot.edge(names[frm], prediction_target_label, label=f"({imp})",
+                         color=color, fontcolor=color, style="dashed")
+        else:
+            for frm in prediction_feature_indices:
+                dot.edge(names[frm], prediction_target_label, color=color, style="dashed")
+
     unknown_to, unknown_from = np.nonzero(np.isnan(np.tril(raw)))
+    # lingam's set, filled in its order: its iteration order is the drawing's
+    unknown_nodes = set(unknown_to.tolist() + unknown_from.tolist())
     with dot.subgraph() as same_rank:
         same_rank.attr(rank="same")
-        for node in sorted(set(unknown_to.tolist()) | set(unknown_from.tolist())):
+        for node in unknown_nodes:
             same_rank.node(names[node])
     for to, frm in zip(unknown_to, unknown_from):
         dot.edge(names[frm], names[to], dir="both")
