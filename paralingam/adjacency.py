@@ -797,9 +797,14 @@ def _ols_on_predecessors(gram):
         ``SINGULAR_TOL`` of its diagonal (as a per-target Cholesky requires) and
         row ``k`` of the factor exists. Other targets solve their own system.
     """
+    # scipy's LAPACK, not numpy's: the adaptive lasso's paths past max_iter
+    # flip supports on rounding-level changes of these weights, so the factor
+    # and inverse stay the routines every result so far was computed with.
+    from scipy.linalg.lapack import dpotrf, dtrtri
+
     p = gram.shape[0]
     coef, rss, solved = np.zeros((p, p)), np.zeros(p), np.zeros(p, dtype=bool)
-    L, info = _cholesky_lower(gram)
+    L, info = dpotrf(gram, lower=1, clean=1)
     rows = p if info == 0 else max(info - 1, 0)  # rows of the factor LAPACK completed
     pivots = np.diag(L)[:rows] ** 2
     bad = ~(pivots > SINGULAR_TOL * np.diag(gram)[:rows]) | ~np.isfinite(pivots)
@@ -808,59 +813,13 @@ def _ols_on_predecessors(gram):
     if m <= 1:
         return coef, rss, solved
     Lm = L[:m, :m]
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        Linv = _lower_inverse(Lm)
-    if not np.isfinite(Linv).all():
+    Linv, info = dtrtri(Lm, lower=1)
+    if info != 0 or not np.isfinite(Linv).all():
         return coef, rss, solved
     coef[:m, :m] = np.tril(Linv, -1) * -np.diag(Lm)[:, None]
     rss[:m] = np.diag(Lm) ** 2
     solved[:m] = np.isfinite(coef[:m]).all(axis=1)
     return coef, rss, solved
-
-
-def _cholesky_lower(gram):
-    """Lower Cholesky factor of ``gram`` and LAPACK's ``info`` (0, or 1 + the rows completed).
-
-    numpy's factor (its LAPACK ``dpotrf``) where ``gram`` is positive
-    definite in floating point; only where it is not, scipy's ``dpotrf``,
-    which returns the rows it completed. A fit of data without exact
-    dependence never imports scipy.linalg (50-300 ms in a fresh process).
-    """
-    try:
-        return np.linalg.cholesky(gram), 0
-    except np.linalg.LinAlgError:
-        from scipy.linalg.lapack import dpotrf
-
-        return dpotrf(gram, lower=1, clean=1)
-
-
-# Rows below which _lower_inverse substitutes row by row instead of splitting.
-_INVERSE_BLOCK = 32
-
-
-def _lower_inverse(L):
-    """``inv(L)`` of a lower triangular ``L`` with a non-zero diagonal, numpy only.
-
-    By halves, ``inv([[A, 0], [C, D]]) = [[inv(A), 0], [-inv(D) C inv(A), inv(D)]]``
-    (matrix products, as LAPACK's blocked ``dtrtri``), and by substitution
-    below ``_INVERSE_BLOCK`` rows. Zero pivots give inf or NaN, which the
-    caller checks.
-    """
-    p = L.shape[0]
-    if p <= _INVERSE_BLOCK:
-        X = np.zeros((p, p))
-        for i in range(p):
-            X[i, :i] = -(L[i, :i] @ X[:i, :i]) / L[i, i]
-            X[i, i] = 1.0 / L[i, i]
-        return X
-    h = p // 2
-    Ai = _lower_inverse(L[:h, :h])
-    Di = _lower_inverse(L[h:, h:])
-    X = np.zeros((p, p))
-    X[:h, :h] = Ai
-    X[h:, h:] = Di
-    X[h:, :h] = -(Di @ (L[h:, :h] @ Ai))
-    return X
 
 
 def _compiled_lasso():
