@@ -62,19 +62,19 @@ def test_gpu_paths_with_drops_equal_cpu_engine(p, n, seed):
 
 
 def test_gpu_paths_past_max_iter_equal_cpu_engine():
-    # Past LassoLarsIC's max_iter the late LARS steps choose between nearly
-    # tied predictors, so a rounding-level difference (the GPU contracts
-    # a*b+c into FMAs, a portable CPU build does not; a native one does) can
-    # flip a handful of the ~156,000 entries: the native and portable CPU
-    # builds differ from each other in 11 here. A wrong max_iter rule would
-    # change whole rows.
+    # Past LassoLarsIC's max_iter (500 steps) the late LARS steps choose
+    # between nearly tied predictors, so a rounding-level difference (the GPU
+    # contracts a*b+c into FMAs, a portable CPU build does not, a native one
+    # does) can flip a support, and the refit then changes that whole row:
+    # here the native and the portable CPU builds differ in 11 of the rows
+    # with more than 500 predictors. Rows before max_iter must agree, and a
+    # wrong max_iter rule would change most rows past it.
     p, n = 560, 1500
     X = mixed_data(p, n, 4)[:, np.random.default_rng(4).permutation(p)]
     gpu, cpu = both(X, list(range(p)))
-    differ = np.abs(gpu - cpu) > 1e-10
-    assert differ.sum() <= 1e-4 * p * p, f"{differ.sum()} entries differ"
-    rows = differ.any(axis=1)
-    assert rows.sum() <= 5, f"rows {np.flatnonzero(rows)} differ"
+    rows = np.flatnonzero((np.abs(gpu - cpu) > 1e-10).any(axis=1))
+    assert rows.size == 0 or rows.min() > 500, f"rows {rows} differ"
+    assert rows.size <= 20, f"{rows.size} of the {p - 501} rows past max_iter differ"
 
 
 def test_gpu_paths_equal_lingam_on_the_tutorial_resamples():
