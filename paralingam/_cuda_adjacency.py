@@ -119,7 +119,7 @@ def _ols_launch(fns, gram, tol, blocks):
     coef = np.empty((p, p))
     rss = np.empty(p)
     info = np.empty(1, dtype=np.int32)
-    wait_interruptibly()
+    wait_interruptibly(d_next)
     drv.memcpy_dtoh(coef, d_coef)
     drv.memcpy_dtoh(rss, d_rss)
     drv.memcpy_dtoh(info, d_info)
@@ -129,21 +129,39 @@ def _ols_launch(fns, gram, tol, blocks):
     return coef, rss, solved
 
 
-def wait_interruptibly(interval=1e-3):
+# A task index past every target: a block of a task loop (lars_paths,
+# ols_rows) that draws it returns. Below 2**31, as the kernels read it as int.
+ABORT_TASK = 1 << 30
+
+
+def wait_interruptibly(next_task=None, interval=1e-3):
     """Wait for the work queued on the device, answering Ctrl-C meanwhile.
 
     A blocking copy or synchronisation runs in C and would hold a
-    ``KeyboardInterrupt`` until the kernels end (seconds at large p). Polling
-    an event from Python lets the signal handler run; the queued kernels then
-    finish on their own, and later launches queue behind them on the same
-    stream, so the next call sees a usable context and correct buffers.
+    ``KeyboardInterrupt`` until the kernels end (seconds at large p).
+    Polling an event from Python lets the signal handler run. On an
+    interrupt, ``next_task`` (the task counter of the running task loop) is
+    set past the last task from a stream that runs beside the kernel, so
+    every block returns after its current target; the queued work then
+    drains (milliseconds) and the interrupt is raised with the device idle
+    and the context usable.
     """
     import pycuda.driver as drv
 
     done = drv.Event(drv.event_flags.DISABLE_TIMING)
     done.record()
-    while not done.query():
-        time.sleep(interval)
+    try:
+        while not done.query():
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        if next_task is not None:
+            stop = drv.pagelocked_empty(1, np.uint32)
+            stop[0] = ABORT_TASK
+            side = drv.Stream(1)  # CU_STREAM_NON_BLOCKING: not ordered after the kernel
+            drv.memcpy_htod_async(next_task, stop, side)
+            side.synchronize()
+        done.synchronize()
+        raise
 
 
 def _guarded(launch, *args):
@@ -263,7 +281,7 @@ def _launch(fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m, blocks, w
                      np.float64(n_samples), np.float64(gamma), np.int32(m), work, iwork,
                      d_next, d_kept, d_status)
     status = np.empty(len(targets), dtype=np.int32)
-    wait_interruptibly()
+    wait_interruptibly(d_next)
     drv.memcpy_dtoh(status, d_status)
     drv.memcpy_dtoh(kept, d_kept)
     ok[order] = status == 0
