@@ -65,6 +65,13 @@ pl_register_fork_handler()
 
 cdef double POLL_INTERVAL = 0.01
 
+# Regions with fewer sample-pair products than this run on one thread unless
+# n_threads says otherwise: about a millisecond of work, where starting the
+# team costs a noticeable share, and where a region stalls for a whole time
+# slice when another process holds one of its cores (the reason of
+# paralingam._api.SMALL_SEARCH for the single-data-set search).
+SMALL_REGION = 1 << 17
+
 
 cdef struct Job:
     const double *Z       # all groups' rows: group g, local variable k at Z + off[g] + k * n[g]
@@ -184,7 +191,8 @@ cdef int raise_stopped(Job *s) except -1:
 
 
 def pair_statistics(list rows, int[::1] ta, int[::1] tb, int[::1] both, int[::1] mirror, *,
-                    double collinear_tol=1e-10, double band=1e-4, int n_threads=0):
+                    double collinear_tol=1e-10, double band=1e-4, int n_threads=0,
+                    int max_threads=0):
     """Statistics ``I_g(a, b)`` of every group ``g`` for the given unordered pairs.
 
     Parameters
@@ -206,7 +214,10 @@ def pair_statistics(list rows, int[::1] ta, int[::1] tb, int[::1] both, int[::1]
         Pairs with ``1 - rho**2`` above this are not measured for
         collinearity (:func:`paralingam.reference.verify_band`).
     n_threads : int
-        Threads (0: OpenMP's default).
+        Threads; 0: ``max_threads``, but one thread for a region of fewer
+        than ``SMALL_REGION`` sample-pair products.
+    max_threads : int
+        Threads given ``n_threads=0`` (0: OpenMP's default).
 
     Returns
     -------
@@ -265,13 +276,22 @@ def pair_statistics(list rows, int[::1] ta, int[::1] tb, int[::1] both, int[::1]
     s.poll = threading.current_thread() is threading.main_thread()
     s.next_poll = 0.0
     s.exc_type = s.exc_value = s.exc_tb = NULL
-    nt = n_threads if n_threads > 0 else openmp.omp_get_max_threads()
+    cdef int nt_rows, nt_pairs
+    nt = n_threads if n_threads > 0 else (max_threads if max_threads > 0
+                                          else openmp.omp_get_max_threads())
     if not pl_threads_usable():
         nt = 1  # this thread survived a fork: no OpenMP team
+    nt_rows = min(nt, G * r)
+    nt_pairs = min(nt, G * s.n_pairs)
+    if n_threads <= 0:
+        if total < SMALL_REGION:
+            nt_rows = 1
+        if total // r * s.n_pairs < SMALL_REGION:
+            nt_pairs = 1
     with nogil:
-        run_region(&s, 0, G * r, min(nt, G * r))
+        run_region(&s, 0, G * r, nt_rows)
         if not pl_load_int(&s.stop) and s.n_pairs:
-            run_region(&s, 1, G * s.n_pairs, min(nt, G * s.n_pairs))
+            run_region(&s, 1, G * s.n_pairs, nt_pairs)
     if s.stop:
         raise_stopped(&s)
     return stat_arr

@@ -100,7 +100,7 @@ def multi_group_scores(Z_list, weights, status, collinear_tol=COLLINEAR_TOL, eng
     rows = [np.ascontiguousarray(Z.T) for Z in Z_list]
     stat = _multi_group.pair_statistics(rows, ta, tb, both, mirror, collinear_tol=collinear_tol,
                                         band=verify_band(collinear_tol),
-                                        n_threads=n_threads or default_threads())
+                                        n_threads=n_threads or 0, max_threads=default_threads())
     score = np.zeros(r)
     for S, w in zip(stat, weights):  # groups in order: deterministic
         score += (np.minimum(0.0, S) ** 2).sum(axis=1) * w
