@@ -93,8 +93,14 @@ def multi_group_scores(Z_list, weights, status, collinear_tol=COLLINEAR_TOL, eng
             stat = pairwise_statistics(Z, collinear_tol, in_vj if in_vj.any() else None)
             score += (np.minimum(0.0, stat) ** 2).sum(axis=1) * w
         return score
-    from . import _multi_group
     from ._validation import default_threads
+
+    try:
+        from . import _multi_group
+    except ImportError as exc:
+        raise RuntimeError("the compiled multi-group engine (paralingam._multi_group) is not "
+                           "built: rebuild paralingam (pip install .), or pass engine='numpy'"
+                           ) from exc
 
     ta, tb, both, mirror = _pair_tasks(status)
     rows = [np.ascontiguousarray(Z.T) for Z in Z_list]
