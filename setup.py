@@ -54,6 +54,18 @@ extensions = [
         libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
         depends=["paralingam/_cpu_kernels.h"],
     ),
+    # Candidate scores of the multi-group order search (paralingam.multi_group):
+    # the float64 pair statistic of _cpu_kernels.h over every group's pairs.
+    Extension(
+        "paralingam._multi_group",
+        ["paralingam/_multi_group.pyx"],
+        include_dirs=[np.get_include(), "paralingam"],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=cpu_flags,
+        extra_link_args=["-fopenmp"],
+        libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
+        depends=["paralingam/_cpu_kernels.h"],
+    ),
     # The adaptive lasso of the adjacency step (a port of scikit-learn's LARS
     # path), targets in OpenMP threads. No -ffast-math: only the dot products
     # and updates of paralingam/_lasso_kernels.h are vectorised (`omp simd`),

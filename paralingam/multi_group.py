@@ -5,11 +5,16 @@ with DirectLiNGAM's pwling statistic where the score of a candidate root is
 the sum over the groups of its score in each, weighted by the group's share of
 the samples; each group then gets its own adjacency matrix on that order.
 
-The search here is the plain numpy search of :mod:`paralingam.reference`
-(one pairwise-statistics matrix per group and iteration, vectorised over the
-pairs; the compiled and CUDA searches score one data set only), with lingam's
-prior-knowledge rules (:mod:`paralingam.prior`). The adjacency matrices come
-from :mod:`paralingam.adjacency` (lingam's adaptive lasso by default).
+The candidates' scores of each iteration come from the compiled CPU engine
+(:mod:`paralingam._multi_group`: the float64 pair statistic of the
+single-data-set CPU search, OpenMP over the pairs of every group, summed in a
+fixed order), with the degenerate-data rule of
+:func:`paralingam.reference.pairwise_statistics` (a collinear pair compares
+as ``I = 0``) and lingam's prior-knowledge rules (:mod:`paralingam.prior`);
+``engine="numpy"`` computes them with the reference instead (the same order).
+This driver picks the root and regresses it out of every group as lingam
+does. The adjacency matrices come from :mod:`paralingam.adjacency` (lingam's
+adaptive lasso by default).
 """
 
 import numbers
@@ -17,16 +22,101 @@ import warnings
 
 import numpy as np
 
-from ._validation import as_data_matrix, check_coef_threshold
+from ._validation import MAX_THREADS, as_data_matrix, check_coef_threshold, check_int
 from .bootstrap import BootstrapResult, total_effects
 from .policy import COLLINEAR_TOL
 from .prior import PriorKnowledge
 
-__all__ = ["MultiGroupDirectLiNGAM", "multi_group_causal_order"]
+__all__ = ["MultiGroupDirectLiNGAM", "multi_group_causal_order", "multi_group_scores"]
+
+
+ENGINES = ("cpu", "numpy")
+
+
+def _pair_tasks(status):
+    """Pairs of one iteration for the compiled scores: ``(ta, tb, both, mirror)``.
+
+    Every candidate ``a`` needs ``I(a, b)`` for every other remaining ``b``.
+    Two candidates (never in ``V_j``) form an antisymmetric pair, computed
+    once as ``(lower, higher)`` and mirrored; a candidate and a non-candidate
+    are computed in the orientation (candidate, partner), with the partner's
+    own values for its residual when it is in ``V_j``.
+    """
+    from .reference import CANDIDATE, IN_VJ
+
+    r = len(status)
+    a, b = np.triu_indices(r, 1)
+    ca, cb = status[a] == CANDIDATE, status[b] == CANDIDATE
+    both_c = ca & cb
+    one = ca ^ cb  # one candidate: orient (candidate, partner)
+    ta = np.concatenate([a[both_c], np.where(ca, a, b)[one]])
+    tb = np.concatenate([b[both_c], np.where(ca, b, a)[one]])
+    both = (status[tb] != IN_VJ).astype(np.int32)
+    mirror = np.concatenate([np.ones(both_c.sum(), np.int32), np.zeros(one.sum(), np.int32)])
+    return (ta.astype(np.int32), tb.astype(np.int32), both, mirror)
+
+
+def multi_group_scores(Z_list, weights, status, collinear_tol=COLLINEAR_TOL, engine="cpu",
+                       n_threads=None):
+    """Score of every remaining variable in one iteration of the multi-group search.
+
+    Parameters
+    ----------
+    Z_list : list of ndarray, each (n_samples_g, r)
+        Population-standardised remaining variables of each group.
+    weights : sequence of float
+        Each group's share of the samples.
+    status : ndarray of int, shape (r,)
+        Prior-knowledge status of each variable (``paralingam.reference``'s
+        ``CANDIDATE``, ``IN_VJ`` or ``OTHER``).
+    collinear_tol : float
+    engine : {"cpu", "numpy"}
+        ``"cpu"``: the compiled statistic (:mod:`paralingam._multi_group`,
+        OpenMP over the pairs of all groups); ``"numpy"``:
+        :func:`paralingam.reference.pairwise_statistics` per group.
+    n_threads : int, optional
+        Threads of the compiled engine (default: as the order search).
+
+    Returns
+    -------
+    ndarray, shape (r,)
+        ``sum_g w_g sum_j min(0, I_g(i, j))**2`` for each candidate ``i``;
+        non-candidates get 0 with ``"cpu"`` (only candidates are compared).
+    """
+    from .reference import CANDIDATE, IN_VJ, pairwise_statistics, verify_band
+
+    r = len(status)
+    in_vj = status == IN_VJ
+    if engine == "numpy":
+        score = np.zeros(r)
+        for Z, w in zip(Z_list, weights):
+            stat = pairwise_statistics(Z, collinear_tol, in_vj if in_vj.any() else None)
+            score += (np.minimum(0.0, stat) ** 2).sum(axis=1) * w
+        return score
+    from ._validation import default_threads
+
+    try:
+        from . import _multi_group
+    except ImportError as exc:
+        raise RuntimeError("the compiled multi-group engine (paralingam._multi_group) is not "
+                           "built: rebuild paralingam (pip install .), or pass engine='numpy'"
+                           ) from exc
+
+    ta, tb, both, mirror = _pair_tasks(status)
+    rows = [np.ascontiguousarray(Z.T) for Z in Z_list]
+    stat = _multi_group.pair_statistics(rows, ta, tb, both, mirror, collinear_tol=collinear_tol,
+                                        band=verify_band(collinear_tol),
+                                        n_threads=n_threads or 0, max_threads=default_threads())
+    score = np.zeros(r)
+    for S, w in zip(stat, weights):  # groups in order: deterministic
+        score += (np.minimum(0.0, S) ** 2).sum(axis=1) * w
+    score[status != CANDIDATE] = 0.0
+    return score
 
 
 def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge_softly=False,
-                             collinear_tol=COLLINEAR_TOL):
+                             collinear_tol=COLLINEAR_TOL, *, engine="cpu", n_threads=None,
+                             return_scores=False):
     """The causal order shared by several data sets (lingam's multi-group search).
 
     Parameters
@@ -36,15 +126,30 @@ def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge
         lingam's prior-knowledge matrix.
     apply_prior_knowledge_softly : bool
     collinear_tol : float
-        Pairs of a group with ``1 - rho**2 <= collinear_tol`` compare as
-        ``I(i, j) = 0`` (:func:`paralingam.reference.pairwise_statistics`).
+        Pairs of a group with an exact dependence (residual fraction at most
+        ``collinear_tol`` and at rounding level) compare as ``I(i, j) = 0``
+        (:func:`paralingam.reference.pairwise_statistics`).
+    engine : {"cpu", "numpy"}
+        Where the pair statistics are computed: the compiled CPU engine
+        (default; OpenMP over the pairs of all groups, float64) or the plain
+        numpy reference. Both give the same order.
+    n_threads : int, optional
+        Threads of the compiled engine.
+    return_scores : bool
+        Also return the root's score of each iteration that compared.
 
     Returns
     -------
     order : list of int
+    scores : list of float
+        Only with ``return_scores``.
     """
-    from .reference import pairwise_statistics, standardise
+    from .reference import CANDIDATE, IN_VJ, OTHER, standardise
 
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}; got {engine!r}")
+    if n_threads is not None:
+        n_threads = check_int("n_threads", n_threads, high=MAX_THREADS)
     p = X_list[0].shape[1]
     prior = None
     if prior_knowledge is not None:
@@ -53,25 +158,23 @@ def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge
     total = sum(len(X) for X in data)
     weights = [len(X) / total for X in data]
     remaining = list(range(p))
-    order = []
+    order, root_scores = [], []
     while remaining:
         if len(remaining) == 1:
             order.append(remaining.pop())
             break
-        in_vj = np.zeros(len(remaining), dtype=bool)
-        cands = np.arange(len(remaining))
+        status = np.full(len(remaining), CANDIDATE)
         if prior is not None:
             is_candidate, in_vj = prior.candidates(remaining)
-            cands = np.flatnonzero(is_candidate)
+            status = np.where(is_candidate, CANDIDATE, np.where(in_vj, IN_VJ, OTHER))
+        cands = np.flatnonzero(status == CANDIDATE)
         if len(cands) == 1:
             best = cands[0]
         else:
-            score = np.zeros(len(remaining))
-            for X, w in zip(data, weights):
-                stat = pairwise_statistics(standardise(X[:, remaining]), collinear_tol,
-                                           in_vj if in_vj.any() else None)
-                score += (np.minimum(0.0, stat) ** 2).sum(axis=1) * w
+            score = multi_group_scores([standardise(X[:, remaining]) for X in data], weights,
+                                       status, collinear_tol, engine, n_threads)
             best = cands[int(np.argmin(score[cands]))]  # first minimum, as lingam's argmax
+            root_scores.append(float(score[best]))
         root = remaining[best]
         order.append(root)
         remaining.remove(root)
@@ -80,6 +183,8 @@ def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge
             rest = X[:, remaining]
             cov = ((rest - rest.mean(axis=0)) * (xr - xr.mean())[:, None]).mean(axis=0)
             X[:, remaining] = rest - (cov / np.var(xr))[None, :] * xr[:, None]
+    if return_scores:
+        return order, root_scores
     return order
 
 
@@ -100,13 +205,16 @@ class MultiGroupDirectLiNGAM:
     backend : {"auto", "cpu", "cuda"}
         Where the adaptive lasso of the adjacency step runs (from
         ``paralingam.adjacency.CUDA_LASSO_MIN_FEATURES`` variables on the GPU
-        with ``"cuda"``); the order search is numpy's on every backend.
+        with ``"cuda"``). The order search runs on the compiled CPU engine on
+        every backend, ``"cuda"`` included (the GPU search scores one data
+        set only).
     adjacency : {"adaptive_lasso", "ols"}
         Edge estimator (lingam's adaptive lasso by default).
     coef_threshold : float, optional
         Coefficients with ``|b| < coef_threshold`` are set to zero.
     n_threads : int, optional
-        Threads of the adaptive lasso.
+        Threads of the order search and of the adaptive lasso (default:
+        OpenMP's, at most the usable cores).
 
     Attributes
     ----------
@@ -150,6 +258,8 @@ class MultiGroupDirectLiNGAM:
             raise ValueError(f"adjacency must be one of {ADJACENCY_METHODS}; got {self.adjacency!r}")
         if self.backend not in _backends.BACKENDS:
             raise ValueError(f"backend must be one of {_backends.BACKENDS}; got {self.backend!r}")
+        if self.n_threads is not None:
+            check_int("n_threads", self.n_threads, high=MAX_THREADS)
         pk = None
         if self.prior_knowledge is not None:
             pk = PriorKnowledge(self.prior_knowledge, p,
@@ -159,7 +269,8 @@ class MultiGroupDirectLiNGAM:
     def _fit_groups(self, data, pk, coef_threshold, backend):
         from .adjacency import estimate_adjacency
 
-        order = multi_group_causal_order(data, pk, bool(self.apply_prior_knowledge_softly))
+        order = multi_group_causal_order(data, pk, bool(self.apply_prior_knowledge_softly),
+                                         n_threads=self.n_threads)
         matrices = []
         for X in data:
             B = estimate_adjacency(X, order, method=self.adjacency, prior_knowledge=pk,
