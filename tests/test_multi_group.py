@@ -306,8 +306,11 @@ def test_ctrl_c_interrupts_the_compiled_search():
     env = dict(os.environ)
     env["PYTHONPATH"] = str(Path(paralingam.__file__).resolve().parents[1]) + os.pathsep \
         + env.get("PYTHONPATH", "")
+    # cwd: "python -c" puts the working folder first on sys.path (a source
+    # checkout without compiled extensions, in CI)
     proc = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=Path(paralingam.__file__).resolve().parents[1])
     try:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()[-3000:]
         time.sleep(1.0)

@@ -56,7 +56,7 @@ print(json.dumps({"scipy.linalg": "scipy.linalg" in sys.modules,
 
 def test_a_first_fit_times_its_loading_as_a_phase_of_its_own():
     out = subprocess.run([sys.executable, "-c", FRESH], capture_output=True, text=True,
-                         check=True, cwd=ROOT)
+                         check=True, cwd=Path(paralingam.__file__).resolve().parents[1])
     got = json.loads(out.stdout.strip().splitlines()[-1])
     # the first fit's loading is a phase of its own, not the standardisation's
     assert "load" in got["phases"] and "standardise" in got["phases"]

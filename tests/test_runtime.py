@@ -268,8 +268,10 @@ def _interrupt(step, where, ready_timeout=300):
     env = dict(os.environ)
     root = str(Path(paralingam.__file__).resolve().parents[1])
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    # cwd: "python -c" puts the working folder first on sys.path, and a source
+    # checkout there (pytest's folder in CI) has no compiled extensions
     proc = subprocess.Popen([sys.executable, "-c", CHILD, step], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=root)
     lines = queue.Queue()
 
     def read():
