@@ -690,6 +690,13 @@ def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_th
             sets = [predictor_sets[t] for t in rows]
             sub_offsets = np.zeros(len(rows) + 1, dtype=np.intp)
             sub_offsets[1:] = np.cumsum([len(s) for s in sets])
+            full = np.array([len(s) == k for k, s in zip(targets, predictor_sets)])
+            if (full & ~given.astype(bool) & on_cpu).any():
+                # predecessors linearly dependent: minimum-norm weights, as
+                # sklearn's lstsq gives them, for the compiled engine
+                ols_coef, ols_rss, filled = _min_norm_weights(X, order, std, gram_ord,
+                                                              ols_coef, ols_rss, solved)
+                given = (given.astype(bool) | (full & filled[targets_arr])).astype(np.uint8)
             B_cpu, fallback = lasso.adaptive_lasso_rows(
                 gram_ord, scatter_ord, targets_arr[rows], sub_offsets,
                 np.concatenate(sets).astype(np.intp), float(n), float(gamma),
@@ -820,6 +827,56 @@ def _ols_on_predecessors(gram):
     rss[:m] = np.diag(Lm) ** 2
     solved[:m] = np.isfinite(coef[:m]).all(axis=1)
     return coef, rss, solved
+
+
+def _min_norm_weights(X, order, std, gram, coef, rss, solved):
+    """Least squares of every variable on all before it, past the Cholesky factor's rows.
+
+    :func:`_ols_on_predecessors` solves the rows up to the first dependent
+    variable (``solved``); every later row gets the minimum-norm solution over
+    its predecessors on the standardised scale -- what least squares through
+    the pseudo-inverse (``np.linalg.lstsq``, sklearn's ``LinearRegression``)
+    gives -- from one Gram-Schmidt pass over the data (:func:`_min_norm_rows`)
+    instead of a factorisation per target. The residual sum of squares is
+    ``yy - g.b`` in ``gram``'s scale, as :func:`_adaptive_lasso_row_sklearn`
+    computes it.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_samples, p)
+    order : ndarray of int
+    std : ndarray, shape (p,)
+        The columns' population standard deviations (1 for a constant column).
+    gram : ndarray, shape (p, p)
+        The standardised Gram matrix in causal order.
+    coef, rss, solved : ndarray
+        :func:`_ols_on_predecessors` of ``gram``.
+
+    Returns
+    -------
+    coef, rss : ndarray
+        Copies with the rows after the solved ones filled in.
+    filled : ndarray of bool, shape (p,)
+        Rows (positions in causal order) that hold.
+    """
+    p = gram.shape[0]
+    filled = solved.copy()
+    m = int(np.argmin(solved)) if not solved.all() else p  # rows 0..m-1 hold
+    if m == p:
+        return coef, rss, filled
+    _memory.require("the adaptive lasso's minimum-norm least squares (dependent columns)",
+                    _memory.min_norm_bytes(X.shape[0], p), _memory.FEWER)
+    # rows 0..m-1 hold: their pivots 0..m-2 keep more than SINGULAR_TOL
+    first = max(m - 1, 0)
+    V = _data_vectors(X, order)
+    V /= std[order]  # the standardised variables' vectors: lstsq's scale
+    first = min(first, V.shape[0])
+    rows = _min_norm_rows(V, first)[m - first:]
+    coef, rss = coef.copy(), rss.copy()
+    coef[m:] = rows
+    rss[m:] = np.diag(gram)[m:] - np.einsum("ij,ij->i", rows, gram[m:])
+    filled[m:] = np.isfinite(rows).all(axis=1) & np.isfinite(rss[m:])
+    return coef, rss, filled
 
 
 def _compiled_lasso():
