@@ -183,3 +183,43 @@ def test_estimator_on_rank_deficient_data_runs_no_target_in_sklearn(monkeypatch)
     ref = adaptive_lasso_adjacency(X, model.causal_order_, engine="sklearn")
     np.testing.assert_allclose(model.adjacency_matrix_[~exact], ref[~exact], rtol=0, atol=1e-8)
     assert_rows_fit(X, model.adjacency_matrix_, exact)
+
+
+def test_near_copies_follow_sklearn_path_on_the_same_weights(monkeypatch):
+    # Column 3 copies column 0 up to 1e-9 (1 - R^2 ~ 1e-18, below SINGULAR_TOL):
+    # both count as one direction and get minimum-norm weights, equal for the
+    # pair. The reference engine's weights (lstsq on the Gram matrix, whose
+    # condition is the square of the data's) split the pair unevenly at 1e-10,
+    # and which of the two LARS takes, or whether it meets a degenerate
+    # regressor, follows that rounding. The compiled row must be sklearn's
+    # path and refit on the minimum-norm weights.
+    from paralingam.datasets import make_lingam_data
+
+    X = np.array(make_lingam_data(8, 200, density="sparse", random_state=214)[0])
+    X[:, 3] = X[:, 0] + 1e-9 * np.random.default_rng(0).standard_normal(200)
+    order = np.array([0, 3, 1, 2, 4, 5, 6, 7])
+    got = adaptive_lasso_adjacency(X, order, engine="compiled")
+    assert np.isfinite(got).all()
+
+    n, p = X.shape
+    _, S = adjacency._scatter(X)
+    std = np.sqrt(np.diag(S) / n)
+    gram = S / np.outer(std, std)
+    gram_ord = gram[np.ix_(order, order)]
+    coef, rss, solved = adjacency._ols_on_predecessors(gram_ord)
+    coef, rss, filled = adjacency._min_norm_weights(X, order, std, gram_ord, coef, rss, solved)
+    assert filled.all() and not solved.all()
+    solve_spd = adjacency._solve_spd
+    for k in range(1, p):
+        weights = iter([coef[k, :k]])  # the first solve is the weights, the next the refit
+
+        def solve(A, b):
+            return next(weights, None) if len(b) == k and A.shape == (k, k) and \
+                np.array_equal(b, gram[order[:k], order[k]]) else solve_spd(A, b)
+
+        monkeypatch.setattr(adjacency, "_solve_spd", solve)
+        kept, row, _ = adjacency._adaptive_lasso_row_sklearn(gram, S, order[k], order[:k], n,
+                                                             1.0)
+        expected = np.zeros(p)
+        expected[kept] = row
+        np.testing.assert_allclose(got[order[k]], expected, rtol=0, atol=1e-10)
