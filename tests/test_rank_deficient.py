@@ -46,20 +46,27 @@ def order_of(X):
     return np.asarray(paralingam.fit(X, on_collinear="ignore").causal_order)
 
 
+def standardised(X):
+    """As sklearn's StandardScaler: a constant column keeps scale 1."""
+    std = X.std(axis=0)
+    std[std == 0.0] = 1.0
+    return (X - X.mean(axis=0)) / std
+
+
 def explained_targets(X, order):
     """Targets whose residual on their predecessors is rounding (standardised)."""
-    Z = (X - X.mean(axis=0)) / X.std(axis=0)
+    Z = standardised(X)
     exact = np.zeros(X.shape[1], dtype=bool)
     for k in range(1, len(order)):
         P, y = Z[:, order[:k]], Z[:, order[k]]
         b = np.linalg.lstsq(P, y, rcond=None)[0]
-        exact[order[k]] = np.sum((y - P @ b) ** 2) <= 1e-20 * np.sum(y ** 2)
+        exact[order[k]] = np.sum((y - P @ b) ** 2) <= 1e-20 * max(np.sum(y ** 2), 1.0)
     return exact
 
 
 def dependent_targets(X, order):
     """Targets whose predecessors are linearly dependent."""
-    Z = (X - X.mean(axis=0)) / X.std(axis=0)
+    Z = standardised(X)
     return np.array([k > 0 and np.linalg.matrix_rank(Z[:, order[:k]]) < k
                      for k in np.argsort(order)])
 
@@ -223,3 +230,18 @@ def test_near_copies_follow_sklearn_path_on_the_same_weights(monkeypatch):
         expected = np.zeros(p)
         expected[kept] = row
         np.testing.assert_allclose(got[order[k]], expected, rtol=0, atol=1e-10)
+
+
+def test_constant_column_among_dependent_predecessors(monkeypatch):
+    # a constant column: zero Gram row, weight 0 in both engines, its own row zero
+    X = rank_deficient(20, 300, 10, 5)
+    X[:, 4] = 3.0
+    for order in (np.arange(20), np.random.default_rng(1).permutation(20)):
+        exact = explained_targets(X, order)
+        ref = adaptive_lasso_adjacency(X, order, engine="sklearn")
+        calls = sklearn_fallbacks(monkeypatch)
+        got = adaptive_lasso_adjacency(X, order, engine="compiled")
+        assert calls == []
+        assert np.isfinite(got).all() and not got[4].any() and not got[:, 4].any()
+        np.testing.assert_allclose(got[~exact], ref[~exact], rtol=0, atol=1e-8)
+        assert_rows_fit(X, got, exact)
