@@ -68,6 +68,11 @@ CUDA_LASSO_MIN_FEATURES = 256
 
 _EPS = np.finfo(np.float64).eps
 
+# The adaptive lasso's minimum-norm weights reduce the data to p rows by QR
+# first (O(n p^2)) only when the rank exceeds p / MIN_NORM_QR_RANK; below it,
+# Gram-Schmidt on the n-row columns (O(n p r)) costs less.
+MIN_NORM_QR_RANK = 4
+
 # Targets whose predictors prior knowledge restricts: with at most this
 # fraction of their predecessors excluded, the row comes from the inverse
 # factor of the whole order (_row_without, O(k^2 |E|)) instead of a
@@ -690,6 +695,13 @@ def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_th
             sets = [predictor_sets[t] for t in rows]
             sub_offsets = np.zeros(len(rows) + 1, dtype=np.intp)
             sub_offsets[1:] = np.cumsum([len(s) for s in sets])
+            full = np.array([len(s) == k for k, s in zip(targets, predictor_sets)])
+            if (full & ~given.astype(bool) & on_cpu).any():
+                # predecessors linearly dependent: minimum-norm weights, as
+                # sklearn's lstsq gives them, for the compiled engine
+                ols_coef, ols_rss, filled = _min_norm_weights(X, order, std, gram_ord,
+                                                              ols_coef, ols_rss, solved)
+                given = (given.astype(bool) | (full & filled[targets_arr])).astype(np.uint8)
             B_cpu, fallback = lasso.adaptive_lasso_rows(
                 gram_ord, scatter_ord, targets_arr[rows], sub_offsets,
                 np.concatenate(sets).astype(np.intp), float(n), float(gamma),
@@ -820,6 +832,77 @@ def _ols_on_predecessors(gram):
     rss[:m] = np.diag(Lm) ** 2
     solved[:m] = np.isfinite(coef[:m]).all(axis=1)
     return coef, rss, solved
+
+
+def _min_norm_weights(X, order, std, gram, coef, rss, solved):
+    """Least squares of every variable on all before it, past the Cholesky factor's rows.
+
+    :func:`_ols_on_predecessors` solves the rows up to the first dependent
+    variable (``solved``); every later row gets the minimum-norm solution over
+    its predecessors on the standardised scale -- what least squares through
+    the pseudo-inverse (``np.linalg.lstsq``, sklearn's ``LinearRegression``)
+    gives -- from one Gram-Schmidt pass over the data (:func:`_min_norm_rows`)
+    instead of a factorisation per target. The residual sum of squares is
+    ``yy - g.b`` in ``gram``'s scale, as :func:`_adaptive_lasso_row_sklearn`
+    computes it.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_samples, p)
+    order : ndarray of int
+    std : ndarray, shape (p,)
+        The columns' population standard deviations (1 for a constant column).
+    gram : ndarray, shape (p, p)
+        The standardised Gram matrix in causal order.
+    coef, rss, solved : ndarray
+        :func:`_ols_on_predecessors` of ``gram``.
+
+    Returns
+    -------
+    coef, rss : ndarray
+        Copies with the rows after the solved ones filled in.
+    filled : ndarray of bool, shape (p,)
+        Rows (positions in causal order) that hold.
+    """
+    p = gram.shape[0]
+    filled = solved.copy()
+    m = int(np.argmin(solved)) if not solved.all() else p  # rows 0..m-1 hold
+    if m == p:
+        return coef, rss, filled
+    _memory.require("the adaptive lasso's minimum-norm least squares (dependent columns)",
+                    _memory.min_norm_bytes(X.shape[0], p), _memory.FEWER)
+    # rows 0..m-1 hold: their pivots 0..m-2 keep more than SINGULAR_TOL
+    first = max(m - 1, 0)
+    n = X.shape[0]
+    if n > p and MIN_NORM_QR_RANK * _gram_rank(gram) > p:
+        V = _data_vectors(X, order)
+    else:
+        # low rank: Gram-Schmidt on the centred columns, O(n p r), costs less
+        # than reducing them to p rows by QR first, O(n p^2)
+        V = np.array(X[:, order], dtype=np.float64)
+        V -= V.mean(axis=0)
+        V /= np.sqrt(n)
+    V /= std[order]  # the standardised variables' vectors: lstsq's scale
+    first = min(first, V.shape[0])
+    rows = _min_norm_rows(V, first)[m - first:]
+    coef, rss = coef.copy(), rss.copy()
+    coef[m:] = rows
+    rss[m:] = np.diag(gram)[m:] - np.einsum("ij,ij->i", rows, gram[m:])
+    filled[m:] = np.isfinite(rows).all(axis=1) & np.isfinite(rss[m:])
+    return coef, rss, filled
+
+
+def _gram_rank(gram):
+    """Numerical rank of ``gram`` (pivoted Cholesky, pivots above ``SINGULAR_TOL``
+    of the largest diagonal entry), O(p^2 r): only to choose a route, the
+    rows themselves do not depend on it."""
+    from scipy.linalg.lapack import dpstrf
+
+    top = float(np.max(np.diag(gram), initial=0.0))
+    if not top > 0.0:
+        return 0
+    _, _, rank, _ = dpstrf(gram, tol=SINGULAR_TOL * top, lower=1)
+    return int(rank)
 
 
 def _compiled_lasso():

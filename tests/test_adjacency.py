@@ -178,12 +178,17 @@ def test_compiled_engine_on_tutorial_resamples():
                                    rtol=0, atol=1e-10)
 
 
-def test_compiled_engine_hands_degenerate_targets_to_sklearn(lingam_data):
+def test_compiled_engine_hands_degenerate_targets_to_sklearn(lingam_data, monkeypatch):
     # Column 3 copies column 0 up to 1e-9: least squares on both is singular to
     # rounding and sklearn's LARS drops a degenerate regressor, branches the port
     # does not take. Those targets are flagged and recomputed by the Python path.
+    # (Weights solved per target, as the engine does without the minimum-norm
+    # rows: with them this path takes no degenerate branch, see
+    # test_rank_deficient.py::test_near_copies_follow_sklearn_path_on_the_same_weights.)
     from paralingam.adjacency import AdjacencyWarning, _scatter
 
+    monkeypatch.setattr(adjacency, "_min_norm_weights",
+                        lambda X, order, std, gram, coef, rss, solved: (coef, rss, solved))
     X = np.array(lingam_data(8, 200, "sparse", 214)[0])
     X[:, 3] = X[:, 0] + 1e-9 * np.random.default_rng(0).standard_normal(200)
     order = [0, 3, 1, 2, 4, 5, 6, 7]

@@ -1,0 +1,247 @@
+"""The adaptive lasso on linearly dependent predecessors (issue 21).
+
+Past the first variable that is an exact combination of earlier ones, every
+target's predecessors are dependent: its least-squares weights are the
+minimum-norm solution (lingam's ``LinearRegression``, the reference engine's
+``lstsq``). The compiled engine gets them from one Gram-Schmidt pass
+(``adjacency._min_norm_weights``) instead of handing each such target to
+scikit-learn. Targets that are themselves exactly explained have a noise
+variance of rounding size, so BIC's choice along their path is decided by
+rounding in every implementation (lingam's too): there only the fit is
+checked, not the support.
+"""
+
+import numpy as np
+import pytest
+from lingam_cases import lingam_adjacency
+
+import paralingam
+from paralingam import adjacency
+from paralingam.adjacency import adaptive_lasso_adjacency
+
+pytest.importorskip("paralingam._lasso", reason="the compiled adaptive lasso is not built")
+
+
+def rank_deficient(p, n, explained, seed, noise=None):
+    """``p - explained`` LiNGAM variables plus exact combinations of 2-4 earlier
+    ones, columns shuffled (as ``benchmarks/bench_pipeline.py`` builds them)."""
+    from paralingam.datasets import make_lingam_data
+
+    rng = np.random.default_rng(seed)
+    X0 = make_lingam_data(p - explained, n, density="sparse", random_state=seed)[0]
+    cols = [X0[:, j] for j in range(X0.shape[1])]
+    for _ in range(explained):
+        parents = rng.choice(len(cols), size=min(int(rng.integers(2, 5)), len(cols)),
+                             replace=False)
+        w = rng.choice([-1.0, 1.0], size=len(parents)) * rng.uniform(0.5, 1.5, len(parents))
+        cols.append(sum(wi * cols[j] for wi, j in zip(w, parents)))
+    X = np.column_stack(cols)
+    if noise is not None:  # outliers: a few huge values in the free columns
+        rows = rng.choice(n, size=noise, replace=False)
+        X[rows, 0] *= 50.0
+    return np.ascontiguousarray(X[:, rng.permutation(p)])
+
+
+def order_of(X):
+    return np.asarray(paralingam.fit(X, on_collinear="ignore").causal_order)
+
+
+def standardised(X):
+    """As sklearn's StandardScaler: a constant column keeps scale 1."""
+    std = X.std(axis=0)
+    std[std == 0.0] = 1.0
+    return (X - X.mean(axis=0)) / std
+
+
+def explained_targets(X, order):
+    """Targets whose residual on their predecessors is rounding (standardised)."""
+    Z = standardised(X)
+    exact = np.zeros(X.shape[1], dtype=bool)
+    for k in range(1, len(order)):
+        P, y = Z[:, order[:k]], Z[:, order[k]]
+        b = np.linalg.lstsq(P, y, rcond=None)[0]
+        exact[order[k]] = np.sum((y - P @ b) ** 2) <= 1e-20 * max(np.sum(y ** 2), 1.0)
+    return exact
+
+
+def dependent_targets(X, order):
+    """Targets whose predecessors are linearly dependent."""
+    Z = standardised(X)
+    return np.array([k > 0 and np.linalg.matrix_rank(Z[:, order[:k]]) < k
+                     for k in np.argsort(order)])
+
+
+def sklearn_fallbacks(monkeypatch):
+    """Count the targets handed to scikit-learn's path."""
+    calls = []
+    original = adjacency._adaptive_lasso_row_sklearn
+
+    def counted(*args, **kwargs):
+        calls.append(args[2])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(adjacency, "_adaptive_lasso_row_sklearn", counted)
+    return calls
+
+
+def assert_rows_fit(X, B, rows):
+    """Each row of ``B`` reproduces its target to rounding (intercept aside)."""
+    Xc = X - X.mean(axis=0)
+    for i in np.flatnonzero(rows):
+        residual = Xc[:, i] - Xc @ B[i]
+        assert np.linalg.norm(residual) <= 1e-8 * np.linalg.norm(Xc[:, i]), i
+
+
+@pytest.mark.parametrize("p, n, explained, seed", [
+    (30, 400, 20, 301), (60, 300, 50, 302), (45, 1000, 20, 303), (80, 200, 74, 304),
+])
+def test_dependent_predecessors_run_compiled_and_equal_the_reference(p, n, explained, seed,
+                                                                     monkeypatch):
+    X = rank_deficient(p, n, explained, seed)
+    order = order_of(X)
+    dependent = dependent_targets(X, order)
+    exact = explained_targets(X, order)
+    assert dependent.sum() > 5 and (dependent & ~exact).any()  # the case under test
+    ref = adaptive_lasso_adjacency(X, order, engine="sklearn")
+    calls = sklearn_fallbacks(monkeypatch)
+    got = adaptive_lasso_adjacency(X, order, engine="compiled")
+    assert calls == []  # no target handed to scikit-learn
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got[~exact], ref[~exact], rtol=0, atol=1e-8)
+    assert_rows_fit(X, got, exact)
+    assert_rows_fit(X, ref, exact)
+
+
+@pytest.mark.parametrize("p, n, explained, seed", [(15, 300, 6, 311), (25, 200, 15, 312)])
+def test_dependent_predecessors_equal_lingam_where_defined(p, n, explained, seed):
+    # a random order: the search puts the free variables first, and only a
+    # wrong order gives unexplained targets dependent predecessors here
+    X = rank_deficient(p, n, explained, seed)
+    order = np.random.default_rng(seed).permutation(p)
+    exact = explained_targets(X, order)
+    assert (dependent_targets(X, order) & ~exact).any()
+    got = adaptive_lasso_adjacency(X, order, engine="compiled")
+    np.testing.assert_allclose(got[~exact], lingam_adjacency(X, order)[~exact], rtol=0,
+                               atol=1e-8)
+    assert_rows_fit(X, got, exact)
+
+
+def test_dependent_predecessors_with_outliers_and_prior_knowledge(monkeypatch):
+    X = rank_deficient(40, 500, 25, 321, noise=5)
+    order = order_of(X)
+    exact = explained_targets(X, order)
+    pk = -np.ones((40, 40))
+    pk[order[-1], order[3]] = 0  # one target restricted: it solves its own weights
+    ref = adaptive_lasso_adjacency(X, order, prior_knowledge=pk, engine="sklearn")
+    got = adaptive_lasso_adjacency(X, order, prior_knowledge=pk, engine="compiled")
+    np.testing.assert_allclose(got[~exact], ref[~exact], rtol=0, atol=1e-8)
+    assert got[order[-1], order[3]] == 0.0
+    assert_rows_fit(X, got, exact & (np.arange(40) != order[-1]))
+
+
+@pytest.mark.parametrize("qr", [True, False])
+def test_min_norm_weights_are_minimum_norm_least_squares(qr, monkeypatch):
+    # Both routes (QR of the data first, or Gram-Schmidt on the n-row columns)
+    # give pinv-least squares on the standardised predecessors.
+    monkeypatch.setattr(adjacency, "MIN_NORM_QR_RANK", 10 ** 6 if qr else 0)
+    X = rank_deficient(40, 300, 28, 331)
+    order = order_of(X)
+    n, p = X.shape
+    _, S = adjacency._scatter(X)
+    std = np.sqrt(np.diag(S) / n)
+    gram = (S / np.outer(std, std))[np.ix_(order, order)]
+    coef, rss, solved = adjacency._ols_on_predecessors(gram)
+    assert not solved.all()
+    coef2, rss2, filled = adjacency._min_norm_weights(X, order, std, gram, coef, rss, solved)
+    assert filled.all()
+    np.testing.assert_array_equal(coef2[solved], coef[solved])
+    Z = (X - X.mean(axis=0)) / std
+    Z = Z[:, order]
+    for k in np.flatnonzero(~solved):
+        b = np.linalg.lstsq(Z[:, :k], Z[:, k], rcond=None)[0]
+        np.testing.assert_allclose(coef2[k, :k], b, rtol=0, atol=1e-8 * max(1, abs(b).max()))
+        assert not coef2[k, k:].any()
+        # rss in the Gram matrix's scale, as the reference engine forms it
+        assert abs(rss2[k] - (gram[k, k] - gram[k, :k] @ b)) <= 1e-8 * gram[k, k]
+
+
+def test_full_rank_data_keep_the_factor_weights(monkeypatch):
+    # nothing dependent: the minimum-norm route is not taken
+    X = rank_deficient(20, 400, 0, 341)
+    order = order_of(X)
+
+    def unexpected(*args):
+        raise AssertionError("minimum-norm weights on full-rank data")
+
+    monkeypatch.setattr(adjacency, "_min_norm_weights", unexpected)
+    got = adaptive_lasso_adjacency(X, order, engine="compiled")
+    np.testing.assert_allclose(got, lingam_adjacency(X, order), rtol=0, atol=1e-8)
+
+
+def test_estimator_on_rank_deficient_data_runs_no_target_in_sklearn(monkeypatch):
+    from paralingam.estimator import DirectLiNGAM
+
+    X = rank_deficient(50, 400, 40, 351)
+    calls = sklearn_fallbacks(monkeypatch)
+    with pytest.warns(UserWarning):  # the search reports the exact dependence
+        model = DirectLiNGAM().fit(X)
+    assert calls == []
+    exact = explained_targets(X, model.causal_order_)
+    ref = adaptive_lasso_adjacency(X, model.causal_order_, engine="sklearn")
+    np.testing.assert_allclose(model.adjacency_matrix_[~exact], ref[~exact], rtol=0, atol=1e-8)
+    assert_rows_fit(X, model.adjacency_matrix_, exact)
+
+
+def test_near_copies_follow_sklearn_path_on_the_same_weights(monkeypatch):
+    # Column 3 copies column 0 up to 1e-9 (1 - R^2 ~ 1e-18, below SINGULAR_TOL):
+    # both count as one direction and get minimum-norm weights, equal for the
+    # pair. The reference engine's weights (lstsq on the Gram matrix, whose
+    # condition is the square of the data's) split the pair unevenly at 1e-10,
+    # and which of the two LARS takes, or whether it meets a degenerate
+    # regressor, follows that rounding. The compiled row must be sklearn's
+    # path and refit on the minimum-norm weights.
+    from paralingam.datasets import make_lingam_data
+
+    X = np.array(make_lingam_data(8, 200, density="sparse", random_state=214)[0])
+    X[:, 3] = X[:, 0] + 1e-9 * np.random.default_rng(0).standard_normal(200)
+    order = np.array([0, 3, 1, 2, 4, 5, 6, 7])
+    got = adaptive_lasso_adjacency(X, order, engine="compiled")
+    assert np.isfinite(got).all()
+
+    n, p = X.shape
+    _, S = adjacency._scatter(X)
+    std = np.sqrt(np.diag(S) / n)
+    gram = S / np.outer(std, std)
+    gram_ord = gram[np.ix_(order, order)]
+    coef, rss, solved = adjacency._ols_on_predecessors(gram_ord)
+    coef, rss, filled = adjacency._min_norm_weights(X, order, std, gram_ord, coef, rss, solved)
+    assert filled.all() and not solved.all()
+    solve_spd = adjacency._solve_spd
+    for k in range(1, p):
+        weights = iter([coef[k, :k]])  # the first solve is the weights, the next the refit
+
+        def solve(A, b):
+            return next(weights, None) if len(b) == k and A.shape == (k, k) and \
+                np.array_equal(b, gram[order[:k], order[k]]) else solve_spd(A, b)
+
+        monkeypatch.setattr(adjacency, "_solve_spd", solve)
+        kept, row, _ = adjacency._adaptive_lasso_row_sklearn(gram, S, order[k], order[:k], n,
+                                                             1.0)
+        expected = np.zeros(p)
+        expected[kept] = row
+        np.testing.assert_allclose(got[order[k]], expected, rtol=0, atol=1e-10)
+
+
+def test_constant_column_among_dependent_predecessors(monkeypatch):
+    # a constant column: zero Gram row, weight 0 in both engines, its own row zero
+    X = rank_deficient(20, 300, 10, 5)
+    X[:, 4] = 3.0
+    for order in (np.arange(20), np.random.default_rng(1).permutation(20)):
+        exact = explained_targets(X, order)
+        ref = adaptive_lasso_adjacency(X, order, engine="sklearn")
+        calls = sklearn_fallbacks(monkeypatch)
+        got = adaptive_lasso_adjacency(X, order, engine="compiled")
+        assert calls == []
+        assert np.isfinite(got).all() and not got[4].any() and not got[:, 4].any()
+        np.testing.assert_allclose(got[~exact], ref[~exact], rtol=0, atol=1e-8)
+        assert_rows_fit(X, got, exact)
