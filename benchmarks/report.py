@@ -260,6 +260,17 @@ def pipeline(out):
     (out / "pipeline.rst").write_text(text + "\n" + _source(name, d))
 
 
+def var_lingam(out):
+    name = "bench_var_lingam_vm_2cores.json"
+    d = _load(name)
+    a = d["args"]
+    rows = [[r["step"], _ms(r["paralingam_s"]), _ms(r["lingam_s"]), f"{r['ratio']:.0f}x"]
+            for r in d["rows"]]
+    text = (f"VARLiNGAM, p={a['p']}, T={a['T']}, lags={a['lags']}:\n\n"
+            + _table(["step", "paralingam", "lingam 1.13", "ratio"], rows))
+    (out / "var_lingam.rst").write_text(text + "\n" + _source(name, d))
+
+
 def render(out):
     """Write every table (``*.rst``) and plot (``*.png``) into the folder ``out``."""
     import matplotlib
@@ -282,6 +293,7 @@ def render(out):
     min_norm(out)
     p_values(out)
     pipeline(out)
+    var_lingam(out)
 
 
 if __name__ == "__main__":
