@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from . import _backends, _memory
+from . import _backends, _isa, _memory
 from ._result import FitResult
 from ._validation import (CUDA_BLOCKS, MAX_THREADS, WARPS_PER_PAIR, _as_data_matrix, check_bool,
                           check_choice, check_dtype, check_int, check_positive, default_threads,
@@ -378,7 +378,7 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
     # What the first fit of a process loads (the compiled search, the BLAS
     # controller) is timed apart: it is no part of any step.
     t0 = time.perf_counter()
-    from . import _cpu
+    _cpu = _isa.load("_cpu")
 
     _blas_threads()
     times["load"] = time.perf_counter() - t0

@@ -772,8 +772,9 @@ def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, 
     back) go to the CPU engine. When the GPU cannot run, nothing is done here
     and a warning says why.
     """
-    from . import _cuda_adjacency, _lasso
+    from . import _cuda_adjacency, _isa
 
+    _lasso = _isa.load("_lasso")
     p = gram.shape[0]
     done = np.zeros(len(targets), dtype=bool)
     out = _on_gpu(lambda: _cuda_adjacency.lars_supports(gram, targets[given], ols_coef, ols_rss,
@@ -906,11 +907,12 @@ def _gram_rank(gram):
 
 
 def _compiled_lasso():
+    from . import _isa
+
     try:
-        from . import _lasso
+        return _isa.load("_lasso")
     except ImportError:  # not built: sklearn's path for every target
         return None
-    return _lasso
 
 
 def _adaptive_lasso_row_sklearn(gram, scatter, target, predictors, n, gamma):

@@ -95,8 +95,10 @@ def multi_group_scores(Z_list, weights, status, collinear_tol=COLLINEAR_TOL, eng
         return score
     from ._validation import default_threads
 
+    from . import _isa
+
     try:
-        from . import _multi_group
+        _multi_group = _isa.load("_multi_group")
     except ImportError as exc:
         raise RuntimeError("the compiled multi-group engine (paralingam._multi_group) is not "
                            "built: rebuild paralingam (pip install .), or pass engine='numpy'"
