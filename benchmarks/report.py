@@ -271,6 +271,17 @@ def var_lingam(out):
     (out / "var_lingam.rst").write_text(text + "\n" + _source(name, d))
 
 
+def cpu_builds(out):
+    name = "cpu_builds_vm_2cores.json"
+    d = _load(name)
+    base = {(r["p"], r["n"]): r["fit_s"] for r in d["rows"] if r["build"] == "baseline"}
+    rows = [[r["build"], f"{r['p']} x {r['n']}", _ms(r["fit_s"]), _ms(r["search_float64_s"]),
+             f"{base[(r['p'], r['n'])] / r['fit_s']:.1f}x"] for r in d["rows"]]
+    text = _table(["build", "p x n", "fit (float32 search)", "float64 search",
+                   "speed-up over baseline"], rows)
+    (out / "cpu_builds.rst").write_text(text + "\n" + _source(name, d))
+
+
 def render(out):
     """Write every table (``*.rst``) and plot (``*.png``) into the folder ``out``."""
     import matplotlib
@@ -294,6 +305,7 @@ def render(out):
     p_values(out)
     pipeline(out)
     var_lingam(out)
+    cpu_builds(out)
 
 
 if __name__ == "__main__":
