@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import _cpu, reference
+from paralingam import _isa, reference
+
+_cpu = _isa.load("_cpu")  # the build fit uses (paralingam._isa)
 
 from test_prior_knowledge import prior_from_order
 
