@@ -10,9 +10,9 @@ still uses the wide vectors the float32 search's exp and log need: on a
 (docs/design/cpu_builds.rst). ``PARALINGAM_CPU_BUILD`` (``baseline``,
 ``x86_64_v3`` or ``x86_64_v4``) forces a build, for tests and comparisons.
 
-The search's orders do not depend on the build (its float32 roots are
-certified); edge weights differ between builds at the level of rounding, as
-they do between machines.
+The builds differ only in rounding (FMA contraction, vector widths), as
+builds on different machines do: orders agree unless two candidates'
+float64 scores tie to the last bits, and edge weights agree to rounding.
 """
 
 import functools
