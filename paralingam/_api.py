@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 from . import _backends, _isa, _memory
+from ._progress import Progress, check_progress
 from ._result import FitResult
 from ._validation import (CUDA_BLOCKS, MAX_THREADS, WARPS_PER_PAIR, _as_data_matrix, check_bool,
                           check_choice, check_dtype, check_int, check_positive, default_threads,
@@ -121,6 +122,7 @@ def fit(
     apply_prior_knowledge_softly=False,
     on_collinear="warn",
     feature_names=None,
+    progress=False,
     _adjacency=None,
     _adjacency_method="ols",
     _adjacency_threads=1,
@@ -205,6 +207,12 @@ def fit(
     feature_names : sequence of str, optional
         One name per column, used in the result and in error messages
         (default: a DataFrame's column names).
+    progress : bool or {"auto"}, default False
+        A bar of the search's iterations on stderr (CPU backend): ``True``
+        always, ``"auto"`` when stderr is a terminal and the search has run
+        for a second, ``False`` never (the default, so that the fits of a
+        bootstrap or a script's loop stay silent; the command line passes
+        ``"auto"``). The CUDA backend's searches report none.
 
     Returns
     -------
@@ -251,6 +259,7 @@ def fit(
     if warps_per_pair is not None:
         warps_per_pair = check_int("warps_per_pair", warps_per_pair, WARPS_PER_PAIR)
     on_collinear = check_choice("on_collinear", on_collinear, ON_COLLINEAR)
+    progress = check_progress(progress)
     apply_prior_knowledge_softly = check_bool("apply_prior_knowledge_softly",
                                               apply_prior_knowledge_softly)
     candidates = prior = None
@@ -282,7 +291,7 @@ def fit(
         if name == "cpu":
             order, explained, per_it, n_rederived = _search_cpu(
                 search_data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads,
-                times, stop, candidates, use_float=dtype != "float64")
+                times, stop, candidates, use_float=dtype != "float64", progress=progress)
         else:  # pragma: no cover - needs a GPU
             from . import _cuda
             order, explained, per_it, n_rederived = _cuda.search(
@@ -374,7 +383,7 @@ def _blas_threads():
 
 
 def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times,
-                stop_on_dependence, candidates=None, use_float=True):
+                stop_on_dependence, candidates=None, use_float=True, progress=False):
     # What the first fit of a process loads (the compiled search, the BLAS
     # controller) is timed apart: it is no part of any step.
     t0 = time.perf_counter()
@@ -404,12 +413,14 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
             cov[np.ix_(alive, alive)] = covariance_of_rows(rows)
 
     t0 = time.perf_counter()
-    result = _cpu.search_order(
-        Z, cov, threshold=threshold, gamma0=gamma0, c=c, collinear_tol=collinear_tol,
-        explained_tol=explained_tol, drift_tol=DRIFT_TOL,
-        n_threads=threads, adapt_threads=n_threads is None, rederive=rederive,
-        stop_on_dependence=stop_on_dependence, candidates=candidates, use_float=use_float,
-        noise=initial_noise(data))
+    with Progress(p, progress, desc="search", unit="variable") as bar:
+        result = _cpu.search_order(
+            Z, cov, threshold=threshold, gamma0=gamma0, c=c, collinear_tol=collinear_tol,
+            explained_tol=explained_tol, drift_tol=DRIFT_TOL,
+            n_threads=threads, adapt_threads=n_threads is None, rederive=rederive,
+            stop_on_dependence=stop_on_dependence, candidates=candidates, use_float=use_float,
+            noise=initial_noise(data), progress=bar.update_to if bar.enabled else None)
+        bar.update_to(p)
     times["search"] = time.perf_counter() - t0
     return result
 

@@ -737,7 +737,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                  double explained_tol=1e-10, double drift_tol=1e-8,
                  int n_threads=0, rederive=None, bint stop_on_dependence=False,
                  candidates=None, bint adapt_threads=False, double busy_margin=BUSY_MARGIN,
-                 bint use_float=False, double moment_err=FLOAT_MOMENT_ERR, noise=None):
+                 bint use_float=False, double moment_err=FLOAT_MOMENT_ERR, noise=None,
+                 progress=None):
     """Causal order of standardised rows ``X`` (p, n) with covariance ``cov``.
 
     Both arrays are modified in place. ``rederive(alive)`` is called with the
@@ -752,6 +753,9 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     once per iteration with the original indices of the remaining variables,
     ascending, and returns two bool arrays aligned with them: which may be
     the root, and which are in ``V_j``.
+
+    ``progress(done)`` (None for none) is called at the start of every
+    iteration with the number of variables ordered so far.
 
     ``n_threads`` threads (0: OpenMP's default). With ``adapt_threads`` the
     search uses fewer of them while other work holds its threads up (see
@@ -906,6 +910,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
 
     while r > 0:
         PyErr_CheckSignals()  # (compiled code: the interpreter does not check here)
+        if progress is not None:
+            progress(<int>p - r)  # variables ordered so far
         if r == 1:
             order.append(alive[0])
             break

@@ -700,7 +700,8 @@ def _fit_direct(args, tables, prior):
 
     result = _api.fit(X, backend=args.backend, feature_names=names, prior_knowledge=prior,
                       apply_prior_knowledge_softly=args.soft_prior,
-                      on_collinear=on_collinear, _adjacency=adjacency, **options)
+                      on_collinear=on_collinear, progress=_progress(args),
+                      _adjacency=adjacency, **options)
     out = result.to_dict()
     out["model"] = "DirectLiNGAM"
     out["adjacency"] = args.adjacency

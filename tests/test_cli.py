@@ -1005,3 +1005,11 @@ def test_no_progress_in_a_pipeline(lingam_data, tmp_path, capsys, monkeypatch):
     np.save(tmp_path / "x.npy", lingam_data(4, 200, "sparse", 945)[0])
     _fit_json(tmp_path, tmp_path / "x.npy", "--bootstrap", "3")
     assert "resamples (" not in capsys.readouterr().err
+
+
+def test_search_progress_on_a_terminal_and_not_under_quiet(lingam_data, tmp_path, capsys, terminal):
+    np.save(tmp_path / "x.npy", lingam_data(6, 300, "sparse", 946)[0])
+    _fit_json(tmp_path, tmp_path / "x.npy", "--backend", "cpu")
+    assert "search: 6/6 variables (100%)" in capsys.readouterr().err
+    _fit_json(tmp_path, tmp_path / "x.npy", "--backend", "cpu", "--quiet")
+    assert capsys.readouterr() == ("", "")

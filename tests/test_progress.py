@@ -10,6 +10,7 @@ import pytest
 import paralingam
 from paralingam import _progress
 from paralingam._progress import Progress
+from paralingam.datasets import make_lingam_data
 
 
 class FakeTqdm:
@@ -189,3 +190,24 @@ def test_p_values_give_the_same_result_with_a_bar(lingam_data, no_tqdm, capsys):
     assert re.search(r"p-values: (\d+)/\1 tiles \(100%\)", capsys.readouterr().err)
     np.testing.assert_array_equal(shown, model.get_error_independence_p_values(X))
     assert capsys.readouterr().err == ""
+
+
+def test_cpu_search_reports_its_iterations_and_keeps_its_result(capsys):
+    import paralingam
+
+    X = np.asarray(make_lingam_data(12, 400, density="sparse", random_state=3)[0])
+    quiet = paralingam.fit(X, backend="cpu", progress=False)
+    assert capsys.readouterr().err == ""
+    shown = paralingam.fit(X, backend="cpu", progress=True)
+    err = capsys.readouterr().err
+    assert "search" in err and "12/12" in err
+    assert list(shown.causal_order) == list(quiet.causal_order)
+    np.testing.assert_array_equal(shown.adjacency_matrix, quiet.adjacency_matrix)
+
+
+def test_fit_refuses_a_bad_progress_value():
+    import paralingam
+
+    X = np.asarray(make_lingam_data(4, 100, random_state=1)[0])
+    with pytest.raises(ValueError, match="progress must be True, False or 'auto'"):
+        paralingam.fit(X, backend="cpu", progress="yes")
