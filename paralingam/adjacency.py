@@ -946,7 +946,10 @@ def _adaptive_lasso_row_sklearn(gram, scatter, target, predictors, n, gamma):
     rss_ols = max(yy - g @ b_ols, _LARS_EPS * yy)
     noise_var = rss_ols / (n - m - 1)
     dof = (np.abs(path) > _LARS_EPS).sum(axis=0)
-    bic = n * np.log(2.0 * np.pi * noise_var) + rss_path / noise_var + np.log(n) * dof
+    # a constant target (yy = 0) has no noise: every BIC is NaN and argmin
+    # takes the path's start, no predictor, as it should
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bic = n * np.log(2.0 * np.pi * noise_var) + rss_path / noise_var + np.log(n) * dof
     best = path[:, np.argmin(bic)]
     kept = predictors[np.abs(best * weight) > 0.0]
 
