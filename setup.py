@@ -106,7 +106,7 @@ extensions = [
         extra_link_args=["-fopenmp"],
         # glibc's vector math library, which -ffast-math loops call.
         libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
-        depends=["paralingam/_cpu_kernels.h"],
+        depends=["paralingam/_cpu_kernels.h", "paralingam/_runtime.h", "paralingam/_interrupts.pxi"],
     ),
     # Candidate scores of the multi-group order search (paralingam.multi_group):
     # the float64 pair statistic of _cpu_kernels.h over every group's pairs.
@@ -118,7 +118,7 @@ extensions = [
         extra_compile_args=cpu_flags,
         extra_link_args=["-fopenmp"],
         libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
-        depends=["paralingam/_cpu_kernels.h"],
+        depends=["paralingam/_cpu_kernels.h", "paralingam/_runtime.h", "paralingam/_interrupts.pxi"],
     ),
     # The adaptive lasso of the adjacency step (a port of scikit-learn's LARS
     # path), targets in OpenMP threads. No -ffast-math: only the dot products
@@ -130,7 +130,7 @@ extensions = [
         include_dirs=["paralingam"],
         extra_compile_args=["-O3", "-fopenmp"] + (["-march=native"] if native else []),
         extra_link_args=["-fopenmp"],
-        depends=["paralingam/_lasso_kernels.h"],
+        depends=["paralingam/_lasso_kernels.h", "paralingam/_runtime.h", "paralingam/_interrupts.pxi"],
     ),
     # The rank-one Cholesky update of the minimum-norm least squares
     # (paralingam.adjacency, rank-deficient data).

@@ -82,17 +82,11 @@ cdef extern from "_cpu_kernels.h" nogil:
     int pl_register_fork_handler()
     int pl_threads_usable()
 
-cdef extern from "Python.h":
-    # Without an exception clause: poll_signals fetches the exception itself.
-    int pl_check_signals "PyErr_CheckSignals" ()
+include "_interrupts.pxi"  # Ctrl-C: Interrupt, poll_signals, raise_stopped
 
 # Fork (docs/design/runtime.rst): the thread that survives a fork runs serially.
 pl_register_fork_handler()
 
-# Ctrl-C (docs/design/runtime.rst): the thread that called the search runs
-# Python's signal handlers at most this often while its regions run; an
-# exception from a handler stops every thread at its next pair or task.
-cdef double POLL_INTERVAL = 0.01
 
 cdef double LOG2 = 0.6931471805599453
 # Prior-knowledge status of a variable (as paralingam.reference); only
@@ -304,44 +298,7 @@ cdef struct Search:
     # clocks of the iteration's regions (see BUSY_MARGIN)
     double wall        # wall time of the regions
     double cpu         # CPU time the threads spent on their tasks
-    # interrupts (see POLL_INTERVAL)
-    int stop           # 1 once a signal handler raised: every thread leaves (atomic)
-    bint poll          # the calling thread is Python's main thread (it runs the handlers)
-    double next_poll   # wall time of its next check
-    PyObject *exc_type # the handler's exception, raised when the search unwinds
-    PyObject *exc_value
-    PyObject *exc_tb
-
-
-cdef void poll_signals(Search *s) noexcept nogil:
-    """Thread 0 only: run Python's signal handlers every POLL_INTERVAL.
-
-    An exception from a handler (KeyboardInterrupt) is kept in ``s`` and
-    ``s.stop`` set; the threads then leave their tasks, the regions end, and
-    ``raise_stopped`` raises it.
-    """
-    cdef double now
-    if not s.poll or pl_load_int(&s.stop):
-        return
-    now = pl_wall_seconds()
-    if now < s.next_poll:
-        return
-    s.next_poll = now + POLL_INTERVAL
-    with gil:
-        if pl_check_signals() != 0:
-            PyErr_Fetch(&s.exc_type, &s.exc_value, &s.exc_tb)
-            pl_store_int(&s.stop, 1)
-
-
-cdef int raise_stopped(Search *s) except -1:
-    """Raise the exception that stopped the search."""
-    if s.exc_type == NULL:
-        raise KeyboardInterrupt
-    PyErr_Restore(s.exc_type, s.exc_value, s.exc_tb)  # (steals the references)
-    s.exc_type = NULL
-    s.exc_value = NULL
-    s.exc_tb = NULL
-    return -1
+    Interrupt intr     # Ctrl-C (_interrupts.pxi)
 
 
 cdef inline double pair_fraction(Search *s, int ia, int ib) noexcept nogil:
@@ -473,12 +430,12 @@ cdef void run_worker(Search *s, int w, double gamma_stop, int tid) noexcept nogi
     cdef int t, a, b
     cdef int pairs = 0
     while True:
-        if pl_load_int(&s.stop):
+        if pl_load_int(&s.intr.stop):
             return
         if tid == 0:
             pairs = pairs + 1
             if pairs & 7 == 0:
-                poll_signals(s)
+                poll_signals(&s.intr)
         if pl_load_double(&s.score[w]) > gamma_stop:
             return
         if pl_load_int(&s.ndone[w]) >= r - 1:
@@ -611,8 +568,8 @@ cdef void run_tasks(Search *s, int what, int count, int chunk, int *next_task,
     first = pl_next_tasks(next_task, chunk)
     while first < count:
         if tid == 0:
-            poll_signals(s)
-        if pl_load_int(&s.stop):
+            poll_signals(&s.intr)
+        if pl_load_int(&s.intr.stop):
             return
         end = min(first + chunk, count)
         for task in range(first, end):
@@ -641,7 +598,7 @@ cdef void run_region(Search *s, int what, int count, int nt) noexcept nogil:
     as much as a short row of the covariance update. Tasks write disjoint
     rows, so the thread that runs a task never changes a result. One thread
     runs the tasks itself, outside OpenMP (see pl_threads_usable). After an
-    interrupt (``s.stop``) the tasks are left unfinished.
+    interrupt (``s.intr.stop``) the tasks are left unfinished.
     """
     cdef int next_task = 0
     cdef int chunk = 1 if what == ROUND or what == REDO else max(1, count // (8 * nt))
@@ -892,12 +849,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     s.cand = &cand_v[0]
     s.stat_err = &stat_err_v[0, 0]
     s.redo_stat = &redo_v[0, 0]
-    s.stop = 0
-    s.poll = threading.current_thread() is threading.main_thread()
-    s.next_poll = pl_wall_seconds() + POLL_INTERVAL
-    s.exc_type = NULL
-    s.exc_value = NULL
-    s.exc_tb = NULL
+    interrupt_start(&s.intr)
     cdef double settle
     cdef int n_redo
 
@@ -982,7 +934,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         with nogil:
             # Entropy of every worker's variable; reset worker state.
             run_region(&s, PREPARE, s.r, nt)
-            if pl_load_int(&s.stop):
+            if pl_load_int(&s.intr.stop):
                 nw = 0  # interrupted: no rounds
             s.compared = 0
             gamma = gamma0 if threshold else INFINITY
@@ -1036,11 +988,11 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                     continue
                 rounds = rounds + 1
                 run_region(&s, ROUND, n_active, nt)
-                if pl_load_int(&s.stop):
+                if pl_load_int(&s.intr.stop):
                     break
 
-        if s.stop:
-            raise_stopped(&s)
+        if s.intr.stop:
+            raise_stopped(&s.intr)
 
         root = idx[root_local]
         order.append(root)
@@ -1058,8 +1010,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         s.root = root
         with nogil:
             run_region(&s, UPDATE_DATA, r, nt)
-        if s.stop:
-            raise_stopped(&s)
+        if s.intr.stop:
+            raise_stopped(&s.intr)
 
         if stop_on_dependence and (gone_arr[alive_arr[:r]] == 2).any():
             raise LinearDependenceError(
@@ -1084,8 +1036,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         s.r = r
         with nogil:
             run_region(&s, UPDATE_COV, r, nt)
-        if s.stop:
-            raise_stopped(&s)
+        if s.intr.stop:
+            raise_stopped(&s.intr)
         if adapt_threads and nt > 1 and len(per_iteration["threads"]) > BUSY_SKIP:
             busy_cores.record(nt, nthreads, s.wall, s.cpu, busy_margin, pl_wall_seconds())
 

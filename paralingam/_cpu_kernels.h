@@ -15,6 +15,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "_runtime.h"  /* flags, clock, fork handler */
+
 /* log cosh u = |u| + log(1 + exp(-2|u|)) - log 2 never overflows. The sums
  * of log(1 + e), e in (0, 1], take one log per PL_FACTORS terms: the factors
  * 1 + e of a chunk are multiplied lane by lane (at most 2^PL_FACTORS, no
@@ -406,10 +408,6 @@ static inline int pl_claim(int *state)
                                        __ATOMIC_RELAXED);
 }
 
-static inline int pl_load_int(const int *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-
-static inline void pl_store_int(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-
 static inline void pl_add_int(int *p, int v) { __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
 
 static inline double pl_load_double(const double *p)
@@ -443,13 +441,7 @@ static inline int pl_next_tasks(int *counter, int chunk)
 
 /* ---- clocks of the thread-count check (see _cpu.pyx, BUSY_MARGIN) ---- */
 
-/* Wall-clock seconds (monotonic). */
-static inline double pl_wall_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+/* (wall-clock seconds: pl_wall_seconds, _runtime.h) */
 
 /* CPU seconds of the calling thread: time it ran, not time it waited for a
  * core. Returns -1 where the platform has no such clock (no check then). */
@@ -497,37 +489,6 @@ static inline void pl_order_partners(const double *cov, Py_ssize_t p, const int 
     for (int b = 0, sum = 0; b < PL_ORDER_BUCKETS; ++b) { const int c = start[b]; start[b] = sum; sum += c; }
     for (int t = 0; t < r; ++t)
         if (t != w) out[start[scratch[t]]++] = t;
-}
-
-/* ---- fork and interrupts (docs/design/runtime.rst) ---- */
-
-#include <pthread.h>
-
-/* libgomp keeps a thread's team of worker threads for its next parallel
- * region, and fork copies only the forking thread: in the child that thread
- * still holds its team, whose threads no longer exist, and its next parallel
- * region waits for them forever. The child handler records the thread that
- * survived a fork; it runs every region on one thread without entering
- * OpenMP. Threads the child starts later have no team yet and may use many. */
-static pthread_t pl_fork_survivor;
-static int pl_forked = 0;
-
-static void pl_after_fork_in_child(void)
-{
-    pl_fork_survivor = pthread_self();
-    pl_forked = 1;
-}
-
-/* Called once when the extension is imported. */
-static inline int pl_register_fork_handler(void)
-{
-    return pthread_atfork(NULL, NULL, pl_after_fork_in_child);
-}
-
-/* 1 when the calling thread may start an OpenMP team with several threads. */
-static inline int pl_threads_usable(void)
-{
-    return !pl_forked || !pthread_equal(pthread_self(), pl_fork_survivor);
 }
 
 #endif

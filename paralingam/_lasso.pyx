@@ -64,13 +64,10 @@ cdef extern from "_lasso_kernels.h" nogil:
     int pl_register_fork_handler()
     int pl_threads_usable()
 
-cdef extern from "Python.h":
-    # Without an exception clause: poll_signals fetches the exception itself.
-    int pl_check_signals "PyErr_CheckSignals" ()
+include "_interrupts.pxi"  # Ctrl-C: Interrupt, poll_signals, raise_stopped
 
-# Fork and Ctrl-C: as the search (paralingam/_cpu.pyx, docs/design/runtime.rst).
+# Fork: as the search (paralingam/_cpu.pyx, docs/design/runtime.rst).
 pl_register_fork_handler()
-cdef double POLL_INTERVAL = 0.01
 
 
 cdef double TINY32 = FLT_MIN            # np.finfo(np.float32).tiny
@@ -567,29 +564,8 @@ cdef struct Job:
     const unsigned char* ols_given
     double* B
     unsigned char* flag        # per target: FALLBACK / failed
-    # interrupts (as the search's, paralingam/_cpu.pyx)
     Py_ssize_t next_task
-    int stop
-    bint poll
-    double next_poll
-    PyObject* exc_type
-    PyObject* exc_value
-    PyObject* exc_tb
-
-
-cdef void poll_signals(Job* j) noexcept nogil:
-    """Thread 0 only: run Python's signal handlers every POLL_INTERVAL; stop on an exception."""
-    cdef double now
-    if not j.poll or pl_load_int(&j.stop):
-        return
-    now = pl_wall_seconds()
-    if now < j.next_poll:
-        return
-    j.next_poll = now + POLL_INTERVAL
-    with gil:
-        if pl_check_signals() != 0:
-            PyErr_Fetch(&j.exc_type, &j.exc_value, &j.exc_tb)
-            pl_store_int(&j.stop, 1)
+    Interrupt intr             # Ctrl-C (_interrupts.pxi)
 
 
 cdef void run_target(Job* j, Py_ssize_t r) noexcept nogil:
@@ -612,8 +588,8 @@ cdef void run_targets(Job* j, int tid) noexcept nogil:
     cdef Py_ssize_t r = pl_next_task(&j.next_task)
     while r < j.n_targets:
         if tid == 0:
-            poll_signals(j)
-        if pl_load_int(&j.stop):
+            poll_signals(&j.intr)
+        if pl_load_int(&j.intr.stop):
             return
         run_target(j, r)
         r = pl_next_task(&j.next_task)
@@ -628,24 +604,15 @@ cdef int run_job(Job* j, int threads) except -1:
     One thread runs the targets itself, outside OpenMP.
     """
     j.next_task = 0
-    j.stop = 0
-    j.poll = threading.current_thread() is threading.main_thread()
-    j.next_poll = pl_wall_seconds() + POLL_INTERVAL
-    j.exc_type = NULL
-    j.exc_value = NULL
-    j.exc_tb = NULL
+    interrupt_start(&j.intr)
     with nogil:
         if threads <= 1:
             run_targets(j, 0)
         else:
             with parallel(num_threads=threads):
                 run_targets(j, openmp.omp_get_thread_num())
-    if j.stop:
-        if j.exc_type == NULL:
-            raise KeyboardInterrupt
-        PyErr_Restore(j.exc_type, j.exc_value, j.exc_tb)  # (steals the references)
-        j.exc_type = NULL
-        return -1
+    if j.intr.stop:
+        raise_stopped(&j.intr)
     return 0
 
 

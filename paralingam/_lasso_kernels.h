@@ -47,48 +47,13 @@ static inline void pl_axpy_gather(double a, const double *row, const Py_ssize_t 
         y[i] += a * row[idx[i]];
 }
 
-/* ---- task counter, clock, fork and interrupts (docs/design/runtime.rst) ---- */
+/* ---- task counter; flags, clock and fork handler from _runtime.h ---- */
 
-#include <pthread.h>
-#include <time.h>
+#include "_runtime.h"
 
 static inline Py_ssize_t pl_next_task(Py_ssize_t *counter)
 {
     return __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
-}
-
-static inline int pl_load_int(const int *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-
-static inline void pl_store_int(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-
-/* Wall-clock seconds (monotonic). */
-static inline double pl_wall_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* The thread that survived the last fork runs every region on one thread
- * without entering OpenMP: its libgomp team did not survive the fork (see
- * the same code in _cpu_kernels.h). */
-static pthread_t pl_fork_survivor;
-static int pl_forked = 0;
-
-static void pl_after_fork_in_child(void)
-{
-    pl_fork_survivor = pthread_self();
-    pl_forked = 1;
-}
-
-static inline int pl_register_fork_handler(void)
-{
-    return pthread_atfork(NULL, NULL, pl_after_fork_in_child);
-}
-
-static inline int pl_threads_usable(void)
-{
-    return !pl_forked || !pthread_equal(pthread_self(), pl_fork_survivor);
 }
 
 #endif

@@ -56,14 +56,10 @@ cdef extern from "_cpu_kernels.h" nogil:
     int pl_register_fork_handler()
     int pl_threads_usable()
 
-cdef extern from "Python.h":
-    # Without an exception clause: poll_signals fetches the exception itself.
-    int pl_check_signals "PyErr_CheckSignals" ()
+include "_interrupts.pxi"  # Ctrl-C: Interrupt, poll_signals, raise_stopped
 
 # Each extension has its own copy of the header's fork state: register ours.
 pl_register_fork_handler()
-
-cdef double POLL_INTERVAL = 0.01
 
 # Regions with fewer sample-pair products than this run on one thread unless
 # n_threads says otherwise: about a millisecond of work, where starting the
@@ -89,28 +85,7 @@ cdef struct Job:
     double band           # pairs with 1 - rho**2 above it cannot be collinear
     double noise          # rounding noise of a pair's residual (STEP_ROUNDING * eps)
     double margin         # ROUNDING_MARGIN
-    # interrupts
-    int stop
-    bint poll
-    double next_poll
-    PyObject *exc_type
-    PyObject *exc_value
-    PyObject *exc_tb
-
-
-cdef void poll_signals(Job *s) noexcept nogil:
-    """The calling thread only: run Python's signal handlers every POLL_INTERVAL."""
-    cdef double now
-    if not s.poll or pl_load_int(&s.stop):
-        return
-    now = pl_wall_seconds()
-    if now < s.next_poll:
-        return
-    s.next_poll = now + POLL_INTERVAL
-    with gil:
-        if pl_check_signals() != 0:
-            PyErr_Fetch(&s.exc_type, &s.exc_value, &s.exc_tb)
-            pl_store_int(&s.stop, 1)
+    Interrupt intr        # Ctrl-C (_interrupts.pxi)
 
 
 cdef void entropy_task(Job *s, int task) noexcept nogil:
@@ -161,8 +136,8 @@ cdef void run_tasks(Job *s, int what, int count, int *next_task, int tid) noexce
     cdef int task = pl_next_tasks(next_task, 1)
     while task < count:
         if tid == 0:
-            poll_signals(s)
-        if pl_load_int(&s.stop):
+            poll_signals(&s.intr)
+        if pl_load_int(&s.intr.stop):
             return
         if what == 0:
             entropy_task(s, task)
@@ -179,15 +154,6 @@ cdef void run_region(Job *s, int what, int count, int nt) noexcept nogil:
     else:
         with parallel(num_threads=nt):
             run_tasks(s, what, count, &next_task, openmp.omp_get_thread_num())
-
-
-cdef int raise_stopped(Job *s) except -1:
-    """Raise the exception that stopped the region."""
-    if s.exc_type == NULL:
-        raise KeyboardInterrupt
-    PyErr_Restore(s.exc_type, s.exc_value, s.exc_tb)  # (steals the references)
-    s.exc_type = s.exc_value = s.exc_tb = NULL
-    return -1
 
 
 def pair_statistics(list rows, int[::1] ta, int[::1] tb, int[::1] both, int[::1] mirror, *,
@@ -272,10 +238,7 @@ def pair_statistics(list rows, int[::1] ta, int[::1] tb, int[::1] both, int[::1]
     s.band = band
     s.noise = STEP_ROUNDING * EPS  # pair_noise(0, 0): the reference's noise=None
     s.margin = ROUNDING_MARGIN
-    s.stop = 0
-    s.poll = threading.current_thread() is threading.main_thread()
-    s.next_poll = 0.0
-    s.exc_type = s.exc_value = s.exc_tb = NULL
+    interrupt_start(&s.intr)
     cdef int nt_rows, nt_pairs
     nt = n_threads if n_threads > 0 else (max_threads if max_threads > 0
                                           else openmp.omp_get_max_threads())
@@ -290,8 +253,8 @@ def pair_statistics(list rows, int[::1] ta, int[::1] tb, int[::1] both, int[::1]
             nt_pairs = 1
     with nogil:
         run_region(&s, 0, G * r, nt_rows)
-        if not pl_load_int(&s.stop) and s.n_pairs:
+        if not pl_load_int(&s.intr.stop) and s.n_pairs:
             run_region(&s, 1, G * s.n_pairs, nt_pairs)
-    if s.stop:
-        raise_stopped(&s)
+    if s.intr.stop:
+        raise_stopped(&s.intr)
     return stat_arr
