@@ -12,6 +12,7 @@ one triangular inverse in the causal order.
 """
 
 import numbers
+import warnings
 
 import numpy as np
 
@@ -55,6 +56,32 @@ def total_effects(adjacency_matrix, causal_order):
     T = np.zeros((p, p))
     T[np.ix_(order, order)] = T_ord
     return T
+
+
+def warn_if_order_reversed(causal_order, frm, to, from_index, to_index, stacklevel=3):
+    """lingam's warning of ``estimate_total_effect`` when ``to`` precedes ``frm`` in the order.
+
+    ``from_index`` and ``to_index`` are the user's spelling of ``frm`` and
+    ``to`` (a column name, say), as the message shows them; the default
+    ``stacklevel`` points at the caller of the estimator's method.
+    """
+    if causal_order.index(frm) > causal_order.index(to):
+        warnings.warn(
+            f"The estimated causal effect may be incorrect because the causal order of "
+            f"the destination variable (to_index={to_index}) is earlier than the source "
+            f"variable (from_index={from_index}).",
+            stacklevel=stacklevel,
+        )
+
+
+def regression_effect(X, predictors, target):
+    """Least-squares coefficient of ``predictors[0]`` in the regression of column ``target``
+    on the columns ``predictors`` (the source and its parents), both centred: lingam's
+    ``estimate_total_effect``.
+    """
+    A = X[:, predictors] - X[:, predictors].mean(axis=0)
+    y = X[:, target] - X[:, target].mean()
+    return float(np.linalg.lstsq(A, y, rcond=None)[0][0])
 
 
 def find_all_paths(dag, from_index, to_index, min_causal_effect=0.0):

@@ -11,7 +11,6 @@
 import inspect
 import numbers
 import time
-import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -25,7 +24,7 @@ from ._progress import Progress, check_progress
 from ._validation import (as_data_matrix, check_coef_threshold, constant_in_resample,
                           default_threads)
 from .adjacency import ADJACENCY_METHODS, _estimate_adjacency
-from .bootstrap import BootstrapResult, total_effects
+from .bootstrap import BootstrapResult, regression_effect, total_effects, warn_if_order_reversed
 from .hsic import independence_p_values
 from .policy import EXPLAINED_TOL
 from .prior import PriorKnowledge
@@ -275,19 +274,10 @@ class DirectLiNGAM(BaseEstimator):
         """
         data = self._checked_data(X)
         frm, to = self._column_index(from_index), self._column_index(to_index)
-        if self.causal_order_.index(frm) > self.causal_order_.index(to):
-            warnings.warn(
-                f"The estimated causal effect may be incorrect because the causal order of "
-                f"the destination variable (to_index={to_index}) is earlier than the source "
-                f"variable (from_index={from_index}).",
-                stacklevel=2,
-            )
+        warn_if_order_reversed(self.causal_order_, frm, to, from_index, to_index)
         parents = np.flatnonzero(np.abs(self.adjacency_matrix_[frm]) > 0)
         predictors = np.concatenate([[frm], parents]).astype(np.intp)
-        A = data[:, predictors] - data[:, predictors].mean(axis=0)
-        y = data[:, to] - data[:, to].mean()
-        coef = np.linalg.lstsq(A, y, rcond=None)[0]
-        return float(coef[0])
+        return regression_effect(data, predictors, to)
 
     def get_error_independence_p_values(self, X, *, progress="auto"):
         """p-values of HSIC tests of independence between the error variables.

@@ -18,12 +18,11 @@ adaptive lasso by default).
 """
 
 import numbers
-import warnings
 
 import numpy as np
 
 from ._validation import MAX_THREADS, as_data_matrix, check_coef_threshold, check_int
-from .bootstrap import BootstrapResult, total_effects
+from .bootstrap import BootstrapResult, regression_effect, total_effects, warn_if_order_reversed
 from .policy import COLLINEAR_TOL
 from .prior import PriorKnowledge
 
@@ -396,19 +395,12 @@ class MultiGroupDirectLiNGAM:
         """
         self._check_fitted()
         data = self._check_X_list(X_list)
-        if self.causal_order_.index(from_index) > self.causal_order_.index(to_index):
-            warnings.warn(
-                f"The estimated causal effect may be incorrect because "
-                f"the causal order of the destination variable (to_index={to_index}) "
-                f"is earlier than the source variable (from_index={from_index}).",
-                stacklevel=2)
+        warn_if_order_reversed(self.causal_order_, from_index, to_index, from_index, to_index)
         effects = []
         for X, am in zip(data, self.adjacency_matrices_):
             parents = np.where(np.abs(am[from_index]) > 0)[0]
             predictors = np.concatenate([[from_index], parents]).astype(np.intp)
-            A = X[:, predictors] - X[:, predictors].mean(axis=0)
-            y = X[:, to_index] - X[:, to_index].mean()
-            effects.append(float(np.linalg.lstsq(A, y, rcond=None)[0][0]))
+            effects.append(regression_effect(X, predictors, to_index))
         return effects
 
     def estimate_total_effect2(self, from_index, to_index):
@@ -416,12 +408,7 @@ class MultiGroupDirectLiNGAM:
         from .utils import calculate_total_effect
 
         self._check_fitted()
-        if self.causal_order_.index(from_index) > self.causal_order_.index(to_index):
-            warnings.warn(
-                f"The estimated causal effect may be incorrect because "
-                f"the causal order of the destination variable (to_index={to_index}) "
-                f"is earlier than the source variable (from_index={from_index}).",
-                stacklevel=2)
+        warn_if_order_reversed(self.causal_order_, from_index, to_index, from_index, to_index)
         return [calculate_total_effect(am, from_index, to_index)
                 for am in self.adjacency_matrices_]
 

@@ -20,12 +20,12 @@ causal order; matrices to rounding) with three parts replaced:
 
 import numbers
 import time
-import warnings
 
 import numpy as np
 
 from ._validation import as_data_matrix
-from .bootstrap import BootstrapResult, find_all_paths, total_effects
+from .bootstrap import (BootstrapResult, find_all_paths, regression_effect, total_effects,
+                        warn_if_order_reversed)
 
 __all__ = ["VARLiNGAM", "VARBootstrapResult", "fit_var", "var_residuals"]
 
@@ -354,21 +354,14 @@ class VARLiNGAM:
         X = as_data_matrix(X)[0]
         n_features = X.shape[1]
         if from_lag == 0:
-            if self._causal_order.index(from_index) > self._causal_order.index(to_index):
-                warnings.warn(
-                    f"The estimated causal effect may be incorrect because "
-                    f"the causal order of the destination variable (to_index={to_index}) "
-                    f"is earlier than the source variable (from_index={from_index}).",
-                    stacklevel=2)
+            warn_if_order_reversed(self._causal_order, from_index, to_index, from_index, to_index)
         X_joined = np.hstack([np.roll(X, p, axis=0)
                               for p in range(1 + self._lags + from_lag)])
         am = np.concatenate([*self._adjacency_matrices], axis=1)
         parents = np.where(np.abs(am[from_index]) > 0)[0]
         from_col = from_index + n_features * from_lag
         predictors = np.concatenate([[from_col], parents + n_features * from_lag]).astype(np.intp)
-        A = X_joined[:, predictors] - X_joined[:, predictors].mean(axis=0)
-        y = X_joined[:, to_index] - X_joined[:, to_index].mean()
-        return float(np.linalg.lstsq(A, y, rcond=None)[0][0])
+        return regression_effect(X_joined, predictors, to_index)
 
     def estimate_total_effect2(self, n_features, from_index, to_index, from_lag=0):
         """Total effect from the adjacency matrices: the sum over directed paths.
@@ -387,12 +380,7 @@ class VARLiNGAM:
 
         self._check_fitted()
         if from_lag == 0:
-            if self._causal_order.index(from_index) > self._causal_order.index(to_index):
-                warnings.warn(
-                    f"The estimated causal effect may be incorrect because "
-                    f"the causal order of the destination variable (to_index={to_index}) "
-                    f"is earlier than the source variable (from_index={from_index}).",
-                    stacklevel=2)
+            warn_if_order_reversed(self._causal_order, from_index, to_index, from_index, to_index)
         am = np.concatenate([*self._adjacency_matrices], axis=1)
         am = np.pad(am, [(0, am.shape[1] - am.shape[0]), (0, 0)])
         return calculate_total_effect(am, from_index + n_features * from_lag, to_index)
