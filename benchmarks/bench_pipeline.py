@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 import paralingam  # noqa: E402
 from paralingam.datasets import make_lingam_data  # noqa: E402
 from paralingam.estimator import DirectLiNGAM  # noqa: E402
+from _common import _gpu_name  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 PHASES = ("validate", "load", "standardise", "compile", "upload", "search", "adjacency")
 
@@ -289,7 +290,8 @@ def main():
     meta = {"commit": commit(), "machine": platform.node(), "processor": platform.processor(),
             "cores": os.cpu_count(), "load_before": os.getloadavg(), "quick": args.quick,
             "repeats": args.repeats, "python": sys.version.split()[0],
-            "numpy": np.__version__}
+            "numpy": np.__version__,
+            "gpu": _gpu_name() if "cuda" in backends else None}
     print(f"commit {meta['commit']}, {meta['machine']}, {meta['cores']} cores, load "
           f"{meta['load_before'][0]:.1f}; medians of {args.repeats} (seconds)")
     print(f"{'case':>20} {'':>4} {'p':>6} {'n':>7} {'fit':>8} "
