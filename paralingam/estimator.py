@@ -85,6 +85,9 @@ class DirectLiNGAM(BaseEstimator):
         Further keyword arguments of :func:`paralingam.fit` (``threshold``,
         ``gamma0``, ``c``, ``dtype``, ``n_threads``, ...). ``n_threads`` also
         sets the threads of the adaptive lasso.
+    devices : None, "all" or list of int, optional
+        CUDA backend: the GPUs that share each causal-order search (see
+        :func:`paralingam.fit`; default: one GPU).
 
     Attributes
     ----------
@@ -122,6 +125,7 @@ class DirectLiNGAM(BaseEstimator):
         adjacency="adaptive_lasso",
         coef_threshold=None,
         fit_options=None,
+        devices=None,
     ):
         self.random_state = random_state
         self.prior_knowledge = prior_knowledge
@@ -131,6 +135,7 @@ class DirectLiNGAM(BaseEstimator):
         self.adjacency = adjacency
         self.coef_threshold = coef_threshold
         self.fit_options = fit_options
+        self.devices = devices
 
     # ------------------------------------------------------------------
     # fit
@@ -199,7 +204,8 @@ class DirectLiNGAM(BaseEstimator):
             raise ValueError("fit_options must be None or a dict of paralingam.fit keyword "
                              f"arguments, such as {{'n_threads': 1}}; got {self.fit_options!r}")
         options = dict(self.fit_options or {})
-        reserved = {"backend", "prior_knowledge", "apply_prior_knowledge_softly"} & set(options)
+        reserved = {"backend", "prior_knowledge", "apply_prior_knowledge_softly",
+                    "devices"} & set(options)
         if reserved:
             raise ValueError(
                 f"fit_options must not set {sorted(reserved)}: they are DirectLiNGAM parameters")
@@ -215,6 +221,8 @@ class DirectLiNGAM(BaseEstimator):
         if self.prior_knowledge is not None:  # validated once, by paralingam.prior
             pk = PriorKnowledge(self.prior_knowledge, n_features,
                                 soft=bool(self.apply_prior_knowledge_softly)).matrix
+        if self.devices is not None:
+            options["devices"] = self.devices  # checked by paralingam.fit
         return {
             "prior_knowledge": pk,
             "backend": self.backend,
