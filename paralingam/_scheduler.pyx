@@ -1163,26 +1163,22 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         block0[d] = base
                         base += nb[d]
                     kw = k_all_pairs if all_pairs else k_worker
-                    for d in range(n_dev - 1, -1, -1):  # device 0 last: the others wait for it
+                    # (the other devices first: their first round waits on the
+                    # device for device 0's prep and setup, so all start together)
+                    for d in range(n_dev - 1, -1, -1):
                         if nb[d] == 0:
                             continue
                         set_ctx(ctx[d])
                         if d > 0 and first_round:
                             check(drv.stream_wait_event(NULL, ev_ready, 0), b"cuStreamWaitEvent")
                         launch_on(fns[d][kw], kw, nb[d], 1, wthreads, 1, wparams[d])
-                        if d > 0:
-                            check(drv.event_record(ev_worker[d], NULL), b"cuEventRecord")
                     first_round = False
                     # Speculative, as on one device: every replica is updated if
                     # the round decided the root (the kernels check the state),
                     # from device 0's control block and remaining set, copied
                     # once every device's workers have finished.
-                    set_ctx(ctx[0])
-                    for d in range(1, n_dev):
-                        if nb[d] > 0:
-                            check(drv.stream_wait_event(NULL, ev_worker[d], 0), b"cuStreamWaitEvent")
-                    sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_decided, fns, row_smem,
-                                  lparams, n)
+                    sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided, fns,
+                                  row_smem, lparams, n)
                     seq += 1
                     rounds += 1
                     wait_status_multi(st, seq, poll, n_dev, ctx)
@@ -1206,8 +1202,8 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     launch_on(fns[0][K_ENTROPY64], K_ENTROPY64, nw, 1, 256, 1, lparams[0])
                     launch_on(fns[0][K_PAIRS64], K_PAIRS64, nw, n_cand, 256, 1, lparams[0])
                     launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
-                    sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_decided, fns, row_smem,
-                                  lparams, n)
+                    sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided, fns,
+                                  row_smem, lparams, n)
                 it += 1
                 if it > p + 1:
                     with gil:
@@ -1248,14 +1244,23 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
 
 
 cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdeviceptr *d_alive,
-                       int r_host, CUevent ev_decided, CUfunction (*fns)[N_KERNELS],
-                       unsigned int *row_smem, void *(*lparams)[1], int n) except -1 nogil:
+                       int r_host, CUevent *ev_done, CUevent ev_decided,
+                       CUfunction (*fns)[N_KERNELS], unsigned int *row_smem,
+                       void *(*lparams)[1], int n) except -1 nogil:
     """Device 0's control block and remaining set to every replica, then the
-    update kernels on every device (device 0's context current before and after).
+    update kernels on every device (device 0's context current after).
 
-    Device 0's stream must already wait for every device's workers.
+    Device 0's stream first waits for everything queued on the other devices
+    (``ev_done[d]``): their workers, which the control block must follow, and
+    their earlier update kernels, which read the buffers the copies overwrite.
     """
     cdef int d
+    for d in range(1, n_dev):
+        set_ctx(ctx[d])
+        check(drv.event_record(ev_done[d], NULL), b"cuEventRecord")
+    set_ctx(ctx[0])
+    for d in range(1, n_dev):
+        check(drv.stream_wait_event(NULL, ev_done[d], 0), b"cuStreamWaitEvent")
     for d in range(1, n_dev):
         check(drv.memcpy_peer_async(d_ctl[d], ctx[d], d_ctl[0], ctx[0], sizeof(PlControl), NULL),
               b"cuMemcpyPeerAsync(control)")

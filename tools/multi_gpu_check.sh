@@ -20,7 +20,7 @@ else
         | tee -a "$out/gpu.txt"
 fi
 python3 -m pip install -q --no-build-isolation --no-deps -e . > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
-timeout 270 python3 -m pytest -q -m gpu tests/test_multi_gpu.py -p no:cacheprovider -x 2>&1 \
+timeout 270 python3 -m pytest -q -m gpu tests/test_multi_gpu.py -p no:cacheprovider 2>&1 \
     | tee "$out/multi_gpu_tests.log" | tail -25
 status=${PIPESTATUS[0]}
 if [ "$mode" = "quick" ]; then
