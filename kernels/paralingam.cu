@@ -1024,15 +1024,36 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
     // to the next live one.
     int pos = (PL_BLOCK * (blockDim.x >> 5) / G + group) % n_active;
     unsigned long long compared = 0;  // pairs this group compared (leader, lane 0)
+#ifdef PL_PEERS
+    // Every access to the shared state is a round trip over the link here:
+    // an engine that stays on its worker keeps the worker's index (active[]
+    // does not change within a round) and skips the live bit, which the
+    // score test and the cursor check again anyway (a worker out of work
+    // moves the engine on as before).
+    int known = -1;   // position this engine stays on (warp-uniform), else -1
+    int w_known = 0;  // its worker (lane 0)
+#endif
     for (;;) {
         int a = -1, b = -1;
         if (g == 0) {
             for (;;) {  // find a live worker and claim its next partner
+#ifdef PL_PEERS
+                if (pos != known) {
+                    pos = next_live(s->live, n_active, pos);
+                    if (pos < 0) { a = -2; break; }
+                }
+#else
                 pos = next_live(s->live, n_active, pos);
                 if (pos < 0) { a = -2; break; }
+#endif
                 int move = 0;
                 if (lane == 0) {
+#ifdef PL_PEERS
+                    if (pos != known) w_known = PL_SHARED(s->active[pos]);
+                    const int w = w_known;
+#else
                     const int w = PL_SHARED(s->active[pos]);
+#endif
                     int cur = nw;
                     if (ld_volatile(&s->score[w]) <= stop) cur = PL_SYS(atomicAdd)(&s->cursor[w], 1);
                     if (cur >= nw - 1) {
@@ -1047,15 +1068,24 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
                             if (t >= nw) t -= nw;
                         }
                         const int lo = min(w, t), hi = max(w, t);
+#ifdef PL_PEERS
+                        // one round trip: the pair is this engine's if its lock was
+                        // below this iteration's mark (locks never exceed it)
+                        if (atomicMax_system(&s->lock[lo * p + hi], busy) < busy) { a = lo; b = hi; }
+#else
                         unsigned *lk = &s->lock[lo * p + hi];
                         const unsigned old = ld_volatile(lk);
                         if (old < busy && PL_SYS(atomicCAS)(lk, old, busy) == old) { a = lo; b = hi; }
+#endif
                         // else the partner holds the pair: its result arrives as a message
                     }
                 }
                 move = __shfl_sync(FULL, move, 0);
                 a = __shfl_sync(FULL, a, 0);
                 b = __shfl_sync(FULL, b, 0);
+#ifdef PL_PEERS
+                known = move ? -1 : pos;
+#endif
                 if (move) pos = (pos + 1 == n_active) ? 0 : pos + 1;
                 else if (a >= 0) break;
             }

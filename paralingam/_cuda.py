@@ -232,8 +232,8 @@ class _Workspace:
 
     def __init__(self, p, ld, use_float, multi=False, replica=False):
         """``multi``: the MIRROR buffers in one block (``dev["mirror"]``);
-        ``replica``: only what a replica of a multi-device search needs (no
-        pair buffers: they live on device 0)."""
+        ``replica``: only what a replica of a multi-device search needs (of
+        the pair buffers only its partner orders: the others live on device 0)."""
         import pycuda.driver as drv
 
         from . import _scheduler
@@ -250,10 +250,10 @@ class _Workspace:
         alloc("X64", p * ld * 8)
         alloc("X32", p * ld * 4)
         alloc("cov", p * p * 8)
+        alloc("partner", p * p * 4)
         if not replica:
             alloc("corr0", p * p * 8)  # the first correlation matrix, for least squares
             alloc("lock", p * p * 4)
-            alloc("partner", p * p * 4)
             alloc("stat", p * p * 8)
             alloc("stat_err", p * p * 8 if use_float else 8)
         mirror = self.MIRROR if (multi or replica) else ()
@@ -270,7 +270,7 @@ class _Workspace:
                 self.dev[name] = at
                 at += size
         alloc("ctl", 256)
-        alloc("search", 2 * _scheduler.layout_size())
+        alloc("search", (3 if replica else 2) * _scheduler.layout_size())
         self.epochs = 0
         if multi or replica:  # the search's status word is the multi workspace's
             return

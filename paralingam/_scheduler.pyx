@@ -954,16 +954,17 @@ cdef int launch_updates_on(CUfunction *fn, unsigned int row_smem, int r, int n,
 
 
 # Buffers of device 0 that a worker view on another device takes from its own
-# replica: the data and correlations, and the workers' per-iteration
-# constants, copied from device 0 after prep and setup (read on every pair).
-WORKER_LOCAL = ("X32", "X64", "cov", "idx", "weight", "kind", "hx", "hx_err")
+# replica: the data and correlations, the workers' per-iteration constants,
+# copied from device 0 after prep, and the entropies and partner orders,
+# which the device's own setup derives from them (all read on every pair).
+WORKER_LOCAL = ("X32", "X64", "cov", "idx", "weight", "kind", "hx", "hx_err", "partner")
 # Buffers of the replicas the update kernels (and the first standardisation
 # and covariance) read and write: all of them on the replica's device.
 REPLICA_LOCAL = ("X32", "X64", "cov", "alive", "gone", "frac", "noise", "linked", "order",
                  "explained_by", "hx_var", "hx_var_err", "pk_status", "label", "scratch",
                  "idx", "weight", "kind", "hx", "hx_err", "hx64", "score", "err", "ndone",
                  "cursor", "live", "active", "final_score", "final_err", "cand", "it_r",
-                 "it_rounds", "it_redo", "it_compared", "it_gamma", "it_score", "ctl")
+                 "it_rounds", "it_redo", "it_compared", "it_gamma", "it_score", "ctl", "partner")
 
 
 def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray status_host,
@@ -988,7 +989,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     devs : list of dict
         Device addresses of each device's buffers (``_cuda._Workspace``):
         device 0's full workspace, then the replicas; each has ``"search"``
-        (room for two ``PlSearch``) and ``"mirror"`` (``idx`` to ``hx_err``,
+        (room for three ``PlSearch``) and ``"mirror"`` (``idx`` to ``hx_err``,
         one block of ``"mirror_bytes"`` bytes).
     cfg, status_host, candidates
         As for ``search``.
@@ -1016,6 +1017,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     cdef int block0[MAX_DEVICES]
     cdef CUdeviceptr d_local[MAX_DEVICES]
     cdef CUdeviceptr d_worker[MAX_DEVICES]
+    cdef CUdeviceptr d_setup[MAX_DEVICES]
     cdef CUdeviceptr d_ctl[MAX_DEVICES]
     cdef CUdeviceptr d_alive[MAX_DEVICES]
     cdef CUdeviceptr d_mirror[MAX_DEVICES]
@@ -1023,8 +1025,10 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     cdef CUevent ev_ready = NULL, ev_decided = NULL
     cdef void *lparams[MAX_DEVICES][1]
     cdef void *wparams[MAX_DEVICES][3]
+    cdef void *sparams[MAX_DEVICES][1]
     cdef PlSearch hl[MAX_DEVICES]
     cdef PlSearch hw[MAX_DEVICES]
+    cdef PlSearch hs[MAX_DEVICES]
     cdef Module m
     cdef int d, k, total
     cdef size_t mirror_bytes = devs[0]["mirror_bytes"]
@@ -1048,8 +1052,13 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
             worker.update({name: devs[d][name] for name in WORKER_LOCAL})
         worker["status_dev"] = status_devs[d]
         fill_search(&hw[d], worker, cfg)
+        # the setup view: the replica's own buffers, device 0's control block
+        setup = dict(local)
+        setup["ctl"] = devs[0]["ctl"]
+        fill_search(&hs[d], setup, cfg)
         d_local[d] = devs[d]["search"]
         d_worker[d] = devs[d]["search"] + layout if d > 0 else d_local[d]
+        d_setup[d] = devs[d]["search"] + 2 * layout if d > 0 else d_local[d]
         d_ctl[d] = devs[d]["ctl"]
         d_alive[d] = devs[d]["alive"]
         d_mirror[d] = devs[d]["mirror"]
@@ -1057,6 +1066,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
         wparams[d][0] = &d_worker[d]
         wparams[d][1] = &block0[d]
         wparams[d][2] = &total
+        sparams[d][0] = &d_setup[d]
     cdef PlStatus *st = <PlStatus *><uintptr_t>status_host.ctypes.data
     cdef int p = cfg["p"]
     cdef int n = cfg["n"]
@@ -1107,6 +1117,8 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                 if d > 0:
                     check(drv.htod(d_worker[d], &hw[d], sizeof(PlSearch)),
                           b"cuMemcpyHtoD(worker view)")
+                    check(drv.htod(d_setup[d], &hs[d], sizeof(PlSearch)),
+                          b"cuMemcpyHtoD(setup view)")
                 # every replica standardises and correlates its own copy of the data
                 launch_on(fns[d][K_INIT], K_INIT, (p + 255) // 256, 1, 256, 1, lparams[d])
                 launch_on(fns[d][K_STANDARDISE], K_STANDARDISE, p, 1, 256, 1, lparams[d])
@@ -1140,14 +1152,17 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                 else:
                     prep_mode = 3 | (PL_PREP_ALL_PAIRS if all_pairs else 0)
                     launch_on(fns[0][K_PREP], K_PREP, 1, 1, 1024, 1, prep_params)
-                if not (all_pairs and use_float):
-                    launch_on(fns[0][k_setup], k_setup, r_host, 1, 512, 1, lparams[0])
                 if spread:
-                    # the workers' constants of this iteration, to every replica
+                    # the workers of this iteration to every replica, whose own
+                    # setup (below) then derives the same entropies and partner
+                    # orders as device 0's (all-pairs float rounds have no
+                    # setup: prep took their entropies, copied with them)
                     for d in range(1, n_dev):
                         check(drv.memcpy_peer_async(d_mirror[d], ctx[d], d_mirror[0], ctx[0],
                                                     mirror_bytes, NULL), b"cuMemcpyPeerAsync(workers)")
                     check(drv.event_record(ev_ready, NULL), b"cuEventRecord")
+                if not (all_pairs and use_float):
+                    launch_on(fns[0][k_setup], k_setup, r_host, 1, 512, 1, lparams[0])
                 first_round = True
                 while True:
                     # this round's worker blocks: on every device, or on device 0 alone
@@ -1171,6 +1186,8 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         set_ctx(ctx[d])
                         if d > 0 and first_round:
                             check(drv.stream_wait_event(NULL, ev_ready, 0), b"cuStreamWaitEvent")
+                            if not (all_pairs and use_float):
+                                launch_on(fns[d][k_setup], k_setup, r_host, 1, 512, 1, sparams[d])
                         launch_on(fns[d][kw], kw, nb[d], 1, wthreads, 1, wparams[d])
                     first_round = False
                     # Speculative, as on one device: every replica is updated if
