@@ -1240,7 +1240,9 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     finally:
         for d in range(n_dev):
             if ev_worker[d] != NULL:
+                drv.ctx_set_current(ctx[d])
                 drv.event_destroy(ev_worker[d])
+        drv.ctx_set_current(ctx[0])
         if ev_ready != NULL:
             drv.event_destroy(ev_ready)
         if ev_decided != NULL:

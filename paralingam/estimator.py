@@ -87,7 +87,8 @@ class DirectLiNGAM(BaseEstimator):
         sets the threads of the adaptive lasso.
     devices : None, "all" or list of int, optional
         CUDA backend: the GPUs that share each causal-order search (see
-        :func:`paralingam.fit`; default: one GPU).
+        :func:`paralingam.fit`; default: one GPU). (``fit_options`` may
+        carry it instead, as VARLiNGAM's ``fit_options`` do.)
 
     Attributes
     ----------
@@ -204,8 +205,7 @@ class DirectLiNGAM(BaseEstimator):
             raise ValueError("fit_options must be None or a dict of paralingam.fit keyword "
                              f"arguments, such as {{'n_threads': 1}}; got {self.fit_options!r}")
         options = dict(self.fit_options or {})
-        reserved = {"backend", "prior_knowledge", "apply_prior_knowledge_softly",
-                    "devices"} & set(options)
+        reserved = {"backend", "prior_knowledge", "apply_prior_knowledge_softly"} & set(options)
         if reserved:
             raise ValueError(
                 f"fit_options must not set {sorted(reserved)}: they are DirectLiNGAM parameters")
@@ -222,6 +222,9 @@ class DirectLiNGAM(BaseEstimator):
             pk = PriorKnowledge(self.prior_knowledge, n_features,
                                 soft=bool(self.apply_prior_knowledge_softly)).matrix
         if self.devices is not None:
+            if options.get("devices") is not None:
+                raise ValueError("devices is set twice, as a parameter and in fit_options; "
+                                 "set it once")
             options["devices"] = self.devices  # checked by paralingam.fit
         return {
             "prior_knowledge": pk,

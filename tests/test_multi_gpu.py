@@ -330,11 +330,15 @@ def test_devices_with_the_cpu_backend_are_refused(devices):
         paralingam.DirectLiNGAM(backend="cpu", devices=devices).fit(X)
 
 
-def test_devices_is_a_parameter_of_the_estimator_not_a_fit_option():
+def test_devices_is_an_estimator_parameter_or_a_fit_option_once():
     X = make_lingam_data(5, 200, random_state=0)[0]
-    model = paralingam.DirectLiNGAM(backend="cpu", fit_options={"devices": [0, 1]})
-    with pytest.raises(ValueError, match=r"must not set \['devices'\]"):
-        model.fit(X)
+    for model in (paralingam.DirectLiNGAM(backend="cpu", fit_options={"devices": [0, 1]}),
+                  paralingam.VARLiNGAM(backend="cpu", fit_options={"devices": [0, 1]})):
+        with pytest.raises(ValueError, match="selects GPUs, but backend='cpu'"):
+            model.fit(X)  # (it reached paralingam.fit)
+    both = paralingam.DirectLiNGAM(devices=[0, 1], fit_options={"devices": "all"})
+    with pytest.raises(ValueError, match="devices is set twice"):
+        both.fit(X)
     assert paralingam.DirectLiNGAM(devices=[0, 1]).get_params()["devices"] == [0, 1]
 
 
