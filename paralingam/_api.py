@@ -276,9 +276,7 @@ def fit(
             _aligned_prior(prior_knowledge, names), data.shape[1],
             soft=apply_prior_knowledge_softly)
         candidates = prior.candidates
-    from ._cuda import check_devices
-
-    devices = check_devices(devices, backend)
+    devices = _backends.check_devices(devices, backend)
     name = _backends.resolve_backend(backend)
     if devices is not None and name == "cpu":
         raise RuntimeError(f"devices={devices if devices == 'all' else list(devices)} needs the CUDA backend, which cannot run here: "
