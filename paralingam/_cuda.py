@@ -425,9 +425,9 @@ def _peer_setup(devices):
     return ctxs
 
 
-def _in_context(ctx, fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` with ``ctx`` current."""
-    ctx.push()
+def _in_context(context, fn, /, *args, **kwargs):
+    """``fn(*args, **kwargs)`` with ``context`` current."""
+    context.push()
     try:
         return fn(*args, **kwargs)
     finally:
