@@ -1,14 +1,17 @@
 """One causal-order search on one GPU and on several GPUs of the host: same data, same run.
 
 For each case, the median CUDA search time (``stats["time"]["search"]``,
-float32 with certified roots) on GPU 0 alone (``devices=None``) and on
-``--devices`` (default: every visible GPU), alternated within each repeat,
-the speedup, and whether the orders (and adjacency matrices) are identical.
-Prints a table and writes JSON.
+float32 with certified roots; the fits skip the adjacency step) on GPU 0
+alone (``devices=None``) and on ``--devices`` (default: every visible GPU)
+for each ``--spread-work`` bound (``_cuda.MULTI_SPREAD_WORK``: iterations
+with fewer sample pairs run on the first GPU alone), alternated within each
+repeat; the speedups, and whether the orders are identical. Prints a table
+and writes JSON.
 
     python benchmarks/bench_multi_gpu.py                # p=2000 n=8192, p=5000 n=4096
     python benchmarks/bench_multi_gpu.py --quick        # a small smoke case
     python benchmarks/bench_multi_gpu.py --large        # also p=10000 n=10000
+    python benchmarks/bench_multi_gpu.py --spread-work 1e7 1e8
     python benchmarks/bench_multi_gpu.py --memory       # device memory per GPU (formula, no GPU)
 """
 
@@ -30,9 +33,11 @@ MEMORY_SIZES = ["2000x8192", "5000x4096", "10000x10000", "20000x10000"]
 
 
 def fit_once(X, **kwargs):
+    p = X.shape[1]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
-        return paralingam.fit(X, backend="cuda", **kwargs)
+        # (the search alone: no adjacency step, which is the same either way)
+        return paralingam.fit(X, backend="cuda", _adjacency=lambda *args: np.zeros((p, p)), **kwargs)
 
 
 def memory_rows(sizes):
@@ -64,6 +69,9 @@ def main():
                     help=f"cases as variables x samples (default: {' '.join(DEFAULT_SIZES)})")
     ap.add_argument("--devices", nargs="*", type=int, default=None,
                     help="GPU ids of the multi-GPU search (default: all)")
+    ap.add_argument("--spread-work", nargs="*", type=float, default=None, metavar="PAIRS",
+                    help="MULTI_SPREAD_WORK bounds to time the multi-GPU search with "
+                         "(default: the package's)")
     ap.add_argument("--quick", action="store_true", help=f"only {' '.join(QUICK_SIZES)}")
     ap.add_argument("--large", action="store_true", help=f"add {' '.join(LARGE_SIZES)}")
     ap.add_argument("--memory", action="store_true",
@@ -94,46 +102,53 @@ def main():
     peers = {f"{d}->{devices[0]}": _scheduler.peer_support(d, devices[0]) for d in devices[1:]}
     print(f"GPUs {devices}: {', '.join(names)}; peer (access, native atomics) {peers}; "
           f"medians of {args.repeats}", flush=True)
+    bounds = args.spread_work or [_cuda.MULTI_SPREAD_WORK]
     rows = []
     for size in sizes:
         p, n = _common.parse_size(size)
         X = make_lingam_data(p, n, density="sparse", random_state=1000 * p + n)[0]
-        one = fit_once(X)  # warm-up: compilation and buffers
-        many = fit_once(X, devices=devices)
-        t_one, t_many = [], []
-        for _ in range(args.repeats):  # alternated, so drifts of the clocks hit both alike
+        ref = fit_once(X)  # warm-up: compilation and buffers
+        t_one, t_many, same = [], {b: [] for b in bounds}, True
+        for b in bounds:
+            _cuda.MULTI_SPREAD_WORK = b
+            same &= fit_once(X, devices=devices).causal_order == ref.causal_order  # (warm-up)
+        for _ in range(args.repeats):  # alternated, so drifts of the clocks hit all alike
             r1 = fit_once(X)
             t_one.append(r1.stats["time"]["search"])
-            rm = fit_once(X, devices=devices)
-            t_many.append(rm.stats["time"]["search"])
-            same = (r1.causal_order == one.causal_order == rm.causal_order == many.causal_order)
-            one, many = r1, rm
+            same &= r1.causal_order == ref.causal_order
+            for b in bounds:
+                _cuda.MULTI_SPREAD_WORK = b
+                rm = fit_once(X, devices=devices)
+                t_many[b].append(rm.stats["time"]["search"])
+                same &= rm.causal_order == ref.causal_order
         row = {
             "case": f"sparse p={p} n={n}", "p": p, "n": n, "devices": devices,
-            "one_gpu_s": statistics.median(t_one), "multi_gpu_s": statistics.median(t_many),
-            "one_gpu_times": t_one, "multi_gpu_times": t_many,
+            "one_gpu_s": statistics.median(t_one), "one_gpu_times": t_one,
+            "multi_gpu": [{"spread_work": b, "s": statistics.median(t_many[b]), "times": t_many[b],
+                           "speedup": statistics.median(t_one) / statistics.median(t_many[b]),
+                           "spread_iterations": int(sum(r * (r - 1) // 2 * n > b
+                                                        for r in ref.stats["remaining"]))}
+                          for b in bounds],
             "same_order": bool(same),
-            "same_adjacency": bool(np.array_equal(one.adjacency_matrix, many.adjacency_matrix)),
-            "spread_iterations": int(sum(r * (r - 1) // 2 * n > _cuda.MULTI_SPREAD_WORK
-                                         for r in many.stats["remaining"])),
-            "rounds": int(sum(many.stats["rounds"])),
-            "float64_redo": int(sum(many.stats["float64_redo"])),
+            "iterations": len(ref.stats["remaining"]),
+            "rounds_one_gpu": int(sum(ref.stats["rounds"])),
         }
-        row["speedup"] = row["one_gpu_s"] / row["multi_gpu_s"]
         rows.append(row)
-        print(f"{row['case']:>24}: 1 GPU {row['one_gpu_s']:8.3f} s  {len(devices)} GPUs "
-              f"{row['multi_gpu_s']:8.3f} s  speedup {row['speedup']:.2f}x  "
-              f"same order {row['same_order']}  same adjacency {row['same_adjacency']}", flush=True)
+        multi = "  ".join(f"spread>{m['spread_work']:.0e}: {m['s']:.3f} s ({m['speedup']:.2f}x)"
+                          for m in row["multi_gpu"])
+        print(f"{row['case']:>24}: 1 GPU {row['one_gpu_s']:8.3f} s  {len(devices)} GPUs {multi}  "
+              f"same order {row['same_order']}", flush=True)
         _common.write_result(args, {"gpus": names, "peers": {k: list(v) for k, v in peers.items()},
                                     "rows": rows})  # so far: a long case may be cut off
         del X
         time.sleep(0.5)
 
-    print(f"\n| case | 1 GPU | {len(devices)} GPUs | speedup | same order |")
+    print(f"\n| case | 1 GPU | {len(devices)} GPUs (spread bound) | speedup | same order |")
     print("|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['case']} | {r['one_gpu_s']:.3f} s | {r['multi_gpu_s']:.3f} s | "
-              f"{r['speedup']:.2f}x | {r['same_order']} |")
+        for m in r["multi_gpu"]:
+            print(f"| {r['case']} | {r['one_gpu_s']:.3f} s | {m['s']:.3f} s ({m['spread_work']:.0e}) | "
+                  f"{m['speedup']:.2f}x | {r['same_order']} |")
 
 
 if __name__ == "__main__":
