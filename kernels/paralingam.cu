@@ -137,24 +137,6 @@ __device__ bool last_block_done(int *counter)
     return s_last;
 }
 
-#ifdef PL_PEERS
-// The same over the worker blocks of every device (`total` of them), on a
-// counter in device 0's memory.
-__device__ bool last_block_done_sys(int *counter, int total)
-{
-    __shared__ int s_last;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        __threadfence_system();
-        s_last = atomicAdd_system(counter, 1) == total - 1;
-        if (s_last) __threadfence_system();
-    }
-    __syncthreads();
-    if (s_last && threadIdx.x == 0) *(volatile int *)counter = 0;  // for the next launch
-    return s_last;
-}
-#endif
-
 // Barrier `id` (1..15; 0 is __syncthreads) among `threads` threads (whole warps).
 __device__ __forceinline__ void named_barrier(int id, int threads)
 {
@@ -1392,12 +1374,12 @@ extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
 // launch). Every warp of the block must have left the comparisons.
 __device__ void select_after_workers(PlSearch *s PL_GRID_PARAMS)
 {
-#ifdef PL_PEERS
-    // the last worker block of every device selects, wherever it runs
-    if (last_block_done_sys(&s->ctl->workers_done, pl_blocks)) select_root_body(s);
-#else
+#ifndef PL_PEERS
     if (last_block_done(&s->ctl->workers_done)) select_root_body(s);
 #endif
+    // (PL_PEERS: device 0 launches select_root once every device's workers
+    // have finished, so that the selection reads the round's state in its
+    // own memory rather than over the link from whichever block ends last)
 }
 
 // ---------------------------------------------------------------- re-deciding in double

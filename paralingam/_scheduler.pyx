@@ -1190,12 +1190,16 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                                 launch_on(fns[d][k_setup], k_setup, r_host, 1, 512, 1, sparams[d])
                         launch_on(fns[d][kw], kw, nb[d], 1, wthreads, 1, wparams[d])
                     first_round = False
+                    # Device 0 selects the root (or the next round's workers) in
+                    # its own memory once every device's workers have finished
+                    # (the PL_PEERS worker kernels leave the selection to it).
+                    wait_for_others(n_dev, ctx, ev_worker)
+                    launch_on(fns[0][K_SELECT], K_SELECT, 1, 1, 1024, 1, lparams[0])
                     # Speculative, as on one device: every replica is updated if
                     # the round decided the root (the kernels check the state),
-                    # from device 0's control block and remaining set, copied
-                    # once every device's workers have finished.
+                    # from device 0's control block and remaining set.
                     sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided, fns,
-                                  row_smem, lparams, n)
+                                  row_smem, lparams, n, False)
                     seq += 1
                     rounds += 1
                     wait_status_multi(st, seq, poll, n_dev, ctx)
@@ -1220,7 +1224,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     launch_on(fns[0][K_PAIRS64], K_PAIRS64, nw, n_cand, 256, 1, lparams[0])
                     launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
                     sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided, fns,
-                                  row_smem, lparams, n)
+                                  row_smem, lparams, n, True)
                 it += 1
                 if it > p + 1:
                     with gil:
@@ -1262,17 +1266,9 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     }
 
 
-cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdeviceptr *d_alive,
-                       int r_host, CUevent *ev_done, CUevent ev_decided,
-                       CUfunction (*fns)[N_KERNELS], unsigned int *row_smem,
-                       void *(*lparams)[1], int n) except -1 nogil:
-    """Device 0's control block and remaining set to every replica, then the
-    update kernels on every device (device 0's context current after).
-
-    Device 0's stream first waits for everything queued on the other devices
-    (``ev_done[d]``): their workers, which the control block must follow, and
-    their earlier update kernels, which read the buffers the copies overwrite.
-    """
+cdef int wait_for_others(int n_dev, CUcontext *ctx, CUevent *ev_done) except -1 nogil:
+    """Device 0's stream waits for everything queued so far on the other
+    devices (device 0's context current after)."""
     cdef int d
     for d in range(1, n_dev):
         set_ctx(ctx[d])
@@ -1280,6 +1276,25 @@ cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdevicept
     set_ctx(ctx[0])
     for d in range(1, n_dev):
         check(drv.stream_wait_event(NULL, ev_done[d], 0), b"cuStreamWaitEvent")
+    return 0
+
+
+cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdeviceptr *d_alive,
+                       int r_host, CUevent *ev_done, CUevent ev_decided,
+                       CUfunction (*fns)[N_KERNELS], unsigned int *row_smem,
+                       void *(*lparams)[1], int n, bint wait_others) except -1 nogil:
+    """Device 0's control block and remaining set to every replica, then the
+    update kernels on every device (device 0's context current after).
+
+    Device 0's stream must first wait for everything queued on the other
+    devices (``wait_others``, or the caller did): their workers, which the
+    control block must follow, and their earlier update kernels, which read
+    the buffers the copies overwrite.
+    """
+    cdef int d
+    if wait_others:
+        wait_for_others(n_dev, ctx, ev_done)
+    set_ctx(ctx[0])
     for d in range(1, n_dev):
         check(drv.memcpy_peer_async(d_ctl[d], ctx[d], d_ctl[0], ctx[0], sizeof(PlControl), NULL),
               b"cuMemcpyPeerAsync(control)")
