@@ -972,10 +972,10 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     """One causal-order search on several devices of one host (peer memory).
 
     Device 0 holds the state the threshold rounds share and alone runs
-    ``prep``, ``setup`` and the re-decisions; every device holds a replica of
-    the data and correlations, which the same update kernels keep equal;
-    the worker kernels of every device claim pairs and message scores in
-    device 0's state (docs/design/multi_gpu.rst). Iterations whose pairs
+    ``prep``, the root selection and the re-decisions; every device holds a
+    replica of the data and correlations, which the same update kernels keep
+    equal, and runs ``setup`` on it; the worker kernels of every device claim
+    pairs and message scores in device 0's state (docs/design/multi_gpu.rst). Iterations whose pairs
     hold at most ``spread_work`` sample pairs run their rounds on device 0
     alone (the replicas are still updated).
 
