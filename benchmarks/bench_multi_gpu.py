@@ -109,6 +109,7 @@ def main():
         X = make_lingam_data(p, n, density="sparse", random_state=1000 * p + n)[0]
         ref = fit_once(X)  # warm-up: compilation and buffers
         t_one, t_many, same = [], {b: [] for b in bounds}, True
+        stats_many = {}
         for b in bounds:
             _cuda.MULTI_SPREAD_WORK = b
             same &= fit_once(X, devices=devices).causal_order == ref.causal_order  # (warm-up)
@@ -121,17 +122,23 @@ def main():
                 rm = fit_once(X, devices=devices)
                 t_many[b].append(rm.stats["time"]["search"])
                 same &= rm.causal_order == ref.causal_order
+                stats_many[b] = rm.stats
         row = {
             "case": f"sparse p={p} n={n}", "p": p, "n": n, "devices": devices,
             "one_gpu_s": statistics.median(t_one), "one_gpu_times": t_one,
             "multi_gpu": [{"spread_work": b, "s": statistics.median(t_many[b]), "times": t_many[b],
                            "speedup": statistics.median(t_one) / statistics.median(t_many[b]),
+                           # comparisons and rounds of the last run: the threshold's
+                           # overshoot and the rounds may differ from one GPU's
+                           "compared": int(sum(stats_many[b]["compared"])),
+                           "rounds": int(sum(stats_many[b]["rounds"])),
                            "spread_iterations": int(sum(r * (r - 1) // 2 * n > b
                                                         for r in ref.stats["remaining"]))}
                           for b in bounds],
             "same_order": bool(same),
             "iterations": len(ref.stats["remaining"]),
             "rounds_one_gpu": int(sum(ref.stats["rounds"])),
+            "compared_one_gpu": int(sum(ref.stats["compared"])),
         }
         rows.append(row)
         multi = "  ".join(f"spread>{m['spread_work']:.0e}: {m['s']:.3f} s ({m['speedup']:.2f}x)"
