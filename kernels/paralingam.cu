@@ -63,6 +63,35 @@ extern "C" {
 template <typename T>
 __device__ __forceinline__ T ld_volatile(const T *p) { return *(const volatile T *)p; }
 
+// One search on several GPUs (compiled with -DPL_PEERS=1; docs/design/multi_gpu.rst):
+// the state the threshold rounds share lives on device 0, and the worker
+// kernels of every device claim pairs and message scores in it through peer
+// memory, as the blocks of one larger GPU would. What they share is then
+// ordered at system scope: fences, atomics and loads of state another
+// device writes (volatile loads are relaxed at system scope; __ldcg could
+// serve a stale line). Without PL_PEERS every macro below is the plain
+// single-GPU code, token for token.
+#ifdef PL_PEERS
+#define PL_FENCE() __threadfence_system()
+#define PL_SYS(atomic) atomic##_system
+#define PL_SHARED(lvalue) ld_volatile(&(lvalue))
+#define PL_LDCG(ptr) ld_volatile(ptr)
+// The worker kernels' place among the worker blocks of every device.
+#define PL_GRID_PARAMS , int pl_block0, int pl_blocks
+#define PL_GRID_ARGS , pl_block0, pl_blocks
+#define PL_BLOCK (blockIdx.x + (unsigned)pl_block0)
+#define PL_BLOCKS ((unsigned)pl_blocks)
+#else
+#define PL_FENCE() __threadfence()
+#define PL_SYS(atomic) atomic
+#define PL_SHARED(lvalue) lvalue
+#define PL_LDCG(ptr) __ldcg(ptr)
+#define PL_GRID_PARAMS
+#define PL_GRID_ARGS
+#define PL_BLOCK blockIdx.x
+#define PL_BLOCKS gridDim.x
+#endif
+
 // Dynamic shared memory of update_data (its row cache).
 extern __shared__ __align__(16) unsigned char pl_dyn_smem[];
 
@@ -856,26 +885,26 @@ __device__ __forceinline__ double partner_stat(const PlSearch *s, int w, int t, 
 // (lane-strided, fixed reduction tree: the same on every run).
 __device__ void finalize(PlSearch *s, int x)
 {
-    const int nw = s->ctl->nw, lane = threadIdx.x & 31;
+    const int nw = PL_SHARED(s->ctl->nw), lane = threadIdx.x & 31;
     const size_t p = s->p;
     double S = 0.0, E = 0.0;
     for (int j = lane; j < nw; j += 32) {
         if (j == x) continue;
-        const double v = __ldcg(&s->stat[x * p + j]);
-        const double e = s->use_float ? __ldcg(&s->stat_err[(size_t)min(x, j) * p + max(x, j)]) : 0.0;
+        const double v = PL_LDCG(&s->stat[x * p + j]);
+        const double e = s->use_float ? PL_LDCG(&s->stat_err[(size_t)min(x, j) * p + max(x, j)]) : 0.0;
         if (v < 0.0) S += s->weight[j] * v * v;
         E += s->weight[j] * square_bound(v, e);
     }
     S = pl_warp_sum(S);
     E = pl_warp_sum(E);
-    if (lane == 0) { s->final_err[x] = E; __threadfence(); s->final_score[x] = S; }
+    if (lane == 0) { s->final_err[x] = E; PL_FENCE(); s->final_score[x] = S; }
 }
 
 // Message side x (value v = I(x, y)) with partner y.
 __device__ __forceinline__ void message(PlSearch *s, int x, int y, double v, double e)
 {
-    if (v < 0.0) atomicAdd(&s->score[x], s->weight[y] * v * v);
-    if (s->use_float && v < e) atomicAdd(&s->err[x], s->weight[y] * square_bound(v, e));
+    if (v < 0.0) PL_SYS(atomicAdd)(&s->score[x], s->weight[y] * v * v);
+    if (s->use_float && v < e) PL_SYS(atomicAdd)(&s->err[x], s->weight[y] * square_bound(v, e));
 }
 
 // First live position at or after `from` (cyclically), or -1 when no active
@@ -926,26 +955,26 @@ __device__ __forceinline__ int record_pair(PlSearch *s, int a, int b, double I, 
                                            double hu, double hv, bool messages)
 {
     const size_t p = s->p;
-    const int nw = s->ctl->nw;
+    const int nw = PL_SHARED(s->ctl->nw);
     if (s->use_float) s->stat_err[a * p + b] = e;
     if (s->kind[a] == PL_CANDIDATE && s->kind[b] == PL_CANDIDATE) {
         s->stat[a * p + b] = I;
         s->stat[b * p + a] = -I;
-        __threadfence();  // results visible before anyone counts them
+        PL_FENCE();  // results visible before anyone counts them
         if (messages) {
             message(s, a, b, I, e);
             message(s, b, a, -I, e);
         }
-        return (atomicAdd(&s->ndone[a], 1) + 1 == nw - 1) |
-               ((atomicAdd(&s->ndone[b], 1) + 1 == nw - 1) << 1);
+        return (PL_SYS(atomicAdd)(&s->ndone[a], 1) + 1 == nw - 1) |
+               ((PL_SYS(atomicAdd)(&s->ndone[b], 1) + 1 == nw - 1) << 1);
     }
     // prior knowledge: only the candidate's side counts
     const int w = s->kind[a] == PL_CANDIDATE ? a : b, t = a + b - w;
     const double v = partner_stat(s, w, t, I, hu, hv, s->hx);
     s->stat[w * p + t] = v;
-    __threadfence();
+    PL_FENCE();
     if (messages) message(s, w, t, v, e);
-    if (atomicAdd(&s->ndone[w], 1) + 1 == nw - 1) return (w == a) ? 1 : 2;
+    if (PL_SYS(atomicAdd)(&s->ndone[w], 1) + 1 == nw - 1) return (w == a) ? 1 : 2;
     return 0;
 }
 
@@ -956,7 +985,7 @@ __device__ __forceinline__ int record_pair(PlSearch *s, int a, int b, double I, 
 // G times fewer pairs are in flight (less threshold overshoot) when n is
 // large enough to keep every lane busy.
 template <typename T>
-__device__ void worker_body(PlSearch *s)
+__device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
 {
     __shared__ double gsum_all[WARPS * 6];  // per warp: its 6 partial sums
     __shared__ int gpair[WARPS][2];         // per group: the claimed pair (a = -2: leave)
@@ -966,49 +995,79 @@ __device__ void worker_body(PlSearch *s)
     const int G = (int)s->group_warps, g = warp % G, group = warp / G;
     const int bar = 1 + group;  // named barrier of the group (G > 1)
     double *gsum = gsum_all + 6 * (warp - g);
-    const int nw = c->nw, n_active = c->n_active;
+    const int nw = PL_SHARED(c->nw), n_active = PL_SHARED(c->n_active);
     const size_t p = s->p;
-    const double stop = c->gamma * (1.0 + REL_MARGIN);
-    const unsigned busy = 2u * (unsigned)c->epoch;
-    const int ordered = c->ordered;
+    const double stop = PL_SHARED(c->gamma) * (1.0 + REL_MARGIN);
+    const unsigned busy = 2u * (unsigned)PL_SHARED(c->epoch);
+    const int ordered = PL_SHARED(c->ordered);
     if (n_active <= 0) return;
     // Groups start spread over the active workers and stay on one until it is
     // out of work (score above gamma, or every partner claimed), then move
     // to the next live one.
-    int pos = (blockIdx.x * (blockDim.x >> 5) / G + group) % n_active;
+    int pos = (PL_BLOCK * (blockDim.x >> 5) / G + group) % n_active;
     unsigned long long compared = 0;  // pairs this group compared (leader, lane 0)
+#ifdef PL_PEERS
+    // Every access to the shared state is a round trip over the link here:
+    // an engine that stays on its worker keeps the worker's index (active[]
+    // does not change within a round) and skips the live bit, which the
+    // score test and the cursor check again anyway (a worker out of work
+    // moves the engine on as before).
+    int known = -1;   // position this engine stays on (warp-uniform), else -1
+    int w_known = 0;  // its worker (lane 0)
+#endif
     for (;;) {
         int a = -1, b = -1;
         if (g == 0) {
             for (;;) {  // find a live worker and claim its next partner
+#ifdef PL_PEERS
+                if (pos != known) {
+                    pos = next_live(s->live, n_active, pos);
+                    if (pos < 0) { a = -2; break; }
+                }
+#else
                 pos = next_live(s->live, n_active, pos);
                 if (pos < 0) { a = -2; break; }
+#endif
                 int move = 0;
                 if (lane == 0) {
-                    const int w = s->active[pos];
+#ifdef PL_PEERS
+                    if (pos != known) w_known = PL_SHARED(s->active[pos]);
+                    const int w = w_known;
+#else
+                    const int w = PL_SHARED(s->active[pos]);
+#endif
                     int cur = nw;
-                    if (ld_volatile(&s->score[w]) <= stop) cur = atomicAdd(&s->cursor[w], 1);
+                    if (ld_volatile(&s->score[w]) <= stop) cur = PL_SYS(atomicAdd)(&s->cursor[w], 1);
                     if (cur >= nw - 1) {
-                        atomicAnd(&s->live[pos >> 5], ~(1u << (pos & 31)));  // out of work this round
+                        PL_SYS(atomicAnd)(&s->live[pos >> 5], ~(1u << (pos & 31)));  // out of work this round
                         move = 1;
                     } else {
                         int t;
                         if (ordered) {
-                            t = s->partner[(size_t)w * p + cur];  // by decreasing |correlation|
+                            t = PL_SHARED(s->partner[(size_t)w * p + cur]);  // by decreasing |correlation|
                         } else {
                             t = w + 1 + cur;  // cyclically from w + 1 (paper: C = [2..r, 1])
                             if (t >= nw) t -= nw;
                         }
                         const int lo = min(w, t), hi = max(w, t);
+#ifdef PL_PEERS
+                        // one round trip: the pair is this engine's if its lock was
+                        // below this iteration's mark (locks never exceed it)
+                        if (atomicMax_system(&s->lock[lo * p + hi], busy) < busy) { a = lo; b = hi; }
+#else
                         unsigned *lk = &s->lock[lo * p + hi];
                         const unsigned old = ld_volatile(lk);
-                        if (old < busy && atomicCAS(lk, old, busy) == old) { a = lo; b = hi; }
+                        if (old < busy && PL_SYS(atomicCAS)(lk, old, busy) == old) { a = lo; b = hi; }
+#endif
                         // else the partner holds the pair: its result arrives as a message
                     }
                 }
                 move = __shfl_sync(FULL, move, 0);
                 a = __shfl_sync(FULL, a, 0);
                 b = __shfl_sync(FULL, b, 0);
+#ifdef PL_PEERS
+                known = move ? -1 : pos;
+#endif
                 if (move) pos = (pos + 1 == n_active) ? 0 : pos + 1;
                 else if (a >= 0) break;
             }
@@ -1020,7 +1079,7 @@ __device__ void worker_body(PlSearch *s)
             b = gpair[group][1];
         }
         if (a == -2) {
-            if (g == 0 && lane == 0 && compared) atomicAdd(&c->compared, compared);
+            if (g == 0 && lane == 0 && compared) PL_SYS(atomicAdd)(&c->compared, compared);
             return;
         }
         double I, e, hu, hv;
@@ -1032,7 +1091,7 @@ __device__ void worker_body(PlSearch *s)
             ++compared;  // added to the iteration's count once, on leaving
         }
         finished = __shfl_sync(FULL, finished, 0);
-        if (finished) __threadfence();
+        if (finished) PL_FENCE();
         if (finished & 1) finalize(s, a);
         if (finished & 2) finalize(s, b);
     }
@@ -1046,20 +1105,20 @@ __device__ void worker_body(PlSearch *s)
 // messages, and every candidate finishes in this one round. Its scores are
 // the same index-ordered sums (finalize), so the root is too.
 template <typename T>
-__device__ void all_pairs_body(PlSearch *s)
+__device__ void all_pairs_body(PlSearch *s PL_GRID_PARAMS)
 {
     __shared__ double gsum_all[WARPS * 6];  // per warp: its 6 partial sums
     PlControl *c = s->ctl;
-    if (ld_volatile(&c->done) || c->n_active <= 0) return;
+    if (ld_volatile(&c->done) || PL_SHARED(c->n_active) <= 0) return;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int G = (int)s->group_warps, g = warp % G, group = warp / G;
     const int bar = 1 + group;  // named barrier of the group (G > 1)
     double *gsum = gsum_all + 6 * (warp - g);
-    const int nw = c->nw;
+    const int nw = PL_SHARED(c->nw);
     const unsigned n_pairs = (unsigned)((long long)nw * (nw - 1) / 2);
-    const unsigned n_groups = gridDim.x * ((blockDim.x >> 5) / G);
+    const unsigned n_groups = PL_BLOCKS * ((blockDim.x >> 5) / G);
     unsigned long long compared = 0;  // pairs this group compared (leader, lane 0)
-    for (unsigned k = blockIdx.x * ((blockDim.x >> 5) / G) + group; k < n_pairs; k += n_groups) {
+    for (unsigned k = PL_BLOCK * ((blockDim.x >> 5) / G) + group; k < n_pairs; k += n_groups) {
         int a, b;
         pair_of_index(k, a, b);
         if (s->kind[a] != PL_CANDIDATE && s->kind[b] != PL_CANDIDATE) continue;  // (prior knowledge)
@@ -1075,39 +1134,41 @@ __device__ void all_pairs_body(PlSearch *s)
             ++compared;
         }
         finished = __shfl_sync(FULL, finished, 0);
-        if (finished) __threadfence();
+        if (finished) PL_FENCE();
         if (finished & 1) finalize(s, a);
         if (finished & 2) finalize(s, b);
     }
-    if (g == 0 && lane == 0 && compared) atomicAdd(&c->compared, compared);
+    if (g == 0 && lane == 0 && compared) PL_SYS(atomicAdd)(&c->compared, compared);
 }
 
-__device__ void select_after_workers(PlSearch *s);
+__device__ void select_after_workers(PlSearch *s PL_GRID_PARAMS);
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) worker_f32(PlSearch *s)
+// (PL_PEERS: two more parameters, the first block's index among the worker
+// blocks of every device and their number)
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) worker_f32(PlSearch *s PL_GRID_PARAMS)
 {
     pl_enter();
-    worker_body<float>(s);
-    select_after_workers(s);
+    worker_body<float>(s PL_GRID_ARGS);
+    select_after_workers(s PL_GRID_ARGS);
 }
 // (double comparisons need more registers: the compiler's choice)
-extern "C" __global__ void __launch_bounds__(WARPS * 32) worker_f64(PlSearch *s)
+extern "C" __global__ void __launch_bounds__(WARPS * 32) worker_f64(PlSearch *s PL_GRID_PARAMS)
 {
     pl_enter();
-    worker_body<double>(s);
-    select_after_workers(s);
+    worker_body<double>(s PL_GRID_ARGS);
+    select_after_workers(s PL_GRID_ARGS);
 }
-extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) all_pairs_f32(PlSearch *s)
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) all_pairs_f32(PlSearch *s PL_GRID_PARAMS)
 {
     pl_enter();
-    all_pairs_body<float>(s);
-    select_after_workers(s);
+    all_pairs_body<float>(s PL_GRID_ARGS);
+    select_after_workers(s PL_GRID_ARGS);
 }
-extern "C" __global__ void __launch_bounds__(WARPS * 32) all_pairs_f64(PlSearch *s)
+extern "C" __global__ void __launch_bounds__(WARPS * 32) all_pairs_f64(PlSearch *s PL_GRID_PARAMS)
 {
     pl_enter();
-    all_pairs_body<double>(s);
-    select_after_workers(s);
+    all_pairs_body<double>(s PL_GRID_ARGS);
+    select_after_workers(s PL_GRID_ARGS);
 }
 
 // ---------------------------------------------------------------- root selection
@@ -1162,7 +1223,7 @@ __device__ void record_iteration(PlSearch *s, double score, int redo)
     s->it_score[it] = score;
     s->it_gamma[it] = c->gamma;
     s->it_rounds[it] = c->rounds;
-    s->it_compared[it] = (long long)c->compared;
+    s->it_compared[it] = (long long)PL_SHARED(c->compared);
     s->it_redo[it] = redo;
 }
 
@@ -1179,24 +1240,24 @@ __device__ void select_root_body(PlSearch *s)
 {
     PlControl *c = s->ctl;
     __shared__ int s_done;
-    if (threadIdx.x == 0) s_done = c->done;
+    if (threadIdx.x == 0) s_done = PL_SHARED(c->done);
     __syncthreads();
     if (s_done) {
         if (threadIdx.x == 0) publish(s);
         return;
     }
-    const int nw = c->nw;
-    const double gamma = c->gamma;
+    const int nw = PL_SHARED(c->nw);
+    const double gamma = PL_SHARED(c->gamma);
     // Finished workers (ordered scores) and the least partial score of the others.
     double best = INFINITY, min_unf = INFINITY;
     int best_w = 0x7fffffff, unf_w = 0x7fffffff;
     for (int w = threadIdx.x; w < nw; w += blockDim.x) {
         if (s->kind[w] != PL_CANDIDATE) continue;  // prior knowledge: never the root
-        const double f = s->final_score[w];
+        const double f = PL_SHARED(s->final_score[w]);
         if (f >= 0.0) {
             if (f < best) { best = f; best_w = w; }
         } else {
-            const double sc = s->score[w];
+            const double sc = PL_SHARED(s->score[w]);
             if (sc < min_unf) { min_unf = sc; unf_w = w; }
         }
     }
@@ -1221,16 +1282,18 @@ __device__ void select_root_body(PlSearch *s)
     if (s_decide && s->use_float) {
         // Certify: another worker is a candidate if its score could be at or
         // below the root's within the bounds (ties go to the lower index).
-        const double upper = s_best + s->final_err[best_w];
+        const double upper = s_best + PL_SHARED(s->final_err[best_w]);
         int *flag = s->label, *pos = s->scratch;  // label: free once the groups are formed
         for (int w = threadIdx.x; w < nw; w += blockDim.x) {
-            const bool fin = s->final_score[w] >= 0.0;
-            const double lower = fin ? s->final_score[w] - s->final_err[w] : s->score[w] - s->err[w];
+            const double fs = PL_SHARED(s->final_score[w]);
+            const bool fin = fs >= 0.0;
+            const double lower = fin ? fs - PL_SHARED(s->final_err[w])
+                                     : PL_SHARED(s->score[w]) - PL_SHARED(s->err[w]);
             flag[w] = (w == best_w) ||
                       (s->kind[w] == PL_CANDIDATE && (w < best_w ? lower <= upper : lower < upper));
             if (flag[w] && !fin) {
                 atomicAdd(&s_unsettled, 1);
-                atomicMax(&s_max_err, (unsigned long long)__double_as_longlong(s->err[w]));
+                atomicMax(&s_max_err, (unsigned long long)__double_as_longlong(PL_SHARED(s->err[w])));
             }
         }
         __syncthreads();
@@ -1280,11 +1343,12 @@ __device__ void select_root_body(PlSearch *s)
         s_gamma = c->gamma;
     }
     __syncthreads();
-    if (c->state == PL_FAILED) return;
+    if (PL_SHARED(c->state) == PL_FAILED) return;
     const double next = s_gamma * (1.0 + REL_MARGIN);
     int *flag = s->scratch, *pos = s->label;
     for (int w = threadIdx.x; w < nw; w += blockDim.x)
-        flag[w] = s->kind[w] == PL_CANDIDATE && s->final_score[w] < 0.0 && s->score[w] <= next;
+        flag[w] = s->kind[w] == PL_CANDIDATE && PL_SHARED(s->final_score[w]) < 0.0 &&
+                  PL_SHARED(s->score[w]) <= next;
     __syncthreads();
     const int n_active = block_scan(flag, pos, nw);
     for (int w = threadIdx.x; w < nw; w += blockDim.x)
@@ -1308,9 +1372,14 @@ extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
 // The end of a worker kernel: the last block to finish selects the root, so
 // a round is one kernel (one start and one drain fewer than a select_root
 // launch). Every warp of the block must have left the comparisons.
-__device__ void select_after_workers(PlSearch *s)
+__device__ void select_after_workers(PlSearch *s PL_GRID_PARAMS)
 {
+#ifndef PL_PEERS
     if (last_block_done(&s->ctl->workers_done)) select_root_body(s);
+#endif
+    // (PL_PEERS: device 0 launches select_root once every device's workers
+    // have finished, so that the selection reads the round's state in its
+    // own memory rather than over the link from whichever block ends last)
 }
 
 // ---------------------------------------------------------------- re-deciding in double

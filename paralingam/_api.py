@@ -123,6 +123,7 @@ def fit(
     on_collinear="warn",
     feature_names=None,
     progress=False,
+    devices=None,
     _adjacency=None,
     _adjacency_method="ols",
     _adjacency_threads=1,
@@ -213,6 +214,12 @@ def fit(
         for a second, ``False`` never (the default, so that the fits of a
         bootstrap or a script's loop stay silent; the command line passes
         ``"auto"``). The CUDA backend's searches report none.
+    devices : None, "all" or list of int, optional
+        CUDA backend: the GPUs of one host that share the causal-order
+        search (``None``, the default: GPU 0 alone; ``"all"``: every visible
+        GPU). The first GPU listed holds the search state; every other one
+        needs peer access with native atomics to it (NVLink). The order is
+        the one a single GPU finds. ``stats["devices"]`` lists the GPUs used.
 
     Returns
     -------
@@ -230,7 +237,8 @@ def fit(
     paralingam.policy.LinearDependenceError
         (a ValueError) With ``on_collinear="error"``, on exact dependence.
     RuntimeError
-        When ``backend="cuda"`` cannot run here.
+        When ``backend="cuda"`` cannot run here, or ``devices`` names GPUs
+        without peer access to the first one.
     paralingam.InsufficientMemoryError
         (a MemoryError) Before any large allocation, when a step needs more
         memory than is available (host or GPU); the message names the step,
@@ -268,7 +276,11 @@ def fit(
             _aligned_prior(prior_knowledge, names), data.shape[1],
             soft=apply_prior_knowledge_softly)
         candidates = prior.candidates
+    devices = _backends.check_devices(devices, backend)
     name = _backends.resolve_backend(backend)
+    if devices is not None and name == "cpu":
+        raise RuntimeError(f"devices={devices if devices == 'all' else list(devices)} needs the CUDA backend, which cannot run here: "
+                           f"{_backends.cuda_unavailable_reason()}")
     stop = on_collinear == "error"
     # Every large step's memory, checked before the first runs: a fit that
     # cannot finish fails now, not after a long search.
@@ -277,7 +289,11 @@ def fit(
     if name != "cpu":  # pragma: no cover - needs a GPU
         from . import _cuda
 
-        _cuda.check_memory(n, p, use_float)
+        devices = _cuda.resolve_devices(devices) if devices is not None else None
+        if devices is None:
+            _cuda.check_memory(n, p, use_float)
+        else:
+            _cuda.check_memory_multi(n, p, use_float, devices)
     _memory.require_all(_memory.fit_plan(
         n, p, backend=name, use_float=use_float, adjacency=_adjacency_method,
         n_threads=max(n_threads or 1, _adjacency_threads)))
@@ -299,7 +315,7 @@ def fit(
                 collinear_tol=collinear_tol, explained_tol=explained_tol, drift_tol=DRIFT_TOL,
                 times=times, threads_per_block=threads_per_block, blocks=blocks,
                 warps_per_pair=warps_per_pair,
-                stop_on_dependence=stop, candidates=candidates)
+                stop_on_dependence=stop, candidates=candidates, devices=devices)
     except LinearDependenceError as exc:
         raise exc.with_names(names) from None
 
@@ -336,6 +352,7 @@ def fit(
         "float64_candidates": per_it.get("float64_candidates", []),
         "threads": per_it.get("threads", []),
         "all_pairs": per_it.get("all_pairs", []),
+        "devices": None if name == "cpu" else list(devices or (0,)),
         "time": times,
     }
     # A fully explained variable is placed right after the root that

@@ -74,6 +74,12 @@ HEADERS = ("compare.cuh", "search_state.h")
 # search at p <= 500 on the H100 (benchmarks/ab_pdl_h100.log). The kernels
 # are correct either way; False gives plain stream-ordered launches.
 PROGRAMMATIC_LAUNCH = True
+# One search on several GPUs (devices=...): an iteration whose pairs hold at
+# most this many sample pairs runs its rounds on the first device alone (its
+# rounds are too short to gain from more engines than one GPU has, and each
+# round on several devices waits for all of them); the others still update
+# their replicas. The order is the same either way.
+MULTI_SPREAD_WORK = ALL_PAIRS_WORK
 
 
 # The problem does not fit in the GPU's free memory (an InsufficientMemoryError,
@@ -141,17 +147,24 @@ def kernel_source():
 
 
 @functools.lru_cache(maxsize=None)
-def _module(ctx_handle, warps, min_blocks, programmatic):
-    """Compiled and loaded kernels for one context and worker block shape."""
+def _module(ctx_handle, warps, min_blocks, programmatic, peers=False):
+    """Compiled and loaded kernels for one context and worker block shape.
+
+    ``peers``: the variant of a search over several devices (``PL_PEERS``),
+    a module of its own, so that the single-device kernels stay as they are.
+    """
     import pycuda.driver as drv
     from pycuda.compiler import compile as nvcc_compile
 
     from . import _scheduler
 
     major, minor = drv.Context.get_device().compute_capability()
+    options = [f"-DWARPS={warps}", f"-DMIN_BLOCKS={min_blocks}", "-std=c++17", "-O3"]
+    if peers:
+        options.append("-DPL_PEERS=1")
     cubin = nvcc_compile(
         kernel_source(),
-        options=[f"-DWARPS={warps}", f"-DMIN_BLOCKS={min_blocks}", "-std=c++17", "-O3"],
+        options=options,
         arch=f"sm_{major}{minor}",
         no_extern_c=True,
     )
@@ -159,12 +172,18 @@ def _module(ctx_handle, warps, min_blocks, programmatic):
     return _scheduler.Module(cubin, warps, programmatic=programmatic and major >= 9)
 
 
-def module(threads_per_block=None, min_blocks=None):
-    """The kernels for the current context (compiled or from the cache)."""
-    ctx = _context()
+def module(threads_per_block=None, min_blocks=None, ctx=None, peers=False):
+    """The kernels for the current context (compiled or from the cache).
+
+    ``peers``: the multi-device variant for context ``ctx`` (which must be
+    current), launched without programmatic dependent launches.
+    """
+    ctx = ctx or _context()
     warps = (threads_per_block or DEFAULT_WARPS * 32) // 32
     if min_blocks is None:  # the default scaled to the block size: 40 warps per SM
         min_blocks = max(1, DEFAULT_MIN_BLOCKS * DEFAULT_WARPS // warps) if DEFAULT_MIN_BLOCKS else 0
+    if peers:
+        return _module(ctx.handle, warps, min(min_blocks, 2048 // (32 * warps)), False, True)
     return _module(ctx.handle, warps, min(min_blocks, 2048 // (32 * warps)), PROGRAMMATIC_LAUNCH)
 
 
@@ -207,7 +226,14 @@ class _Workspace:
         "it_compared": np.int64, "it_gamma": np.float64, "it_score": np.float64,
     }
 
-    def __init__(self, p, ld, use_float):
+    # Buffers of a search over several devices that device 0 copies to the
+    # others after every iteration's prep and setup: one block, one copy.
+    MIRROR = ("idx", "kind", "weight", "hx", "hx_err")
+
+    def __init__(self, p, ld, use_float, multi=False, replica=False):
+        """``multi``: the MIRROR buffers in one block (``dev["mirror"]``);
+        ``replica``: only what a replica of a multi-device search needs (of
+        the pair buffers only its partner orders: the others live on device 0)."""
         import pycuda.driver as drv
 
         from . import _scheduler
@@ -224,15 +250,30 @@ class _Workspace:
         alloc("X64", p * ld * 8)
         alloc("X32", p * ld * 4)
         alloc("cov", p * p * 8)
-        alloc("corr0", p * p * 8)  # the first correlation matrix, for least squares
-        alloc("lock", p * p * 4)
         alloc("partner", p * p * 4)
-        alloc("stat", p * p * 8)
-        alloc("stat_err", p * p * 8 if use_float else 8)
+        if not replica:
+            alloc("corr0", p * p * 8)  # the first correlation matrix, for least squares
+            alloc("lock", p * p * 4)
+            alloc("stat", p * p * 8)
+            alloc("stat_err", p * p * 8 if use_float else 8)
+        mirror = self.MIRROR if (multi or replica) else ()
         for name, dt in self.PER_VARIABLE.items():
-            alloc(name, (p + 1) * np.dtype(dt).itemsize)
+            if name not in mirror:
+                alloc(name, (p + 1) * np.dtype(dt).itemsize)
+        if mirror:
+            sizes = [-(-(p + 1) * np.dtype(self.PER_VARIABLE[name]).itemsize // 256) * 256
+                     for name in mirror]
+            alloc("mirror", sum(sizes))
+            self.dev["mirror_bytes"] = sum(sizes)
+            at = self.dev["mirror"]
+            for name, size in zip(mirror, sizes):
+                self.dev[name] = at
+                at += size
         alloc("ctl", 256)
-        alloc("search", 2 * _scheduler.layout_size())
+        alloc("search", (3 if replica else 2) * _scheduler.layout_size())
+        self.epochs = 0
+        if multi or replica:  # the search's status word is the multi workspace's
+            return
         self.status = drv.pagelocked_zeros(16, np.int32, mem_flags=drv.host_alloc_flags.DEVICEMAP)
         self.dev["status_dev"] = int(self.status.base.get_device_pointer())
         self.epochs = 0
@@ -308,6 +349,8 @@ def _check_device(key, needed):
 
 def clear_cache():
     """Free the kept device buffers (they are re-allocated on the next fit)."""
+    global _LAST_MULTI
+    _LAST_MULTI = None
     for ws in _WORKSPACES.values():
         for buf in ws.keep:
             buf.free()
@@ -317,10 +360,253 @@ def clear_cache():
     _cuda_adjacency.clear_cache()
 
 
+# ---------------------------------------------------------------- several devices
+
+from ._backends import check_devices  # noqa: E402  (devices= without a GPU)
+
+def resolve_devices(devices):
+    """The device ordinals of a search, or None for the single-GPU search on device 0.
+
+    ``"all"`` is every visible device; a list naming only device 0 is the
+    single-GPU search (the same kernels as ``devices=None``).
+    """
+    import pycuda.driver as drv
+
+    devices = check_devices(devices)
+    if devices is None:
+        return None
+    _context()
+    count = drv.Device.count()
+    if devices == "all":
+        devices = tuple(range(count))
+    for d in devices:
+        if d >= count:
+            raise ValueError(f"devices={list(devices)} names GPU {d}, but {count} "
+                             f"GPU{'s are' if count != 1 else ' is'} visible (ids 0..{count - 1})")
+    if devices == (0,):
+        return None
+    if len(devices) == 1:
+        raise ValueError(f"devices={list(devices)}: a search on one GPU runs on GPU 0; "
+                         f"select GPU {devices[0]} with CUDA_VISIBLE_DEVICES={devices[0]} instead")
+    return devices
+
+
+@functools.lru_cache(maxsize=None)
+def _device_context(device):
+    """Device ``device``'s primary context (device 0: the one ``_context`` made current)."""
+    import pycuda.driver as drv
+
+    if device == 0:
+        return _context()
+    _context()
+    return drv.Device(device).retain_primary_context()
+
+
+def _peer_setup(devices):
+    """Contexts of ``devices``, each of the others given access to the first one's memory.
+
+    Raises RuntimeError naming the devices when a pair lacks peer access or
+    native peer atomics (no fallback: the search shares its round state
+    through them).
+    """
+    from . import _scheduler
+
+    ctxs = [_device_context(d) for d in devices]
+    home = devices[0]
+    for d, ctx in zip(devices[1:], ctxs[1:]):
+        access, atomics = _scheduler.peer_support(d, home)
+        if not access or not atomics:
+            what = "peer access to" if not access else "native atomics on"
+            raise RuntimeError(
+                f"devices={list(devices)}: GPU {d} has no {what} GPU {home}'s memory, which a "
+                "search over several GPUs needs (GPUs joined by NVLink have both); use GPUs "
+                "that do, or devices=None")
+        _scheduler.enable_peer_access(ctx.handle, ctxs[0].handle)
+    return ctxs
+
+
+def _in_context(context, fn, /, *args, **kwargs):
+    """``fn(*args, **kwargs)`` with ``context`` current."""
+    context.push()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        import pycuda.driver as drv
+
+        drv.Context.pop()
+
+
+def _multi_needed(i, p, n, use_float):
+    """Device memory of the i-th device of a multi-device search."""
+    from ._memory import cuda_device_bytes, cuda_replica_bytes
+
+    return cuda_device_bytes(n, p, use_float) if i == 0 else cuda_replica_bytes(n, p)
+
+
+def check_memory_multi(n, p, use_float, devices):
+    """GPUMemoryError, before anything is allocated, when a device of ``devices`` cannot hold its part.
+
+    The first device holds the whole search state, each other one a replica
+    of the data and correlations (``_memory.cuda_replica_bytes``).
+    """
+    import pycuda.driver as drv
+
+    from ._memory import format_bytes
+
+    ctxs = [_device_context(d) for d in devices]
+    key = _multi_key(ctxs, p, n, use_float)
+    if key in _WORKSPACES:
+        return
+    clear_cache()  # one search's memory is held at a time, as with one device
+    for i, (d, ctx) in enumerate(zip(devices, ctxs)):
+        free, total = _in_context(ctx, drv.mem_get_info)
+        needed = _multi_needed(i, p, n, use_float)
+        if needed > free:
+            step = ("the CUDA order search (its device workspace)" if i == 0 else
+                    "the CUDA order search (a replica of the data and correlations)")
+            raise GPUMemoryError(
+                f"not enough GPU memory on GPU {d} for {step}: it needs {needed:,} bytes "
+                f"({format_bytes(needed)}) for {p} variables and {n} samples; {free:,} of "
+                f"{total:,} bytes are free ({format_bytes(free)}); use fewer variables, other "
+                "GPUs, free GPU memory held by other processes, or backend='cpu'",
+                step=step, needed=int(needed), available=int(free))
+
+
+def _multi_key(ctxs, p, n, use_float):
+    return ("multi", tuple(ctx.handle for ctx in ctxs), p, (n + 31) // 32 * 32, bool(use_float))
+
+
+class _MultiWorkspace:
+    """Buffers of a search over several devices: device 0's full workspace,
+    a replica on each other device, and the status word every device writes
+    (portable mapped memory: one device address per context)."""
+
+    def __init__(self, ctxs, p, ld, use_float):
+        import pycuda.driver as drv
+
+        self.parts = []
+        try:
+            for i, ctx in enumerate(ctxs):
+                self.parts.append(_in_context(ctx, _Workspace, p, ld, use_float,
+                                              multi=True, replica=i > 0))
+        except BaseException:
+            for part in self.parts:
+                for buf in part.keep:
+                    buf.free()
+            raise
+        flags = drv.host_alloc_flags.PORTABLE | drv.host_alloc_flags.DEVICEMAP
+        self.status = drv.pagelocked_zeros(16, np.int32, mem_flags=flags)
+        self.status_devs = [int(_in_context(ctx, self.status.base.get_device_pointer))
+                            for ctx in ctxs]
+
+    @property
+    def keep(self):
+        return [buf for part in self.parts for buf in part.keep]
+
+
+_LAST_MULTI = None  # the last multi-device workspace (replica_arrays)
+
+
+def replica_arrays(names=("X64", "cov")):
+    """Each device's copy of ``names`` after the last multi-device search (tests).
+
+    Returns
+    -------
+    list of dict
+        One per device, device 0 first: name -> float64 array (``X64``:
+        p x ld, ``cov``: p x p).
+    """
+    import pycuda.driver as drv
+
+    ws = _LAST_MULTI
+    if ws is None:
+        raise RuntimeError("no search over several GPUs has run in this process")
+    out = []
+    for part in ws.parts:
+        got = {}
+        for name in names:
+            shape = (part.p, part.ld) if name == "X64" else (part.p, part.p)
+            arr = np.empty(shape)
+            drv.memcpy_dtoh(arr, part.dev[name])  # (unified addressing: any context)
+            got[name] = arr
+        out.append(got)
+    return out
+
+
+def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks, candidates,
+                      times):
+    """Compile, allocate, upload and run a search over ``devices``; returns (workspace, out)."""
+    import pycuda.driver as drv
+
+    from . import _scheduler
+
+    global _LAST_MULTI
+    n, p = data.shape
+    use_float = bool(cfg["use_float"])
+    t0 = time.perf_counter()
+    ctxs = _peer_setup(devices)
+    mods = [_in_context(ctx, module, threads_per_block, min_blocks, ctx=ctx, peers=True)
+            for ctx in ctxs]
+    times["compile"] = time.perf_counter() - t0
+    if cfg["group_warps"] is None:
+        cfg["group_warps"] = warps_per_pair_for(n, mods[0].warps)
+    t0 = time.perf_counter()
+    key = _multi_key(ctxs, p, n, use_float)
+    ws = _WORKSPACES.get(key)
+    if ws is None:
+        check_memory_multi(n, p, use_float, devices)
+        ws = _WORKSPACES[key] = _MultiWorkspace(ctxs, p, cfg["ld"], use_float)
+    _LAST_MULTI = ws
+    from ._memory import F8, require
+
+    require("the CUDA search's upload buffer", F8 * p * cfg["ld"], "use fewer variables")
+    X = np.zeros((p, cfg["ld"]))
+    X[:, :n] = data.T
+    noise = np.zeros(p + 1)
+    noise[:p] = initial_noise(data)
+    grids = []
+    for ctx, part, mod in zip(ctxs, ws.parts, mods):
+        def upload(part=part, mod=mod):
+            drv.memcpy_htod(part.dev["X64"], X)
+            drv.memcpy_htod(part.dev["noise"], noise)
+            if blocks is not None:
+                return int(blocks)
+            sms = drv.Context.get_device().get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
+            return sms * mod.worker_blocks_per_sm(use_float)
+        grids.append(_in_context(ctx, upload))
+    _in_context(ctxs[0], drv.memset_d32, ws.parts[0].dev["lock"], 0, p * p)
+    times["upload"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ctxs[0].push()
+    try:
+        out = _scheduler.search_multi(
+            mods, [ctx.handle for ctx in ctxs], [part.dev for part in ws.parts], cfg, ws.status,
+            ws.status_devs, grids, candidates=candidates, spread_work=float(MULTI_SPREAD_WORK))
+    except _scheduler.CudaError as exc:
+        sticky = False
+        for ctx in ctxs:
+            try:
+                _in_context(ctx, drv.Context.synchronize)
+            except drv.Error:
+                sticky = True
+        if sticky:
+            _note_fault(exc)
+            raise _scheduler.CudaError(
+                f"{exc}; CUDA keeps such a fault for the rest of the process, so the CUDA "
+                "backend is unavailable until Python restarts (backend='auto' now uses the CPU)",
+                exc.code) from exc
+        raise
+    finally:
+        drv.Context.pop()
+    times["search"] = time.perf_counter() - t0
+    return ws.parts[0], out
+
+
 def _note_fault(exc):
     """Record a sticky kernel fault: later fits report it instead of failing obscurely."""
-    global _FAULT
+    global _FAULT, _LAST_MULTI
     _FAULT = str(exc)
+    _LAST_MULTI = None
     _WORKSPACES.clear()  # their memory went with the context
     from . import _cuda_adjacency
 
@@ -341,7 +627,7 @@ def warps_per_pair_for(n, warps):
 def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, drift_tol,
            times, threads_per_block=None, blocks=None, stop_on_dependence=False,
            profile=False, inject_fault="", min_blocks=None, candidates=None,
-           warps_per_pair=None, all_pairs_work=None):
+           warps_per_pair=None, all_pairs_work=None, devices=None):
     """Causal-order search of ``data`` (n_samples, n_features) on the GPU.
 
     ``candidates`` (prior knowledge, ``paralingam.prior``) is called with the
@@ -351,7 +637,8 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     in at most 15 groups when above 1 (named barriers). Iterations with at
     most ``all_pairs_work`` sample pairs (default ``ALL_PAIRS_WORK``; every
     iteration with ``threshold=False`` unless it is 0) compare every pair in
-    one round.
+    one round. ``devices`` (``fit``'s): several GPUs share the search
+    (``search_multi``; the same order as one GPU's).
 
     Returns
     -------
@@ -371,32 +658,44 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     from . import _scheduler
 
     use_float = dtype in (None, "float32", np.float32)
-    t0 = time.perf_counter()
-    mod = module(threads_per_block, min_blocks)
-    times["compile"] = time.perf_counter() - t0
-
+    devices = resolve_devices(devices) if devices is not None else None
     n, p = data.shape
-    if warps_per_pair is None:
-        warps_per_pair = warps_per_pair_for(n, mod.warps)
-    elif (warps_per_pair < 1 or mod.warps % warps_per_pair
-          or (warps_per_pair > 1 and mod.warps // warps_per_pair > 15)):
-        raise ValueError(
-            f"warps_per_pair={warps_per_pair} must divide the worker block's {mod.warps} warps "
-            f"(threads_per_block={32 * mod.warps}) into at most 15 groups")
     ld = (n + 31) // 32 * 32
-    t0 = time.perf_counter()
-    ws = _workspace((_context().handle, p, ld, use_float), bytes_needed(p, n, use_float))
-    from ._memory import F8, require
+    if devices is not None:
+        if profile or inject_fault:
+            raise ValueError("profile and inject_fault are single-GPU options (devices=None)")
+        warps = (threads_per_block or DEFAULT_WARPS * 32) // 32
+        if warps_per_pair is not None and (
+                warps_per_pair < 1 or warps % warps_per_pair
+                or (warps_per_pair > 1 and warps // warps_per_pair > 15)):
+            raise ValueError(
+                f"warps_per_pair={warps_per_pair} must divide the worker block's {warps} warps "
+                f"(threads_per_block={32 * warps}) into at most 15 groups")
+    else:
+        t0 = time.perf_counter()
+        mod = module(threads_per_block, min_blocks)
+        times["compile"] = time.perf_counter() - t0
 
-    require("the CUDA search's upload buffer", F8 * p * ld, "use fewer variables")
-    X = np.zeros((p, ld))
-    X[:, :n] = data.T
-    drv.memcpy_htod(ws.dev["X64"], X)
-    noise = np.zeros(p + 1)  # the rows' rounding noise (paralingam.policy)
-    noise[:p] = initial_noise(data)
-    drv.memcpy_htod(ws.dev["noise"], noise)
-    drv.memset_d32(ws.dev["lock"], 0, p * p)  # epochs restart with every search
-    times["upload"] = time.perf_counter() - t0
+        if warps_per_pair is None:
+            warps_per_pair = warps_per_pair_for(n, mod.warps)
+        elif (warps_per_pair < 1 or mod.warps % warps_per_pair
+              or (warps_per_pair > 1 and mod.warps // warps_per_pair > 15)):
+            raise ValueError(
+                f"warps_per_pair={warps_per_pair} must divide the worker block's {mod.warps} warps "
+                f"(threads_per_block={32 * mod.warps}) into at most 15 groups")
+        t0 = time.perf_counter()
+        ws = _workspace((_context().handle, p, ld, use_float), bytes_needed(p, n, use_float))
+        from ._memory import F8, require
+
+        require("the CUDA search's upload buffer", F8 * p * ld, "use fewer variables")
+        X = np.zeros((p, ld))
+        X[:, :n] = data.T
+        drv.memcpy_htod(ws.dev["X64"], X)
+        noise = np.zeros(p + 1)  # the rows' rounding noise (paralingam.policy)
+        noise[:p] = initial_noise(data)
+        drv.memcpy_htod(ws.dev["noise"], noise)
+        drv.memset_d32(ws.dev["lock"], 0, p * p)  # epochs restart with every search
+        times["upload"] = time.perf_counter() - t0
 
     cfg = {
         "p": p, "n": n, "ld": ld,
@@ -404,11 +703,16 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         "collinear_tol": collinear_tol, "explained_tol": explained_tol, "drift_tol": drift_tol,
         "moment_err": FLOAT_MOMENT_ERR if use_float else 0.0,
         "use_float": int(use_float), "stop_on_degenerate": int(stop_on_dependence),
-        "use_prior": int(candidates is not None), "group_warps": int(warps_per_pair),
+        "use_prior": int(candidates is not None),
+        "group_warps": None if warps_per_pair is None else int(warps_per_pair),
         "all_pairs_work": float(ALL_PAIRS_WORK if all_pairs_work is None else all_pairs_work),
     }
     if not threshold and cfg["all_pairs_work"] > 0:
         cfg["all_pairs_work"] = float("inf")
+    if devices is not None:
+        ws, out = _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
+                                    candidates, times)
+        return _read_result(ws, out, p, times)
     if blocks is None:
         blocks = device_properties()["multiprocessors"] * mod.worker_blocks_per_sm(use_float)
     t0 = time.perf_counter()
@@ -426,6 +730,14 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
                 exc.code) from exc
         raise
     times["search"] = time.perf_counter() - t0
+    return _read_result(ws, out, p, times)
+
+
+def _read_result(ws, out, p, times):
+    """search's results from the workspace of device 0 (order, stats, correlation)."""
+    import pycuda.driver as drv
+
+    from . import _scheduler
 
     t0 = time.perf_counter()
     iters = out["iterations"]

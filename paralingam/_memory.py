@@ -216,6 +216,15 @@ def cuda_device_bytes(n, p, use_float=True):
     return p * ld * (F8 + F4) + 2 * F8 * p * p + pairs + p * 192 + 4096
 
 
+def cuda_replica_bytes(n, p):
+    """Device memory of each further GPU of a search over several GPUs
+    (``fit(devices=...)``): a replica of the data (X64, X32) and of the
+    correlations, the partner orders and the per-variable buffers; the other
+    pair buffers stay on the first GPU, which needs ``cuda_device_bytes``."""
+    ld = (n + 31) // 32 * 32
+    return p * ld * (F8 + F4) + (F8 + F4) * p * p + p * 192 + 4096
+
+
 def scatter_bytes(n, p):
     """``adjacency._scatter``: the centred copy and ``Xc.T @ Xc`` symmetrised."""
     return F8 * (n * p + 3 * p * p)

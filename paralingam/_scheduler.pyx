@@ -162,6 +162,8 @@ cdef extern from "search_state.h":
     int PL_PREP_ALL_PAIRS
 
 ctypedef int CUresult
+ctypedef void *CUcontext
+ctypedef int CUdevice
 ctypedef void *CUmodule
 ctypedef void *CUfunction
 ctypedef void *CUstream
@@ -188,6 +190,16 @@ ctypedef CUresult (*fn_event_create)(CUevent *, unsigned int) noexcept nogil
 ctypedef CUresult (*fn_event_record)(CUevent, CUstream) noexcept nogil
 ctypedef CUresult (*fn_event_elapsed)(float *, CUevent, CUevent) noexcept nogil
 ctypedef CUresult (*fn_event_destroy)(CUevent) noexcept nogil
+# one search on several devices (search_multi)
+ctypedef CUresult (*fn_ctx_set_current)(CUcontext) noexcept nogil
+ctypedef CUresult (*fn_ctx_get_current)(CUcontext *) noexcept nogil
+ctypedef CUresult (*fn_ctx_enable_peer)(CUcontext, unsigned int) noexcept nogil
+ctypedef CUresult (*fn_stream_wait_event)(CUstream, CUevent, unsigned int) noexcept nogil
+ctypedef CUresult (*fn_memcpy_peer_async)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t,
+                                          CUstream) noexcept nogil
+ctypedef CUresult (*fn_device_get)(CUdevice *, int) noexcept nogil
+ctypedef CUresult (*fn_can_access_peer)(int *, CUdevice, CUdevice) noexcept nogil
+ctypedef CUresult (*fn_p2p_attribute)(int *, int, CUdevice, CUdevice) noexcept nogil
 
 cdef struct Driver:
     fn_launch launch
@@ -208,6 +220,14 @@ cdef struct Driver:
     fn_event_record event_record
     fn_event_elapsed event_elapsed
     fn_event_destroy event_destroy
+    fn_ctx_set_current ctx_set_current
+    fn_ctx_get_current ctx_get_current
+    fn_ctx_enable_peer ctx_enable_peer
+    fn_stream_wait_event stream_wait_event
+    fn_memcpy_peer_async memcpy_peer_async
+    fn_device_get device_get
+    fn_can_access_peer can_access_peer
+    fn_p2p_attribute p2p_attribute
 
 cdef Driver drv
 cdef bint drv_loaded = False
@@ -263,6 +283,14 @@ def load_driver():
     drv.event_record = <fn_event_record>_sym(lib, b"cuEventRecord")
     drv.event_elapsed = <fn_event_elapsed>_sym(lib, b"cuEventElapsedTime")
     drv.event_destroy = <fn_event_destroy>_sym(lib, b"cuEventDestroy_v2")
+    drv.ctx_set_current = <fn_ctx_set_current>_sym(lib, b"cuCtxSetCurrent")
+    drv.ctx_get_current = <fn_ctx_get_current>_sym(lib, b"cuCtxGetCurrent")
+    drv.ctx_enable_peer = <fn_ctx_enable_peer>_sym(lib, b"cuCtxEnablePeerAccess")
+    drv.stream_wait_event = <fn_stream_wait_event>_sym(lib, b"cuStreamWaitEvent")
+    drv.memcpy_peer_async = <fn_memcpy_peer_async>_sym(lib, b"cuMemcpyPeerAsync")
+    drv.device_get = <fn_device_get>_sym(lib, b"cuDeviceGet")
+    drv.can_access_peer = <fn_can_access_peer>_sym(lib, b"cuDeviceCanAccessPeer")
+    drv.p2p_attribute = <fn_p2p_attribute>_sym(lib, b"cuDeviceGetP2PAttribute")
     drv_loaded = True
 
 
@@ -811,6 +839,477 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
         "gpu_rounds": gpu_rounds if profile else None,
         "all_pairs": all_pairs_of,
     }
+
+
+# ---------------------------------------------------------------- one search on several GPUs
+
+DEF MAX_DEVICES = 64
+DEF CU_EVENT_DISABLE_TIMING = 2
+DEF CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
+DEF CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED = 2
+DEF CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED = 3
+
+
+def peer_support(int a, int b):
+    """Whether kernels on device ``a`` can reach device ``b``'s memory: (access, native atomics).
+
+    ``a`` and ``b`` are device ordinals. Native atomics: an atomic on the
+    peer's memory is one atomic operation of the link (NVLink), which the
+    multi-device search's score messages and pair claims need.
+    """
+    load_driver()
+    cdef CUdevice da, db
+    cdef int can = 0, access = 0, atomics = 0
+    check(drv.device_get(&da, a), b"cuDeviceGet")
+    check(drv.device_get(&db, b), b"cuDeviceGet")
+    check(drv.can_access_peer(&can, da, db), b"cuDeviceCanAccessPeer")
+    check(drv.p2p_attribute(&access, CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, da, db),
+          b"cuDeviceGetP2PAttribute")
+    check(drv.p2p_attribute(&atomics, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, da, db),
+          b"cuDeviceGetP2PAttribute")
+    return bool(can and access), bool(atomics)
+
+
+def enable_peer_access(uintptr_t ctx, uintptr_t peer):
+    """Let the kernels of context ``ctx`` access the memory of context ``peer`` (idempotent)."""
+    load_driver()
+    cdef CUcontext prev = NULL
+    cdef CUresult rc
+    check(drv.ctx_get_current(&prev), b"cuCtxGetCurrent")
+    check(drv.ctx_set_current(<CUcontext>ctx), b"cuCtxSetCurrent")
+    rc = drv.ctx_enable_peer(<CUcontext>peer, 0)
+    drv.ctx_set_current(prev)
+    if rc != 0 and rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED:
+        raise CudaError(f"cuCtxEnablePeerAccess: {error_text(rc)}", rc)
+
+
+cdef int set_ctx(CUcontext c) except -1 nogil:
+    return check(drv.ctx_set_current(c), b"cuCtxSetCurrent")
+
+
+cdef int launch_on(CUfunction f, int k, unsigned int gx, unsigned int gy, unsigned int bx,
+                   unsigned int by, void **params, unsigned int shared=0) except -1 nogil:
+    """A plain stream-ordered launch in the current context (no programmatic
+    launch: the multi-device streams wait on each other's events)."""
+    note_launch(KERNEL_NAMES[k])
+    return check(drv.launch(f, gx, gy, 1, bx, by, 1, shared, NULL, params, NULL), KERNEL_NAMES[k])
+
+
+cdef CUresult sync_all(int n_dev, CUcontext *ctx) noexcept nogil:
+    """Synchronise every device's stream; the first error, or 0 (device 0's context current after)."""
+    cdef CUresult rc, first = 0
+    cdef int d
+    for d in range(n_dev):
+        drv.ctx_set_current(ctx[d])
+        rc = drv.stream_sync(NULL)
+        if rc != 0 and first == 0:
+            first = rc
+    drv.ctx_set_current(ctx[0])
+    return first
+
+
+cdef int wait_status_multi(PlStatus *st, int seq, bint poll, int n_dev,
+                           CUcontext *ctx) except -1 nogil:
+    """wait_status over several devices: a fault on any of them ends the wait,
+    and only every stream idle without the status is a scheduler bug."""
+    global inflight_len
+    cdef long spins = 0
+    cdef CUresult rc
+    cdef bint idle
+    cdef int d
+    cdef double next_poll = now_seconds() + POLL_INTERVAL if poll else 0.0
+    while pl_load_acquire(&st.seq) < seq:
+        spins += 1
+        if spins & 4095 == 0:
+            idle = True
+            for d in range(n_dev):
+                drv.ctx_set_current(ctx[d])
+                rc = drv.stream_query(NULL)
+                if rc == CUDA_ERROR_NOT_READY:
+                    idle = False
+                elif rc != 0:
+                    drv.ctx_set_current(ctx[0])
+                    fail_in_flight(rc)
+            drv.ctx_set_current(ctx[0])
+            if idle:
+                if pl_load_acquire(&st.seq) >= seq:
+                    break
+                with gil:
+                    raise CudaError(f"every device went idle without publishing status {seq} "
+                                    f"(have {st.seq}) after [{(<bytes>inflight[:inflight_len]).decode()}]")
+            if poll and now_seconds() >= next_poll:
+                next_poll = now_seconds() + POLL_INTERVAL
+                check_signals()
+        pl_cpu_relax()
+    inflight_len = 0
+    return 0
+
+
+cdef int launch_updates_on(CUfunction *fn, unsigned int row_smem, int r, int n,
+                           void **params) except -1 nogil:
+    """launch_updates with one device's kernels (current context)."""
+    launch_on(fn[K_UPDATE_DATA], K_UPDATE_DATA, r, 1, 256, 1, params, row_cache_bytes(n, row_smem))
+    launch_on(fn[K_UPDATE_COV], K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16, 16, params)
+    return 0
+
+
+# Buffers of device 0 that a worker view on another device takes from its own
+# replica: the data and correlations, the workers' per-iteration constants,
+# copied from device 0 after prep, and the entropies and partner orders,
+# which the device's own setup derives from them (all read on every pair).
+WORKER_LOCAL = ("X32", "X64", "cov", "idx", "weight", "kind", "hx", "hx_err", "partner")
+# Buffers of the replicas the update kernels (and the first standardisation
+# and covariance) read and write: all of them on the replica's device.
+REPLICA_LOCAL = ("X32", "X64", "cov", "alive", "gone", "frac", "noise", "linked", "order",
+                 "explained_by", "hx_var", "hx_var_err", "pk_status", "label", "scratch",
+                 "idx", "weight", "kind", "hx", "hx_err", "hx64", "score", "err", "ndone",
+                 "cursor", "live", "active", "final_score", "final_err", "cand", "it_r",
+                 "it_rounds", "it_redo", "it_compared", "it_gamma", "it_score", "ctl", "partner")
+
+
+def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray status_host,
+                 list status_devs, list worker_blocks, *, candidates=None, double spread_work=0.0):
+    """One causal-order search on several devices of one host (peer memory).
+
+    Device 0 holds the state the threshold rounds share and alone runs
+    ``prep``, the root selection and the re-decisions; every device holds a
+    replica of the data and correlations, which the same update kernels keep
+    equal, and runs ``setup`` on it; the worker kernels of every device claim
+    pairs and message scores in device 0's state (docs/design/multi_gpu.rst). Iterations whose pairs
+    hold at most ``spread_work`` sample pairs run their rounds on device 0
+    alone (the replicas are still updated).
+
+    Parameters
+    ----------
+    mods : list of Module
+        The kernels compiled with ``PL_PEERS``, loaded into each device's context.
+    contexts : list of int
+        The CUDA contexts (``CUcontext``), device 0's first; kernels of every
+        other context can access device 0's memory (``enable_peer_access``).
+    devs : list of dict
+        Device addresses of each device's buffers (``_cuda._Workspace``):
+        device 0's full workspace, then the replicas; each has ``"search"``
+        (room for three ``PlSearch``) and ``"mirror"`` (``idx`` to ``hx_err``,
+        one block of ``"mirror_bytes"`` bytes).
+    cfg, status_host, candidates
+        As for ``search``.
+    status_devs : list of int
+        The status word's device address in each context (portable mapped memory).
+    worker_blocks : list of int
+        Resident worker blocks of each device.
+
+    Returns
+    -------
+    dict
+        As ``search`` (no ``gpu_time``).
+    """
+    load_driver()
+    cdef int n_dev = len(mods)
+    if not 2 <= n_dev <= MAX_DEVICES or len(contexts) != n_dev or len(devs) != n_dev \
+            or len(status_devs) != n_dev or len(worker_blocks) != n_dev:
+        raise ValueError(f"search_multi needs 2 to {MAX_DEVICES} devices, each with a module, "
+                         "a context, buffers, a status address and a worker grid")
+    cdef CUcontext ctx[MAX_DEVICES]
+    cdef CUfunction fns[MAX_DEVICES][N_KERNELS]
+    cdef unsigned int row_smem[MAX_DEVICES]
+    cdef int grid[MAX_DEVICES]
+    cdef int nb[MAX_DEVICES]
+    cdef int block0[MAX_DEVICES]
+    cdef CUdeviceptr d_local[MAX_DEVICES]
+    cdef CUdeviceptr d_worker[MAX_DEVICES]
+    cdef CUdeviceptr d_setup[MAX_DEVICES]
+    cdef CUdeviceptr d_ctl[MAX_DEVICES]
+    cdef CUdeviceptr d_alive[MAX_DEVICES]
+    cdef CUdeviceptr d_mirror[MAX_DEVICES]
+    cdef CUevent ev_worker[MAX_DEVICES]
+    cdef CUevent ev_ready = NULL, ev_decided = NULL
+    cdef void *lparams[MAX_DEVICES][1]
+    cdef void *wparams[MAX_DEVICES][3]
+    cdef void *sparams[MAX_DEVICES][1]
+    cdef PlSearch hl[MAX_DEVICES]
+    cdef PlSearch hw[MAX_DEVICES]
+    cdef PlSearch hs[MAX_DEVICES]
+    cdef Module m
+    cdef int d, k, total
+    cdef size_t mirror_bytes = devs[0]["mirror_bytes"]
+    cdef size_t layout = sizeof(PlSearch)
+    for d in range(n_dev):
+        m = mods[d]
+        ctx[d] = <CUcontext><uintptr_t>contexts[d]
+        for k in range(N_KERNELS):
+            fns[d][k] = m.fn[k]
+        row_smem[d] = m.row_smem
+        grid[d] = worker_blocks[d]
+        ev_worker[d] = NULL
+        # the replica's own view (device 0: the only one), and the worker view
+        local = dict(devs[0])
+        if d > 0:
+            local.update({name: devs[d][name] for name in REPLICA_LOCAL})
+        local["status_dev"] = status_devs[d]
+        fill_search(&hl[d], local, cfg)
+        worker = dict(devs[0])
+        if d > 0:
+            worker.update({name: devs[d][name] for name in WORKER_LOCAL})
+        worker["status_dev"] = status_devs[d]
+        fill_search(&hw[d], worker, cfg)
+        # the setup view: the replica's own buffers, device 0's control block
+        setup = dict(local)
+        setup["ctl"] = devs[0]["ctl"]
+        fill_search(&hs[d], setup, cfg)
+        d_local[d] = devs[d]["search"]
+        d_worker[d] = devs[d]["search"] + layout if d > 0 else d_local[d]
+        d_setup[d] = devs[d]["search"] + 2 * layout if d > 0 else d_local[d]
+        d_ctl[d] = devs[d]["ctl"]
+        d_alive[d] = devs[d]["alive"]
+        d_mirror[d] = devs[d]["mirror"]
+        lparams[d][0] = &d_local[d]
+        wparams[d][0] = &d_worker[d]
+        wparams[d][1] = &block0[d]
+        wparams[d][2] = &total
+        sparams[d][0] = &d_setup[d]
+    cdef PlStatus *st = <PlStatus *><uintptr_t>status_host.ctypes.data
+    cdef int p = cfg["p"]
+    cdef int n = cfg["n"]
+    cdef bint use_float = cfg["use_float"]
+    cdef int k_setup = K_SETUP32 if use_float else K_SETUP64
+    cdef int k_worker = K_WORKER32 if use_float else K_WORKER64
+    cdef int k_all_pairs = K_ALL_PAIRS32 if use_float else K_ALL_PAIRS64
+    cdef double all_pairs_work = cfg.get("all_pairs_work", 0.0)
+    cdef long long max_all_pairs = (1LL << 31) - 1
+    cdef bint all_pairs = False, spread = False, first_round
+    all_pairs_of = np.zeros(p + 2, dtype=np.int8)
+    cdef signed char[::1] all_pairs_v = all_pairs_of
+    cdef int engines_per_block = mods[0].warps // cfg.get("group_warps", 1)
+    cdef long long n_pairs, need
+    cdef int r_now, grid_sum = 0, base, kw
+    cdef int wthreads = mods[0].warps * 32
+    cdef int tiles = (p + 15) // 16
+    cdef int r_host = p, nw = p, n_cand, state = PL_RUNNING, seq = 0, it = 0, rounds = 0
+    cdef int prep_mode = 3
+    cdef void *prep_params[2]
+    prep_params[0] = &d_local[0]
+    prep_params[1] = &prep_mode
+    cdef bint use_prior = candidates is not None
+    cdef CUdeviceptr d_pk = devs[0]["pk_status"]
+    cdef CUdeviceptr d_cov = devs[0]["cov"], d_corr0 = devs[0]["corr0"]
+    cdef PlControl ctl_host
+    alive_host = np.zeros(max(p, 1), dtype=np.int32)
+    pk_host = np.zeros(max(p, 1), dtype=np.int8)
+    cdef int[::1] alive_v = alive_host
+    cdef signed char[::1] pk_v = pk_host
+    cdef CUresult rc_end
+    cdef bint poll = threading.current_thread() is threading.main_thread()
+    global inflight_len
+    inflight_len = 0
+    for d in range(n_dev):
+        grid_sum += grid[d]
+
+    memset(st, 0, sizeof(PlStatus))
+    try:
+        with nogil:
+            for d in range(n_dev):
+                set_ctx(ctx[d])
+                check(drv.event_create(&ev_worker[d], CU_EVENT_DISABLE_TIMING), b"cuEventCreate")
+                if d == 0:
+                    check(drv.event_create(&ev_ready, CU_EVENT_DISABLE_TIMING), b"cuEventCreate")
+                    check(drv.event_create(&ev_decided, CU_EVENT_DISABLE_TIMING), b"cuEventCreate")
+                check(drv.htod(d_local[d], &hl[d], sizeof(PlSearch)), b"cuMemcpyHtoD(search state)")
+                if d > 0:
+                    check(drv.htod(d_worker[d], &hw[d], sizeof(PlSearch)),
+                          b"cuMemcpyHtoD(worker view)")
+                    check(drv.htod(d_setup[d], &hs[d], sizeof(PlSearch)),
+                          b"cuMemcpyHtoD(setup view)")
+                # every replica standardises and correlates its own copy of the data
+                launch_on(fns[d][K_INIT], K_INIT, (p + 255) // 256, 1, 256, 1, lparams[d])
+                launch_on(fns[d][K_STANDARDISE], K_STANDARDISE, p, 1, 256, 1, lparams[d])
+                launch_on(fns[d][K_COVARIANCE], K_COVARIANCE, tiles, tiles, 16, 16, lparams[d])
+            set_ctx(ctx[0])
+            check(drv.dtod(d_corr0, d_cov, <size_t>p * p * sizeof(double), NULL),
+                  b"cuMemcpyDtoDAsync(correlation)")
+            while True:
+                r_now = r_host - 1 if it > 0 else r_host
+                n_pairs = <long long>r_now * (r_now - 1) // 2
+                all_pairs = <double>n_pairs * n <= all_pairs_work and n_pairs <= max_all_pairs
+                all_pairs_v[it] = all_pairs
+                spread = <double>n_pairs * n > spread_work
+                # device 0: the order, the remaining set and the workers
+                if use_prior:
+                    prep_mode = 1
+                    launch_on(fns[0][K_PREP], K_PREP, 1, 1, 1024, 1, prep_params)
+                    check(drv.stream_sync(NULL), b"prep")
+                    check(drv.dtoh(&ctl_host, d_ctl[0], sizeof(PlControl)), b"cuMemcpyDtoH(control)")
+                    if ctl_host.state != PL_FINISHED and ctl_host.state != PL_DEGENERATE \
+                            and ctl_host.r > 1:
+                        check(drv.dtoh(&alive_v[0], d_alive[0], ctl_host.r * sizeof(int)),
+                              b"cuMemcpyDtoH(alive)")
+                        with gil:
+                            is_cand, in_vj = candidates(alive_host[:ctl_host.r].copy())
+                            pk_host[:ctl_host.r] = np.where(
+                                is_cand, PL_CANDIDATE, np.where(in_vj, PL_IN_VJ, PL_OTHER))
+                        check(drv.htod(d_pk, &pk_v[0], ctl_host.r), b"cuMemcpyHtoD(prior knowledge)")
+                    prep_mode = 2 | (PL_PREP_ALL_PAIRS if all_pairs else 0)
+                    launch_on(fns[0][K_PREP], K_PREP, 1, 1, 1024, 1, prep_params)
+                else:
+                    prep_mode = 3 | (PL_PREP_ALL_PAIRS if all_pairs else 0)
+                    launch_on(fns[0][K_PREP], K_PREP, 1, 1, 1024, 1, prep_params)
+                if spread:
+                    # the workers of this iteration to every replica, whose own
+                    # setup (below) then derives the same entropies and partner
+                    # orders as device 0's (all-pairs float rounds have no
+                    # setup: prep took their entropies, copied with them)
+                    for d in range(1, n_dev):
+                        check(drv.memcpy_peer_async(d_mirror[d], ctx[d], d_mirror[0], ctx[0],
+                                                    mirror_bytes, NULL), b"cuMemcpyPeerAsync(workers)")
+                    check(drv.event_record(ev_ready, NULL), b"cuEventRecord")
+                if not (all_pairs and use_float):
+                    launch_on(fns[0][k_setup], k_setup, r_host, 1, 512, 1, lparams[0])
+                first_round = True
+                while True:
+                    # this round's worker blocks: on every device, or on device 0 alone
+                    total = grid_sum if spread else grid[0]
+                    if all_pairs:
+                        need = max(<long long>1, (n_pairs + engines_per_block - 1) // engines_per_block)
+                        total = <int>min(<long long>total, need)
+                    base = 0
+                    for d in range(n_dev):
+                        nb[d] = min(grid[d], total - base) if (spread or d == 0) else 0
+                        if nb[d] < 0:
+                            nb[d] = 0
+                        block0[d] = base
+                        base += nb[d]
+                    kw = k_all_pairs if all_pairs else k_worker
+                    # (the other devices first: their first round waits on the
+                    # device for device 0's prep and setup, so all start together)
+                    for d in range(n_dev - 1, -1, -1):
+                        if nb[d] == 0:
+                            continue
+                        set_ctx(ctx[d])
+                        if d > 0 and first_round:
+                            check(drv.stream_wait_event(NULL, ev_ready, 0), b"cuStreamWaitEvent")
+                            if not (all_pairs and use_float):
+                                launch_on(fns[d][k_setup], k_setup, r_host, 1, 512, 1, sparams[d])
+                        launch_on(fns[d][kw], kw, nb[d], 1, wthreads, 1, wparams[d])
+                    first_round = False
+                    # Device 0 selects the root (or the next round's workers) in
+                    # its own memory once every device's workers have finished
+                    # (the PL_PEERS worker kernels leave the selection to it).
+                    wait_for_others(n_dev, ctx, ev_worker)
+                    launch_on(fns[0][K_SELECT], K_SELECT, 1, 1, 1024, 1, lparams[0])
+                    # Speculative, as on one device: every replica is updated if
+                    # the round decided the root (the kernels check the state),
+                    # from device 0's control block and remaining set.
+                    sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided, fns,
+                                  row_smem, lparams, n, False)
+                    seq += 1
+                    rounds += 1
+                    wait_status_multi(st, seq, poll, n_dev, ctx)
+                    state = st.state
+                    if state != PL_RUNNING:
+                        break
+                    if all_pairs:
+                        with gil:
+                            raise CudaError(f"the all-pairs round of iteration {it} left the "
+                                            "root undecided; please report this")
+                r_host = st.r
+                nw = st.nw
+                if state == PL_FINISHED or state == PL_DEGENERATE or state == PL_FAILED:
+                    break
+                if state == PL_REDO:
+                    # device 0 re-decides in double (after every device's
+                    # workers: its stream waited for them), then every replica
+                    # is updated for real
+                    n_cand = st.n_cand
+                    set_ctx(ctx[0])
+                    launch_on(fns[0][K_ENTROPY64], K_ENTROPY64, nw, 1, 256, 1, lparams[0])
+                    launch_on(fns[0][K_PAIRS64], K_PAIRS64, nw, n_cand, 256, 1, lparams[0])
+                    launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
+                    sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided, fns,
+                                  row_smem, lparams, n, True)
+                it += 1
+                if it > p + 1:
+                    with gil:
+                        raise CudaError(f"the search did not finish within {p} iterations")
+            rc_end = sync_all(n_dev, ctx)
+            if rc_end != 0:
+                fail_in_flight(rc_end)
+    except BaseException as exc:
+        if not isinstance(exc, CudaError):
+            # as search(): let every device's queued kernels finish
+            with nogil:
+                rc_end = sync_all(n_dev, ctx)
+            if rc_end != 0:
+                fail_in_flight(rc_end)
+            inflight_len = 0
+        raise
+    finally:
+        for d in range(n_dev):
+            if ev_worker[d] != NULL:
+                drv.ctx_set_current(ctx[d])
+                drv.event_destroy(ev_worker[d])
+        drv.ctx_set_current(ctx[0])
+        if ev_ready != NULL:
+            drv.event_destroy(ev_ready)
+        if ev_decided != NULL:
+            drv.event_destroy(ev_decided)
+        drv.ctx_set_current(ctx[0])
+    return {
+        "state": int(state),
+        "detail": [int(st.detail[0]), int(st.detail[1]), int(st.detail[2])],
+        "iterations": int(st.iteration),
+        "r": int(st.r),
+        "n_rederived": int(st.n_rederived),
+        "n_order": int(st.n_order),
+        "rounds": rounds,
+        "gpu_time": None,
+        "gpu_rounds": None,
+        "all_pairs": all_pairs_of,
+    }
+
+
+cdef int wait_for_others(int n_dev, CUcontext *ctx, CUevent *ev_done) except -1 nogil:
+    """Device 0's stream waits for everything queued so far on the other
+    devices (device 0's context current after)."""
+    cdef int d
+    for d in range(1, n_dev):
+        set_ctx(ctx[d])
+        check(drv.event_record(ev_done[d], NULL), b"cuEventRecord")
+    set_ctx(ctx[0])
+    for d in range(1, n_dev):
+        check(drv.stream_wait_event(NULL, ev_done[d], 0), b"cuStreamWaitEvent")
+    return 0
+
+
+cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdeviceptr *d_alive,
+                       int r_host, CUevent *ev_done, CUevent ev_decided,
+                       CUfunction (*fns)[N_KERNELS], unsigned int *row_smem,
+                       void *(*lparams)[1], int n, bint wait_others) except -1 nogil:
+    """Device 0's control block and remaining set to every replica, then the
+    update kernels on every device (device 0's context current after).
+
+    Device 0's stream must first wait for everything queued on the other
+    devices (``wait_others``, or the caller did): their workers, which the
+    control block must follow, and their earlier update kernels, which read
+    the buffers the copies overwrite.
+    """
+    cdef int d
+    if wait_others:
+        wait_for_others(n_dev, ctx, ev_done)
+    set_ctx(ctx[0])
+    for d in range(1, n_dev):
+        check(drv.memcpy_peer_async(d_ctl[d], ctx[d], d_ctl[0], ctx[0], sizeof(PlControl), NULL),
+              b"cuMemcpyPeerAsync(control)")
+        if r_host > 0:
+            check(drv.memcpy_peer_async(d_alive[d], ctx[d], d_alive[0], ctx[0],
+                                        <size_t>r_host * sizeof(int), NULL),
+                  b"cuMemcpyPeerAsync(remaining)")
+    check(drv.event_record(ev_decided, NULL), b"cuEventRecord")
+    for d in range(1, n_dev):
+        set_ctx(ctx[d])
+        check(drv.stream_wait_event(NULL, ev_decided, 0), b"cuStreamWaitEvent")
+        launch_updates_on(fns[d], row_smem[d], r_host, n, lparams[d])
+    set_ctx(ctx[0])
+    launch_updates_on(fns[0], row_smem[0], r_host, n, lparams[0])
+    return 0
 
 
 def empty_launch_and_poll(Module m, dict dev, cnp.ndarray status_host, int repeats):

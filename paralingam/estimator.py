@@ -85,6 +85,10 @@ class DirectLiNGAM(BaseEstimator):
         Further keyword arguments of :func:`paralingam.fit` (``threshold``,
         ``gamma0``, ``c``, ``dtype``, ``n_threads``, ...). ``n_threads`` also
         sets the threads of the adaptive lasso.
+    devices : None, "all" or list of int, optional
+        CUDA backend: the GPUs that share each causal-order search (see
+        :func:`paralingam.fit`; default: one GPU). (``fit_options`` may
+        carry it instead, as VARLiNGAM's ``fit_options`` do.)
 
     Attributes
     ----------
@@ -122,6 +126,7 @@ class DirectLiNGAM(BaseEstimator):
         adjacency="adaptive_lasso",
         coef_threshold=None,
         fit_options=None,
+        devices=None,
     ):
         self.random_state = random_state
         self.prior_knowledge = prior_knowledge
@@ -131,6 +136,7 @@ class DirectLiNGAM(BaseEstimator):
         self.adjacency = adjacency
         self.coef_threshold = coef_threshold
         self.fit_options = fit_options
+        self.devices = devices
 
     # ------------------------------------------------------------------
     # fit
@@ -215,6 +221,11 @@ class DirectLiNGAM(BaseEstimator):
         if self.prior_knowledge is not None:  # validated once, by paralingam.prior
             pk = PriorKnowledge(self.prior_knowledge, n_features,
                                 soft=bool(self.apply_prior_knowledge_softly)).matrix
+        if self.devices is not None:
+            if options.get("devices") is not None:
+                raise ValueError("devices is set twice, as a parameter and in fit_options; "
+                                 "set it once")
+            options["devices"] = self.devices  # checked by paralingam.fit
         return {
             "prior_knowledge": pk,
             "backend": self.backend,

@@ -229,7 +229,7 @@ def test_get_params_set_params_clone(lingam_data):
     assert params == {
         "random_state": None, "prior_knowledge": None, "apply_prior_knowledge_softly": False,
         "measure": "pwling", "backend": "auto", "adjacency": "adaptive_lasso",
-        "coef_threshold": None, "fit_options": None,
+        "coef_threshold": None, "fit_options": None, "devices": None,
     }
     # lingam's constructor arguments keep their names and positions
     ours = list(inspect.signature(DirectLiNGAM).parameters)

@@ -1,0 +1,357 @@
+"""One causal-order search on several GPUs (``fit(devices=...)``).
+
+The GPU tests (marked ``gpu``) need two or more GPUs with peer access and
+skip otherwise; each compares a search over every visible GPU with the
+single-GPU search (``devices=None``), which tests/test_gpu.py checks against
+the numpy reference: the same order, adjacency, explained variables and
+root scores (index-ordered sums: the same bits), and replicas that stayed
+bitwise equal. Most run with ``MULTI_SPREAD_WORK = 0``, so that every round
+of these small problems really runs on every GPU. Run them with
+``bash tools/multi_gpu_check.sh`` on a machine with several GPUs.
+
+The CPU tests check the argument ``devices`` without a GPU.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import paralingam
+from paralingam import reference
+from paralingam.datasets import make_lingam_data
+from test_cpu_backend import near_copy, planted_degenerate_data
+from test_runtime import INTERRUPT_BOUND
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _gpu_count():
+    try:
+        import pycuda.driver as drv
+
+        drv.init()
+        return drv.Device.count()
+    except Exception:
+        return 0
+
+
+@pytest.fixture
+def gpus():
+    """The visible GPUs' ids (skips unless there are two or more)."""
+    count = _gpu_count()
+    if count < 2:
+        pytest.skip(f"needs two or more GPUs; {count} visible")
+    return list(range(count))
+
+
+@pytest.fixture(params=["spread", "default"])
+def spread(request, monkeypatch):
+    """Every round on every GPU ("spread"), or only the rounds of large iterations."""
+    from paralingam import _cuda
+
+    if request.param == "spread":
+        monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
+    return request.param
+
+
+@pytest.fixture(params=["threshold", "all_pairs"])
+def round_kind(request, monkeypatch):
+    """Threshold rounds in every iteration, then all-pairs rounds (as tests/test_gpu.py)."""
+    from paralingam import _cuda
+
+    monkeypatch.setattr(_cuda, "ALL_PAIRS_WORK", 0.0 if request.param == "threshold" else float("inf"))
+    return request.param
+
+
+def fit(X, **kwargs):
+    kwargs.setdefault("backend", "cuda")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        return paralingam.fit(X, **kwargs)
+
+
+def assert_same_as_one_gpu(X, **kwargs):
+    """Fit on one GPU and on all of them; the results must agree exactly."""
+    from paralingam import _cuda
+
+    one = fit(X, **kwargs)
+    many = fit(X, devices="all", **kwargs)
+    assert many.stats["devices"] == list(range(_gpu_count()))
+    assert one.stats["devices"] == [0]
+    assert many.causal_order == one.causal_order
+    assert many.stats["explained"] == one.stats["explained"]
+    assert many.stats["scores"] == one.stats["scores"]
+    assert np.array_equal(many.adjacency_matrix, one.adjacency_matrix)
+    replicas = _cuda.replica_arrays(("X64", "cov"))
+    assert len(replicas) == len(many.stats["devices"])
+    for k, rep in enumerate(replicas[1:], 1):
+        for name in ("X64", "cov"):
+            assert np.array_equal(rep[name], replicas[0][name]), f"replica {k}: {name} differs"
+    return one, many
+
+
+CASES = [
+    # (p, n, density, seed)
+    (60, 2048, "sparse", 2401),
+    (100, 1024, "dense", 2402),
+    (250, 4096, "sparse", 2403),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("p, n, density, seed", CASES)
+def test_multi_gpu_order_equals_one_gpu(gpus, lingam_data, p, n, density, seed, dtype, spread,
+                                        round_kind):
+    X = lingam_data(p, n, density, seed)[0]
+    one, many = assert_same_as_one_gpu(X, dtype=dtype)
+    if round_kind == "all_pairs":
+        assert all(many.stats["all_pairs"])
+
+
+@pytest.mark.gpu
+def test_multi_gpu_small_case_equals_reference(gpus, lingam_data, reference_on, monkeypatch):
+    from paralingam import _cuda
+
+    monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
+    monkeypatch.setattr(_cuda, "ALL_PAIRS_WORK", 0.0)
+    X = lingam_data(30, 1000, "dense", 104)[0]
+    res = fit(X, devices="all")
+    ref_order, ref_explained = reference_on(30, 1000, "dense", 104)
+    assert res.causal_order == ref_order
+    assert res.stats["explained"] == ref_explained
+
+
+@pytest.mark.gpu
+def test_multi_gpu_large_iterations_spread_and_small_ones_not(gpus):
+    # p=400, n=8192: the first iterations hold more than MULTI_SPREAD_WORK
+    # sample pairs (their rounds run on every GPU), the last ones less
+    X = make_lingam_data(400, 8192, density="sparse", random_state=2411)[0]
+    assert_same_as_one_gpu(X)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("density, seed", [("sparse", 2421), ("dense", 2422)])
+def test_multi_gpu_planted_dependencies(gpus, lingam_data, density, seed, round_kind, monkeypatch):
+    from paralingam import _cuda
+
+    monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
+    X, n_planted = planted_degenerate_data(lingam_data(12, 500, density, seed)[0])
+    for dtype, group in (("float32", None), ("float64", None), ("float32", 2)):
+        one, _ = assert_same_as_one_gpu(X, dtype=dtype, warps_per_pair=group)
+        assert len(one.stats["explained"]) == n_planted  # explained variables were found
+    ref_order, ref_explained = reference.causal_order(X)
+    assert one.causal_order == ref_order and one.stats["explained"] == ref_explained
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("unexplained", [1e-6, 1e-14])
+def test_multi_gpu_near_collinear_columns(gpus, lingam_data, unexplained, round_kind, monkeypatch):
+    from paralingam import _cuda
+
+    monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
+    X = near_copy(lingam_data(10, 500, "dense", 522)[0], 4, unexplained)
+    for dtype, group in (("float32", None), ("float64", None), ("float32", 4)):
+        assert_same_as_one_gpu(X, dtype=dtype, warps_per_pair=group)
+
+
+@pytest.mark.gpu
+def test_multi_gpu_redecided_in_double(gpus, monkeypatch):
+    # tests/test_gpu.py's case with float64 re-decisions (near ties in float)
+    from paralingam import _cuda
+
+    monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
+    X = make_lingam_data(100, 1024, density="sparse", random_state=100)[0]
+    one, many = assert_same_as_one_gpu(X)
+    assert all(many.stats["all_pairs"])
+    assert any(many.stats["float64_redo"])  # all-pairs rounds: the same re-decisions
+    assert many.stats["float64_redo"] == one.stats["float64_redo"]
+    monkeypatch.setattr(_cuda, "ALL_PAIRS_WORK", 0.0)  # threshold rounds
+    _, threshold_rounds = assert_same_as_one_gpu(X)
+    assert threshold_rounds.causal_order == one.causal_order
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("soft", [False, True], ids=["strong", "soft"])
+def test_multi_gpu_prior_knowledge(gpus, lingam_data, soft, round_kind, monkeypatch):
+    from paralingam import _cuda
+    from test_prior_knowledge import prior_from_order, soft_prior, swapped
+
+    monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
+    p, seed = 50, 1131 + soft
+    X, B, order = lingam_data(p, 500, "sparse", seed)
+    rng = np.random.default_rng(seed)
+    pk = soft_prior(B, order, rng) if soft else prior_from_order(swapped(order, rng, 5), rng, 0.02)
+    for dtype in ("float32", "float64"):
+        one, _ = assert_same_as_one_gpu(X, dtype=dtype, prior_knowledge=pk,
+                                        apply_prior_knowledge_softly=soft)
+    ref_order, _ = reference.causal_order(X, prior_knowledge=pk, apply_prior_knowledge_softly=soft)
+    assert one.causal_order == ref_order
+
+
+@pytest.mark.gpu
+def test_multi_gpu_prior_knowledge_with_copies(gpus, lingam_data, monkeypatch):
+    from paralingam import _cuda
+    from test_prior_knowledge import degenerate_priors, with_copies
+
+    monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
+    X = with_copies(lingam_data(9, 500, "dense", 1142)[0])
+    for label, pk, soft in degenerate_priors(9):
+        assert_same_as_one_gpu(X, prior_knowledge=pk, apply_prior_knowledge_softly=soft)
+
+
+@pytest.mark.gpu
+def test_multi_gpu_stop_on_dependence_raises_the_same_error(gpus, lingam_data, monkeypatch):
+    from paralingam import _cuda
+
+    monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
+    X, _ = planted_degenerate_data(lingam_data(12, 500, "sparse", 2431)[0])
+    errors = []
+    for devices in (None, "all"):
+        with pytest.raises(paralingam.LinearDependenceError) as info:
+            fit(X, on_collinear="error", devices=devices)
+        errors.append(str(info.value))
+    assert errors[0] == errors[1]
+
+
+@pytest.mark.gpu
+def test_multi_gpu_device_lists(gpus, lingam_data):
+    X = lingam_data(40, 2048, "sparse", 107)[0]
+    base = fit(X)
+    first = fit(X, devices=[0])  # one GPU: the single-GPU search itself
+    assert first.stats["devices"] == [0] and first.causal_order == base.causal_order
+    two = fit(X, devices=[1, 0])  # GPU 1 holds the state
+    assert two.stats["devices"] == [1, 0] and two.causal_order == base.causal_order
+    with pytest.raises(ValueError, match=f"names GPU {len(gpus)}"):
+        fit(X, devices=[0, len(gpus)])
+    with pytest.raises(ValueError, match="CUDA_VISIBLE_DEVICES=1"):
+        fit(X, devices=[1])
+
+
+@pytest.mark.gpu
+def test_multi_gpu_estimator_equals_one_gpu(gpus, lingam_data):
+    X = lingam_data(30, 1000, "sparse", 103)[0]
+    one = paralingam.DirectLiNGAM(backend="cuda").fit(X)
+    many = paralingam.DirectLiNGAM(backend="cuda", devices="all").fit(X)
+    assert many.causal_order_ == one.causal_order_
+    assert np.array_equal(many.adjacency_matrix_, one.adjacency_matrix_)
+    assert many.fit_stats_["devices"] == gpus
+
+
+@pytest.mark.gpu
+def test_multi_gpu_problem_larger_than_memory_is_refused(gpus):
+    X = np.random.default_rng(0).standard_normal((40, 120_000))  # 115 GB of correlations
+    with pytest.raises(paralingam.InsufficientMemoryError, match="GPU memory on GPU"):
+        paralingam.fit(X, backend="cuda", devices="all")
+
+
+# An interrupted search over every GPU (SIGINT a second into a long one), then
+# the same process's next searches give the orders of before.
+CHILD = textwrap.dedent('''
+    import signal, sys
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    import numpy as np
+    import paralingam
+    from paralingam.datasets import make_lingam_data
+
+    big = np.ascontiguousarray(make_lingam_data(1500, 16384, density="sparse", random_state=10)[0])
+    small = np.ascontiguousarray(make_lingam_data(40, 2048, density="sparse", random_state=7)[0])
+    opts = dict(backend="cuda", dtype="float64")
+    before = list(paralingam.fit(small, **opts).causal_order)
+    warm = list(paralingam.fit(small, devices="all", **opts).causal_order)  # (compiled now)
+    print("ready", flush=True)
+    try:
+        paralingam.fit(big, threshold=False, devices="all", **opts)
+        print("finished", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+    ok = (warm == before and list(paralingam.fit(small, devices="all", **opts).causal_order) == before
+          and list(paralingam.fit(small, **opts).causal_order) == before)
+    print("after", "ok" if ok else "wrong", flush=True)
+''')
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(sys.platform != "linux", reason="SIGINT semantics of Linux")
+def test_multi_gpu_search_stops_on_ctrl_c_and_the_next_fit_is_right(gpus, tmp_path):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()[-3000:]
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        line = proc.stdout.readline().strip()
+        assert line == "interrupted", f"{line!r}: {proc.stderr.read()[-3000:]}"
+        assert time.monotonic() - t0 < INTERRUPT_BOUND
+        assert proc.stdout.readline().strip() == "after ok"
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# ---------------------------------------------------------------- without a GPU
+
+
+@pytest.mark.parametrize("devices, message", [
+    ("first", "None, 'all' or a list of GPU ids"),
+    (1, r"the number 1 \(write devices=\[1\]\)"),
+    ([], "at least one GPU"),
+    ([0, 1, 0], "GPU 0 more than once"),
+    ([0, -1], "non-negative integer GPU ids; got -1"),
+    ([0, 1.0], "non-negative integer GPU ids; got 1.0"),
+    ([True], "non-negative integer GPU ids; got True"),
+    (object(), "None, 'all' or a list of GPU ids"),
+])
+def test_bad_devices_are_refused_naming_the_problem(devices, message):
+    X = make_lingam_data(5, 200, random_state=0)[0]
+    with pytest.raises(ValueError, match=message):
+        paralingam.fit(X, devices=devices)
+
+
+@pytest.mark.parametrize("devices", [[0], [0, 1], "all"])
+def test_devices_with_the_cpu_backend_are_refused(devices):
+    X = make_lingam_data(5, 200, random_state=0)[0]
+    with pytest.raises(ValueError, match="selects GPUs, but backend='cpu'"):
+        paralingam.fit(X, backend="cpu", devices=devices)
+    with pytest.raises(ValueError, match="selects GPUs, but backend='cpu'"):
+        paralingam.DirectLiNGAM(backend="cpu", devices=devices).fit(X)
+
+
+def test_devices_is_an_estimator_parameter_or_a_fit_option_once():
+    X = make_lingam_data(5, 200, random_state=0)[0]
+    for model in (paralingam.DirectLiNGAM(backend="cpu", fit_options={"devices": [0, 1]}),
+                  paralingam.VARLiNGAM(backend="cpu", fit_options={"devices": [0, 1]})):
+        with pytest.raises(ValueError, match="selects GPUs, but backend='cpu'"):
+            model.fit(X)  # (it reached paralingam.fit)
+    both = paralingam.DirectLiNGAM(devices=[0, 1], fit_options={"devices": "all"})
+    with pytest.raises(ValueError, match="devices is set twice"):
+        both.fit(X)
+    assert paralingam.DirectLiNGAM(devices=[0, 1]).get_params()["devices"] == [0, 1]
+
+
+def test_devices_none_on_the_cpu_reports_no_devices():
+    X = make_lingam_data(5, 200, random_state=0)[0]
+    assert paralingam.fit(X, backend="cpu").stats["devices"] is None
+
+
+def test_devices_without_a_usable_gpu_name_the_reason(monkeypatch):
+    from paralingam import _backends
+
+    monkeypatch.setattr(_backends, "cuda_unavailable_reason", lambda: "no CUDA device found")
+    X = make_lingam_data(5, 200, random_state=0)[0]
+    with pytest.raises(RuntimeError, match=r"devices=\[0, 1\] needs the CUDA backend.*no CUDA device"):
+        paralingam.fit(X, devices=[0, 1])
+    assert paralingam.fit(X).stats["backend"] == "cpu"  # (auto without devices: the CPU)
