@@ -25,7 +25,7 @@ fi
 # one CPU build for this machine (the CPU code is not what is measured here)
 PARALINGAM_NATIVE=1 python3 -m pip install -q --no-build-isolation --no-deps -e . > "$out/build.log" 2>&1 \
     || { tail -30 "$out/build.log"; exit 1; }
-timeout 210 python3 -m pytest -q -m gpu tests/test_multi_gpu.py -p no:cacheprovider 2>&1 \
+timeout 210 python3 -m pytest -v -rfE --timeout 60 -m gpu tests/test_multi_gpu.py -p no:cacheprovider 2>&1 \
     | tee "$out/multi_gpu_tests.log" | tail -25
 status=${PIPESTATUS[0]}
 if [ "$mode" = "quick" ]; then
