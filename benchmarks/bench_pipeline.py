@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 import paralingam  # noqa: E402
 from paralingam.datasets import make_lingam_data  # noqa: E402
-from paralingam.estimator import DirectLiNGAM  # noqa: E402
+from paralingam.lingam.estimator import DirectLiNGAM  # noqa: E402
 
 PHASES = ("validate", "load", "standardise", "compile", "upload", "search", "adjacency")
 
@@ -256,7 +256,7 @@ def show(row):
 
 def cuda_usable():
     try:
-        from paralingam import _cuda
+        from paralingam.search import _cuda
         return _cuda.unavailable_reason() is None
     except Exception:  # pragma: no cover - depends on the machine
         return False

@@ -6,14 +6,15 @@ import time
 
 import numpy as np
 
-from . import _backends, _isa, _memory
+from .search import _backends
+from . import _isa, _memory
 from ._progress import Progress, check_progress
 from ._result import FitResult
 from ._validation import (CUDA_BLOCKS, MAX_THREADS, WARPS_PER_PAIR, _as_data_matrix, check_bool,
                           check_choice, check_dtype, check_int, check_positive, default_threads,
                           user_stacklevel)
 from .adjacency import _ols_adjacency, _scaled_back
-from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError, initial_noise
+from .search.policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError, initial_noise
 from .prior import PriorKnowledge
 
 DEFAULT_GAMMA0 = 1e-4
@@ -275,7 +276,7 @@ def fit(
     n, p = data.shape
     use_float = dtype != "float64"
     if name != "cpu":  # pragma: no cover - needs a GPU
-        from . import _cuda
+        from .search import _cuda
 
         _cuda.check_memory(n, p, use_float)
     _memory.require_all(_memory.fit_plan(
@@ -293,7 +294,7 @@ def fit(
                 search_data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads,
                 times, stop, candidates, use_float=dtype != "float64", progress=progress)
         else:  # pragma: no cover - needs a GPU
-            from . import _cuda
+            from .search import _cuda
             order, explained, per_it, n_rederived = _cuda.search(
                 search_data, threshold=threshold, gamma0=gamma0, c=c, dtype=dtype or "float32",
                 collinear_tol=collinear_tol, explained_tol=explained_tol, drift_tol=DRIFT_TOL,
@@ -387,7 +388,7 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
     # What the first fit of a process loads (the compiled search, the BLAS
     # controller) is timed apart: it is no part of any step.
     t0 = time.perf_counter()
-    _cpu = _isa.load("_cpu")
+    _cpu = _isa.load("search._cpu")
 
     _blas_threads()
     times["load"] = time.perf_counter() - t0

@@ -8,10 +8,11 @@ import pytest
 from paralingam import _isa
 
 import paralingam
-from paralingam import _api, reference
+from paralingam import _api
+from paralingam.search import reference
 
-pytest.importorskip("paralingam._cpu", reason="the CPU extension is not built")
-_cpu = _isa.load("_cpu")  # the build fit uses (paralingam._isa)
+pytest.importorskip("paralingam.search._cpu", reason="the CPU extension is not built")
+_cpu = _isa.load("search._cpu")  # the build fit uses (paralingam._isa)
 
 
 def fit_cpu(X, **kwargs):
@@ -332,7 +333,7 @@ def test_threads_in_stats(lingam_data):
 
 
 # --------------------------------------------------------------------------
-# Degenerate data (paralingam.policy)
+# Degenerate data (paralingam.search.policy)
 # --------------------------------------------------------------------------
 
 def planted_degenerate_data(base):
@@ -402,7 +403,7 @@ def near_copy(base, k, unexplained):
     noise -= noise.mean()
     new = x + np.sqrt(unexplained) * x.std() * noise / noise.std()
     X = np.column_stack([base, new])
-    f = paralingam.policy.residual_fraction(new, x)
+    f = paralingam.search.policy.residual_fraction(new, x)
     assert unexplained / 3 < f < unexplained * 3  # the construction worked
     return X
 

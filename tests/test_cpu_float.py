@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import _isa, reference
+from paralingam import _isa
+from paralingam.search import reference
 
-_cpu = _isa.load("_cpu")  # the build fit uses (paralingam._isa)
+_cpu = _isa.load("search._cpu")  # the build fit uses (paralingam._isa)
 
 from test_prior_knowledge import prior_from_order
 

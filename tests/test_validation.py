@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import reference
+from paralingam.search import reference
 from paralingam._validation import as_data_matrix
 
-pytest.importorskip("paralingam._cpu", reason="the CPU extension is not built")
+pytest.importorskip("paralingam.search._cpu", reason="the CPU extension is not built")
 
 
 def fit_cpu(X, **kwargs):

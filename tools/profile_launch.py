@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 import paralingam
-from paralingam import _cuda, _scheduler
+from paralingam.search import _cuda, _scheduler
 from paralingam.datasets import make_lingam_data
 
 # The benchmarks' shared command line and the grid's floor (benchmarks/ is not a package).

@@ -18,7 +18,7 @@ from importlib import resources
 
 import numpy as np
 
-from . import _cuda
+from ..search import _cuda
 
 THREADS = 256        # kernels/adjacency.cu: TPB
 PANEL = 32           # kernels/adjacency.cu: PANEL, columns per Cholesky panel

@@ -50,7 +50,7 @@ import numpy as np
 
 from .policy import (COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError, initial_noise,
                      is_dependent, pair_noise, regressed_noise, residual_fraction)
-from .prior import PriorKnowledge
+from ..prior import PriorKnowledge
 
 K1 = 79.047
 K2 = 7.4129

@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from . import _memory
+from .. import _memory
 
 __all__ = ["BootstrapResult", "total_effects", "find_all_paths"]
 

@@ -19,15 +19,16 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state, resample
 
-from . import _api, _backends, _memory
-from ._progress import Progress, check_progress
-from ._validation import (as_data_matrix, check_coef_threshold, constant_in_resample,
+from .. import _api, _memory
+from ..search import _backends
+from .._progress import Progress, check_progress
+from .._validation import (as_data_matrix, check_coef_threshold, constant_in_resample,
                           default_threads)
-from .adjacency import ADJACENCY_METHODS, _estimate_adjacency
+from ..adjacency import ADJACENCY_METHODS, _estimate_adjacency
 from .bootstrap import BootstrapResult, regression_effect, total_effects, warn_if_order_reversed
 from .hsic import independence_p_values
-from .policy import EXPLAINED_TOL
-from .prior import PriorKnowledge
+from ..search.policy import EXPLAINED_TOL
+from ..prior import PriorKnowledge
 
 MEASURES = ("pwling",)
 # lingam's other measures, which paralingam does not implement.

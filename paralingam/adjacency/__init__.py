@@ -34,11 +34,11 @@ import warnings
 
 import numpy as np
 
-from . import _memory
-from ._validation import (MAX_THREADS, _list, _name, as_data_matrix, check_coef_threshold,
+from .. import _memory
+from .._validation import (MAX_THREADS, _list, _name, as_data_matrix, check_coef_threshold,
                           check_int, check_order, check_positive, default_threads,
                           user_stacklevel)
-from .prior import _as_matrix as _prior_matrix
+from ..prior import _as_matrix as _prior_matrix
 
 ADJACENCY_METHODS = ("adaptive_lasso", "ols")
 
@@ -225,7 +225,7 @@ def _column_exponents(X):
     :func:`ols_adjacency` matches to ``numpy.linalg.lstsq`` on the data. Only
     smaller columns, whose squares would underflow, get their own exponent.
     """
-    from ._api import column_exponents  # _api imports this module
+    from .._api import column_exponents  # _api imports this module
 
     own = column_exponents(X)  # max |X[:, j]| * 2**-own[j] in [0.5, 1)
     if own.size == 0:
@@ -738,7 +738,7 @@ def _on_gpu(call, step, pronoun):
     The warning reads "<step> on the GPU failed (<why>); computing <pronoun> on
     the CPU" and points at the user's code (the first frame outside paralingam).
     """
-    from . import _cuda
+    from ..search import _cuda
 
     reason = _cuda.unavailable_reason()
     if reason is None:
@@ -772,9 +772,10 @@ def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, 
     back) go to the CPU engine. When the GPU cannot run, nothing is done here
     and a warning says why.
     """
-    from . import _cuda_adjacency, _isa
+    from . import _cuda_adjacency
+    from .. import _isa
 
-    _lasso = _isa.load("_lasso")
+    _lasso = _isa.load("adjacency._lasso")
     p = gram.shape[0]
     done = np.zeros(len(targets), dtype=bool)
     out = _on_gpu(lambda: _cuda_adjacency.lars_supports(gram, targets[given], ols_coef, ols_rss,
@@ -907,10 +908,10 @@ def _gram_rank(gram):
 
 
 def _compiled_lasso():
-    from . import _isa
+    from .. import _isa
 
     try:
-        return _isa.load("_lasso")
+        return _isa.load("adjacency._lasso")
     except ImportError:  # not built: sklearn's path for every target
         return None
 

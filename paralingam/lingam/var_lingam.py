@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from ._validation import as_data_matrix
+from .._validation import as_data_matrix
 from .bootstrap import (BootstrapResult, find_all_paths, regression_effect, total_effects,
                         warn_if_order_reversed)
 
@@ -297,7 +297,7 @@ class VARLiNGAM:
         gives exactly lingam's regressions, with the rows in lingam's order
         (latest time first).
         """
-        from .adjacency import adaptive_lasso_adjacency
+        from ..adjacency import adaptive_lasso_adjacency
 
         n = X.shape[1]
         lags = self._lags
@@ -314,7 +314,7 @@ class VARLiNGAM:
         options = self._fit_options or {}
         backend = None if self._backend == "auto" else self._backend
         if backend == "cuda":
-            from . import _backends
+            from ..search import _backends
 
             backend = _backends.resolve_backend("cuda")
         B = adaptive_lasso_adjacency(design, order, prior_knowledge=pk,
@@ -376,7 +376,7 @@ class VARLiNGAM:
         -------
         float
         """
-        from .utils import calculate_total_effect
+        from ..utils import calculate_total_effect
 
         self._check_fitted()
         if from_lag == 0:
@@ -442,8 +442,8 @@ class VARLiNGAM:
         from sklearn import config_context
         from sklearn.utils import check_random_state, resample
 
-        from . import _api
-        from ._progress import check_progress
+        from .. import _api
+        from .._progress import check_progress
         from .estimator import _bootstrap_progress
 
         if isinstance(n_sampling, bool) or not isinstance(n_sampling, (numbers.Integral, np.integer)) \

@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 
-from . import hsic
+from ..lingam import hsic
 
 __all__ = ["extract_ancestors"]
 
@@ -53,7 +53,7 @@ def extract_ancestors(X, max_explanatory_num=2, cor_alpha=0.01, ind_alpha=0.01,
     non-Gaussian acyclic models with latent confounders. AISTATS 2020,
     PMLR 108:735-745.
     """
-    from ._validation import as_data_matrix
+    from .._validation import as_data_matrix
 
     if bw_method not in _BW_METHODS:
         raise ValueError(f"bw_method must be one of {_BW_METHODS}; got {bw_method!r}")

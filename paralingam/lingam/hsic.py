@@ -24,8 +24,8 @@ import threading
 
 import numpy as np
 
-from ._progress import Progress as _Progress
-from ._progress import check_progress
+from .._progress import Progress as _Progress
+from .._progress import check_progress
 
 # The gamma approximation's null variance carries the factor (n - 4)(n - 5) /
 # ((n - 2)(n - 3)) (lingam's hsic_test_gamma): at n = 4 or 5 it is zero and the
@@ -183,7 +183,7 @@ def independence_p_values(E, constant=None, *, backend="cpu", progress=False,
         When the ``O(n_samples * n_features)`` working arrays do not fit in
         the available memory (checked before anything is allocated).
     """
-    from . import _backends
+    from ..search import _backends
 
     check_progress(progress)
     E = np.asarray(E, dtype=np.float64)
@@ -460,7 +460,7 @@ def _blas_single_threaded(n_threads):
     """One BLAS thread while several of ours run products side by side."""
     if n_threads == 1:
         return contextlib.nullcontext()
-    from . import _api
+    from .. import _api
 
     return _api._blas_in_this_thread()
 
@@ -549,7 +549,7 @@ def _gpu_bytes_needed(n, q):
 def _gpu_check_memory(n, q):
     import pycuda.driver as drv
 
-    from . import _cuda
+    from ..search import _cuda
 
     _cuda._context()
     free, _ = drv.mem_get_info()
@@ -569,7 +569,8 @@ def _sums_cuda(Z, progress):
     square over the strict upper triangle (``b > a``) for each pair; the
     diagonal is added here and the mirror image counted twice.
     """
-    from . import _cuda, _cuda_adjacency
+    from ..search import _cuda
+    from ..adjacency import _cuda_adjacency
 
     ctx = _cuda._context()
     fns = _gpu_kernels(ctx.handle)

@@ -78,7 +78,7 @@ PROGRAMMATIC_LAUNCH = True
 
 # The problem does not fit in the GPU's free memory (an InsufficientMemoryError,
 # so a MemoryError; defined with the host's checks in _memory).
-from ._memory import GPUMemoryError  # noqa: E402  (re-exported: paralingam._cuda.GPUMemoryError)
+from .._memory import GPUMemoryError  # noqa: E402  (re-exported: paralingam._cuda.GPUMemoryError)
 
 
 # Set after a kernel fault: CUDA keeps such errors (illegal address, trap)
@@ -185,7 +185,7 @@ def device_properties():
 
 def bytes_needed(p, n, use_float):
     """Device memory a search of p variables and n samples allocates."""
-    from ._memory import cuda_device_bytes
+    from .._memory import cuda_device_bytes
 
     return cuda_device_bytes(n, p, use_float)
 
@@ -291,7 +291,7 @@ def _check_device(key, needed):
 
     free, total = drv.mem_get_info()
     if needed > free:
-        from ._memory import format_bytes
+        from .._memory import format_bytes
 
         props = device_properties()
         _, p, ld, use_float = key
@@ -312,7 +312,7 @@ def clear_cache():
         for buf in ws.keep:
             buf.free()
     _WORKSPACES.clear()
-    from . import _cuda_adjacency
+    from ..adjacency import _cuda_adjacency
 
     _cuda_adjacency.clear_cache()
 
@@ -322,7 +322,7 @@ def _note_fault(exc):
     global _FAULT
     _FAULT = str(exc)
     _WORKSPACES.clear()  # their memory went with the context
-    from . import _cuda_adjacency
+    from ..adjacency import _cuda_adjacency
 
     _cuda_adjacency.clear_cache(after_fault=True)
     _module.cache_clear()
@@ -386,7 +386,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     ld = (n + 31) // 32 * 32
     t0 = time.perf_counter()
     ws = _workspace((_context().handle, p, ld, use_float), bytes_needed(p, n, use_float))
-    from ._memory import F8, require
+    from .._memory import F8, require
 
     require("the CUDA search's upload buffer", F8 * p * ld, "use fewer variables")
     X = np.zeros((p, ld))
