@@ -154,7 +154,7 @@ def plain_pass(X, repeats):
 
 def preparation_peak(X):
     """Peak host memory (numpy's allocations) of validation + standardisation, in bytes."""
-    from paralingam._api import column_exponents, standardise_rows
+    from paralingam._preparation import column_exponents, standardise_rows
     from paralingam._validation import as_data_matrix
 
     tracemalloc.start()

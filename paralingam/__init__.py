@@ -15,6 +15,7 @@ from ._api import DegenerateDataWarning, fit
 from ._memory import InsufficientMemoryError
 from ._result import FitResult
 from ._version import __version__
+from .search._tuning import Tuning
 from .search.policy import LinearDependenceError
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "DegenerateDataWarning",
     "LinearDependenceError",
     "InsufficientMemoryError",
+    "Tuning",
     "DirectLiNGAM",
     "BootstrapResult",
     "VARLiNGAM",

@@ -185,20 +185,19 @@ def test_gpu_adjacency_fault_falls_back_and_records_sticky_faults(monkeypatch, s
     # ("unspecified launch failure") must make the CUDA backend report itself
     # unusable; a non-sticky one must not. Either way the matrix comes from
     # the CPU engine, with a warning.
-    from paralingam.search import _cuda
+    from paralingam import _gpu, adjacency
     from paralingam.adjacency import _cuda_adjacency
-    from paralingam import adjacency
 
     drv = _fake_driver(sticky)
     pycuda = types.ModuleType("pycuda")
     pycuda.driver = drv
     monkeypatch.setitem(sys.modules, "pycuda", pycuda)
     monkeypatch.setitem(sys.modules, "pycuda.driver", drv)
-    monkeypatch.setattr(_cuda, "_FAULT", None)
+    monkeypatch.setattr(_gpu, "_FAULT", None)
     monkeypatch.setattr(_cuda_adjacency, "_BUFFERS", {})
-    monkeypatch.setattr(_cuda, "unavailable_reason",
-                        lambda: f"fault: {_cuda._FAULT}" if _cuda._FAULT else None)
-    monkeypatch.setattr(_cuda, "_context", lambda: types.SimpleNamespace(handle=1))
+    monkeypatch.setattr(_gpu, "unavailable_reason",
+                        lambda: f"fault: {_gpu._FAULT}" if _gpu._FAULT else None)
+    monkeypatch.setattr(_gpu, "context", lambda: types.SimpleNamespace(handle=1))
     monkeypatch.setattr(_cuda_adjacency, "_kernels", lambda handle: {"lars_paths": None})
     rng = np.random.default_rng(3)
     X = rng.laplace(size=(200, 6)) @ np.triu(rng.uniform(0.5, 1.0, (6, 6)))
@@ -234,7 +233,7 @@ def test_gpu_adjacency_fault_falls_back_and_records_sticky_faults(monkeypatch, s
     assert ("_launch" in calls) == (failing == "_launch" or not sticky)
     np.testing.assert_array_equal(got, expected)
     assert failing in calls
-    assert (_cuda._FAULT is not None) == sticky
+    assert (_gpu._FAULT is not None) == sticky
     # a sticky fault drops the kept buffers (their memory went with the context)
     if failing == "_launch":
         assert bool(_cuda_adjacency._BUFFERS) != sticky

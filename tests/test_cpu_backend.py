@@ -8,7 +8,7 @@ import pytest
 from paralingam import _isa
 
 import paralingam
-from paralingam import _api
+from paralingam import _api, _preparation
 from paralingam.search import reference
 
 pytest.importorskip("paralingam.search._cpu", reason="the CPU extension is not built")
@@ -175,7 +175,7 @@ def test_standardise_rows_returns_a_copy(lingam_data):
     # arrays, whose transpose is already C-contiguous.
     X = np.array(lingam_data(10, 100, "sparse", 322)[0], order="F")
     before = X.copy()
-    Z, cov = _api.standardise_rows(X)
+    Z, cov = _preparation.standardise_rows(X)
     assert not np.shares_memory(Z, X)
     np.testing.assert_array_equal(X, before)
     np.testing.assert_allclose(Z.mean(axis=1), 0.0, atol=1e-12)
@@ -513,16 +513,16 @@ def search(X, drift_tol, rederive_mode, log=None):
     difference between the updated covariance and the covariance of the
     updated rows.
     """
-    Z, cov = _api.standardise_rows(np.array(X, order="C"))
+    Z, cov = _preparation.standardise_rows(np.array(X, order="C"))
 
     def rederive(alive):
         rows = Z[alive]
         if log is not None:
-            log.append(np.abs(cov[np.ix_(alive, alive)] - _api.covariance_of_rows(rows)).max())
+            log.append(np.abs(cov[np.ix_(alive, alive)] - _preparation.covariance_of_rows(rows)).max())
         rows -= rows.mean(axis=1, keepdims=True)
         rows /= np.sqrt((rows * rows).mean(axis=1, keepdims=True))
         Z[alive] = rows
-        cov[np.ix_(alive, alive)] = _api.covariance_of_rows(rows)
+        cov[np.ix_(alive, alive)] = _preparation.covariance_of_rows(rows)
 
     order, explained, per_it, n_rederived = _cpu.search_order(
         Z, cov, drift_tol=drift_tol, rederive=rederive if rederive_mode == "rederive" else None)
@@ -566,10 +566,10 @@ def test_covariance_update_matches_data_at_every_step(lingam_data):
     # without any re-derivation for the whole search.
     X = lingam_data(60, 500, "sparse", 602)[0]
     log = []
-    Z, cov = _api.standardise_rows(np.array(X, order="C"))
+    Z, cov = _preparation.standardise_rows(np.array(X, order="C"))
 
     def check(alive):  # called after every update (drift_tol=0); changes nothing
-        log.append(np.abs(cov[np.ix_(alive, alive)] - _api.covariance_of_rows(Z[alive])).max())
+        log.append(np.abs(cov[np.ix_(alive, alive)] - _preparation.covariance_of_rows(Z[alive])).max())
 
     order, explained, _, n_calls = _cpu.search_order(Z, cov, drift_tol=0.0, rederive=check)
     assert n_calls == len(log) >= 50

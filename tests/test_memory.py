@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import _api, _memory, adjacency
+from paralingam import _api, _memory, _preparation, adjacency
 from paralingam.lingam import bootstrap
 from paralingam._memory import InsufficientMemoryError
 
@@ -210,7 +210,7 @@ def test_estimates_bound_the_measured_peaks(n, p, singular):
         return estimate / peak
 
     ratios = {
-        "standardise": ratio(_memory.standardise_bytes(n, p), lambda: _api.standardise_rows(data)),
+        "standardise": ratio(_memory.standardise_bytes(n, p), lambda: _preparation.standardise_rows(data)),
         "search": ratio(_memory.standardise_bytes(n, p) + _memory.cpu_search_bytes(n, p),
                         lambda: _api._search_cpu(data.copy(), True, 1e-4, 2.0, 1e-10, 1e-10, 1,
                                                  {}, False)),

@@ -35,6 +35,7 @@ import warnings
 import numpy as np
 
 from .. import _memory
+from .._preparation import column_exponents
 from .._validation import (MAX_THREADS, _list, _name, as_data_matrix, check_coef_threshold,
                           check_int, check_order, check_positive, default_threads,
                           user_stacklevel)
@@ -225,8 +226,6 @@ def _column_exponents(X):
     :func:`ols_adjacency` matches to ``numpy.linalg.lstsq`` on the data. Only
     smaller columns, whose squares would underflow, get their own exponent.
     """
-    from .._api import column_exponents  # _api imports this module
-
     own = column_exponents(X)  # max |X[:, j]| * 2**-own[j] in [0.5, 1)
     if own.size == 0:
         return own
@@ -738,9 +737,9 @@ def _on_gpu(call, step, pronoun):
     The warning reads "<step> on the GPU failed (<why>); computing <pronoun> on
     the CPU" and points at the user's code (the first frame outside paralingam).
     """
-    from ..search import _cuda
+    from .. import _gpu
 
-    reason = _cuda.unavailable_reason()
+    reason = _gpu.unavailable_reason()
     if reason is None:
         try:
             return call()

@@ -387,9 +387,9 @@ def _cuda_context_in_this_thread():
     """
     import pycuda.driver as drv
 
-    from ..search import _cuda
+    from .. import _gpu
 
-    ctx = _cuda._context()
+    ctx = _gpu.context()
     current = drv.Context.get_current()
     if current is None or current.handle != ctx.handle:
         ctx.push()
@@ -530,7 +530,7 @@ def _varlingam_batch(shared, batch, n_threads=1):
     the loop of ``VARLiNGAM.bootstrap``."""
     import copy
 
-    from .var_lingam import _simulate, _var_total_effects
+    from .bootstrap import _simulate, _var_total_effects
 
     template, coefs, residuals = shared["model"], shared["coefs"], shared["residuals"]
     chunk_start, rows, lo, hi = batch

@@ -549,13 +549,13 @@ def _gpu_bytes_needed(n, q):
 def _gpu_check_memory(n, q):
     import pycuda.driver as drv
 
-    from ..search import _cuda
+    from .. import _gpu
 
-    _cuda._context()
+    _gpu.context()
     free, _ = drv.mem_get_info()
     need = _gpu_bytes_needed(n, q) + (64 << 20)
     if need > free:
-        raise _cuda.GPUMemoryError(
+        raise _gpu.GPUMemoryError(
             f"the HSIC p-values of {q} variables on {n} samples need {need / 2**20:.0f} MiB "
             f"of GPU memory; {max(free, 0) / 2**20:.0f} MiB are free. Use backend='cpu' "
             f"or fewer samples.")
@@ -569,12 +569,11 @@ def _sums_cuda(Z, progress):
     square over the strict upper triangle (``b > a``) for each pair; the
     diagonal is added here and the mirror image counted twice.
     """
-    from ..search import _cuda
-    from ..adjacency import _cuda_adjacency
+    from .. import _gpu
 
-    ctx = _cuda._context()
+    ctx = _gpu.context()
     fns = _gpu_kernels(ctx.handle)
-    return _cuda_adjacency._guarded(_cuda_launches, fns, np.ascontiguousarray(Z), progress)
+    return _gpu.guarded(_cuda_launches, fns, np.ascontiguousarray(Z), progress)
 
 
 def _cuda_launches(fns, Z, progress):

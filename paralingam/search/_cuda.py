@@ -76,56 +76,17 @@ HEADERS = ("compare.cuh", "search_state.h")
 PROGRAMMATIC_LAUNCH = True
 
 
-# The problem does not fit in the GPU's free memory (an InsufficientMemoryError,
-# so a MemoryError; defined with the host's checks in _memory).
-from .._memory import GPUMemoryError  # noqa: E402  (re-exported: paralingam._cuda.GPUMemoryError)
-
-
-# Set after a kernel fault: CUDA keeps such errors (illegal address, trap)
-# for the rest of the process, so the backend is unusable until a restart.
-_FAULT = None
+# The context and the fault state are shared with the other GPU steps
+# (paralingam._gpu); GPUMemoryError is re-exported: paralingam.search._cuda.GPUMemoryError.
+from .. import _gpu  # noqa: E402
+from .._gpu import GPUMemoryError  # noqa: E402,F401
+from .._gpu import context as _context  # noqa: E402
+from .._gpu import note_fault as _note_fault  # noqa: E402,F401
 
 
 def unavailable_reason():
-    """Why the CUDA backend cannot run here, or None when it can."""
-    if _FAULT is not None:
-        return (f"a GPU kernel fault earlier in this process left CUDA unusable until the "
-                f"process restarts ({_FAULT})")
-    try:
-        import pycuda.driver as drv
-    except ImportError as exc:
-        return f"pycuda is not installed ({exc}); install paralingam[cuda]"
-    try:
-        drv.init()
-        if drv.Device.count() == 0:
-            return "no CUDA device found"
-        from . import _scheduler
-
-        _scheduler.load_driver()
-    except Exception as exc:  # driver missing or broken
-        return f"the CUDA driver is not usable ({exc})"
-    return None
-
-
-@functools.lru_cache(maxsize=None)
-def _context(device=0):
-    """Make the device's primary context current (once per process)."""
-    import atexit
-
-    import pycuda.driver as drv
-
-    drv.init()
-    ctx = drv.Device(device).retain_primary_context()
-    ctx.push()
-
-    def _pop():
-        try:
-            ctx.pop()
-        except Exception:
-            pass
-
-    atexit.register(_pop)
-    return ctx
+    """Why the CUDA backend cannot run here, or None when it can (:func:`paralingam._gpu.unavailable_reason`)."""
+    return _gpu.unavailable_reason()
 
 
 def kernel_source():
@@ -307,25 +268,20 @@ def _check_device(key, needed):
 
 
 def clear_cache():
-    """Free the kept device buffers (they are re-allocated on the next fit)."""
-    for ws in _WORKSPACES.values():
-        for buf in ws.keep:
-            buf.free()
-    _WORKSPACES.clear()
-    from ..adjacency import _cuda_adjacency
-
-    _cuda_adjacency.clear_cache()
+    """Free the kept device buffers of every GPU step (re-allocated on the next fit)."""
+    _gpu.clear_caches()
 
 
-def _note_fault(exc):
-    """Record a sticky kernel fault: later fits report it instead of failing obscurely."""
-    global _FAULT
-    _FAULT = str(exc)
-    _WORKSPACES.clear()  # their memory went with the context
-    from ..adjacency import _cuda_adjacency
-
-    _cuda_adjacency.clear_cache(after_fault=True)
-    _module.cache_clear()
+@_gpu.register_cache
+def _drop_workspaces(after_fault=False):
+    """Free this module's kept search buffers; after a fault, forget them and the modules."""
+    if not after_fault:
+        for ws in _WORKSPACES.values():
+            for buf in ws.keep:
+                buf.free()
+    _WORKSPACES.clear()  # (after a fault their memory went with the context)
+    if after_fault:
+        _module.cache_clear()
 
 
 def warps_per_pair_for(n, warps):
