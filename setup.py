@@ -74,7 +74,7 @@ def with_levels(extensions):
     for ext in extensions:
         out.append(ext)
         name = ext.name.rsplit(".", 1)[1]
-        if not build_levels or name not in ("_cpu", "_lasso", "_multi_group"):
+        if not build_levels or name not in ("_cpu", "_cpu_testing", "_lasso", "_multi_group"):
             continue
         for level, flags in LEVEL_FLAGS.items():
             out.append(Extension(
@@ -108,6 +108,16 @@ extensions = [
         # glibc's vector math library, which -ffast-math loops call.
         libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
         depends=["paralingam/search/_cpu_kernels.h", "paralingam/_runtime.h", "paralingam/_interrupts.pxi"],
+    ),
+    # Test hooks of the CPU kernels (paralingam._testing), built as the search is.
+    Extension(
+        "paralingam.search._cpu_testing",
+        ["paralingam/search/_cpu_testing.pyx"],
+        include_dirs=[np.get_include(), "paralingam"],
+        extra_compile_args=cpu_flags,
+        extra_link_args=["-fopenmp"],
+        libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
+        depends=["paralingam/search/_cpu_kernels.h", "paralingam/_runtime.h"],
     ),
     # Candidate scores of the multi-group order search (paralingam.multi_group):
     # the float64 pair statistic of _cpu_kernels.h over every group's pairs.

@@ -75,7 +75,8 @@ def load(name):
     ----------
     name : str
         The module's name within the package: ``"search._cpu"``,
-        ``"adjacency._lasso"`` or ``"search._multi_group"``.
+        ``"adjacency._lasso"``, ``"search._multi_group"`` or
+        ``"search._cpu_testing"``.
 
     Raises
     ------

@@ -39,8 +39,17 @@ def round_kind(request, monkeypatch):
     return request.param
 
 
+TUNING = ("threads_per_block", "blocks", "warps_per_pair")
+
+
 def fit(X, **kwargs):
+    """``paralingam.fit`` on the GPU; launch settings among ``kwargs`` go in ``tuning``."""
     kwargs.setdefault("backend", "cuda")
+    tuning = {k: kwargs.pop(k) for k in TUNING if kwargs.get(k) is not None}
+    for k in TUNING:
+        kwargs.pop(k, None)
+    if tuning:
+        kwargs["tuning"] = tuning
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
         res = paralingam.fit(X, **kwargs)
@@ -295,13 +304,15 @@ def test_cuda_problem_larger_than_memory_is_refused():
 
 
 def test_cuda_launch_errors_name_the_kernel_and_leave_the_backend_usable(lingam_data):
-    from paralingam.search import _cuda, _scheduler
+    from paralingam import _testing
+    from paralingam.search import _scheduler
 
     X = lingam_data(12, 400, "sparse", 831)[0]
     expected = fit(X).causal_order
     with pytest.raises(_scheduler.CudaError, match="worker_f32: CUDA_ERROR_INVALID_VALUE"):
-        _cuda.search(X, threshold=True, gamma0=1e-4, c=2.0, dtype="float32", collinear_tol=1e-10,
-                     explained_tol=1e-10, drift_tol=1e-8, times={}, inject_fault="launch")
+        _testing.search_with_fault(X, "launch", threshold=True, gamma0=1e-4, c=2.0,
+                                   dtype="float32", collinear_tol=1e-10, explained_tol=1e-10,
+                                   drift_tol=1e-8, times={})
     assert fit(X).causal_order == expected
 
 
@@ -330,12 +341,13 @@ def test_cuda_profiled_search_gives_the_same_order_and_phase_times(lingam_data, 
 
 KERNEL_FAULT = """
 import numpy as np, pytest, paralingam
-from paralingam.search import _cuda, _scheduler
+from paralingam import _testing
+from paralingam.search import _scheduler
 X = np.random.default_rng(3).laplace(size=(400, 8))
 expected = paralingam.fit(X, backend="cpu").causal_order
 with pytest.raises(_scheduler.CudaError, match=r"kernels \\[.*fault.*\\].*until Python restarts"):
-    _cuda.search(X, threshold=True, gamma0=1e-4, c=2.0, dtype="float32", collinear_tol=1e-10,
-                 explained_tol=1e-10, drift_tol=1e-8, times={}, inject_fault="kernel")
+    _testing.search_with_fault(X, "kernel", threshold=True, gamma0=1e-4, c=2.0, dtype="float32",
+                               collinear_tol=1e-10, explained_tol=1e-10, drift_tol=1e-8, times={})
 with pytest.raises(RuntimeError, match="kernel fault earlier in this process"):
     paralingam.fit(X, backend="cuda")
 res = paralingam.fit(X)  # auto: falls back to the CPU

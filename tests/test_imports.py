@@ -143,3 +143,10 @@ def test_the_lingam_drop_in_keeps_its_module_names():
     assert lingam.utils is paralingam.utils
     assert callable(lingam.utils.make_dot) and callable(lingam.utils.print_causal_directions)
 
+
+def test_no_product_module_imports_the_testing_hooks():
+    graph = import_graph()
+    hooks = {"paralingam._testing", "paralingam.search._cpu_testing"}
+    assert hooks <= set(graph)
+    users = sorted(m for m, deps in graph.items() if deps & hooks and m not in hooks)
+    assert users == [], f"product modules import the testing hooks: {users}"

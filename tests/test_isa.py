@@ -73,7 +73,7 @@ def test_every_build_gives_the_same_result(build):
 def test_multi_group_and_lasso_builds_load(build):
     for level in _builds():
         build(level)
-        for name in ("adjacency._lasso", "search._multi_group"):
+        for name in ("adjacency._lasso", "search._multi_group", "search._cpu_testing"):
             module = _isa.load(name)
             suffix = "" if level == _isa.BASELINE else f"_{level}"
             assert module.__name__ == f"paralingam.{name}{suffix}"

@@ -1049,28 +1049,3 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             n_rederived += 1
 
     return [int(v) for v in order], explained, per_iteration, n_rederived
-
-
-def pair_moments(double[::1] xa, double[::1] xb, double rho, *, bint use_float=False,
-                 bint both=True):
-    """Mean moments of the standardised residuals of one pair, as the search computes them.
-
-    Returns ``[mean log cosh u, mean u exp(-u^2/2)]`` of ``u = (xa - rho xb) / s``
-    and, with ``both``, the same of ``v = (xb - rho xa) / s`` (for tests and
-    ``FLOAT_MOMENT_ERR``'s probe).
-    """
-    cdef Py_ssize_t n = xa.shape[0]
-    cdef double m[4]
-    if xb.shape[0] != n or n == 0 or not (rho * rho < 1.0):
-        raise ValueError("xa and xb must have the same nonzero length, and |rho| < 1")
-    cdef double inv_s = 1.0 / sqrt(1.0 - rho * rho)
-    if use_float:
-        pl_moments_f32(&xa[0], &xb[0], rho, inv_s, n, both, m)
-    elif both:
-        pl_pair_moments(&xa[0], &xb[0], rho, inv_s, n, m)
-    else:
-        pl_residual_moments(&xa[0], &xb[0], rho, inv_s, n, m)
-    out = [m[0] / n - LOG2, m[1] / n]
-    if both:
-        out += [m[2] / n - LOG2, m[3] / n]
-    return out
