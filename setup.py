@@ -119,7 +119,7 @@ extensions = [
         libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
         depends=["paralingam/search/_cpu_kernels.h", "paralingam/_runtime.h"],
     ),
-    # Candidate scores of the multi-group order search (paralingam.multi_group):
+    # Candidate scores of the multi-group order search (paralingam.lingam.multi_group):
     # the float64 pair statistic of _cpu_kernels.h over every group's pairs.
     Extension(
         "paralingam.search._multi_group",

@@ -78,7 +78,7 @@ def fit(
 
     The order is identical to lingam 1.13's ``DirectLiNGAM`` (``pwling``)
     wherever that is defined; degenerate data follow the documented policy
-    of :mod:`paralingam.policy`.
+    of :mod:`paralingam.search.policy`.
 
     Parameters
     ----------
@@ -102,7 +102,7 @@ def fit(
         order either way (``stats["float64_redo"]``). ``"float64"`` computes
         every comparison in double.
     collinear_tol, explained_tol : float
-        Tolerances of the degenerate-data policy (:mod:`paralingam.policy`):
+        Tolerances of the degenerate-data policy (:mod:`paralingam.search.policy`):
         upper limits on the fraction of variance an exact dependence leaves;
         whether a residual is exact is decided against its rounding noise,
         so no tolerance makes a genuine residual (e.g. of outlier data) a
@@ -126,7 +126,7 @@ def fit(
         A DataFrame labelled with the data's column names is matched by
         label. It restricts the causal order only; the adjacency matrix is
         the least-squares fit on that order. A fully explained variable
-        (:mod:`paralingam.policy`) can break a strict rule;
+        (:mod:`paralingam.search.policy`) can break a strict rule;
         ``stats["prior_knowledge_unmet"]`` then lists the broken
         ``(before, after)`` rules.
     apply_prior_knowledge_softly : bool
@@ -135,7 +135,7 @@ def fit(
         the remaining variables known to be exogenous, else among those not
         known to be endogenous or sinks (:mod:`paralingam.prior`).
     on_collinear : {"warn", "ignore", "error"}
-        What to do with exact linear dependencies (:mod:`paralingam.policy`):
+        What to do with exact linear dependencies (:mod:`paralingam.search.policy`):
         ``"warn"`` applies the policy and emits one ``DegenerateDataWarning``
         naming the fully explained variables; ``"ignore"`` applies it
         silently; ``"error"`` raises ``LinearDependenceError`` at the first
@@ -172,7 +172,7 @@ def fit(
         On invalid data or parameters, including prior knowledge of the
         wrong shape, with values other than -1, 0, 1 and NaN, or that is
         inconsistent; the message names the problem.
-    paralingam.policy.LinearDependenceError
+    paralingam.search.policy.LinearDependenceError
         (a ValueError) With ``on_collinear="error"``, on exact dependence.
     RuntimeError
         When ``backend="cuda"`` cannot run here.
@@ -542,7 +542,7 @@ def _warn_explained(explained, names, unmet=()):
     warnings.warn(
         f"{len(explained)} variable(s) are fully explained by earlier ones (exact linear "
         f"dependence) and were placed right after the root that completed them: {pairs}."
-        f"{broken} See paralingam.policy.",
+        f"{broken} See paralingam.search.policy.",
         DegenerateDataWarning,
         stacklevel=user_stacklevel(),
     )

@@ -57,7 +57,7 @@ ADJACENCY_BACKENDS = (None, "cpu", "cuda")
 # Least-squares systems whose Cholesky pivot keeps no more than this fraction
 # of its diagonal (1 - R^2 of a predictor on the others) are solved as
 # minimum-norm least squares instead: the same bound as the order search's
-# collinear_tol (paralingam.policy).
+# collinear_tol (paralingam.search.policy).
 SINGULAR_TOL = 1e-10
 
 # The GPU runs the adaptive lasso (weights factor and paths) from this many
@@ -586,7 +586,7 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         ``OMP_NUM_THREADS`` up to the number of cores).
     engine : {"auto", "compiled", "sklearn"}
         ``"compiled"``: paralingam's port of sklearn's LARS path
-        (``paralingam._lasso``), all targets in parallel threads; the rare
+        (``paralingam.adjacency._lasso``), all targets in parallel threads; the rare
         targets where sklearn would take a degenerate branch are recomputed
         with sklearn. ``"sklearn"``: sklearn's ``lars_path_gram`` for every
         target (the reference). ``"auto"``: compiled when built, else sklearn.
@@ -671,7 +671,7 @@ def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_th
     todo = range(len(targets))
     lasso = _compiled_lasso() if engine != "sklearn" else None
     if engine == "compiled" and lasso is None:
-        raise RuntimeError("the compiled adaptive lasso (paralingam._lasso) is not built")
+        raise RuntimeError("the compiled adaptive lasso (paralingam.adjacency._lasso) is not built")
     if lasso is not None and targets:
         n_threads = n_threads or default_threads()  # OpenMP's own default is not capped
         offsets = np.zeros(len(targets) + 1, dtype=np.intp)

@@ -296,7 +296,7 @@ class DirectLiNGAM(BaseEstimator):
         The errors are ``E = X - X B^T``; each pair of columns of ``E`` gets
         the HSIC test with the gamma approximation (lingam's
         ``hsic_test_gamma``). The error of a fully explained variable (its
-        variance at most ``paralingam.policy.EXPLAINED_TOL`` times the
+        variance at most ``paralingam.search.policy.EXPLAINED_TOL`` times the
         variable's) is zero up to rounding, so independent of the others:
         its p-values are 1 where the test would give NaN or rounding noise.
 
@@ -318,7 +318,7 @@ class DirectLiNGAM(BaseEstimator):
         ------
         ValueError
             When ``X`` has fewer than 6 samples (and two or more columns):
-            the gamma approximation needs 6 (``paralingam.hsic.MIN_SAMPLES``).
+            the gamma approximation needs 6 (``paralingam.lingam.hsic.MIN_SAMPLES``).
         MemoryError
             When the working arrays (``O(n_samples * n_features)``; no
             ``n x n`` matrix is formed) do not fit.

@@ -6,10 +6,10 @@ the sum over the groups of its score in each, weighted by the group's share of
 the samples; each group then gets its own adjacency matrix on that order.
 
 The candidates' scores of each iteration come from the compiled CPU engine
-(:mod:`paralingam._multi_group`: the float64 pair statistic of the
+(:mod:`paralingam.search._multi_group`: the float64 pair statistic of the
 single-data-set CPU search, OpenMP over the pairs of every group, summed in a
 fixed order), with the degenerate-data rule of
-:func:`paralingam.reference.pairwise_statistics` (a collinear pair compares
+:func:`paralingam.search.reference.pairwise_statistics` (a collinear pair compares
 as ``I = 0``) and lingam's prior-knowledge rules (:mod:`paralingam.prior`);
 ``engine="numpy"`` computes them with the reference instead (the same order).
 This driver picks the root and regresses it out of every group as lingam
@@ -66,13 +66,13 @@ def multi_group_scores(Z_list, weights, status, collinear_tol=COLLINEAR_TOL, eng
     weights : sequence of float
         Each group's share of the samples.
     status : ndarray of int, shape (r,)
-        Prior-knowledge status of each variable (``paralingam.reference``'s
+        Prior-knowledge status of each variable (``paralingam.search.reference``'s
         ``CANDIDATE``, ``IN_VJ`` or ``OTHER``).
     collinear_tol : float
     engine : {"cpu", "numpy"}
-        ``"cpu"``: the compiled statistic (:mod:`paralingam._multi_group`,
+        ``"cpu"``: the compiled statistic (:mod:`paralingam.search._multi_group`,
         OpenMP over the pairs of all groups); ``"numpy"``:
-        :func:`paralingam.reference.pairwise_statistics` per group.
+        :func:`paralingam.search.reference.pairwise_statistics` per group.
     n_threads : int, optional
         Threads of the compiled engine (default: as the order search).
 
@@ -99,7 +99,7 @@ def multi_group_scores(Z_list, weights, status, collinear_tol=COLLINEAR_TOL, eng
     try:
         _multi_group = _isa.load("search._multi_group")
     except ImportError as exc:
-        raise RuntimeError("the compiled multi-group engine (paralingam._multi_group) is not "
+        raise RuntimeError("the compiled multi-group engine (paralingam.search._multi_group) is not "
                            "built: rebuild paralingam (pip install .), or pass engine='numpy'"
                            ) from exc
 
@@ -129,7 +129,7 @@ def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge
     collinear_tol : float
         Pairs of a group with an exact dependence (residual fraction at most
         ``collinear_tol`` and at rounding level) compare as ``I(i, j) = 0``
-        (:func:`paralingam.reference.pairwise_statistics`).
+        (:func:`paralingam.search.reference.pairwise_statistics`).
     engine : {"cpu", "numpy"}
         Where the pair statistics are computed: the compiled CPU engine
         (default; OpenMP over the pairs of all groups, float64) or the plain

@@ -319,7 +319,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
 
     Raises
     ------
-    paralingam.policy.LinearDependenceError
+    paralingam.search.policy.LinearDependenceError
         With ``stop_on_dependence``, at the first exact dependence.
     """
     import pycuda.driver as drv
@@ -348,7 +348,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     X = np.zeros((p, ld))
     X[:, :n] = data.T
     drv.memcpy_htod(ws.dev["X64"], X)
-    noise = np.zeros(p + 1)  # the rows' rounding noise (paralingam.policy)
+    noise = np.zeros(p + 1)  # the rows' rounding noise (paralingam.search.policy)
     noise[:p] = initial_noise(data)
     drv.memcpy_htod(ws.dev["noise"], noise)
     drv.memset_d32(ws.dev["lock"], 0, p * p)  # epochs restart with every search
