@@ -13,7 +13,7 @@ root="$(pwd)"
 for name in head flags; do
     rm -rf "/tmp/ab-$name" && mkdir -p "/tmp/ab-$name"
     cp -r "$root/setup.py" "$root/README.md" "$root/paralingam" "$root/kernels" "$root/tools" "/tmp/ab-$name/"
-    rm -f /tmp/ab-$name/paralingam/*.so
+    find "/tmp/ab-$name/paralingam" -name "*.so" -delete
 done
 sed -i "/^cpu_flags =/s|\\[\"-march=native\"\\])|[\"-march=native\", \"$extra\"])|" /tmp/ab-flags/setup.py
 grep -n "cpu_flags =" /tmp/ab-flags/setup.py
