@@ -26,7 +26,7 @@ import numpy as np
 
 import _common  # benchmarks/ is on sys.path when run as a script
 import paralingam
-from paralingam import _cuda
+from paralingam.search import _cuda
 from paralingam.datasets import make_lingam_data
 
 from bench_cpu import lingam_order  # benchmarks/ is on sys.path when run as a script

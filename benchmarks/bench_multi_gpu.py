@@ -88,7 +88,7 @@ def main():
 
     import pycuda.driver as drv
 
-    from paralingam import _cuda, _scheduler
+    from paralingam.search import _cuda, _scheduler
 
     sizes = QUICK_SIZES if args.quick else (args.sizes or DEFAULT_SIZES)
     if args.large:

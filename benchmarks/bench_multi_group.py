@@ -49,7 +49,7 @@ def main():
     import lingam
 
     import paralingam
-    from paralingam.multi_group import multi_group_causal_order
+    from paralingam.lingam.multi_group import multi_group_causal_order
 
     paralingam.MultiGroupDirectLiNGAM().fit(groups(4, 100, 2, 0))  # imports, thread start
     rows = []

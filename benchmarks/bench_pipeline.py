@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 import paralingam  # noqa: E402
 from paralingam.datasets import make_lingam_data  # noqa: E402
-from paralingam.estimator import DirectLiNGAM  # noqa: E402
+from paralingam.lingam.estimator import DirectLiNGAM  # noqa: E402
 from _common import _gpu_name  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
 PHASES = ("validate", "load", "standardise", "compile", "upload", "search", "adjacency")
@@ -155,7 +155,7 @@ def plain_pass(X, repeats):
 
 def preparation_peak(X):
     """Peak host memory (numpy's allocations) of validation + standardisation, in bytes."""
-    from paralingam._api import column_exponents, standardise_rows
+    from paralingam._preparation import column_exponents, standardise_rows
     from paralingam._validation import as_data_matrix
 
     tracemalloc.start()
@@ -257,7 +257,7 @@ def show(row):
 
 def cuda_usable():
     try:
-        from paralingam import _cuda
+        from paralingam.search import _cuda
         return _cuda.unavailable_reason() is None
     except Exception:  # pragma: no cover - depends on the machine
         return False

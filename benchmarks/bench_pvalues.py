@@ -100,7 +100,7 @@ def main(argv=None):
     args = parse_args(argv)
     import paralingam
 
-    from paralingam import _backends
+    from paralingam.search import _backends
 
     backends = list(dict.fromkeys(_backends.resolve_backend(b) for b in args.backend))
     rows = []

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import _common  # benchmarks/ is on sys.path when run as a script
 import paralingam
-from paralingam import _cuda
+from paralingam.search import _cuda
 from paralingam.datasets import make_lingam_data
 
 from bench_gpu import run_case  # benchmarks/ is on sys.path when run as a script

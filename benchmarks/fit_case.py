@@ -42,7 +42,7 @@ def main():
         case = f"{args.density} p={p} n={n}"
     kwargs = dict(backend=args.backend, threshold=not args.no_threshold)
     if args.warps_per_pair:
-        kwargs["warps_per_pair"] = args.warps_per_pair
+        kwargs["tuning"] = {"warps_per_pair": args.warps_per_pair}
     if args.gamma0:
         kwargs["gamma0"] = args.gamma0
     times = []

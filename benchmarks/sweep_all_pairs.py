@@ -19,7 +19,7 @@ from pathlib import Path
 
 import _common  # benchmarks/ is on sys.path when run as a script
 import paralingam
-from paralingam import _cuda
+from paralingam.search import _cuda
 
 from bench_gpu import ecoli_full, grid_data  # benchmarks/ is on sys.path when run as a script
 

@@ -1,4 +1,4 @@
-// Kernels of the adjacency step (paralingam/_cuda_adjacency.py), double precision:
+// Kernels of the adjacency step (paralingam/adjacency/_cuda_adjacency.py), double precision:
 //
 //   chol_panel, chol_trailing   blocked Cholesky factor of the Gram (or
 //                               covariance) matrix in causal order, 32 columns
@@ -9,7 +9,7 @@
 //   lars_paths                  the adaptive lasso's LARS paths, one block per
 //                               target, all targets in one launch
 //
-// lars_paths follows the CPU port (paralingam/_lasso.pyx, itself scikit-learn's
+// lars_paths follows the CPU port (paralingam/adjacency/_lasso.pyx, itself scikit-learn's
 // _lars_path_solver for a precomputed Gram matrix, method="lasso",
 // alpha_min=0, max_iter=500) decision for decision: the entering predictor
 // (first maximum), sklearn's rounding of the direction's correlations, the

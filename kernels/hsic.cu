@@ -1,4 +1,4 @@
-// Kernels of the HSIC p-values (paralingam/hsic.py, _sums_cuda), double precision.
+// Kernels of the HSIC p-values (paralingam/lingam/hsic.py, _sums_cuda), double precision.
 //
 //   hsic_row_sums    row sums of each variable's Gaussian-kernel Gram matrix
 //   hsic_pair_sums   for each pair (i, j) of variables, over the strict upper

@@ -15,7 +15,8 @@ from ._api import DegenerateDataWarning, fit
 from ._memory import InsufficientMemoryError
 from ._result import FitResult
 from ._version import __version__
-from .policy import LinearDependenceError
+from .search._tuning import Tuning
+from .search.policy import LinearDependenceError
 
 __all__ = [
     "fit",
@@ -23,6 +24,7 @@ __all__ = [
     "DegenerateDataWarning",
     "LinearDependenceError",
     "InsufficientMemoryError",
+    "Tuning",
     "DirectLiNGAM",
     "BootstrapResult",
     "VARLiNGAM",
@@ -36,12 +38,12 @@ __all__ = [
 # The estimator needs scikit-learn (and scipy), which take about a second to
 # import: load them on first use, not at ``import paralingam``.
 _LAZY = {
-    "DirectLiNGAM": "estimator",
-    "BootstrapResult": "bootstrap",
-    "VARLiNGAM": "var_lingam",
-    "VARBootstrapResult": "var_lingam",
-    "MultiGroupDirectLiNGAM": "multi_group",
-    "CausalEffect": "causal_effect",
+    "DirectLiNGAM": "lingam.estimator",
+    "BootstrapResult": "lingam.bootstrap",
+    "VARLiNGAM": "lingam.var_lingam",
+    "VARBootstrapResult": "lingam.var_lingam",
+    "MultiGroupDirectLiNGAM": "lingam.multi_group",
+    "CausalEffect": "lingam.causal_effect",
 }
 
 

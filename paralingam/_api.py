@@ -1,19 +1,30 @@
-"""``paralingam.fit``: validate, standardise, search the order, estimate edges."""
+"""``paralingam.fit``: validate, prepare, search the order, estimate edges.
+
+:func:`fit` reads top-down through its phases, each a function of its own:
+:func:`check_settings` (the parameters), :func:`prepare` (the memory plan and
+the exact rescaling of the columns), :func:`search` (the causal order on one
+backend), :func:`adjacency` (edge weights on that order) and
+:func:`fit_result`. ``DirectLiNGAM`` and the command line validate the data
+once and call the same phases with their own adjacency method; nothing calls
+back into them.
+"""
 
 import contextlib
 import sys
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
-from . import _backends, _isa, _memory
+from . import _isa, _memory, _preparation
 from ._progress import Progress, check_progress
 from ._result import FitResult
-from ._validation import (CUDA_BLOCKS, MAX_THREADS, WARPS_PER_PAIR, _as_data_matrix, check_bool,
-                          check_choice, check_dtype, check_int, check_positive, default_threads,
-                          user_stacklevel)
-from .adjacency import _ols_adjacency, _scaled_back
-from .policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError, initial_noise
+from ._validation import (MAX_THREADS, _as_data_matrix, check_bool, check_choice, check_dtype,
+                          check_int, check_positive, default_threads, user_stacklevel)
+from .adjacency import _estimate_adjacency, _scaled_back
+from .search import _backends
+from .search._tuning import Tuning, check_tuning
+from .search.policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError, initial_noise
 from .prior import PriorKnowledge
 
 DEFAULT_GAMMA0 = 1e-4
@@ -27,8 +38,6 @@ DRIFT_TOL = 1e-8
 # stall when another process holds a core (a 50-resample bootstrap of p=10,
 # n=500 with one core busy: 0.21 s on two threads, 0.05 s on one).
 SMALL_SEARCH = 12288
-# Entries squared at once when standardising (a block of rows, 512 KiB).
-STANDARDISE_BLOCK = 1 << 16
 ON_COLLINEAR = ("warn", "ignore", "error")
 
 
@@ -44,66 +53,6 @@ def default_gamma0(n_samples):
     return DEFAULT_GAMMA0 * min(1.0, 1024.0 / max(1, n_samples))
 
 
-def column_exponents(X, absmax=None):
-    """Per column ``e`` with ``max |X[:, j]| * 2**-e[j]`` in [0.5, 1).
-
-    Scaling the columns by ``2**-e`` is exact (no rounding), so the search,
-    which standardises every variable, gives bit for bit the result it gives
-    on ``X``, and least squares gives exactly scaled coefficients; but squares
-    of tiny columns (|x| ~ 1e-170) can no longer underflow. The reference
-    scales the same way.
-    """
-    if absmax is None:  # (as_data_matrix's, when given: the same maxima)
-        absmax = np.abs(X).max(axis=0, initial=0.0)
-    return np.frexp(absmax)[1]
-
-
-def scale_columns(X, exponents):
-    """``np.ldexp(X, -exponents, out=X)``: ``X``, its columns scaled by ``2**-exponents``, in place.
-
-    A product by a power of two is rounded as ``ldexp`` rounds (both are
-    exact, or correctly rounded into the subnormals), and runs several times
-    faster; ``ldexp`` is left for factors that are not normal float64.
-    """
-    exponents = np.asarray(exponents)
-    if exponents.size and np.abs(exponents).max() < 1000:
-        return np.multiply(X, np.ldexp(1.0, -exponents), out=X)
-    return np.ldexp(X, -exponents, out=X)
-
-
-def standardise_rows(X):
-    """Population-standardised copy of ``X`` with one variable per row.
-
-    Returns
-    -------
-    Z : ndarray, shape (n_features, n_samples), C-contiguous float64
-    cov : ndarray, shape (n_features, n_features)
-        ``Z @ Z.T / n``: the correlation matrix, unit diagonal.
-    """
-    # An explicit copy: for a Fortran-ordered X, X.T is already C-contiguous
-    # and ascontiguousarray would return a view that the lines below modify.
-    Z = np.array(X.T, dtype=np.float64, order="C", copy=True)
-    Z -= Z.mean(axis=1, keepdims=True)
-    # (Z * Z).mean(axis=1) by blocks of rows: each row's sum is the same
-    # (numpy sums each contiguous row alone), without an n x p temporary.
-    sq = np.empty((Z.shape[0], 1))
-    rows = max(1, STANDARDISE_BLOCK // max(1, Z.shape[1]))
-    for r0 in range(0, Z.shape[0], rows):
-        block = Z[r0:r0 + rows]
-        sq[r0:r0 + rows, 0] = (block * block).mean(axis=1)
-    Z /= np.sqrt(sq)
-    cov = covariance_of_rows(Z)
-    return Z, cov
-
-
-def covariance_of_rows(Z):
-    """``Z @ Z.T / n`` with an exact unit diagonal, symmetric."""
-    cov = Z @ Z.T / Z.shape[1]
-    cov = 0.5 * (cov + cov.T)
-    np.fill_diagonal(cov, 1.0)
-    return cov
-
-
 def fit(
     X,
     *,
@@ -115,24 +64,22 @@ def fit(
     collinear_tol=COLLINEAR_TOL,
     explained_tol=EXPLAINED_TOL,
     n_threads=None,
-    threads_per_block=None,
-    blocks=None,
-    warps_per_pair=None,
     prior_knowledge=None,
     apply_prior_knowledge_softly=False,
     on_collinear="warn",
     feature_names=None,
     progress=False,
     devices=None,
-    _adjacency=None,
-    _adjacency_method="ols",
-    _adjacency_threads=1,
+    tuning=None,
+    threads_per_block=None,
+    blocks=None,
+    warps_per_pair=None,
 ):
     """Learn a causal order and edge weights with ParaLiNGAM.
 
     The order is identical to lingam 1.13's ``DirectLiNGAM`` (``pwling``)
     wherever that is defined; degenerate data follow the documented policy
-    of :mod:`paralingam.policy`.
+    of :mod:`paralingam.search.policy`.
 
     Parameters
     ----------
@@ -156,7 +103,7 @@ def fit(
         order either way (``stats["float64_redo"]``). ``"float64"`` computes
         every comparison in double.
     collinear_tol, explained_tol : float
-        Tolerances of the degenerate-data policy (:mod:`paralingam.policy`):
+        Tolerances of the degenerate-data policy (:mod:`paralingam.search.policy`):
         upper limits on the fraction of variance an exact dependence leaves;
         whether a residual is exact is decided against its rounding noise,
         so no tolerance makes a genuine residual (e.g. of outlier data) a
@@ -169,15 +116,6 @@ def fit(
         second at a time and across later fits of the process, then steps
         back up: ``stats["threads"]`` gives the threads of each iteration).
         A number given here is used throughout.
-    threads_per_block : int, optional
-        CUDA backend: threads per block of the worker kernel (a multiple of
-        32 up to 1024; default 256).
-    blocks : int, optional
-        CUDA backend: blocks of the persistent worker kernel (default: as
-        many as are resident at once, from the device's occupancy).
-    warps_per_pair : {1, 2, 4, 8, 16, 32}, optional
-        CUDA backend: warps that compare one pair together, dividing the
-        block's warps (default: 1 below 2048 samples, 2 below 4096, else 4).
     prior_knowledge : array-like, shape (n_features, n_features), optional
         Prior knowledge of the causal order, with the rules of lingam's
         ``DirectLiNGAM(prior_knowledge=...)`` (:mod:`paralingam.prior`).
@@ -189,7 +127,7 @@ def fit(
         A DataFrame labelled with the data's column names is matched by
         label. It restricts the causal order only; the adjacency matrix is
         the least-squares fit on that order. A fully explained variable
-        (:mod:`paralingam.policy`) can break a strict rule;
+        (:mod:`paralingam.search.policy`) can break a strict rule;
         ``stats["prior_knowledge_unmet"]`` then lists the broken
         ``(before, after)`` rules.
     apply_prior_knowledge_softly : bool
@@ -198,7 +136,7 @@ def fit(
         the remaining variables known to be exogenous, else among those not
         known to be endogenous or sinks (:mod:`paralingam.prior`).
     on_collinear : {"warn", "ignore", "error"}
-        What to do with exact linear dependencies (:mod:`paralingam.policy`):
+        What to do with exact linear dependencies (:mod:`paralingam.search.policy`):
         ``"warn"`` applies the policy and emits one ``DegenerateDataWarning``
         naming the fully explained variables; ``"ignore"`` applies it
         silently; ``"error"`` raises ``LinearDependenceError`` at the first
@@ -220,6 +158,13 @@ def fit(
         GPU). The first GPU listed holds the search state; every other one
         needs peer access with native atomics to it (NVLink). The order is
         the one a single GPU finds. ``stats["devices"]`` lists the GPUs used.
+    tuning : paralingam.Tuning or dict, optional
+        CUDA backend: the worker kernel's launch settings
+        (``threads_per_block``, ``blocks``, ``warps_per_pair``; see
+        :class:`paralingam.Tuning`), apart from the model's parameters: none
+        of them changes the order. The CPU backend ignores them.
+    threads_per_block, blocks, warps_per_pair : int, optional
+        Deprecated: pass them in ``tuning`` (a DeprecationWarning says so).
 
     Returns
     -------
@@ -234,7 +179,7 @@ def fit(
         On invalid data or parameters, including prior knowledge of the
         wrong shape, with values other than -1, 0, 1 and NaN, or that is
         inconsistent; the message names the problem.
-    paralingam.policy.LinearDependenceError
+    paralingam.search.policy.LinearDependenceError
         (a ValueError) With ``on_collinear="error"``, on exact dependence.
     RuntimeError
         When ``backend="cuda"`` cannot run here, or ``devices`` names GPUs
@@ -244,14 +189,102 @@ def fit(
         memory than is available (host or GPU); the message names the step,
         the size and what to change.
     """
+    tuning = _tuning_with_deprecated(tuning, threads_per_block=threads_per_block, blocks=blocks,
+                                     warps_per_pair=warps_per_pair)
     times = {}
     t0 = time.perf_counter()
     data, names, absmax = _as_data_matrix(X, feature_names)
+    settings = check_settings(
+        data.shape[1], names, backend=backend, threshold=threshold, gamma0=gamma0, c=c,
+        dtype=dtype, collinear_tol=collinear_tol, explained_tol=explained_tol,
+        n_threads=n_threads, prior_knowledge=prior_knowledge,
+        apply_prior_knowledge_softly=apply_prior_knowledge_softly, on_collinear=on_collinear,
+        progress=progress, devices=devices, tuning=tuning, n_samples=data.shape[0])
+    search_data, exponents = prepare(data, absmax, settings)
+    times["validate"] = time.perf_counter() - t0
+    found = search(search_data, settings, names, times)
+    B = adjacency(search_data, found, settings, exponents, names, times)
+    return fit_result(found, B, names, settings, times)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The checked parameters of one fit (:func:`check_settings`)."""
+
+    backend: str  # "cpu" or "cuda": resolved
+    threshold: bool
+    gamma0: float
+    c: float
+    dtype: object  # None, "float64" or "float32"
+    collinear_tol: float
+    explained_tol: float
+    n_threads: object  # None or int
+    prior: object  # PriorKnowledge or None
+    on_collinear: str
+    progress: object
+    tuning: Tuning
+    devices: object = None  # None (one GPU, or the CPU) or the list of GPUs sharing the search
+
+    @property
+    def use_float(self):
+        return self.dtype != "float64"
+
+
+@dataclass
+class Found:
+    """What the order search found (:func:`search`)."""
+
+    order: np.ndarray  # of intp
+    explained: dict
+    per_iteration: dict
+    n_rederived: int
+    scatter: object = None  # the CUDA search's scatter matrix of the rescaled data, or None
+
+
+def _tuning_with_deprecated(tuning, **launch):
+    """``tuning`` with the deprecated launch keywords of ``fit`` merged in (a DeprecationWarning)."""
+    given = {k: v for k, v in launch.items() if v is not None}
+    if not given:
+        return tuning
+    import warnings
+
+    warnings.warn(f"fit({', '.join(f'{k}=...' for k in given)}) is deprecated: pass "
+                  f"tuning={{{', '.join(repr(k) + ': ...' for k in given)}}} (or a "
+                  "paralingam.Tuning) instead", DeprecationWarning, stacklevel=user_stacklevel())
+    if tuning is None:
+        return given
+    both = dict(vars(check_tuning(tuning)))
+    clash = [k for k in given if both[k] is not None]
+    if clash:
+        raise ValueError(f"{clash} given both in tuning and as keywords: pass them in tuning")
+    both.update(given)
+    return both
+
+
+def check_settings(n_features, names, *, backend="auto", threshold=True, gamma0=None, c=None,
+                   dtype=None, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL,
+                   n_threads=None, prior_knowledge=None, apply_prior_knowledge_softly=False,
+                   on_collinear="warn", progress=False, devices=None, tuning=None,
+                   n_samples=1):
+    """The parameters of :func:`fit` checked, with defaults filled in and the backend chosen.
+
+    Returns
+    -------
+    Settings
+
+    Raises
+    ------
+    ValueError
+        Naming the parameter and the value given.
+    RuntimeError
+        When ``backend="cuda"`` cannot run here, or ``devices`` is given and
+        the CUDA backend cannot run.
+    """
     threshold = check_bool("threshold", threshold)
     # The threshold is raised by repeated multiplication: a subnormal gamma0,
     # or a factor closer to 1, could leave it stuck (or moving one ulp at a
     # time): a hang.
-    gamma0 = check_positive("gamma0", default_gamma0(data.shape[0]) if gamma0 is None else gamma0,
+    gamma0 = check_positive("gamma0", default_gamma0(n_samples) if gamma0 is None else gamma0,
                             above=np.finfo(np.float64).tiny)
     c = check_positive("c", DEFAULT_C if c is None else c, above=MIN_C)
     # 1 - rho**2 and the remaining-variance fraction lie in [0, 1].
@@ -260,109 +293,153 @@ def fit(
     if n_threads is not None:
         n_threads = check_int("n_threads", n_threads, high=MAX_THREADS)
     dtype = check_dtype(dtype)
-    if threads_per_block is not None:
-        threads_per_block = check_int("threads_per_block", threads_per_block, CUDA_BLOCKS)
-    if blocks is not None:
-        blocks = check_int("blocks", blocks)
-    if warps_per_pair is not None:
-        warps_per_pair = check_int("warps_per_pair", warps_per_pair, WARPS_PER_PAIR)
+    tuning = check_tuning(tuning)
     on_collinear = check_choice("on_collinear", on_collinear, ON_COLLINEAR)
     progress = check_progress(progress)
-    apply_prior_knowledge_softly = check_bool("apply_prior_knowledge_softly",
-                                              apply_prior_knowledge_softly)
-    candidates = prior = None
+    soft = check_bool("apply_prior_knowledge_softly", apply_prior_knowledge_softly)
+    prior = None
     if prior_knowledge is not None:
-        prior = PriorKnowledge(
-            _aligned_prior(prior_knowledge, names), data.shape[1],
-            soft=apply_prior_knowledge_softly)
-        candidates = prior.candidates
+        prior = PriorKnowledge(_aligned_prior(prior_knowledge, names), n_features, soft=soft)
     devices = _backends.check_devices(devices, backend)
     name = _backends.resolve_backend(backend)
     if devices is not None and name == "cpu":
-        raise RuntimeError(f"devices={devices if devices == 'all' else list(devices)} needs the CUDA backend, which cannot run here: "
+        raise RuntimeError(f"devices={devices if devices == 'all' else list(devices)} needs the "
+                           "CUDA backend, which cannot run here: "
                            f"{_backends.cuda_unavailable_reason()}")
-    stop = on_collinear == "error"
-    # Every large step's memory, checked before the first runs: a fit that
-    # cannot finish fails now, not after a long search.
-    n, p = data.shape
-    use_float = dtype != "float64"
-    if name != "cpu":  # pragma: no cover - needs a GPU
-        from . import _cuda
+    if devices is not None:  # pragma: no cover - needs a GPU
+        from .search import _cuda
 
-        devices = _cuda.resolve_devices(devices) if devices is not None else None
-        if devices is None:
-            _cuda.check_memory(n, p, use_float)
+        devices = _cuda.resolve_devices(devices)
+    return Settings(backend=name, threshold=threshold,
+                    gamma0=gamma0, c=c, dtype=dtype, collinear_tol=collinear_tol,
+                    explained_tol=explained_tol, n_threads=n_threads, prior=prior,
+                    on_collinear=on_collinear, progress=progress, tuning=tuning,
+                    devices=devices)
+
+
+def prepare(data, absmax, settings, *, adjacency="ols", adjacency_threads=1):
+    """Check every large step's memory, then rescale ``data``'s columns exactly, in place.
+
+    The memory of every step (of the adjacency method ``adjacency`` too) is
+    checked before the first runs: a fit that cannot finish fails now, not
+    after a long search. The search and the regressions run on columns
+    scaled by powers of two (the same result, no underflow); the
+    coefficients are scaled back at the end.
+
+    Returns
+    -------
+    search_data : ndarray
+        ``data``, its columns rescaled (the same array).
+    exponents : ndarray of int
+        The columns' exponents, for scaling the coefficients back.
+    """
+    n, p = data.shape
+    if settings.backend != "cpu":  # pragma: no cover - needs a GPU
+        from .search import _cuda
+
+        if settings.devices is None:
+            _cuda.check_memory(n, p, settings.use_float)
         else:
-            _cuda.check_memory_multi(n, p, use_float, devices)
+            _cuda.check_memory_multi(n, p, settings.use_float, settings.devices)
     _memory.require_all(_memory.fit_plan(
-        n, p, backend=name, use_float=use_float, adjacency=_adjacency_method,
-        n_threads=max(n_threads or 1, _adjacency_threads)))
-    # Search and regress on exactly rescaled columns (same result, no
-    # underflow), then scale the coefficients back. (A pass over the data:
-    # timed with the checks, as the preparation of the input.)
-    exponents = column_exponents(data, absmax)
-    search_data = scale_columns(data, exponents)
-    times["validate"] = time.perf_counter() - t0
+        n, p, backend=settings.backend, use_float=settings.use_float, adjacency=adjacency,
+        n_threads=max(settings.n_threads or 1, adjacency_threads)))
+    exponents = _preparation.column_exponents(data, absmax)
+    return _preparation.scale_columns(data, exponents), exponents
+
+
+def search(search_data, settings, names, times):
+    """The causal order of the rescaled data on the settings' backend.
+
+    Returns
+    -------
+    Found
+
+    Raises
+    ------
+    paralingam.LinearDependenceError
+        With ``on_collinear="error"``, naming the variables.
+    """
+    stop = settings.on_collinear == "error"
+    candidates = settings.prior.candidates if settings.prior is not None else None
     try:
-        if name == "cpu":
+        if settings.backend == "cpu":
             order, explained, per_it, n_rederived = _search_cpu(
-                search_data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads,
-                times, stop, candidates, use_float=dtype != "float64", progress=progress)
+                search_data, settings.threshold, settings.gamma0, settings.c,
+                settings.collinear_tol, settings.explained_tol, settings.n_threads, times, stop,
+                candidates, use_float=settings.use_float, progress=settings.progress)
         else:  # pragma: no cover - needs a GPU
-            from . import _cuda
+            from .search import _cuda
+            tuning = settings.tuning
             order, explained, per_it, n_rederived = _cuda.search(
-                search_data, threshold=threshold, gamma0=gamma0, c=c, dtype=dtype or "float32",
-                collinear_tol=collinear_tol, explained_tol=explained_tol, drift_tol=DRIFT_TOL,
-                times=times, threads_per_block=threads_per_block, blocks=blocks,
-                warps_per_pair=warps_per_pair,
-                stop_on_dependence=stop, candidates=candidates, devices=devices)
+                search_data, threshold=settings.threshold, gamma0=settings.gamma0, c=settings.c,
+                dtype=settings.dtype or "float32", collinear_tol=settings.collinear_tol,
+                explained_tol=settings.explained_tol, drift_tol=DRIFT_TOL, times=times,
+                threads_per_block=tuning.threads_per_block, blocks=tuning.blocks,
+                warps_per_pair=tuning.warps_per_pair, stop_on_dependence=stop,
+                candidates=candidates, devices=settings.devices)
     except LinearDependenceError as exc:
         raise exc.with_names(names) from None
-
-    t0 = time.perf_counter()
-    with np.errstate(over="ignore"):
-        scatter = None
-        if "correlation" in per_it:  # the CUDA backend's: no X.T @ X on the host
+    scatter = None
+    if "correlation" in per_it:  # the CUDA backend's: no X.T @ X on the host
+        with np.errstate(over="ignore"):
             sd = search_data.std(axis=0)
             scatter = search_data.shape[0] * per_it.pop("correlation") * np.outer(sd, sd)
-        # ``_adjacency`` (private: DirectLiNGAM's adjacency step) replaces least
-        # squares; it gets the scatter matrix the CUDA search already has.
-        step = _adjacency or (lambda data, order, scatter, backend:
-                              _ols_adjacency(data, order, scatter=scatter, backend=backend))
+    return Found(np.asarray(order, dtype=np.intp), explained, per_it, n_rederived, scatter)
+
+
+def adjacency(search_data, found, settings, exponents, names, times, *, method="ols",
+              prior_knowledge=None, n_threads=None):
+    """Edge weights on the found order (``method`` of :mod:`paralingam.adjacency`), on the data's scale.
+
+    It runs where the search ran (the adaptive lasso's paths on the GPU with
+    the CUDA backend) and reuses the scatter matrix the CUDA search computed.
+    No ``coef_threshold``: the estimator applies it on the data's scale.
+    """
+    t0 = time.perf_counter()
+    with np.errstate(over="ignore"):
         # BLAS beside the CPU search's spinning threads: see _blas_in_this_thread
-        with _blas_in_this_thread() if name == "cpu" else contextlib.nullcontext():
-            B = step(search_data, np.asarray(order, dtype=np.intp), scatter, name)
+        with _blas_in_this_thread() if settings.backend == "cpu" else contextlib.nullcontext():
+            B = _estimate_adjacency(search_data, found.order, method=method,
+                                    prior_knowledge=prior_knowledge, backend=settings.backend,
+                                    n_threads=n_threads, scatter=found.scatter)
     B = _scaled_back(B, exponents, names)
     times["adjacency"] = time.perf_counter() - t0
+    return B
 
+
+def fit_result(found, B, names, settings, times):
+    """The :class:`FitResult`: order, edges and the search's statistics; warns of explained variables."""
+    per_it = found.per_iteration
+    order = [int(v) for v in found.order]
     pairs = [r * (r - 1) // 2 for r in per_it["remaining"]]
     total_pairs = sum(pairs)
     stats = {
-        "backend": name,
-        "explained": explained,
+        "backend": settings.backend,
+        "explained": found.explained,
         "remaining": per_it["remaining"],
         "compared": per_it["compared"],
         "pairs": pairs,
         "gamma": per_it["gamma"],
         "rounds": per_it["rounds"],
         "comparisons_saved": 1.0 - sum(per_it["compared"]) / total_pairs if total_pairs else 0.0,
-        "n_rederived": n_rederived,
+        "n_rederived": found.n_rederived,
         "scores": per_it["scores"],
         "float64_redo": per_it.get("float64_redo", []),
         "float64_candidates": per_it.get("float64_candidates", []),
         "threads": per_it.get("threads", []),
         "all_pairs": per_it.get("all_pairs", []),
-        "devices": None if name == "cpu" else list(devices or (0,)),
+        "devices": None if settings.backend == "cpu" else list(settings.devices or (0,)),
         "time": times,
     }
     # A fully explained variable is placed right after the root that
     # completed it, which can put it before a variable that strict prior
     # knowledge orders first (the search itself never breaks a rule).
-    unmet = prior.unmet(order) if prior is not None else []
+    unmet = settings.prior.unmet(order) if settings.prior is not None else []
     if unmet:
         stats["prior_knowledge_unmet"] = unmet
-    if explained and on_collinear == "warn":
-        _warn_explained(explained, names, unmet)
+    if found.explained and settings.on_collinear == "warn":
+        _warn_explained(found.explained, names, unmet)
     return FitResult(order, B, names, stats)
 
 
@@ -404,7 +481,7 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
     # What the first fit of a process loads (the compiled search, the BLAS
     # controller) is timed apart: it is no part of any step.
     t0 = time.perf_counter()
-    _cpu = _isa.load("_cpu")
+    _cpu = _isa.load("search._cpu")
 
     _blas_threads()
     times["load"] = time.perf_counter() - t0
@@ -414,7 +491,7 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
     _memory.require("standardising the data and its covariance (n_features^2 float64)",
                     _memory.standardise_bytes(n, p), _memory.FEWER)
     with _blas_in_this_thread():
-        Z, cov = standardise_rows(data)
+        Z, cov = _preparation.standardise_rows(data)
     times["standardise"] = time.perf_counter() - t0
     _memory.require("the CPU order search (its n_features x n_features state)",
                     _memory.cpu_search_bytes(n, p, use_float, threads), _memory.FEWER)
@@ -427,7 +504,7 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
         rows /= np.sqrt((rows * rows).mean(axis=1, keepdims=True))
         Z[alive] = rows
         with _blas_in_this_thread():
-            cov[np.ix_(alive, alive)] = covariance_of_rows(rows)
+            cov[np.ix_(alive, alive)] = _preparation.covariance_of_rows(rows)
 
     t0 = time.perf_counter()
     with Progress(p, progress, desc="search", unit="variable") as bar:
@@ -491,7 +568,7 @@ def _warn_explained(explained, names, unmet=()):
     warnings.warn(
         f"{len(explained)} variable(s) are fully explained by earlier ones (exact linear "
         f"dependence) and were placed right after the root that completed them: {pairs}."
-        f"{broken} See paralingam.policy.",
+        f"{broken} See paralingam.search.policy.",
         DegenerateDataWarning,
         stacklevel=user_stacklevel(),
     )

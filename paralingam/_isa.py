@@ -1,6 +1,7 @@
 """Choose the build of a compiled CPU extension for the processor it runs on.
 
-The CPU extensions (``_cpu``, ``_lasso``, ``_multi_group``) are compiled for
+The CPU extensions (``search._cpu``, ``adjacency._lasso``,
+``search._multi_group``) are compiled for
 the portable x86-64 baseline and, on x86-64, also for the micro-architecture
 levels x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512) as modules of their own
 (``_cpu_x86_64_v4`` ...; see ``setup.py``). :func:`load` imports the best
@@ -73,7 +74,9 @@ def load(name):
     Parameters
     ----------
     name : str
-        ``"_cpu"``, ``"_lasso"`` or ``"_multi_group"``.
+        The module's name within the package: ``"search._cpu"``,
+        ``"adjacency._lasso"``, ``"search._multi_group"`` or
+        ``"search._cpu_testing"``.
 
     Raises
     ------

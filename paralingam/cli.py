@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -678,30 +679,29 @@ def _fit_direct(args, tables, prior):
     """
     import paralingam
     from . import _api
-    from .adjacency import _estimate_adjacency
+    from ._validation import _as_data_matrix
 
     table = tables[0]
-    X, names = table.X, table.names
     options = _fit_options(args)
     on_collinear = options.pop("on_collinear")
 
-    # The estimator's adjacency step (DirectLiNGAM._fit_data), run by
-    # paralingam.fit so that the data's names reach its messages.
-    # Called after paralingam.fit has checked the data and the prior knowledge.
-    def adjacency(search_data, order, scatter, backend_used):
-        pk = None
-        if prior is not None:
-            from .prior import PriorKnowledge
-
-            pk = PriorKnowledge(prior, search_data.shape[1], soft=args.soft_prior).matrix
-        return _estimate_adjacency(search_data, order, method=args.adjacency,
-                                   prior_knowledge=pk, backend=backend_used,
-                                   n_threads=args.threads, scatter=scatter)
-
-    result = _api.fit(X, backend=args.backend, feature_names=names, prior_knowledge=prior,
-                      apply_prior_knowledge_softly=args.soft_prior,
-                      on_collinear=on_collinear, progress=_progress(args),
-                      _adjacency=adjacency, **options)
+    # paralingam.fit's phases with the estimator's adjacency step
+    # (DirectLiNGAM._fit_data), so that the data's names reach its messages.
+    times = {}
+    t0 = time.perf_counter()
+    X, names, absmax = _as_data_matrix(table.X, table.names)
+    settings = _api.check_settings(
+        X.shape[1], names, backend=args.backend, prior_knowledge=prior,
+        apply_prior_knowledge_softly=args.soft_prior, on_collinear=on_collinear,
+        progress=_progress(args), n_samples=X.shape[0], **options)
+    search_data, exponents = _api.prepare(X, absmax, settings, adjacency=args.adjacency,
+                                          adjacency_threads=args.threads or 1)
+    times["validate"] = time.perf_counter() - t0
+    found = _api.search(search_data, settings, names, times)
+    pk = settings.prior.matrix if settings.prior is not None else None
+    B = _api.adjacency(search_data, found, settings, exponents, names, times,
+                       method=args.adjacency, prior_knowledge=pk, n_threads=args.threads)
+    result = _api.fit_result(found, B, names, settings, times)
     out = result.to_dict()
     out["model"] = "DirectLiNGAM"
     out["adjacency"] = args.adjacency

@@ -11,7 +11,7 @@ DATA_DIR = Path(__file__).parent / "data"
 
 @functools.lru_cache(maxsize=1)
 def _cuda_reason():
-    from paralingam import _backends
+    from paralingam.search import _backends
 
     return _backends.cuda_unavailable_reason()
 
@@ -53,7 +53,7 @@ def _lingam_data(p, n, density, seed):
 
 @functools.lru_cache(maxsize=None)
 def _reference_on(p, n, density, seed):
-    from paralingam import reference
+    from paralingam.search import reference
 
     order, explained = reference.causal_order(_lingam_data(p, n, density, seed)[0])
     return order, explained

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from lingam_cases import lingam_adjacency, random_prior_knowledge, tutorial_data
 
-from paralingam import adjacency, reference
+from paralingam import adjacency
+from paralingam.search import reference
 from paralingam.adjacency import (
     adaptive_lasso_adjacency,
     estimate_adjacency,
@@ -141,7 +142,7 @@ def test_rank_deficient_data_give_finite_coefficients(lingam_data):
 # The compiled engine (a port of sklearn's LARS path) against sklearn's
 # --------------------------------------------------------------------------
 
-_lasso = pytest.importorskip("paralingam._lasso", reason="the compiled adaptive lasso is not built")
+_lasso = pytest.importorskip("paralingam.adjacency._lasso", reason="the compiled adaptive lasso is not built")
 
 
 @pytest.mark.parametrize("p, n, density, seed", [

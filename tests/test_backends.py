@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import _backends
+from paralingam.search import _backends
 
-pytest.importorskip("paralingam._cpu", reason="the CPU extension is not built")
+pytest.importorskip("paralingam.search._cpu", reason="the CPU extension is not built")
 
 
 @pytest.fixture
@@ -109,7 +109,7 @@ def test_pycuda_failing_to_initialise(monkeypatch, fresh_auto, X):
                                  RuntimeError("driver version mismatch")])
 def test_crashing_cuda_check_still_falls_back(monkeypatch, fresh_auto, X, exc):
     # Broken installations fail in unexpected ways; the check must not crash.
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     def check():
         raise exc
@@ -123,8 +123,8 @@ def test_crashing_cuda_check_still_falls_back(monkeypatch, fresh_auto, X, exc):
 
 
 def test_cuda_module_import_failure(monkeypatch, fresh_auto, X):
-    monkeypatch.setitem(sys.modules, "paralingam._cuda", None)
-    monkeypatch.delattr(paralingam, "_cuda", raising=False)
+    monkeypatch.setitem(sys.modules, "paralingam.search._cuda", None)
+    monkeypatch.delattr(paralingam.search, "_cuda", raising=False)
     reason = _backends.cuda_unavailable_reason()
     assert reason.startswith("the CUDA backend is not available")
     assert paralingam.fit(X).stats["backend"] == "cpu"
@@ -185,18 +185,19 @@ def test_gpu_adjacency_fault_falls_back_and_records_sticky_faults(monkeypatch, s
     # ("unspecified launch failure") must make the CUDA backend report itself
     # unusable; a non-sticky one must not. Either way the matrix comes from
     # the CPU engine, with a warning.
-    from paralingam import _cuda, _cuda_adjacency, adjacency
+    from paralingam import _gpu, adjacency
+    from paralingam.adjacency import _cuda_adjacency
 
     drv = _fake_driver(sticky)
     pycuda = types.ModuleType("pycuda")
     pycuda.driver = drv
     monkeypatch.setitem(sys.modules, "pycuda", pycuda)
     monkeypatch.setitem(sys.modules, "pycuda.driver", drv)
-    monkeypatch.setattr(_cuda, "_FAULT", None)
+    monkeypatch.setattr(_gpu, "_FAULT", None)
     monkeypatch.setattr(_cuda_adjacency, "_BUFFERS", {})
-    monkeypatch.setattr(_cuda, "unavailable_reason",
-                        lambda: f"fault: {_cuda._FAULT}" if _cuda._FAULT else None)
-    monkeypatch.setattr(_cuda, "_context", lambda: types.SimpleNamespace(handle=1))
+    monkeypatch.setattr(_gpu, "unavailable_reason",
+                        lambda: f"fault: {_gpu._FAULT}" if _gpu._FAULT else None)
+    monkeypatch.setattr(_gpu, "context", lambda: types.SimpleNamespace(handle=1))
     monkeypatch.setattr(_cuda_adjacency, "_kernels", lambda handle: {"lars_paths": None})
     rng = np.random.default_rng(3)
     X = rng.laplace(size=(200, 6)) @ np.triu(rng.uniform(0.5, 1.0, (6, 6)))
@@ -232,7 +233,7 @@ def test_gpu_adjacency_fault_falls_back_and_records_sticky_faults(monkeypatch, s
     assert ("_launch" in calls) == (failing == "_launch" or not sticky)
     np.testing.assert_array_equal(got, expected)
     assert failing in calls
-    assert (_cuda._FAULT is not None) == sticky
+    assert (_gpu._FAULT is not None) == sticky
     # a sticky fault drops the kept buffers (their memory went with the context)
     if failing == "_launch":
         assert bool(_cuda_adjacency._BUFFERS) != sticky
@@ -242,7 +243,7 @@ def test_shared_memory_requests_fit_what_the_device_granted():
     # The CUDA scheduler's launch sizes (it builds and imports without CUDA):
     # a device that refused the opt-in beyond 48 KB gets requests within it,
     # and update_data falls back to reading its rows twice.
-    from paralingam import _scheduler
+    from paralingam.search import _scheduler
 
     opt_in, default = 98304, 45056
     assert _scheduler.row_cache_bytes(8192, opt_in) == 8192 * 8

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from paralingam.bootstrap import BootstrapResult, find_all_paths, total_effects
+from paralingam.lingam.bootstrap import BootstrapResult, find_all_paths, total_effects
 
 lingam = pytest.importorskip("lingam")
 lingam_utils = pytest.importorskip("lingam.utils")

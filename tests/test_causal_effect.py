@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam.causal_effect import CausalEffect
+from paralingam.lingam.causal_effect import CausalEffect
 
 lingam = pytest.importorskip("lingam")
 linear_model = pytest.importorskip("sklearn.linear_model")

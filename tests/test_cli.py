@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from paralingam import cli, reference
+from paralingam import cli
+from paralingam.search import reference
 
 
 def test_fit_csv_with_header_keeps_names_and_writes_json(lingam_data, tmp_path, capsys):

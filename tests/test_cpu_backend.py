@@ -8,10 +8,11 @@ import pytest
 from paralingam import _isa
 
 import paralingam
-from paralingam import _api, reference
+from paralingam import _api, _preparation
+from paralingam.search import reference
 
-pytest.importorskip("paralingam._cpu", reason="the CPU extension is not built")
-_cpu = _isa.load("_cpu")  # the build fit uses (paralingam._isa)
+pytest.importorskip("paralingam.search._cpu", reason="the CPU extension is not built")
+_cpu = _isa.load("search._cpu")  # the build fit uses (paralingam._isa)
 
 
 def fit_cpu(X, **kwargs):
@@ -174,7 +175,7 @@ def test_standardise_rows_returns_a_copy(lingam_data):
     # arrays, whose transpose is already C-contiguous.
     X = np.array(lingam_data(10, 100, "sparse", 322)[0], order="F")
     before = X.copy()
-    Z, cov = _api.standardise_rows(X)
+    Z, cov = _preparation.standardise_rows(X)
     assert not np.shares_memory(Z, X)
     np.testing.assert_array_equal(X, before)
     np.testing.assert_allclose(Z.mean(axis=1), 0.0, atol=1e-12)
@@ -332,7 +333,7 @@ def test_threads_in_stats(lingam_data):
 
 
 # --------------------------------------------------------------------------
-# Degenerate data (paralingam.policy)
+# Degenerate data (paralingam.search.policy)
 # --------------------------------------------------------------------------
 
 def planted_degenerate_data(base):
@@ -402,7 +403,7 @@ def near_copy(base, k, unexplained):
     noise -= noise.mean()
     new = x + np.sqrt(unexplained) * x.std() * noise / noise.std()
     X = np.column_stack([base, new])
-    f = paralingam.policy.residual_fraction(new, x)
+    f = paralingam.search.policy.residual_fraction(new, x)
     assert unexplained / 3 < f < unexplained * 3  # the construction worked
     return X
 
@@ -512,16 +513,16 @@ def search(X, drift_tol, rederive_mode, log=None):
     difference between the updated covariance and the covariance of the
     updated rows.
     """
-    Z, cov = _api.standardise_rows(np.array(X, order="C"))
+    Z, cov = _preparation.standardise_rows(np.array(X, order="C"))
 
     def rederive(alive):
         rows = Z[alive]
         if log is not None:
-            log.append(np.abs(cov[np.ix_(alive, alive)] - _api.covariance_of_rows(rows)).max())
+            log.append(np.abs(cov[np.ix_(alive, alive)] - _preparation.covariance_of_rows(rows)).max())
         rows -= rows.mean(axis=1, keepdims=True)
         rows /= np.sqrt((rows * rows).mean(axis=1, keepdims=True))
         Z[alive] = rows
-        cov[np.ix_(alive, alive)] = _api.covariance_of_rows(rows)
+        cov[np.ix_(alive, alive)] = _preparation.covariance_of_rows(rows)
 
     order, explained, per_it, n_rederived = _cpu.search_order(
         Z, cov, drift_tol=drift_tol, rederive=rederive if rederive_mode == "rederive" else None)
@@ -565,10 +566,10 @@ def test_covariance_update_matches_data_at_every_step(lingam_data):
     # without any re-derivation for the whole search.
     X = lingam_data(60, 500, "sparse", 602)[0]
     log = []
-    Z, cov = _api.standardise_rows(np.array(X, order="C"))
+    Z, cov = _preparation.standardise_rows(np.array(X, order="C"))
 
     def check(alive):  # called after every update (drift_tol=0); changes nothing
-        log.append(np.abs(cov[np.ix_(alive, alive)] - _api.covariance_of_rows(Z[alive])).max())
+        log.append(np.abs(cov[np.ix_(alive, alive)] - _preparation.covariance_of_rows(Z[alive])).max())
 
     order, explained, _, n_calls = _cpu.search_order(Z, cov, drift_tol=0.0, rederive=check)
     assert n_calls == len(log) >= 50

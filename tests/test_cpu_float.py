@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import _isa, reference
+from paralingam import _isa, _testing
+from paralingam.search import reference
 
-_cpu = _isa.load("_cpu")  # the build fit uses (paralingam._isa)
+_cpu = _isa.load("search._cpu")  # the build fit uses (paralingam._isa)
 
 from test_prior_knowledge import prior_from_order
 
@@ -44,14 +45,14 @@ def test_float_moments_are_within_a_tenth_of_the_bound(dist, n):
         xb = standardise(rho * xa + np.sqrt(max(0.0, 1 - rho * rho)) * rng.normal(size=n))
         r = float(np.mean(xa * xb))
         for both in (True, False):
-            exact = _cpu.pair_moments(xa, xb, r, both=both)
-            approx = _cpu.pair_moments(xa, xb, r, use_float=True, both=both)
+            exact = _testing.pair_moments(xa, xb, r, both=both)
+            approx = _testing.pair_moments(xa, xb, r, use_float=True, both=both)
             assert len(approx) == len(exact) == (4 if both else 2)
             worst = max(worst, np.abs(np.subtract(approx, exact)).max())
         # the moments themselves, from numpy, to be sure double is the reference
         u = (xa - r * xb) / np.sqrt(1 - r * r)
         np.testing.assert_allclose(
-            _cpu.pair_moments(xa, xb, r, both=False),
+            _testing.pair_moments(xa, xb, r, both=False),
             [np.mean(np.log(np.cosh(u))), np.mean(u * np.exp(-u * u / 2))], atol=1e-12)
     assert worst < _cpu.FLOAT_MOMENT_ERR / 10
 
@@ -62,8 +63,8 @@ def test_float_moments_of_huge_residuals_stay_finite():
     xa = standardise(rng.laplace(size=300))
     xb = standardise(xa + 1e-5 * rng.normal(size=300))
     r = float(np.mean(xa * xb))
-    exact = _cpu.pair_moments(xa, xb, r)
-    approx = _cpu.pair_moments(xa, xb, r, use_float=True)
+    exact = _testing.pair_moments(xa, xb, r)
+    approx = _testing.pair_moments(xa, xb, r, use_float=True)
     assert np.isfinite(approx).all()
     np.testing.assert_allclose(approx, exact, atol=_cpu.FLOAT_MOMENT_ERR / 10, rtol=1e-7)
 

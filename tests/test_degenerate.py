@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import LinearDependenceError, reference
+from paralingam import LinearDependenceError
+from paralingam.search import reference
 
-pytest.importorskip("paralingam._cpu", reason="the CPU extension is not built")
+pytest.importorskip("paralingam.search._cpu", reason="the CPU extension is not built")
 
 BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 _ROOT = Path(__file__).resolve().parents[1]
@@ -86,7 +87,7 @@ def with_near_copy(base, k, unexplained, seed):
     u = unexplained / (1.0 - unexplained)
     new = x + np.sqrt(u) * x.std() * orthogonal_noise(x, np.random.default_rng(seed))
     X = np.column_stack([base, new])
-    f = paralingam.policy.residual_fraction(new, x)
+    f = paralingam.search.policy.residual_fraction(new, x)
     assert f == pytest.approx(unexplained, rel=1e-2 if unexplained < 1e-20 else 1e-4)
     return X
 

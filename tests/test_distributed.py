@@ -20,7 +20,7 @@ distributed = pytest.importorskip("distributed")
 import cloudpickle  # noqa: E402  (a dependency of distributed)
 
 import paralingam  # noqa: E402
-from paralingam import _distributed  # noqa: E402
+from paralingam.lingam import _distributed  # noqa: E402
 
 # Workers unpickle this module's functions and plugin by value: they need not
 # import the test module.
@@ -164,7 +164,7 @@ def test_bootstrap_refuses_a_non_client(lingam_data):
 def test_package_import_does_not_import_distributed():
     import subprocess
 
-    code = ("import sys, paralingam, paralingam.estimator, paralingam._distributed; "
+    code = ("import sys, paralingam, paralingam.lingam.estimator, paralingam.lingam._distributed; "
             "assert 'distributed' not in sys.modules and 'dask' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=os.getcwd())
 
@@ -338,7 +338,7 @@ def assert_same_var(ours, ref, model_ours, model_ref):
     ({"lags": 1, "criterion": "aic", "prune": False, "random_state": 23}, 64, None),
 ])
 def test_varlingam_bootstrap_equals_serial(client, monkeypatch, kwargs, chunk, max_batch):
-    from paralingam import var_lingam
+    from paralingam.lingam import var_lingam
 
     monkeypatch.setattr(var_lingam, "_SIMULATION_BATCH", chunk)
     if max_batch is not None:
@@ -358,7 +358,7 @@ def test_varlingam_bootstrap_given_coefs_model_and_global_state_equal_serial(cli
     """ar_coefs and a lingam_model given; random_state=None draws numpy's global state."""
     X = var_series(200, 3, 2, 921)
     X[::41, 1] *= 25.0  # outliers
-    coefs = paralingam.var_lingam.fit_var(X, 2)[0]
+    coefs = paralingam.lingam.var_lingam.fit_var(X, 2)[0]
 
     def model():
         return paralingam.VARLiNGAM(lags=2, ar_coefs=coefs,
@@ -495,7 +495,7 @@ def test_var_and_multigroup_progress_go_to_stderr(request, capsys, monkeypatch, 
 
 
 def test_varlingam_bootstrap_survives_a_killed_worker(client, monkeypatch, tmp_path):
-    from paralingam import var_lingam
+    from paralingam.lingam import var_lingam
 
     monkeypatch.setattr(var_lingam, "_SIMULATION_BATCH", 6)  # several chunks, several tasks
     X = var_series(200, 3, 2, 923)
@@ -531,7 +531,7 @@ def test_bootstrap_on_local_cuda_cluster_equals_serial(lingam_data):
             distributed.Client(cluster) as c:
         devices = c.run(lambda: os.environ["CUDA_VISIBLE_DEVICES"].split(",")[0])
         assert len(set(devices.values())) == len(devices) >= 1  # one GPU per worker
-        from paralingam import _backends
+        from paralingam.search import _backends
 
         assert set(c.run(lambda: _backends.resolve_backend("auto")).values()) == {"cuda"}
         ours = model.bootstrap(X, 24, client=c)

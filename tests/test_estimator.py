@@ -78,7 +78,7 @@ def test_p_values_of_a_fully_explained_variable_are_one(lingam_data):
     np.testing.assert_array_equal(P[:4, 4], 1.0)
     assert P[4, 4] == 0.0
     # the other pairs are the test's, as lingam computes it on their errors
-    P_rest = paralingam.hsic.independence_p_values(
+    P_rest = paralingam.lingam.hsic.independence_p_values(
         (Y - Y @ fitted.adjacency_matrix_.T)[:, :4])
     np.testing.assert_allclose(P[:4, :4], P_rest, rtol=1e-12, atol=0)
 

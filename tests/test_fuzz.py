@@ -24,9 +24,10 @@ from hypothesis import HealthCheck, event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import paralingam  # noqa: E402
-from paralingam import LinearDependenceError, reference  # noqa: E402
+from paralingam import LinearDependenceError  # noqa: E402
+from paralingam.search import reference
 
-pytest.importorskip("paralingam._cpu", reason="the CPU extension is not built")
+pytest.importorskip("paralingam.search._cpu", reason="the CPU extension is not built")
 
 FUZZ = settings(max_examples=400, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import reference
+from paralingam.search import reference
 from test_cpu_backend import GRID, near_copy, planted_degenerate_data
 
 pytestmark = pytest.mark.gpu
@@ -33,14 +33,23 @@ def round_kind(request, monkeypatch):
     one all-pairs round (``_cuda.ALL_PAIRS_WORK``), which covers most of the
     small cases below; each kind of round must give the reference's order.
     """
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     monkeypatch.setattr(_cuda, "ALL_PAIRS_WORK", 0.0 if request.param == "threshold" else float("inf"))
     return request.param
 
 
+TUNING = ("threads_per_block", "blocks", "warps_per_pair")
+
+
 def fit(X, **kwargs):
+    """``paralingam.fit`` on the GPU; launch settings among ``kwargs`` go in ``tuning``."""
     kwargs.setdefault("backend", "cuda")
+    tuning = {k: kwargs.pop(k) for k in TUNING if kwargs.get(k) is not None}
+    for k in TUNING:
+        kwargs.pop(k, None)
+    if tuning:
+        kwargs["tuning"] = tuning
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
         res = paralingam.fit(X, **kwargs)
@@ -72,7 +81,7 @@ def test_cuda_switches_to_all_pairs_rounds_below_the_work_bound(lingam_data, mon
     # Iterations with at most 40 remaining variables compare every pair in
     # one round; the larger ones use threshold rounds, which on one block
     # (8 warps) leave pairs uncompared. Same order as the CPU.
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     p, n = 90, 1024
     X = lingam_data(p, n, "sparse", 871)[0]
@@ -94,7 +103,7 @@ def test_cuda_all_pairs_round_redecided_in_double(monkeypatch):
     # round by default, and three of them are re-decided in float64 (whose
     # pairs64 reuses the all-pairs round's float values where they settle a
     # pair).
-    from paralingam import _cuda
+    from paralingam.search import _cuda
     from paralingam.datasets import make_lingam_data
 
     X = make_lingam_data(100, 1024, density="sparse", random_state=100)[0]
@@ -113,7 +122,7 @@ def test_cuda_all_pairs_round_redecided_in_double(monkeypatch):
 @pytest.mark.parametrize("p, n, density, seed", [(30, 1000, "sparse", 201), (60, 500, "dense", 202)])
 def test_cuda_threshold_on_and_off_give_the_same_order(lingam_data, p, n, density, seed, dtype,
                                                        monkeypatch):
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     X = lingam_data(p, n, density, seed)[0]
     on = fit(X, dtype=dtype)  # (all-pairs rounds: these cases are small)
@@ -176,7 +185,7 @@ def test_cuda_large_p_equals_cpu(lingam_data, density, seed):
 
 def test_cuda_large_n_equals_cpu(lingam_data):
     # n = 8192: by default four warps compare each pair
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     assert [_cuda.warps_per_pair_for(n, 8) for n in (1024, 2048, 4096, 8192)] == [1, 2, 4, 4]
     X = lingam_data(120, 8192, "sparse", 813)[0]
@@ -269,7 +278,7 @@ def test_cuda_rederiving_at_every_step_gives_the_same_order(lingam_data):
     # drift_tol=0: every update counts as drift, so the last update_data block
     # re-standardises the rows and update_cov recomputes the covariance from
     # the data at every step (the CPU backend's stand-in oracle, test_cpu_backend).
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     X = lingam_data(60, 500, "dense", 611)[0]
     kw = dict(threshold=True, gamma0=1e-4, c=2.0, collinear_tol=1e-10, explained_tol=1e-10)
@@ -282,7 +291,7 @@ def test_cuda_rederiving_at_every_step_gives_the_same_order(lingam_data):
 
 
 def test_cuda_problem_larger_than_memory_is_refused():
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     p, n = 200_000, 64  # p^2 state alone is ~1 TB
     props = _cuda.device_properties()
@@ -295,13 +304,15 @@ def test_cuda_problem_larger_than_memory_is_refused():
 
 
 def test_cuda_launch_errors_name_the_kernel_and_leave_the_backend_usable(lingam_data):
-    from paralingam import _cuda, _scheduler
+    from paralingam import _testing
+    from paralingam.search import _scheduler
 
     X = lingam_data(12, 400, "sparse", 831)[0]
     expected = fit(X).causal_order
     with pytest.raises(_scheduler.CudaError, match="worker_f32: CUDA_ERROR_INVALID_VALUE"):
-        _cuda.search(X, threshold=True, gamma0=1e-4, c=2.0, dtype="float32", collinear_tol=1e-10,
-                     explained_tol=1e-10, drift_tol=1e-8, times={}, inject_fault="launch")
+        _testing.search_with_fault(X, "launch", threshold=True, gamma0=1e-4, c=2.0,
+                                   dtype="float32", collinear_tol=1e-10, explained_tol=1e-10,
+                                   drift_tol=1e-8, times={})
     assert fit(X).causal_order == expected
 
 
@@ -312,7 +323,7 @@ def test_cuda_profiled_search_gives_the_same_order_and_phase_times(lingam_data, 
     # profile=True records CUDA events between phases (tools/profile_launch.py).
     # The second case is profile_launch's sparse p=500 n=1024, whose
     # iterations take up to 4 threshold rounds on the H100.
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     X = lingam_data(p, n, "sparse", seed)[0]
     kw = dict(threshold=True, gamma0=1e-4, c=2.0, dtype="float32", collinear_tol=1e-10,
@@ -330,12 +341,13 @@ def test_cuda_profiled_search_gives_the_same_order_and_phase_times(lingam_data, 
 
 KERNEL_FAULT = """
 import numpy as np, pytest, paralingam
-from paralingam import _cuda, _scheduler
+from paralingam import _testing
+from paralingam.search import _scheduler
 X = np.random.default_rng(3).laplace(size=(400, 8))
 expected = paralingam.fit(X, backend="cpu").causal_order
 with pytest.raises(_scheduler.CudaError, match=r"kernels \\[.*fault.*\\].*until Python restarts"):
-    _cuda.search(X, threshold=True, gamma0=1e-4, c=2.0, dtype="float32", collinear_tol=1e-10,
-                 explained_tol=1e-10, drift_tol=1e-8, times={}, inject_fault="kernel")
+    _testing.search_with_fault(X, "kernel", threshold=True, gamma0=1e-4, c=2.0, dtype="float32",
+                               collinear_tol=1e-10, explained_tol=1e-10, drift_tol=1e-8, times={})
 with pytest.raises(RuntimeError, match="kernel fault earlier in this process"):
     paralingam.fit(X, backend="cuda")
 res = paralingam.fit(X)  # auto: falls back to the CPU
@@ -364,7 +376,7 @@ def test_cuda_kernels_are_compiled_once_per_machine(tmp_path):
 
 
 def test_cuda_repeated_fits_reuse_module_and_buffers(lingam_data):
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     X = lingam_data(20, 512, "sparse", 841)[0]
     fit(X)
@@ -380,7 +392,7 @@ def test_cuda_programmatic_and_plain_launches_give_the_same_order(lingam_data, m
     # start with its predecessor's end; plain launches must agree with it.
     import pycuda.driver as drv
 
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     X = lingam_data(300, 1024, "sparse", 842)[0]
     kw = dict(threshold=True, gamma0=1e-4, c=2.0, dtype="float32", collinear_tol=1e-10,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from lingam_cases import lingam_adjacency, random_prior_knowledge, tutorial_data
 
-from paralingam import reference
+from paralingam.search import reference
 from paralingam.adjacency import adaptive_lasso_adjacency, ols_adjacency
 
 pytestmark = pytest.mark.gpu
@@ -116,7 +116,7 @@ def test_estimator_on_cuda_equals_lingam(lingam_data):
 @pytest.mark.parametrize("p, n, seed", [(2, 30, 4), (3, 30, 5), (5, 50, 1), (70, 400, 2),
                                         (333, 2000, 3)])
 def test_gpu_least_squares_factor_equals_host(p, n, seed):
-    from paralingam import _cuda_adjacency
+    from paralingam.adjacency import _cuda_adjacency
     from paralingam.adjacency import SINGULAR_TOL, _ols_on_predecessors
 
     X = mixed_data(p, n, seed)
@@ -129,7 +129,7 @@ def test_gpu_least_squares_factor_equals_host(p, n, seed):
 
 
 def test_gpu_least_squares_factor_stops_at_a_singular_pivot():
-    from paralingam import _cuda_adjacency
+    from paralingam.adjacency import _cuda_adjacency
     from paralingam.adjacency import SINGULAR_TOL, _ols_on_predecessors
 
     rng = np.random.default_rng(8)
@@ -163,7 +163,7 @@ def test_gpu_ols_adjacency_equals_host(lingam_data, p, n, density, seed):
 
 def test_fit_on_cuda_gives_least_squares_from_the_gpu(lingam_data, monkeypatch):
     import paralingam
-    from paralingam import _cuda_adjacency
+    from paralingam.adjacency import _cuda_adjacency
 
     calls = []
     factor = _cuda_adjacency.ols_on_predecessors
@@ -188,7 +188,7 @@ def test_gpu_least_squares_factor_panel_edges(p, bad):
     # a failed pivot at the first column, the last column of a panel and the
     # first of the next, and inside a single short panel: rows before it are
     # solved, the rest left to the host
-    from paralingam import _cuda_adjacency
+    from paralingam.adjacency import _cuda_adjacency
     from paralingam.adjacency import SINGULAR_TOL, _ols_on_predecessors
 
     rng = np.random.default_rng(bad)

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from paralingam import hsic
+from paralingam.lingam import hsic
 
 lingam_hsic = pytest.importorskip("lingam.hsic")
 
@@ -371,7 +371,7 @@ def test_gpu_estimator_p_values_equal_cpu_after_ctrl_c(monkeypatch):
 
 @pytest.mark.gpu
 def test_gpu_memory_is_checked_before_allocating(monkeypatch):
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     monkeypatch.setattr(hsic, "_gpu_bytes_needed", lambda n, q: 1 << 60)
     with pytest.raises(_cuda.GPUMemoryError, match="HSIC p-values of 3 variables on 200 samples"):

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import _isa, reference
+from paralingam import _isa
+from paralingam.search import reference
 from paralingam.datasets import make_lingam_data
 
-pytest.importorskip("paralingam._cpu", reason="the CPU extension is not built")
+pytest.importorskip("paralingam.search._cpu", reason="the CPU extension is not built")
 
 
 def _builds():
@@ -19,7 +20,7 @@ def _builds():
     for level, needed in _isa.LEVELS.items():
         if needed <= flags:
             try:
-                importlib.import_module(f"paralingam._cpu_{level}")
+                importlib.import_module(f"paralingam.search._cpu_{level}")
             except ImportError:
                 continue
             found.append(level)
@@ -42,9 +43,9 @@ def test_the_best_build_the_processor_runs_is_chosen(monkeypatch):
         flags = _isa._cpu_flags()
         want = next((lv for lv, needed in _isa.LEVELS.items() if needed <= flags), _isa.BASELINE)
         assert _isa.level() == want
-        module = _isa.load("_cpu")
+        module = _isa.load("search._cpu")
         if want in _builds():
-            assert module.__name__ == f"paralingam._cpu_{want}" or want == _isa.BASELINE
+            assert module.__name__ == f"paralingam.search._cpu_{want}" or want == _isa.BASELINE
     finally:
         _isa.level.cache_clear()
 
@@ -56,7 +57,7 @@ def test_every_build_gives_the_same_result(build):
     results = {}
     for level in _builds():
         build(level)
-        assert _isa.load("_cpu").__name__.endswith(level if level != _isa.BASELINE else "_cpu")
+        assert _isa.load("search._cpu").__name__.endswith(level if level != _isa.BASELINE else "_cpu")
         fit = paralingam.fit(X, backend="cpu")
         model = paralingam.DirectLiNGAM(backend="cpu").fit(X)
         assert list(fit.causal_order) == list(want), level
@@ -72,7 +73,7 @@ def test_every_build_gives_the_same_result(build):
 def test_multi_group_and_lasso_builds_load(build):
     for level in _builds():
         build(level)
-        for name in ("_lasso", "_multi_group"):
+        for name in ("adjacency._lasso", "search._multi_group", "search._cpu_testing"):
             module = _isa.load(name)
             suffix = "" if level == _isa.BASELINE else f"_{level}"
             assert module.__name__ == f"paralingam.{name}{suffix}"
@@ -94,4 +95,4 @@ def test_missing_level_build_falls_back_to_the_baseline(build, monkeypatch):
         return real(name, *args)
 
     monkeypatch.setattr(_isa.importlib, "import_module", without_levels)
-    assert _isa.load("_cpu").__name__ == "paralingam._cpu"
+    assert _isa.load("search._cpu").__name__ == "paralingam.search._cpu"

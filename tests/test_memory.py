@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import _api, _memory, adjacency, bootstrap
+from paralingam import _api, _memory, _preparation, adjacency
+from paralingam.lingam import bootstrap
 from paralingam._memory import InsufficientMemoryError
 
 GiB = 1 << 30
@@ -209,7 +210,7 @@ def test_estimates_bound_the_measured_peaks(n, p, singular):
         return estimate / peak
 
     ratios = {
-        "standardise": ratio(_memory.standardise_bytes(n, p), lambda: _api.standardise_rows(data)),
+        "standardise": ratio(_memory.standardise_bytes(n, p), lambda: _preparation.standardise_rows(data)),
         "search": ratio(_memory.standardise_bytes(n, p) + _memory.cpu_search_bytes(n, p),
                         lambda: _api._search_cpu(data.copy(), True, 1e-4, 2.0, 1e-10, 1e-10, 1,
                                                  {}, False)),
@@ -236,7 +237,7 @@ def test_bootstrap_estimate_bounds_the_result_arrays():
 
 @pytest.mark.gpu
 def test_cuda_problem_too_big_for_the_card_gets_the_clear_error(monkeypatch):
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     monkeypatch.setattr(_memory, "available_host_bytes", lambda: 1 << 60)  # the host: no limit
     n, p = 64, 80_000  # the device workspace alone: ~256 GB

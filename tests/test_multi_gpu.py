@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import reference
+from paralingam.search import reference
 from paralingam.datasets import make_lingam_data
 from test_cpu_backend import near_copy, planted_degenerate_data
 from test_runtime import INTERRUPT_BOUND
@@ -55,7 +55,7 @@ def gpus():
 @pytest.fixture(params=["spread", "default"])
 def spread(request, monkeypatch):
     """Every round on every GPU ("spread"), or only the rounds of large iterations."""
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     if request.param == "spread":
         monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
@@ -65,7 +65,7 @@ def spread(request, monkeypatch):
 @pytest.fixture(params=["threshold", "all_pairs"])
 def round_kind(request, monkeypatch):
     """Threshold rounds in every iteration, then all-pairs rounds (as tests/test_gpu.py)."""
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     monkeypatch.setattr(_cuda, "ALL_PAIRS_WORK", 0.0 if request.param == "threshold" else float("inf"))
     return request.param
@@ -80,7 +80,7 @@ def fit(X, **kwargs):
 
 def assert_same_as_one_gpu(X, **kwargs):
     """Fit on one GPU and on all of them; the results must agree exactly."""
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     one = fit(X, **kwargs)
     many = fit(X, devices="all", **kwargs)
@@ -119,7 +119,7 @@ def test_multi_gpu_order_equals_one_gpu(gpus, lingam_data, p, n, density, seed, 
 
 @pytest.mark.gpu
 def test_multi_gpu_small_case_equals_reference(gpus, lingam_data, reference_on, monkeypatch):
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
     monkeypatch.setattr(_cuda, "ALL_PAIRS_WORK", 0.0)
@@ -141,7 +141,7 @@ def test_multi_gpu_large_iterations_spread_and_small_ones_not(gpus):
 @pytest.mark.gpu
 @pytest.mark.parametrize("density, seed", [("sparse", 2421), ("dense", 2422)])
 def test_multi_gpu_planted_dependencies(gpus, lingam_data, density, seed, round_kind, monkeypatch):
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
     X, n_planted = planted_degenerate_data(lingam_data(12, 500, density, seed)[0])
@@ -155,7 +155,7 @@ def test_multi_gpu_planted_dependencies(gpus, lingam_data, density, seed, round_
 @pytest.mark.gpu
 @pytest.mark.parametrize("unexplained", [1e-6, 1e-14])
 def test_multi_gpu_near_collinear_columns(gpus, lingam_data, unexplained, round_kind, monkeypatch):
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
     X = near_copy(lingam_data(10, 500, "dense", 522)[0], 4, unexplained)
@@ -166,7 +166,7 @@ def test_multi_gpu_near_collinear_columns(gpus, lingam_data, unexplained, round_
 @pytest.mark.gpu
 def test_multi_gpu_redecided_in_double(gpus, monkeypatch):
     # tests/test_gpu.py's case with float64 re-decisions (near ties in float)
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
     X = make_lingam_data(100, 1024, density="sparse", random_state=100)[0]
@@ -182,7 +182,7 @@ def test_multi_gpu_redecided_in_double(gpus, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("soft", [False, True], ids=["strong", "soft"])
 def test_multi_gpu_prior_knowledge(gpus, lingam_data, soft, round_kind, monkeypatch):
-    from paralingam import _cuda
+    from paralingam.search import _cuda
     from test_prior_knowledge import prior_from_order, soft_prior, swapped
 
     monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
@@ -199,7 +199,7 @@ def test_multi_gpu_prior_knowledge(gpus, lingam_data, soft, round_kind, monkeypa
 
 @pytest.mark.gpu
 def test_multi_gpu_prior_knowledge_with_copies(gpus, lingam_data, monkeypatch):
-    from paralingam import _cuda
+    from paralingam.search import _cuda
     from test_prior_knowledge import degenerate_priors, with_copies
 
     monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
@@ -210,7 +210,7 @@ def test_multi_gpu_prior_knowledge_with_copies(gpus, lingam_data, monkeypatch):
 
 @pytest.mark.gpu
 def test_multi_gpu_stop_on_dependence_raises_the_same_error(gpus, lingam_data, monkeypatch):
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
     X, _ = planted_degenerate_data(lingam_data(12, 500, "sparse", 2431)[0])
@@ -348,7 +348,7 @@ def test_devices_none_on_the_cpu_reports_no_devices():
 
 
 def test_devices_without_a_usable_gpu_name_the_reason(monkeypatch):
-    from paralingam import _backends
+    from paralingam.search import _backends
 
     monkeypatch.setattr(_backends, "cuda_unavailable_reason", lambda: "no CUDA device found")
     X = make_lingam_data(5, 200, random_state=0)[0]

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import reference
-from paralingam.multi_group import (MultiGroupDirectLiNGAM, multi_group_causal_order,
+from paralingam.search import reference
+from paralingam.lingam.multi_group import (MultiGroupDirectLiNGAM, multi_group_causal_order,
                                     multi_group_scores)
 from paralingam.prior import PriorKnowledge
 
@@ -123,12 +123,12 @@ def test_cuda_backend_matches_lingam():
 
 
 # ---------------------------------------------------------------------------
-# the compiled search (paralingam._multi_group) against the numpy one
+# the compiled search (paralingam.search._multi_group) against the numpy one
 # ---------------------------------------------------------------------------
 
 def _scores_per_iteration(Xs, pk=None, soft=False, n_threads=None):
     """Every candidate's score of every iteration, both engines, along numpy's order."""
-    from paralingam.reference import CANDIDATE, IN_VJ, OTHER, standardise
+    from paralingam.search.reference import CANDIDATE, IN_VJ, OTHER, standardise
 
     p = Xs[0].shape[1]
     prior = PriorKnowledge(pk, p, soft=soft) if pk is not None else None
@@ -199,11 +199,11 @@ def test_compiled_search_with_prior_knowledge(soft):
 
 def test_compiled_scores_with_collinear_columns():
     # exact copies and an exact sum in every group: those pairs compare as
-    # I = 0 in both engines (paralingam.reference.pairwise_statistics). Only
+    # I = 0 in both engines (paralingam.search.reference.pairwise_statistics). Only
     # the first iteration: once a copy's twin is regressed out, the copy has
     # no variance left (lingam's search, without a degenerate-data policy,
     # divides by zero there too).
-    from paralingam.reference import CANDIDATE, pairwise_statistics, standardise
+    from paralingam.search.reference import CANDIDATE, pairwise_statistics, standardise
 
     Zs = []
     for seed in (46, 47):
@@ -216,7 +216,7 @@ def test_compiled_scores_with_collinear_columns():
     ref = multi_group_scores(Zs, [0.5, 0.5], status, engine="numpy")
     np.testing.assert_allclose(ours, ref, rtol=1e-12, atol=1e-12 * ref.max())
     assert np.argmin(ours) == np.argmin(ref)
-    from paralingam import _multi_group
+    from paralingam.search import _multi_group
 
     pair = [np.array([1, 0], dtype=np.int32), np.array([5, 1], dtype=np.int32)]
     ones = np.ones(2, dtype=np.int32)
@@ -234,7 +234,7 @@ def test_compiled_scores_do_not_depend_on_threads():
 
 
 def test_pair_statistics_bad_input():
-    from paralingam import _multi_group
+    from paralingam.search import _multi_group
 
     Z = np.ascontiguousarray(np.random.default_rng(0).standard_normal((3, 20)))
     i32 = lambda *v: np.array(v, dtype=np.int32)  # noqa: E731
@@ -275,8 +275,8 @@ CHILD = textwrap.dedent('''
     import signal, sys, time, traceback, os
     signal.signal(signal.SIGINT, signal.default_int_handler)
     import numpy as np
-    from paralingam import _multi_group
-    from paralingam.multi_group import multi_group_causal_order
+    from paralingam.search import _multi_group
+    from paralingam.lingam.multi_group import multi_group_causal_order
 
     rng = np.random.default_rng(0)
     small = [rng.uniform(size=(200, 5)) @ np.triu(rng.uniform(size=(5, 5))) for _ in range(2)]

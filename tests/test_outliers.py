@@ -4,7 +4,7 @@ One sample of a root's noise set to 1e4..1e10 dominates the variance of the
 root and of its descendants, so ``1 - rho**2`` of a genuine residual falls
 to 1e-14 (1e8) or 1e-18 (1e10). The degenerate-data policy used to take that
 for exact dependence. It now judges the measured residual against its
-rounding noise (``paralingam.policy``): such data get lingam's order, while
+rounding noise (``paralingam.search.policy``): such data get lingam's order, while
 the E. coli flux samples (exact stoichiometric identities) keep the
 explained variables and the order of the old fixed-fraction rule.
 """
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import policy, reference
+from paralingam.search import policy, reference
 
-pytest.importorskip("paralingam._cpu", reason="the CPU extension is not built")
+pytest.importorskip("paralingam.search._cpu", reason="the CPU extension is not built")
 lingam = pytest.importorskip("lingam")
 
 BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]

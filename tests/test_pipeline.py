@@ -115,27 +115,27 @@ def _datasets():
 
 @pytest.mark.parametrize("name,X", list(_datasets()), ids=[n for n, _ in _datasets()])
 def test_preparation_is_bit_identical_to_before(name, X, monkeypatch):
-    from paralingam import _api
+    from paralingam import _preparation
     from paralingam._validation import _as_data_matrix, as_data_matrix
 
     data, _, absmax = _as_data_matrix(X)
     np.testing.assert_array_equal(absmax, np.abs(data).max(axis=0))
     assert np.array_equal(as_data_matrix(X)[0], data)
-    e = _api.column_exponents(data, absmax)
-    scaled = _api.scale_columns(data.copy(), e)
+    e = _preparation.column_exponents(data, absmax)
+    scaled = _preparation.scale_columns(data.copy(), e)
     want, want_e = _prepared_before(X)
     np.testing.assert_array_equal(e, want_e)
     assert np.array_equal(scaled, want) and scaled.tobytes() == want.tobytes()
     # by blocks of rows, and with a block of a single row
-    for block in (_api.STANDARDISE_BLOCK, 1):
-        monkeypatch.setattr(_api, "STANDARDISE_BLOCK", block)
-        Z, cov = _api.standardise_rows(scaled)
+    for block in (_preparation.STANDARDISE_BLOCK, 1):
+        monkeypatch.setattr(_preparation, "STANDARDISE_BLOCK", block)
+        Z, cov = _preparation.standardise_rows(scaled)
         Z0, cov0 = _standardise_rows_before(scaled)
         assert Z.tobytes() == Z0.tobytes() and cov.tobytes() == cov0.tobytes()
 
 
 def test_scale_columns_equals_ldexp_into_the_subnormals():
-    from paralingam import _api
+    from paralingam import _preparation
 
     rng = np.random.default_rng(3)
     X = rng.standard_normal((2000, 3))
@@ -145,14 +145,14 @@ def test_scale_columns_equals_ldexp_into_the_subnormals():
     for exps in (e, np.array([1023, -1070, 5])):  # the last: ldexp itself
         with np.errstate(over="ignore"):
             want = np.ldexp(X, -exps)
-            got = _api.scale_columns(X.copy(), exps)
+            got = _preparation.scale_columns(X.copy(), exps)
         assert got.tobytes() == want.tobytes()
 
 
 @pytest.mark.parametrize("seed", [0, 3])
 def test_fit_is_bit_identical_to_the_previous_preparation(seed, monkeypatch):
     """The whole fit on the old preparation (copy, |X| maxima, ldexp, squares at once)."""
-    from paralingam import _api, _validation
+    from paralingam import _api, _preparation, _validation
 
     X = make_lingam_data(15, 2000, random_state=seed)[0]
     X[::97, 2] = 40.0  # outliers
@@ -163,8 +163,8 @@ def test_fit_is_bit_identical_to_the_previous_preparation(seed, monkeypatch):
         return data, None, np.abs(data).max(axis=0)
 
     monkeypatch.setattr(_api, "_as_data_matrix", old_as_data_matrix)
-    monkeypatch.setattr(_api, "scale_columns", lambda X, e: np.ldexp(X, -e, out=X))
-    monkeypatch.setattr(_api, "standardise_rows", _standardise_rows_before)
+    monkeypatch.setattr(_preparation, "scale_columns", lambda X, e: np.ldexp(X, -e, out=X))
+    monkeypatch.setattr(_preparation, "standardise_rows", _standardise_rows_before)
     old = paralingam.fit(X, backend="cpu", n_threads=1)
     assert list(new.causal_order) == list(old.causal_order)
     assert new.adjacency_matrix.tobytes() == old.adjacency_matrix.tobytes()

@@ -9,11 +9,11 @@ import pytest
 from paralingam import _isa
 
 import paralingam
-from paralingam import reference
+from paralingam.search import reference
 from paralingam.prior import PriorKnowledge
 
-pytest.importorskip("paralingam._cpu", reason="the CPU extension is not built")
-_cpu = _isa.load("_cpu")  # the build fit uses (paralingam._isa)
+pytest.importorskip("paralingam.search._cpu", reason="the CPU extension is not built")
+_cpu = _isa.load("search._cpu")  # the build fit uses (paralingam._isa)
 
 
 def fit_cpu(X, **kwargs):
@@ -591,7 +591,7 @@ def test_planted_copies_with_prior_knowledge_match_reference(lingam_data, densit
 @pytest.mark.filterwarnings("ignore:least squares on the GPU failed")  # the GPU is a stand-in
 def test_fit_passes_candidates_to_the_cuda_engine(lingam_data, monkeypatch):
     # No GPU needed: a stand-in engine records what fit passes to it.
-    from paralingam import _backends, _cuda
+    from paralingam.search import _backends, _cuda
 
     X = lingam_data(5, 300, "sparse", 1151)[0]
     calls = []

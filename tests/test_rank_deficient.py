@@ -19,7 +19,7 @@ import paralingam
 from paralingam import adjacency
 from paralingam.adjacency import adaptive_lasso_adjacency
 
-pytest.importorskip("paralingam._lasso", reason="the compiled adaptive lasso is not built")
+pytest.importorskip("paralingam.adjacency._lasso", reason="the compiled adaptive lasso is not built")
 
 
 def rank_deficient(p, n, explained, seed, noise=None):
@@ -179,7 +179,7 @@ def test_full_rank_data_keep_the_factor_weights(monkeypatch):
 
 
 def test_estimator_on_rank_deficient_data_runs_no_target_in_sklearn(monkeypatch):
-    from paralingam.estimator import DirectLiNGAM
+    from paralingam.lingam.estimator import DirectLiNGAM
 
     X = rank_deficient(50, 400, 40, 351)
     calls = sklearn_fallbacks(monkeypatch)

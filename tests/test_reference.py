@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from paralingam import reference
+from paralingam.search import reference
 
 
 @pytest.mark.parametrize(

@@ -29,10 +29,10 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import reference
+from paralingam.search import reference
 from paralingam.adjacency import adaptive_lasso_adjacency
 from paralingam.datasets import make_lingam_data
-from paralingam.estimator import DirectLiNGAM
+from paralingam.lingam.estimator import DirectLiNGAM
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="fork and SIGINT semantics of Linux")
@@ -175,10 +175,10 @@ CHILD = textwrap.dedent('''
     signal.signal(signal.SIGINT, signal.default_int_handler)
     import numpy as np
     import paralingam
-    from paralingam import reference
+    from paralingam.search import reference
     from paralingam.adjacency import adaptive_lasso_adjacency
     from paralingam.datasets import make_lingam_data
-    from paralingam.estimator import DirectLiNGAM
+    from paralingam.lingam.estimator import DirectLiNGAM
 
     step = sys.argv[1]
 
@@ -197,7 +197,7 @@ CHILD = textwrap.dedent('''
     elif step == "lasso":
         # the compiled adaptive lasso itself (adjacency.py's least-squares
         # weights before it are LAPACK calls, which end on their own)
-        from paralingam import _lasso
+        from paralingam.adjacency import _lasso
         p = 800
         big = data(p, 2000, 8)
         Xc = big - big.mean(axis=0)

@@ -27,7 +27,7 @@ def test_make_prior_knowledge_equals_lingam():
 
 
 def bootstrap_counts():
-    from paralingam.bootstrap import BootstrapResult
+    from paralingam.lingam.bootstrap import BootstrapResult
 
     rng = np.random.default_rng(601)
     mats = np.tril(rng.normal(size=(10, 4, 4)) * (rng.random((10, 4, 4)) < 0.6), -1)
@@ -73,7 +73,7 @@ def test_make_dot_without_graphviz_names_the_extra(monkeypatch):
 
 
 def test_total_effect_equals_the_sum_over_paths_on_random_dags():
-    from paralingam.bootstrap import find_all_paths
+    from paralingam.lingam.bootstrap import find_all_paths
 
     rng = np.random.default_rng(602)
     for _ in range(60):

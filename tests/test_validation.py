@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import reference
+from paralingam.search import reference
 from paralingam._validation import as_data_matrix
 
-pytest.importorskip("paralingam._cpu", reason="the CPU extension is not built")
+pytest.importorskip("paralingam.search._cpu", reason="the CPU extension is not built")
 
 
 def fit_cpu(X, **kwargs):
@@ -367,9 +367,6 @@ BAD_PARAMETERS = [
     ("n_threads", 0), ("n_threads", -2), ("n_threads", 2.0), ("n_threads", True),
     ("n_threads", "4"), ("n_threads", 10**6),
     ("dtype", "float16"), ("dtype", "int64"), ("dtype", "double precision"), ("dtype", object),
-    ("threads_per_block", 48), ("threads_per_block", 0), ("threads_per_block", 2048),
-    ("threads_per_block", 64.0), ("threads_per_block", True),
-    ("warps_per_pair", 3), ("warps_per_pair", 0), ("warps_per_pair", 2.0), ("warps_per_pair", 64),
     ("on_collinear", "raise"), ("on_collinear", None), ("on_collinear", True),
     ("apply_prior_knowledge_softly", "False"), ("apply_prior_knowledge_softly", 1),
     ("apply_prior_knowledge_softly", None),
@@ -392,11 +389,55 @@ def test_bad_parameters_are_named(small, name, value):
     assert repr(value) in msg, msg
 
 
+BAD_TUNING = [
+    ("threads_per_block", 48), ("threads_per_block", 0), ("threads_per_block", 2048),
+    ("threads_per_block", 64.0), ("threads_per_block", True), ("blocks", 0), ("blocks", 1.5),
+    ("warps_per_pair", 3), ("warps_per_pair", 0), ("warps_per_pair", 2.0), ("warps_per_pair", 64),
+]
+
+
+@pytest.mark.parametrize("name, value", BAD_TUNING, ids=[f"{n}={v!r}" for n, v in BAD_TUNING])
+def test_bad_tuning_is_named(small, name, value):
+    # as a dict, as a Tuning (refused where it is made) and as the deprecated keyword
+    for call in (lambda: paralingam.fit(small[0], tuning={name: value}),
+                 lambda: paralingam.Tuning(**{name: value})):
+        with pytest.raises(ValueError) as info:
+            call()
+        msg = str(info.value)
+        assert msg.startswith(f"{name} must be"), msg
+        assert repr(value) in msg, msg
+    with pytest.warns(DeprecationWarning, match=f"{name}=.*deprecated.*tuning="), \
+            pytest.raises(ValueError, match=f"^{name} must be"):
+        paralingam.fit(small[0], **{name: value})
+
+
+@pytest.mark.parametrize("tuning", ["fast", 256, {"threads": 256}, [("blocks", 2)]])
+def test_tuning_of_the_wrong_kind_is_named(small, tuning):
+    with pytest.raises(ValueError, match="tuning"):
+        paralingam.fit(small[0], tuning=tuning)
+
+
+def test_deprecated_launch_keywords_still_work(small):
+    X, order = small
+    tuned = fit_cpu(X, tuning=paralingam.Tuning(threads_per_block=128, warps_per_pair=2))
+    with pytest.warns(DeprecationWarning, match="threads_per_block=..., warps_per_pair=.*tuning="):
+        old = fit_cpu(X, threads_per_block=128, warps_per_pair=2)
+    assert old.causal_order == tuned.causal_order == order
+    np.testing.assert_array_equal(old.adjacency_matrix, tuned.adjacency_matrix)
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="both in tuning"):
+        fit_cpu(X, tuning={"blocks": 2}, blocks=3)
+    # the estimator's fit_options accept them too, with the same warning
+    with pytest.warns(DeprecationWarning, match="blocks=.*deprecated"):
+        model = paralingam.DirectLiNGAM(fit_options={"blocks": 2, "n_threads": 1}).fit(X)
+    assert model.causal_order_ == order
+
+
 def test_good_parameter_types_are_accepted(small):
     X, order = small
     res = fit_cpu(X, gamma0=np.float32(1e-3), c=3, n_threads=np.int64(2),
                   collinear_tol=np.float64(1e-12), explained_tol=1e-12,
-                  threads_per_block=np.int32(128), dtype=np.float64, threshold=np.bool_(True))
+                  tuning={"threads_per_block": np.int32(128)}, dtype=np.float64,
+                  threshold=np.bool_(True))
     assert res.causal_order == order
     # any real number, as a float (np.isfinite raised TypeError for a Fraction)
     res = fit_cpu(X, gamma0=Fraction(1, 1000), c=Fraction(3), collinear_tol=Fraction(1, 10**12),
@@ -742,3 +783,32 @@ def test_large_integer_dataframe_columns():
                        "t": np.int64(2**63 - 5000) + rng.integers(0, 1000, 40)})
     with pytest.raises(ValueError, match=r"spread float64 cannot represent: column 1 \('t'\)"):
         as_data_matrix(df)
+
+
+@pytest.mark.parametrize("route", ["fit", "estimator", "cli"])
+def test_the_data_are_checked_once_per_fit(small, monkeypatch, tmp_path, route):
+    # the estimator and the command line call fit's phases on data they checked,
+    # instead of checking them again in paralingam.fit
+    from paralingam import _validation, cli
+
+    X, order = small
+    calls = []
+    real = _validation._check_shape
+
+    def counting(arr, X):
+        calls.append(arr.shape)
+        return real(arr, X)
+
+    monkeypatch.setattr(_validation, "_check_shape", counting)
+    if route == "fit":
+        assert paralingam.fit(X, backend="cpu").causal_order == order
+    elif route == "estimator":
+        model = paralingam.DirectLiNGAM(backend="cpu", adjacency="ols").fit(X)
+        assert model.causal_order_ == order
+    else:
+        path = tmp_path / "data.csv"
+        np.savetxt(path, X, delimiter=",", header=",".join(f"x{i}" for i in range(X.shape[1])),
+                   comments="")
+        assert cli.main(["fit", str(path), "--backend", "cpu", "--quiet",
+                         "--output", str(tmp_path / "out.json")]) == 0
+    assert calls == [X.shape]

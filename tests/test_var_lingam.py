@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
-from paralingam.var_lingam import VARBootstrapResult, VARLiNGAM, fit_var, var_residuals
+from paralingam.lingam.var_lingam import VARBootstrapResult, VARLiNGAM, fit_var, var_residuals
 
 lingam = pytest.importorskip("lingam")
 

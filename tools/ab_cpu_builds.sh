@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CPU benchmark of two builds of the CPU backend in one call (e.g. on the GPU
 # machine's idle cores): the working tree as is ("head") and with extra
-# compile flags for paralingam._cpu ("flags", default the 512-bit vector
+# compile flags for paralingam.search._cpu ("flags", default the 512-bit vector
 # preference), alternated, each through benchmarks/bench_cpu.py.
 #
 #   bash tools/ab_cpu_builds.sh "-mprefer-vector-width=512" --sizes 30x1024 100x1024 --no-lingam
@@ -13,7 +13,7 @@ root="$(pwd)"
 for name in head flags; do
     rm -rf "/tmp/ab-$name" && mkdir -p "/tmp/ab-$name"
     cp -r "$root/setup.py" "$root/README.md" "$root/paralingam" "$root/kernels" "$root/tools" "/tmp/ab-$name/"
-    rm -f /tmp/ab-$name/paralingam/*.so
+    find "/tmp/ab-$name/paralingam" -name "*.so" -delete
 done
 sed -i "/^cpu_flags =/s|\\[\"-march=native\"\\])|[\"-march=native\", \"$extra\"])|" /tmp/ab-flags/setup.py
 grep -n "cpu_flags =" /tmp/ab-flags/setup.py

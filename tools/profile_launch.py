@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 import paralingam
-from paralingam import _cuda, _scheduler
+from paralingam import _testing
+from paralingam.search import _cuda
 from paralingam.datasets import make_lingam_data
 
 # The benchmarks' shared command line and the grid's floor (benchmarks/ is not a package).
@@ -77,11 +78,11 @@ def launch_costs(reps):
 
     rows = {
         "PyCUDA prepared_call (host cost)": median_of(pycuda_launch),
-        "Cython cuLaunchKernel (host cost)": median_of(lambda: _scheduler.launch_only(mod, ws.dev, reps)),
+        "Cython cuLaunchKernel (host cost)": median_of(lambda: _testing.launch_only(mod, ws.dev, reps)),
         "PyCUDA launch + Context.synchronize": median_of(pycuda_sync),
         "PyCUDA launch + Python spin on mapped status": median_of(pycuda_poll),
         "Cython launch + C spin on mapped status (used)": median_of(
-            lambda: _scheduler.empty_launch_and_poll(mod, ws.dev, status, reps)),
+            lambda: _testing.empty_launch_and_poll(mod, ws.dev, status, reps)),
     }
     return rows
 

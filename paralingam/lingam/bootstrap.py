@@ -16,7 +16,7 @@ import warnings
 
 import numpy as np
 
-from . import _memory
+from .. import _memory
 
 __all__ = ["BootstrapResult", "total_effects", "find_all_paths"]
 
@@ -361,3 +361,51 @@ class BootstrapResult:
             "effect": [np.median(effects[keys == key]) for key in unique],
             "probability": (counts[order] / len(self._adjacency_matrices)).tolist(),
         }
+
+
+# VARLiNGAM's bootstrap (VARLiNGAM.bootstrap and its Dask tasks in _distributed)
+
+def _simulate(coefs, innovations):
+    """Series of the VAR ``coefs`` driven by ``innovations``, lingam's bootstrap way.
+
+    ``x_t = innovation_t`` for the first ``lags`` steps, then
+    ``x_t = sum_tau M_tau x_{t-tau} + innovation_t``; all series of the batch
+    advance together.
+
+    Parameters
+    ----------
+    coefs : ndarray, shape (lags, p, p)
+    innovations : ndarray, shape (batch, n_samples, p)
+
+    Returns
+    -------
+    ndarray, shape (batch, n_samples, p)
+    """
+    lags = coefs.shape[0]
+    out = np.array(innovations, dtype=np.float64, copy=True)
+    T = out.shape[1]
+    coefs_t = np.ascontiguousarray(coefs.transpose(0, 2, 1))
+    for j in range(lags, T):
+        ar = np.zeros((out.shape[0], out.shape[2]))
+        for t in range(lags):
+            ar += out[:, j - t - 1] @ coefs_t[t]
+        out[:, j] = ar + innovations[:, j]
+    return out
+
+
+def _var_total_effects(B_taus, causal_order):
+    """lingam's VAR bootstrap total effects, ``[to, from + n_features * lag]``.
+
+    At lag 0 the effects of earlier variables in the causal order (sums over
+    directed paths of ``B0``); at lag ``tau`` the effect of ``x_from(t - tau)``
+    on every ``x_to(t)``: its direct edges into time ``t`` followed by the
+    paths of ``B0``, ``(I + T0) B_tau``.
+    """
+    n = B_taus[0].shape[0]
+    T0 = total_effects(B_taus[0], causal_order)
+    reach = np.eye(n) + T0
+    out = np.zeros((n, n * len(B_taus)))
+    out[:, :n] = T0
+    for tau in range(1, len(B_taus)):
+        out[:, n * tau:n * (tau + 1)] = reach @ np.nan_to_num(B_taus[tau])
+    return out

@@ -1,4 +1,4 @@
-/* Inner loops and atomics of the CPU backend (paralingam/_cpu.pyx).
+/* Inner loops and atomics of the CPU backend (paralingam/search/_cpu.pyx).
  *
  * Kept in C so that the sample loops are plain pointer loops the compiler
  * vectorises: built with -O3 -ffast-math, GCC calls glibc's vector math
@@ -355,7 +355,7 @@ static inline double pl_row_corr(const double *xa, const double *xb, Py_ssize_t 
     return rho > 1.0 ? 1.0 : (rho < -1.0 ? -1.0 : rho);
 }
 
-/* Residual fraction of row xa on row xb (paralingam.policy.residual_fraction):
+/* Residual fraction of row xa on row xb (paralingam.search.policy.residual_fraction):
  * the variance of xa - beta xb over that of xa, with the least-squares beta,
  * from centred rows. Unlike 1 - rho^2 (absolute rounding error about eps)
  * it resolves fractions far below eps, as left by an outlier that dominates
@@ -389,7 +389,7 @@ static inline double pl_residual_fraction(const double *xa, const double *xb, Py
     return see / saa;
 }
 
-/* Exact dependence (paralingam.policy.is_dependent): the fraction left,
+/* Exact dependence (paralingam.search.policy.is_dependent): the fraction left,
  * frac * f, within tol and the residual at most `margin` times its rounding
  * noise. Written as the policy writes it, so that the decisions agree. */
 static inline int pl_dependent(double f, double frac, double tol, double noise, double margin)

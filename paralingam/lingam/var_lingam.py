@@ -23,9 +23,9 @@ import time
 
 import numpy as np
 
-from ._validation import as_data_matrix
-from .bootstrap import (BootstrapResult, find_all_paths, regression_effect, total_effects,
-                        warn_if_order_reversed)
+from .._validation import as_data_matrix
+from .bootstrap import (BootstrapResult, _simulate, _var_total_effects, find_all_paths,
+                        regression_effect, warn_if_order_reversed)
 
 __all__ = ["VARLiNGAM", "VARBootstrapResult", "fit_var", "var_residuals"]
 
@@ -297,7 +297,7 @@ class VARLiNGAM:
         gives exactly lingam's regressions, with the rows in lingam's order
         (latest time first).
         """
-        from .adjacency import adaptive_lasso_adjacency
+        from ..adjacency import adaptive_lasso_adjacency
 
         n = X.shape[1]
         lags = self._lags
@@ -314,7 +314,7 @@ class VARLiNGAM:
         options = self._fit_options or {}
         backend = None if self._backend == "auto" else self._backend
         if backend == "cuda":
-            from . import _backends
+            from ..search import _backends
 
             backend = _backends.resolve_backend("cuda")
         B = adaptive_lasso_adjacency(design, order, prior_knowledge=pk,
@@ -376,7 +376,7 @@ class VARLiNGAM:
         -------
         float
         """
-        from .utils import calculate_total_effect
+        from ..utils import calculate_total_effect
 
         self._check_fitted()
         if from_lag == 0:
@@ -442,8 +442,8 @@ class VARLiNGAM:
         from sklearn import config_context
         from sklearn.utils import check_random_state, resample
 
-        from . import _api
-        from ._progress import check_progress
+        from .. import _api
+        from .._progress import check_progress
         from .estimator import _bootstrap_progress
 
         if isinstance(n_sampling, bool) or not isinstance(n_sampling, (numbers.Integral, np.integer)) \
@@ -540,52 +540,6 @@ class VARLiNGAM:
     def residuals_(self):
         """ndarray, shape (n_samples - lags, n_features): residuals of the VAR."""
         return self._residuals
-
-
-def _simulate(coefs, innovations):
-    """Series of the VAR ``coefs`` driven by ``innovations``, lingam's bootstrap way.
-
-    ``x_t = innovation_t`` for the first ``lags`` steps, then
-    ``x_t = sum_tau M_tau x_{t-tau} + innovation_t``; all series of the batch
-    advance together.
-
-    Parameters
-    ----------
-    coefs : ndarray, shape (lags, p, p)
-    innovations : ndarray, shape (batch, n_samples, p)
-
-    Returns
-    -------
-    ndarray, shape (batch, n_samples, p)
-    """
-    lags = coefs.shape[0]
-    out = np.array(innovations, dtype=np.float64, copy=True)
-    T = out.shape[1]
-    coefs_t = np.ascontiguousarray(coefs.transpose(0, 2, 1))
-    for j in range(lags, T):
-        ar = np.zeros((out.shape[0], out.shape[2]))
-        for t in range(lags):
-            ar += out[:, j - t - 1] @ coefs_t[t]
-        out[:, j] = ar + innovations[:, j]
-    return out
-
-
-def _var_total_effects(B_taus, causal_order):
-    """lingam's VAR bootstrap total effects, ``[to, from + n_features * lag]``.
-
-    At lag 0 the effects of earlier variables in the causal order (sums over
-    directed paths of ``B0``); at lag ``tau`` the effect of ``x_from(t - tau)``
-    on every ``x_to(t)``: its direct edges into time ``t`` followed by the
-    paths of ``B0``, ``(I + T0) B_tau``.
-    """
-    n = B_taus[0].shape[0]
-    T0 = total_effects(B_taus[0], causal_order)
-    reach = np.eye(n) + T0
-    out = np.zeros((n, n * len(B_taus)))
-    out[:, :n] = T0
-    for tau in range(1, len(B_taus)):
-        out[:, n * tau:n * (tau + 1)] = reach @ np.nan_to_num(B_taus[tau])
-    return out
 
 
 class VARBootstrapResult(BootstrapResult):

@@ -1,4 +1,4 @@
-/* Vector loops of the compiled adaptive lasso (paralingam/_lasso.pyx).
+/* Vector loops of the compiled adaptive lasso (paralingam/adjacency/_lasso.pyx).
  *
  * `omp simd` lets the compiler vectorise the reductions without -ffast-math
  * for the whole extension: only these sums are reassociated (as BLAS does),

@@ -30,7 +30,7 @@ import numbers
 
 import numpy as np
 
-from ._utils_graph import (
+from ._graph import (
     calculate_distance_from_root_nodes,
     make_dot_ancestors,
     make_dot_descendants,
@@ -38,17 +38,17 @@ from ._utils_graph import (
     make_dot_highlight,
     make_dot_paths,
 )
-from ._utils_graph import _check_path, _check_path_color, _cycle_edges, _simple_path_edges
-from ._utils_graph import _graphviz, _path_node_names
-from ._utils_rcd import extract_ancestors
-from ._utils_stats import (
+from ._graph import _check_path, _check_path_color, _cycle_edges, _simple_path_edges
+from ._graph import _graphviz, _path_node_names
+from ._rcd import extract_ancestors
+from ._stats import (
     bic_select_logistic_l1,
     f_correlation,
     likelihood_i,
     log_p_super_gaussian,
     variance_i,
 )
-from .bootstrap import find_all_paths
+from ..lingam.bootstrap import find_all_paths
 
 __all__ = [
     "make_dot",
@@ -438,7 +438,7 @@ def remove_effect(X, remove_features, return_coefs=False):
     coefs : dict, only with ``return_coefs``
         ``{column: coefficients on remove_features}`` for the other columns.
     """
-    from ._validation import as_data_matrix
+    from .._validation import as_data_matrix
 
     X = as_data_matrix(X, allow_constant=True)[0]
     removed = list(remove_features)
@@ -482,8 +482,8 @@ def predict_adaptive_lasso(X, predictors, target, gamma=1.0):
     -------
     ndarray, shape (len(predictors),)
     """
-    from ._validation import as_data_matrix
-    from .adjacency import adaptive_lasso_adjacency
+    from .._validation import as_data_matrix
+    from ..adjacency import adaptive_lasso_adjacency
 
     X = as_data_matrix(X, allow_constant=True)[0]
     predictors = [int(i) for i in predictors]

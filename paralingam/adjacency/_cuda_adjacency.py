@@ -18,7 +18,7 @@ from importlib import resources
 
 import numpy as np
 
-from . import _cuda
+from .. import _gpu
 
 THREADS = 256        # kernels/adjacency.cu: TPB
 PANEL = 32           # kernels/adjacency.cu: PANEL, columns per Cholesky panel
@@ -79,7 +79,7 @@ def ols_on_predecessors(gram, tol):
     """
     import pycuda.driver as drv
 
-    ctx = _cuda._context()
+    ctx = _gpu.context()
     fns = _kernels(ctx.handle)
     p = gram.shape[0]
     blocks = _blocks_for(p)
@@ -87,7 +87,7 @@ def ols_on_predecessors(gram, tol):
     # the factor and the coefficients (8 p^2 each), one work row per block
     need = 16 * p * p + 8 * blocks * p + 16 * p + (64 << 20)
     if need > free:
-        raise _cuda.GPUMemoryError(
+        raise _gpu.GPUMemoryError(
             f"least squares of p={p} variables need {need / 2**20:.0f} MiB of GPU memory; "
             f"{max(free, 0) / 2**20:.0f} MiB are free")
     return _guarded(_ols_launch, fns, gram, tol, blocks)
@@ -164,18 +164,7 @@ def wait_interruptibly(next_task=None, interval=1e-3):
         raise
 
 
-def _guarded(launch, *args):
-    """Run ``launch(*args)``; on a CUDA error, record a sticky fault and re-raise."""
-    import pycuda.driver as drv
-
-    try:
-        return launch(*args)
-    except drv.Error as exc:
-        try:
-            drv.Context.synchronize()  # non-sticky errors leave the context usable
-        except drv.Error:
-            _cuda._note_fault(exc)  # sticky: the CUDA backend is unusable from now on
-        raise
+_guarded = _gpu.guarded  # (the name the launches and hsic use)
 
 
 def _buffer_sizes(p, blocks, m):
@@ -197,6 +186,7 @@ def _buffers(p, blocks, m):
     return _BUFFERS[key]
 
 
+@_gpu.register_cache
 def clear_cache(after_fault=False):
     """Free the kept work buffers (after a fault their memory went with the context)."""
     for bufs in _BUFFERS.values():
@@ -232,7 +222,7 @@ def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma):
     """
     import pycuda.driver as drv
 
-    ctx = _cuda._context()
+    ctx = _gpu.context()
     fn = _kernels(ctx.handle)["lars_paths"]
     p = gram.shape[0]
     targets = np.asarray(targets, dtype=np.int32)
@@ -250,7 +240,7 @@ def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma):
     # the per-call arrays: gram and ols_coef (8 p^2 each), kept (p^2), vectors
     budget = free - 17 * p * p - 32 * p - (64 << 20)
     if budget < per_block:
-        raise _cuda.GPUMemoryError(
+        raise _gpu.GPUMemoryError(
             f"the adaptive lasso of p={p} variables needs {per_block / 2**20:.0f} MiB of GPU "
             f"memory per block; {max(free, 0) / 2**20:.0f} MiB are free")
     blocks = min(blocks, budget // per_block)

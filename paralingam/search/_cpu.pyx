@@ -89,7 +89,7 @@ pl_register_fork_handler()
 
 
 cdef double LOG2 = 0.6931471805599453
-# Prior-knowledge status of a variable (as paralingam.reference); only
+# Prior-knowledge status of a variable (as paralingam.search.reference); only
 # CANDIDATE groups have a worker.
 cdef enum:
     OTHER = 0
@@ -116,10 +116,10 @@ cdef double STOP_MARGIN = 1e-9
 # within VERIFY_BAND (or 100 collinear_tol) of collinearity, far wider than
 # the covariance error that re-derivation allows (< 1e-6). Within the band a
 # pair's residual fraction is measured from the rows (pl_residual_fraction)
-# and judged against its rounding noise (paralingam.policy.is_dependent):
+# and judged against its rounding noise (paralingam.search.policy.is_dependent):
 # 1 - rho**2 has an absolute rounding error of about eps, too coarse for the
 # genuine residuals an outlier leaves (1e-18 of the variance at 1e10).
-# The same band as paralingam.reference.VERIFY_BAND.
+# The same band as paralingam.search.reference.VERIFY_BAND.
 cdef double VERIFY_BAND = 1e-4
 
 # dtype float32: a pair's residuals are formed in double and their exp and log
@@ -254,7 +254,7 @@ cdef struct Search:
     Py_ssize_t n
     Py_ssize_t p
     double collinear_tol
-    # exact dependence (paralingam.policy): rounding noise of each row in its
+    # exact dependence (paralingam.search.policy): rounding noise of each row in its
     # standard deviations (original index), the band within which pairs are
     # measured from the rows, ROUNDING_MARGIN and STEP_ROUNDING * eps
     double *noise
@@ -309,7 +309,7 @@ cdef inline double pair_fraction(Search *s, int ia, int ib) noexcept nogil:
 
 
 cdef inline bint pair_collinear(Search *s, int ia, int ib, double f) noexcept nogil:
-    """Rows ia, ib with measured residual fraction f are collinear (paralingam.policy)."""
+    """Rows ia, ib with measured residual fraction f are collinear (paralingam.search.policy)."""
     return pl_dependent(f, 1.0, s.collinear_tol,
                         s.noise[ia] + s.noise[ib] + s.step_noise, s.margin) != 0
 
@@ -489,7 +489,7 @@ cdef void update_row(Search *s, int k) noexcept nogil:
 
     Marks the variable explained (``gone`` 2) when the root leaves it no more
     than ``explained_tol`` of its variance and the residual is at the level
-    of its rounding noise (paralingam.policy), else stores the drift of the
+    of its rounding noise (paralingam.search.policy), else stores the drift of the
     updated row's mean, variance and correlation with the root.
     """
     cdef int i = s.alive[k]
@@ -702,7 +702,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     original indices of the remaining variables when the covariance drifts; it
     must re-standardise those rows of ``X`` and recompute their block of
     ``cov`` from the data. With ``stop_on_dependence`` the search raises
-    :class:`~paralingam.policy.LinearDependenceError` at the first collinear
+    :class:`~paralingam.search.policy.LinearDependenceError` at the first collinear
     group or fully explained variable instead of applying the policy.
 
     ``candidates(alive)`` (prior knowledge, e.g.
@@ -724,9 +724,9 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     is the same, and the scores are the float ones.
 
     ``noise`` (p,): the rounding noise of each row of the data as given, in
-    its standard deviations (``paralingam.policy.initial_noise`` of the
+    its standard deviations (``paralingam.search.policy.initial_noise`` of the
     data); zeros if None. The degenerate-data decisions judge residuals
-    against it (``paralingam.policy``).
+    against it (``paralingam.search.policy``).
 
     Returns
     -------
@@ -1049,28 +1049,3 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             n_rederived += 1
 
     return [int(v) for v in order], explained, per_iteration, n_rederived
-
-
-def pair_moments(double[::1] xa, double[::1] xb, double rho, *, bint use_float=False,
-                 bint both=True):
-    """Mean moments of the standardised residuals of one pair, as the search computes them.
-
-    Returns ``[mean log cosh u, mean u exp(-u^2/2)]`` of ``u = (xa - rho xb) / s``
-    and, with ``both``, the same of ``v = (xb - rho xa) / s`` (for tests and
-    ``FLOAT_MOMENT_ERR``'s probe).
-    """
-    cdef Py_ssize_t n = xa.shape[0]
-    cdef double m[4]
-    if xb.shape[0] != n or n == 0 or not (rho * rho < 1.0):
-        raise ValueError("xa and xb must have the same nonzero length, and |rho| < 1")
-    cdef double inv_s = 1.0 / sqrt(1.0 - rho * rho)
-    if use_float:
-        pl_moments_f32(&xa[0], &xb[0], rho, inv_s, n, both, m)
-    elif both:
-        pl_pair_moments(&xa[0], &xb[0], rho, inv_s, n, m)
-    else:
-        pl_residual_moments(&xa[0], &xb[0], rho, inv_s, n, m)
-    out = [m[0] / n - LOG2, m[1] / n]
-    if both:
-        out += [m[2] / n - LOG2, m[3] / n]
-    return out

@@ -16,11 +16,11 @@ The math, per iteration over the remaining variables ``U``:
   argmin, ties going to the earliest remaining variable;
 * the root is regressed out of every remaining variable.
 
-Degenerate data (the policy shared by every backend, see ``paralingam.policy``):
+Degenerate data (the policy shared by every backend, see ``paralingam.search.policy``):
 
 * a pair whose residual is an exact dependence (its measured residual
   fraction at most ``collinear_tol`` and at the level of its rounding noise,
-  ``paralingam.policy.is_dependent``) is collinear; linked variables form a group that is represented by its first
+  ``paralingam.search.policy.is_dependent``) is collinear; linked variables form a group that is represented by its first
   member. Only representatives are compared and can become the root, and a
   representative's score counts each group by its size:
   ``score(a) = sum_G |G| min(0, I(a, rep(G)))**2``. (In exact arithmetic the
@@ -50,7 +50,7 @@ import numpy as np
 
 from .policy import (COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError, initial_noise,
                      is_dependent, pair_noise, regressed_noise, residual_fraction)
-from .prior import PriorKnowledge
+from ..prior import PriorKnowledge
 
 K1 = 79.047
 K2 = 7.4129
@@ -103,10 +103,10 @@ def collinear_pairs(Z, collinear_tol=COLLINEAR_TOL, noise=None):
     Z : ndarray, shape (n_samples, r)
         Standardised data.
     noise : ndarray, shape (r,), optional
-        Rounding noise of each column (``paralingam.policy``); zero if None.
+        Rounding noise of each column (``paralingam.search.policy``); zero if None.
 
     A pair is collinear when the residual of the later column on the earlier
-    one is an exact dependence (:func:`paralingam.policy.is_dependent`);
+    one is an exact dependence (:func:`paralingam.search.policy.is_dependent`);
     only pairs with ``1 - rho**2`` within :func:`verify_band` are measured.
     """
     r = Z.shape[1]
@@ -176,7 +176,7 @@ def pairwise_statistics(Z, collinear_tol=COLLINEAR_TOL, in_vj=None, noise=None):
     -------
     ndarray, shape (r, r)
         ``I[i, j]``, the statistic of ``i`` against partner ``j``; zero on the
-        diagonal and for collinear pairs (``paralingam.policy``).
+        diagonal and for collinear pairs (``paralingam.search.policy``).
         Antisymmetric unless ``in_vj`` has a True entry.
     """
     linked = collinear_pairs(Z, collinear_tol, noise)  # includes the diagonal
@@ -221,7 +221,7 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL,
     apply_prior_knowledge_softly : bool
         Apply it softly instead of as strict partial orders.
     stop_on_dependence : bool
-        Raise :class:`~paralingam.policy.LinearDependenceError` at the first
+        Raise :class:`~paralingam.search.policy.LinearDependenceError` at the first
         exact dependence (a collinear group among the remaining variables, or
         a variable fully explained) instead of applying the policy.
     return_scores : bool

@@ -6,10 +6,10 @@ the sum over the groups of its score in each, weighted by the group's share of
 the samples; each group then gets its own adjacency matrix on that order.
 
 The candidates' scores of each iteration come from the compiled CPU engine
-(:mod:`paralingam._multi_group`: the float64 pair statistic of the
+(:mod:`paralingam.search._multi_group`: the float64 pair statistic of the
 single-data-set CPU search, OpenMP over the pairs of every group, summed in a
 fixed order), with the degenerate-data rule of
-:func:`paralingam.reference.pairwise_statistics` (a collinear pair compares
+:func:`paralingam.search.reference.pairwise_statistics` (a collinear pair compares
 as ``I = 0``) and lingam's prior-knowledge rules (:mod:`paralingam.prior`);
 ``engine="numpy"`` computes them with the reference instead (the same order).
 This driver picks the root and regresses it out of every group as lingam
@@ -21,10 +21,10 @@ import numbers
 
 import numpy as np
 
-from ._validation import MAX_THREADS, as_data_matrix, check_coef_threshold, check_int
+from .._validation import MAX_THREADS, as_data_matrix, check_coef_threshold, check_int
 from .bootstrap import BootstrapResult, regression_effect, total_effects, warn_if_order_reversed
-from .policy import COLLINEAR_TOL
-from .prior import PriorKnowledge
+from ..search.policy import COLLINEAR_TOL
+from ..prior import PriorKnowledge
 
 __all__ = ["MultiGroupDirectLiNGAM", "multi_group_causal_order", "multi_group_scores"]
 
@@ -41,7 +41,7 @@ def _pair_tasks(status):
     are computed in the orientation (candidate, partner), with the partner's
     own values for its residual when it is in ``V_j``.
     """
-    from .reference import CANDIDATE, IN_VJ
+    from ..search.reference import CANDIDATE, IN_VJ
 
     r = len(status)
     a, b = np.triu_indices(r, 1)
@@ -66,13 +66,13 @@ def multi_group_scores(Z_list, weights, status, collinear_tol=COLLINEAR_TOL, eng
     weights : sequence of float
         Each group's share of the samples.
     status : ndarray of int, shape (r,)
-        Prior-knowledge status of each variable (``paralingam.reference``'s
+        Prior-knowledge status of each variable (``paralingam.search.reference``'s
         ``CANDIDATE``, ``IN_VJ`` or ``OTHER``).
     collinear_tol : float
     engine : {"cpu", "numpy"}
-        ``"cpu"``: the compiled statistic (:mod:`paralingam._multi_group`,
+        ``"cpu"``: the compiled statistic (:mod:`paralingam.search._multi_group`,
         OpenMP over the pairs of all groups); ``"numpy"``:
-        :func:`paralingam.reference.pairwise_statistics` per group.
+        :func:`paralingam.search.reference.pairwise_statistics` per group.
     n_threads : int, optional
         Threads of the compiled engine (default: as the order search).
 
@@ -82,7 +82,7 @@ def multi_group_scores(Z_list, weights, status, collinear_tol=COLLINEAR_TOL, eng
         ``sum_g w_g sum_j min(0, I_g(i, j))**2`` for each candidate ``i``;
         non-candidates get 0 with ``"cpu"`` (only candidates are compared).
     """
-    from .reference import CANDIDATE, IN_VJ, pairwise_statistics, verify_band
+    from ..search.reference import CANDIDATE, IN_VJ, pairwise_statistics, verify_band
 
     r = len(status)
     in_vj = status == IN_VJ
@@ -92,14 +92,14 @@ def multi_group_scores(Z_list, weights, status, collinear_tol=COLLINEAR_TOL, eng
             stat = pairwise_statistics(Z, collinear_tol, in_vj if in_vj.any() else None)
             score += (np.minimum(0.0, stat) ** 2).sum(axis=1) * w
         return score
-    from ._validation import default_threads
+    from .._validation import default_threads
 
-    from . import _isa
+    from .. import _isa
 
     try:
-        _multi_group = _isa.load("_multi_group")
+        _multi_group = _isa.load("search._multi_group")
     except ImportError as exc:
-        raise RuntimeError("the compiled multi-group engine (paralingam._multi_group) is not "
+        raise RuntimeError("the compiled multi-group engine (paralingam.search._multi_group) is not "
                            "built: rebuild paralingam (pip install .), or pass engine='numpy'"
                            ) from exc
 
@@ -129,7 +129,7 @@ def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge
     collinear_tol : float
         Pairs of a group with an exact dependence (residual fraction at most
         ``collinear_tol`` and at rounding level) compare as ``I(i, j) = 0``
-        (:func:`paralingam.reference.pairwise_statistics`).
+        (:func:`paralingam.search.reference.pairwise_statistics`).
     engine : {"cpu", "numpy"}
         Where the pair statistics are computed: the compiled CPU engine
         (default; OpenMP over the pairs of all groups, float64) or the plain
@@ -145,7 +145,7 @@ def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge
     scores : list of float
         Only with ``return_scores``.
     """
-    from .reference import CANDIDATE, IN_VJ, OTHER, standardise
+    from ..search.reference import CANDIDATE, IN_VJ, OTHER, standardise
 
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}; got {engine!r}")
@@ -252,8 +252,8 @@ class MultiGroupDirectLiNGAM:
         return out
 
     def _settings(self, p):
-        from . import _backends
-        from .adjacency import ADJACENCY_METHODS
+        from ..search import _backends
+        from ..adjacency import ADJACENCY_METHODS
 
         if self.adjacency not in ADJACENCY_METHODS:
             raise ValueError(f"adjacency must be one of {ADJACENCY_METHODS}; got {self.adjacency!r}")
@@ -268,7 +268,7 @@ class MultiGroupDirectLiNGAM:
         return pk, check_coef_threshold(self.coef_threshold)
 
     def _fit_groups(self, data, pk, coef_threshold, backend):
-        from .adjacency import estimate_adjacency
+        from ..adjacency import estimate_adjacency
 
         order = multi_group_causal_order(data, pk, bool(self.apply_prior_knowledge_softly),
                                          n_threads=self.n_threads)
@@ -283,7 +283,7 @@ class MultiGroupDirectLiNGAM:
 
     @staticmethod
     def _adjacency_backend(backend):
-        from . import _backends
+        from ..search import _backends
 
         resolved = _backends.resolve_backend(backend)
         return resolved if resolved in ("cpu", "cuda") else None
@@ -338,8 +338,8 @@ class MultiGroupDirectLiNGAM:
         from sklearn import config_context
         from sklearn.utils import check_random_state, resample
 
-        from . import _api
-        from ._progress import check_progress
+        from .. import _api
+        from .._progress import check_progress
         from .estimator import _bootstrap_progress
 
         data = self._check_X_list(X_list)
@@ -405,7 +405,7 @@ class MultiGroupDirectLiNGAM:
 
     def estimate_total_effect2(self, from_index, to_index):
         """Total effect in each group from its adjacency matrix (sum over paths)."""
-        from .utils import calculate_total_effect
+        from ..utils import calculate_total_effect
 
         self._check_fitted()
         warn_if_order_reversed(self.causal_order_, from_index, to_index, from_index, to_index)

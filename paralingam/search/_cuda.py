@@ -82,56 +82,17 @@ PROGRAMMATIC_LAUNCH = True
 MULTI_SPREAD_WORK = ALL_PAIRS_WORK
 
 
-# The problem does not fit in the GPU's free memory (an InsufficientMemoryError,
-# so a MemoryError; defined with the host's checks in _memory).
-from ._memory import GPUMemoryError  # noqa: E402  (re-exported: paralingam._cuda.GPUMemoryError)
-
-
-# Set after a kernel fault: CUDA keeps such errors (illegal address, trap)
-# for the rest of the process, so the backend is unusable until a restart.
-_FAULT = None
+# The context and the fault state are shared with the other GPU steps
+# (paralingam._gpu); GPUMemoryError is re-exported: paralingam.search._cuda.GPUMemoryError.
+from .. import _gpu  # noqa: E402
+from .._gpu import GPUMemoryError  # noqa: E402,F401
+from .._gpu import context as _context  # noqa: E402
+from .._gpu import note_fault as _note_fault  # noqa: E402,F401
 
 
 def unavailable_reason():
-    """Why the CUDA backend cannot run here, or None when it can."""
-    if _FAULT is not None:
-        return (f"a GPU kernel fault earlier in this process left CUDA unusable until the "
-                f"process restarts ({_FAULT})")
-    try:
-        import pycuda.driver as drv
-    except ImportError as exc:
-        return f"pycuda is not installed ({exc}); install paralingam[cuda]"
-    try:
-        drv.init()
-        if drv.Device.count() == 0:
-            return "no CUDA device found"
-        from . import _scheduler
-
-        _scheduler.load_driver()
-    except Exception as exc:  # driver missing or broken
-        return f"the CUDA driver is not usable ({exc})"
-    return None
-
-
-@functools.lru_cache(maxsize=None)
-def _context(device=0):
-    """Make the device's primary context current (once per process)."""
-    import atexit
-
-    import pycuda.driver as drv
-
-    drv.init()
-    ctx = drv.Device(device).retain_primary_context()
-    ctx.push()
-
-    def _pop():
-        try:
-            ctx.pop()
-        except Exception:
-            pass
-
-    atexit.register(_pop)
-    return ctx
+    """Why the CUDA backend cannot run here, or None when it can (:func:`paralingam._gpu.unavailable_reason`)."""
+    return _gpu.unavailable_reason()
 
 
 def kernel_source():
@@ -204,7 +165,7 @@ def device_properties():
 
 def bytes_needed(p, n, use_float):
     """Device memory a search of p variables and n samples allocates."""
-    from ._memory import cuda_device_bytes
+    from .._memory import cuda_device_bytes
 
     return cuda_device_bytes(n, p, use_float)
 
@@ -332,7 +293,7 @@ def _check_device(key, needed):
 
     free, total = drv.mem_get_info()
     if needed > free:
-        from ._memory import format_bytes
+        from .._memory import format_bytes
 
         props = device_properties()
         _, p, ld, use_float = key
@@ -348,21 +309,27 @@ def _check_device(key, needed):
 
 
 def clear_cache():
-    """Free the kept device buffers (they are re-allocated on the next fit)."""
-    global _LAST_MULTI
-    _LAST_MULTI = None
-    for ws in _WORKSPACES.values():
-        for buf in ws.keep:
-            buf.free()
-    _WORKSPACES.clear()
-    from . import _cuda_adjacency
+    """Free the kept device buffers of every GPU step (re-allocated on the next fit)."""
+    _gpu.clear_caches()
 
-    _cuda_adjacency.clear_cache()
+
+@_gpu.register_cache
+def _drop_workspaces(after_fault=False):
+    """Free this module's kept search buffers; after a fault, forget them and the modules."""
+    global _LAST_MULTI
+    _LAST_MULTI = None  # (its buffers are freed with it)
+    if not after_fault:
+        for ws in _WORKSPACES.values():
+            for buf in ws.keep:
+                buf.free()
+    _WORKSPACES.clear()  # (after a fault their memory went with the context)
+    if after_fault:
+        _module.cache_clear()
 
 
 # ---------------------------------------------------------------- several devices
 
-from ._backends import check_devices  # noqa: E402  (devices= without a GPU)
+from ._devices import check_devices  # noqa: E402  (devices= without a GPU)
 
 def resolve_devices(devices):
     """The device ordinals of a search, or None for the single-GPU search on device 0.
@@ -438,7 +405,7 @@ def _in_context(context, fn, /, *args, **kwargs):
 
 def _multi_needed(i, p, n, use_float):
     """Device memory of the i-th device of a multi-device search."""
-    from ._memory import cuda_device_bytes, cuda_replica_bytes
+    from .._memory import cuda_device_bytes, cuda_replica_bytes
 
     return cuda_device_bytes(n, p, use_float) if i == 0 else cuda_replica_bytes(n, p)
 
@@ -451,7 +418,7 @@ def check_memory_multi(n, p, use_float, devices):
     """
     import pycuda.driver as drv
 
-    from ._memory import format_bytes
+    from .._memory import format_bytes
 
     ctxs = [_device_context(d) for d in devices]
     key = _multi_key(ctxs, p, n, use_float)
@@ -557,7 +524,7 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
         check_memory_multi(n, p, use_float, devices)
         ws = _WORKSPACES[key] = _MultiWorkspace(ctxs, p, cfg["ld"], use_float)
     _LAST_MULTI = ws
-    from ._memory import F8, require
+    from .._memory import F8, require
 
     require("the CUDA search's upload buffer", F8 * p * cfg["ld"], "use fewer variables")
     X = np.zeros((p, cfg["ld"]))
@@ -602,18 +569,6 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
     return ws.parts[0], out
 
 
-def _note_fault(exc):
-    """Record a sticky kernel fault: later fits report it instead of failing obscurely."""
-    global _FAULT, _LAST_MULTI
-    _FAULT = str(exc)
-    _LAST_MULTI = None
-    _WORKSPACES.clear()  # their memory went with the context
-    from . import _cuda_adjacency
-
-    _cuda_adjacency.clear_cache(after_fault=True)
-    _module.cache_clear()
-
-
 def warps_per_pair_for(n, warps):
     """Default warps comparing one pair: 1, 2 or 4 as n allows, dividing ``warps``."""
     g = 1
@@ -650,7 +605,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
 
     Raises
     ------
-    paralingam.policy.LinearDependenceError
+    paralingam.search.policy.LinearDependenceError
         With ``stop_on_dependence``, at the first exact dependence.
     """
     import pycuda.driver as drv
@@ -685,13 +640,13 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
                 f"(threads_per_block={32 * mod.warps}) into at most 15 groups")
         t0 = time.perf_counter()
         ws = _workspace((_context().handle, p, ld, use_float), bytes_needed(p, n, use_float))
-        from ._memory import F8, require
+        from .._memory import F8, require
 
         require("the CUDA search's upload buffer", F8 * p * ld, "use fewer variables")
         X = np.zeros((p, ld))
         X[:, :n] = data.T
         drv.memcpy_htod(ws.dev["X64"], X)
-        noise = np.zeros(p + 1)  # the rows' rounding noise (paralingam.policy)
+        noise = np.zeros(p + 1)  # the rows' rounding noise (paralingam.search.policy)
         noise[:p] = initial_noise(data)
         drv.memcpy_htod(ws.dev["noise"], noise)
         drv.memset_d32(ws.dev["lock"], 0, p * p)  # epochs restart with every search

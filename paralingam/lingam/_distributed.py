@@ -155,7 +155,7 @@ def _one_blas_thread():
     (each task restoring its own would undo another's limit).
     """
     global _blas_users, _blas_limiter
-    from . import _api
+    from .. import _api
 
     with _blas_lock:
         if _blas_users == 0:
@@ -343,8 +343,9 @@ def bootstrap_directlingam(model, data, names, n_sampling, settings, client, rep
 
 def _directlingam_batch(shared, batch, n_threads=1):
     """Fit the resamples of one batch (worker side); mirrors ``DirectLiNGAM._bootstrap_loop``."""
-    from . import _api, _backends
-    from ._validation import constant_in_resample
+    from .. import _api
+    from ..search import _backends
+    from .._validation import constant_in_resample
     from .bootstrap import total_effects
 
     model, data, names = shared["model"], shared["data"], shared["names"]
@@ -386,9 +387,9 @@ def _cuda_context_in_this_thread():
     """
     import pycuda.driver as drv
 
-    from . import _cuda
+    from .. import _gpu
 
-    ctx = _cuda._context()
+    ctx = _gpu.context()
     current = drv.Context.get_current()
     if current is None or current.handle != ctx.handle:
         ctx.push()
@@ -405,14 +406,14 @@ def _index_dtype(n_rows):
 
 def _worker_n_threads(n_threads, size):
     """Threads of one fit on a worker: 1 for small data (fit's default), else the task's share."""
-    from . import _api
+    from .. import _api
 
     return 1 if size < _api.SMALL_SEARCH else n_threads
 
 
 def _cuda_context_if(backend):
     """Push the CUDA context in this worker thread when ``backend`` resolves to CUDA."""
-    from . import _backends
+    from ..search import _backends
 
     resolved = _backends.resolve_backend(backend)
     if resolved == "cuda":
@@ -529,7 +530,7 @@ def _varlingam_batch(shared, batch, n_threads=1):
     the loop of ``VARLiNGAM.bootstrap``."""
     import copy
 
-    from .var_lingam import _simulate, _var_total_effects
+    from .bootstrap import _simulate, _var_total_effects
 
     template, coefs, residuals = shared["model"], shared["coefs"], shared["residuals"]
     chunk_start, rows, lo, hi = batch

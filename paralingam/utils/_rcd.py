@@ -5,7 +5,7 @@ after removing the effect of their known common ancestors, a variable of ``U``
 is a sink when the residual of its regression on the others is independent
 (HSIC) of each of them; a unique sink gets the others as ancestors. The tests
 are Shapiro-Wilk (scipy), Pearson (scipy) and HSIC's gamma approximation
-(:mod:`paralingam.hsic`); the regressions are least squares, or, with
+(:mod:`paralingam.lingam.hsic`); the regressions are least squares, or, with
 ``MLHSICR``, the coefficients that minimise the summed HSIC (L-BFGS, scipy).
 """
 
@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 
-from . import hsic
+from ..lingam import hsic
 
 __all__ = ["extract_ancestors"]
 
@@ -53,7 +53,7 @@ def extract_ancestors(X, max_explanatory_num=2, cor_alpha=0.01, ind_alpha=0.01,
     non-Gaussian acyclic models with latent confounders. AISTATS 2020,
     PMLR 108:735-745.
     """
-    from ._validation import as_data_matrix
+    from .._validation import as_data_matrix
 
     if bw_method not in _BW_METHODS:
         raise ValueError(f"bw_method must be one of {_BW_METHODS}; got {bw_method!r}")
@@ -199,7 +199,7 @@ def _independent(x, y, bw_method, alpha):
 
 def _hsic_gamma_p(x, y, width_x, width_y):
     """p-value of the HSIC gamma test with given kernel widths (lingam's
-    ``hsic_test_gamma``, whose widths paralingam.hsic fixes to the median
+    ``hsic_test_gamma``, whose widths paralingam.lingam.hsic fixes to the median
     heuristic)."""
     from scipy.stats import gamma
 

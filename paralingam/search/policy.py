@@ -203,5 +203,5 @@ class LinearDependenceError(ValueError):
             what = f"{cols} are collinear (copies of each other up to scale and offset)"
         else:
             what = f"{cols} {'is' if len(self.variables) == 1 else 'are'} fully explained"
-        return (f"exact linear dependence: {what} {after}; see paralingam.policy, or pass "
+        return (f"exact linear dependence: {what} {after}; see paralingam.search.policy, or pass "
                 "on_collinear='warn' to apply the degenerate-data policy")

@@ -9,7 +9,7 @@ through ``B``; a prediction model then scores the intervention.
 
 import numpy as np
 
-from ._validation import as_data_matrix
+from .._validation import as_data_matrix
 
 __all__ = ["CausalEffect"]
 

@@ -24,8 +24,8 @@ import threading
 
 import numpy as np
 
-from ._progress import Progress as _Progress
-from ._progress import check_progress
+from .._progress import Progress as _Progress
+from .._progress import check_progress
 
 # The gamma approximation's null variance carries the factor (n - 4)(n - 5) /
 # ((n - 2)(n - 3)) (lingam's hsic_test_gamma): at n = 4 or 5 it is zero and the
@@ -183,7 +183,7 @@ def independence_p_values(E, constant=None, *, backend="cpu", progress=False,
         When the ``O(n_samples * n_features)`` working arrays do not fit in
         the available memory (checked before anything is allocated).
     """
-    from . import _backends
+    from ..search import _backends
 
     check_progress(progress)
     E = np.asarray(E, dtype=np.float64)
@@ -460,7 +460,7 @@ def _blas_single_threaded(n_threads):
     """One BLAS thread while several of ours run products side by side."""
     if n_threads == 1:
         return contextlib.nullcontext()
-    from . import _api
+    from .. import _api
 
     return _api._blas_in_this_thread()
 
@@ -549,13 +549,13 @@ def _gpu_bytes_needed(n, q):
 def _gpu_check_memory(n, q):
     import pycuda.driver as drv
 
-    from . import _cuda
+    from .. import _gpu
 
-    _cuda._context()
+    _gpu.context()
     free, _ = drv.mem_get_info()
     need = _gpu_bytes_needed(n, q) + (64 << 20)
     if need > free:
-        raise _cuda.GPUMemoryError(
+        raise _gpu.GPUMemoryError(
             f"the HSIC p-values of {q} variables on {n} samples need {need / 2**20:.0f} MiB "
             f"of GPU memory; {max(free, 0) / 2**20:.0f} MiB are free. Use backend='cpu' "
             f"or fewer samples.")
@@ -569,11 +569,11 @@ def _sums_cuda(Z, progress):
     square over the strict upper triangle (``b > a``) for each pair; the
     diagonal is added here and the mirror image counted twice.
     """
-    from . import _cuda, _cuda_adjacency
+    from .. import _gpu
 
-    ctx = _cuda._context()
+    ctx = _gpu.context()
     fns = _gpu_kernels(ctx.handle)
-    return _cuda_adjacency._guarded(_cuda_launches, fns, np.ascontiguousarray(Z), progress)
+    return _gpu.guarded(_cuda_launches, fns, np.ascontiguousarray(Z), progress)
 
 
 def _cuda_launches(fns, Z, progress):

@@ -8,10 +8,10 @@ groups ``g`` (``w_g``: the group's share of the samples) and the other
 remaining variables ``j``. This module computes those scores from the
 standardised rows of every group with the float64 statistic of the compiled
 single-data-set search (``pl_stat_f64`` of ``_cpu_kernels.h``), the
-degenerate-data policy of :func:`paralingam.reference.pairwise_statistics`
+degenerate-data policy of :func:`paralingam.search.reference.pairwise_statistics`
 (a collinear pair compares as ``I = 0``) and lingam's prior-knowledge rule
 (a partner in ``V_j`` stands in for its own residual). The numpy driver
-(:func:`paralingam.multi_group.multi_group_causal_order`) picks the root and
+(:func:`paralingam.lingam.multi_group.multi_group_causal_order`) picks the root and
 regresses it out, as before.
 
 Determinism: each (group, pair) task writes its own entries of the
@@ -19,7 +19,7 @@ statistics array, whichever thread runs it, and the scores are summed
 afterwards in a fixed order (partners by index within a group, then groups in
 order), so results never depend on the thread count or timing.
 
-Fork and Ctrl-C as in ``paralingam._cpu`` (docs/design/runtime.rst): a
+Fork and Ctrl-C as in ``paralingam.search._cpu`` (docs/design/runtime.rst): a
 process forked from one that ran a region runs its regions on one thread
 without OpenMP, and the calling thread runs Python's signal handlers every
 ``POLL_INTERVAL`` while the region runs; an exception from a handler stops
@@ -117,7 +117,7 @@ cdef void pair_task(Job *s, int task) noexcept nogil:
     cdef double f = 1.0 - rho * rho
     cdef double v
     if f <= s.band:
-        # paralingam.reference.collinear_pairs: the later column on the
+        # paralingam.search.reference.collinear_pairs: the later column on the
         # earlier one, judged against its rounding noise
         if pl_dependent(pl_residual_fraction(xb, xa, n) if a < b else
                         pl_residual_fraction(xa, xb, n), 1.0, s.collinear_tol,
@@ -175,10 +175,10 @@ def pair_statistics(list rows, int[::1] ta, int[::1] tb, int[::1] both, int[::1]
         1 where ``I(b, a) = -I(a, b)`` is stored too (both candidates, both
         flags 1).
     collinear_tol : float
-        Tolerance of :func:`paralingam.reference.collinear_pairs`.
+        Tolerance of :func:`paralingam.search.reference.collinear_pairs`.
     band : float
         Pairs with ``1 - rho**2`` above this are not measured for
-        collinearity (:func:`paralingam.reference.verify_band`).
+        collinearity (:func:`paralingam.search.reference.verify_band`).
     n_threads : int
         Threads; 0: ``max_threads``, but one thread for a region of fewer
         than ``SMALL_REGION`` sample-pair products.

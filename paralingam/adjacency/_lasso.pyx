@@ -66,7 +66,7 @@ cdef extern from "_lasso_kernels.h" nogil:
 
 include "_interrupts.pxi"  # Ctrl-C: Interrupt, poll_signals, raise_stopped
 
-# Fork: as the search (paralingam/_cpu.pyx, docs/design/runtime.rst).
+# Fork: as the search (paralingam/search/_cpu.pyx, docs/design/runtime.rst).
 pl_register_fork_handler()
 
 

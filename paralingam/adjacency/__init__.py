@@ -34,11 +34,12 @@ import warnings
 
 import numpy as np
 
-from . import _memory
-from ._validation import (MAX_THREADS, _list, _name, as_data_matrix, check_coef_threshold,
+from .. import _memory
+from .._preparation import column_exponents
+from .._validation import (MAX_THREADS, _list, _name, as_data_matrix, check_coef_threshold,
                           check_int, check_order, check_positive, default_threads,
                           user_stacklevel)
-from .prior import _as_matrix as _prior_matrix
+from ..prior import _as_matrix as _prior_matrix
 
 ADJACENCY_METHODS = ("adaptive_lasso", "ols")
 
@@ -56,7 +57,7 @@ ADJACENCY_BACKENDS = (None, "cpu", "cuda")
 # Least-squares systems whose Cholesky pivot keeps no more than this fraction
 # of its diagonal (1 - R^2 of a predictor on the others) are solved as
 # minimum-norm least squares instead: the same bound as the order search's
-# collinear_tol (paralingam.policy).
+# collinear_tol (paralingam.search.policy).
 SINGULAR_TOL = 1e-10
 
 # The GPU runs the adaptive lasso (weights factor and paths) from this many
@@ -225,8 +226,6 @@ def _column_exponents(X):
     :func:`ols_adjacency` matches to ``numpy.linalg.lstsq`` on the data. Only
     smaller columns, whose squares would underflow, get their own exponent.
     """
-    from ._api import column_exponents  # _api imports this module
-
     own = column_exponents(X)  # max |X[:, j]| * 2**-own[j] in [0.5, 1)
     if own.size == 0:
         return own
@@ -587,7 +586,7 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         ``OMP_NUM_THREADS`` up to the number of cores).
     engine : {"auto", "compiled", "sklearn"}
         ``"compiled"``: paralingam's port of sklearn's LARS path
-        (``paralingam._lasso``), all targets in parallel threads; the rare
+        (``paralingam.adjacency._lasso``), all targets in parallel threads; the rare
         targets where sklearn would take a degenerate branch are recomputed
         with sklearn. ``"sklearn"``: sklearn's ``lars_path_gram`` for every
         target (the reference). ``"auto"``: compiled when built, else sklearn.
@@ -672,7 +671,7 @@ def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_th
     todo = range(len(targets))
     lasso = _compiled_lasso() if engine != "sklearn" else None
     if engine == "compiled" and lasso is None:
-        raise RuntimeError("the compiled adaptive lasso (paralingam._lasso) is not built")
+        raise RuntimeError("the compiled adaptive lasso (paralingam.adjacency._lasso) is not built")
     if lasso is not None and targets:
         n_threads = n_threads or default_threads()  # OpenMP's own default is not capped
         offsets = np.zeros(len(targets) + 1, dtype=np.intp)
@@ -738,9 +737,9 @@ def _on_gpu(call, step, pronoun):
     The warning reads "<step> on the GPU failed (<why>); computing <pronoun> on
     the CPU" and points at the user's code (the first frame outside paralingam).
     """
-    from . import _cuda
+    from .. import _gpu
 
-    reason = _cuda.unavailable_reason()
+    reason = _gpu.unavailable_reason()
     if reason is None:
         try:
             return call()
@@ -772,9 +771,10 @@ def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, 
     back) go to the CPU engine. When the GPU cannot run, nothing is done here
     and a warning says why.
     """
-    from . import _cuda_adjacency, _isa
+    from . import _cuda_adjacency
+    from .. import _isa
 
-    _lasso = _isa.load("_lasso")
+    _lasso = _isa.load("adjacency._lasso")
     p = gram.shape[0]
     done = np.zeros(len(targets), dtype=bool)
     out = _on_gpu(lambda: _cuda_adjacency.lars_supports(gram, targets[given], ols_coef, ols_rss,
@@ -907,10 +907,10 @@ def _gram_rank(gram):
 
 
 def _compiled_lasso():
-    from . import _isa
+    from .. import _isa
 
     try:
-        return _isa.load("_lasso")
+        return _isa.load("adjacency._lasso")
     except ImportError:  # not built: sklearn's path for every target
         return None
 

@@ -19,15 +19,16 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state, resample
 
-from . import _api, _backends, _memory
-from ._progress import Progress, check_progress
-from ._validation import (as_data_matrix, check_coef_threshold, constant_in_resample,
+from .. import _api, _memory, _preparation
+from ..search import _backends
+from .._progress import Progress, check_progress
+from .._validation import (_as_data_matrix, as_data_matrix, check_coef_threshold, constant_in_resample,
                           default_threads)
-from .adjacency import ADJACENCY_METHODS, _estimate_adjacency
+from ..adjacency import ADJACENCY_METHODS
 from .bootstrap import BootstrapResult, regression_effect, total_effects, warn_if_order_reversed
 from .hsic import independence_p_values
-from .policy import EXPLAINED_TOL
-from .prior import PriorKnowledge
+from ..search.policy import EXPLAINED_TOL
+from ..prior import PriorKnowledge
 
 MEASURES = ("pwling",)
 # lingam's other measures, which paralingam does not implement.
@@ -156,9 +157,9 @@ class DirectLiNGAM(BaseEstimator):
         -------
         self : DirectLiNGAM
         """
-        data, names = as_data_matrix(X)
+        data, names, absmax = _as_data_matrix(X)  # the one check of the data on this path
         settings = self._checked_settings(data.shape[1])
-        order, B, stats = self._fit_data(data, settings, settings["backend"])
+        order, B, stats = self._fit_data(data, settings, settings["backend"], absmax)
         self.n_features_in_ = data.shape[1]
         columns = list(getattr(X, "columns", []))
         if names is not None and all(isinstance(c, str) for c in columns):
@@ -233,27 +234,37 @@ class DirectLiNGAM(BaseEstimator):
             "coef_threshold": coef_threshold,
         }
 
-    def _fit_data(self, data, settings, backend):
+    def _fit_data(self, data, settings, backend, absmax=None):
         """Order search and adjacency on validated data: ``(order, B, stats)``.
 
-        One :func:`paralingam.fit` call does both, so the adjacency step runs
-        where the search ran (the adaptive lasso's paths on the GPU with the
-        CUDA backend) and reuses the scatter matrix the CUDA search computed.
+        ``data`` is a validated float64 copy, which this overwrites (its
+        columns are rescaled exactly); ``absmax``, its columns' largest
+        ``|x|`` where known. The phases of :func:`paralingam.fit`, with this
+        estimator's adjacency method: it runs where the search ran (the
+        adaptive lasso's paths on the GPU with the CUDA backend) and reuses
+        the scatter matrix the CUDA search computed.
         """
-        kwargs = dict(settings["fit_options"], backend=backend)
+        options = dict(settings["fit_options"])
+        tuning = _api._tuning_with_deprecated(
+            options.pop("tuning", None), **{k: options.pop(k, None)
+                                            for k in ("threads_per_block", "blocks", "warps_per_pair")})
         pk = settings["prior_knowledge"]
         if pk is not None:
-            kwargs["prior_knowledge"] = pk
-            kwargs["apply_prior_knowledge_softly"] = bool(self.apply_prior_knowledge_softly)
-        n_threads = settings["fit_options"].get("n_threads")
-
-        def adjacency(search_data, order, scatter, backend_used):
-            return _estimate_adjacency(
-                search_data, order, method=self.adjacency, prior_knowledge=pk,
-                backend=backend_used, n_threads=n_threads, scatter=scatter)
-
-        result = _api.fit(data, _adjacency=adjacency, _adjacency_method=self.adjacency,
-                          _adjacency_threads=n_threads or default_threads(), **kwargs)
+            options["prior_knowledge"] = pk
+            options["apply_prior_knowledge_softly"] = bool(self.apply_prior_knowledge_softly)
+        n_threads = options.get("n_threads")
+        times = {}
+        t0 = time.perf_counter()
+        fit_settings = _api.check_settings(data.shape[1], None, backend=backend, tuning=tuning,
+                                           n_samples=data.shape[0], **options)
+        search_data, exponents = _api.prepare(
+            data, absmax, fit_settings, adjacency=self.adjacency,
+            adjacency_threads=n_threads or default_threads())
+        times["validate"] = time.perf_counter() - t0
+        found = _api.search(search_data, fit_settings, None, times)
+        B = _api.adjacency(search_data, found, fit_settings, exponents, None, times,
+                           method=self.adjacency, prior_knowledge=pk, n_threads=n_threads)
+        result = _api.fit_result(found, B, None, fit_settings, times)
         B = result.adjacency_matrix
         if settings["coef_threshold"] is not None:  # on the data's own scale
             B[np.abs(B) < settings["coef_threshold"]] = 0.0
@@ -296,7 +307,7 @@ class DirectLiNGAM(BaseEstimator):
         The errors are ``E = X - X B^T``; each pair of columns of ``E`` gets
         the HSIC test with the gamma approximation (lingam's
         ``hsic_test_gamma``). The error of a fully explained variable (its
-        variance at most ``paralingam.policy.EXPLAINED_TOL`` times the
+        variance at most ``paralingam.search.policy.EXPLAINED_TOL`` times the
         variable's) is zero up to rounding, so independent of the others:
         its p-values are 1 where the test would give NaN or rounding noise.
 
@@ -318,7 +329,7 @@ class DirectLiNGAM(BaseEstimator):
         ------
         ValueError
             When ``X`` has fewer than 6 samples (and two or more columns):
-            the gamma approximation needs 6 (``paralingam.hsic.MIN_SAMPLES``).
+            the gamma approximation needs 6 (``paralingam.lingam.hsic.MIN_SAMPLES``).
         MemoryError
             When the working arrays (``O(n_samples * n_features)``; no
             ``n x n`` matrix is formed) do not fit.
@@ -334,7 +345,7 @@ class DirectLiNGAM(BaseEstimator):
         # constant-error test nor the HSIC p-values depend on a column's
         # scale; on the data's own scale the variances and kernel widths of
         # tiny columns (|x| ~ 1e-170) underflow to zero.
-        exponents = _api.column_exponents(data)
+        exponents = _preparation.column_exponents(data)
         data = np.ldexp(data, -exponents, out=data)
         B = np.ldexp(self.adjacency_matrix_, exponents[None, :] - exponents[:, None])
         E = data - data @ B.T

@@ -1,0 +1,108 @@
+"""The CUDA context and fault state that every GPU step shares.
+
+The order search (:mod:`paralingam.search._cuda`), the adjacency step
+(:mod:`paralingam.adjacency._cuda_adjacency`) and the HSIC tests run in one
+primary context per device, made current once per process by
+:func:`context`. A kernel fault (illegal address, trap) is sticky in CUDA:
+it poisons the context for the rest of the process. :func:`note_fault`
+records it, so that later fits report it (:func:`unavailable_reason`)
+instead of failing obscurely, and drops every kept device buffer.
+
+Each GPU step keeps device buffers between fits (bootstrap resamples reuse
+them) and registers the function that frees them with
+:func:`register_cache`; :func:`clear_caches` frees them all. This module
+imports no GPU step: they import it, so the import graph has no circle.
+"""
+
+import functools
+
+from ._memory import GPUMemoryError  # noqa: F401  (re-exported for the GPU steps)
+
+__all__ = ["GPUMemoryError", "unavailable_reason", "context", "register_cache", "clear_caches",
+           "note_fault", "guarded"]
+
+# Set after a kernel fault: CUDA keeps such errors (illegal address, trap)
+# for the rest of the process, so the backend is unusable until a restart.
+_FAULT = None
+# Functions ``clear(after_fault)`` that free a GPU step's kept buffers.
+_CACHES = []
+
+
+def unavailable_reason():
+    """Why the CUDA backend cannot run here, or None when it can."""
+    if _FAULT is not None:
+        return (f"a GPU kernel fault earlier in this process left CUDA unusable until the "
+                f"process restarts ({_FAULT})")
+    try:
+        import pycuda.driver as drv
+    except ImportError as exc:
+        return f"pycuda is not installed ({exc}); install paralingam[cuda]"
+    try:
+        drv.init()
+        if drv.Device.count() == 0:
+            return "no CUDA device found"
+        from .search import _scheduler
+
+        _scheduler.load_driver()
+    except Exception as exc:  # driver missing or broken
+        return f"the CUDA driver is not usable ({exc})"
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def context(device=0):
+    """Make the device's primary context current (once per process)."""
+    import atexit
+
+    import pycuda.driver as drv
+
+    drv.init()
+    ctx = drv.Device(device).retain_primary_context()
+    ctx.push()
+
+    def _pop():
+        try:
+            ctx.pop()
+        except Exception:
+            pass
+
+    atexit.register(_pop)
+    return ctx
+
+
+def register_cache(clear):
+    """Register ``clear(after_fault=False)``, which frees a GPU step's kept buffers.
+
+    ``after_fault=True``: the context is gone, so the buffers are forgotten,
+    not freed. Returns ``clear`` (usable as a decorator).
+    """
+    if clear not in _CACHES:
+        _CACHES.append(clear)
+    return clear
+
+
+def clear_caches(after_fault=False):
+    """Free (or, after a fault, forget) the kept buffers of every GPU step."""
+    for clear in list(_CACHES):
+        clear(after_fault=after_fault)
+
+
+def note_fault(exc):
+    """Record a sticky kernel fault: later fits report it instead of failing obscurely."""
+    global _FAULT
+    _FAULT = str(exc)
+    clear_caches(after_fault=True)  # their memory went with the context
+
+
+def guarded(launch, *args):
+    """Run ``launch(*args)``; on a sticky CUDA error, record the fault; re-raise any error."""
+    import pycuda.driver as drv
+
+    try:
+        return launch(*args)
+    except drv.Error as exc:
+        try:
+            drv.Context.synchronize()  # non-sticky errors leave the context usable
+        except drv.Error:
+            note_fault(exc)  # sticky: the CUDA backend is unusable from now on
+        raise
