@@ -66,6 +66,10 @@ EXPLAINED_TOL = 1e-10
 
 EPS = float(np.finfo(np.float64).eps)
 
+# Bytes of data above which initial_noise works by blocks of rows (no n x p
+# temporary); below it, the formula itself (identical results either way).
+NOISE_BLOCK_BYTES = 1 << 22
+
 # Rounding of one regression step, in units of eps and of the row's standard
 # deviation: the difference x_i - beta x_j and the product beta x_j round
 # once each (|x_i|, |beta x_j| <= the row's scale) and beta itself carries
@@ -108,9 +112,33 @@ def initial_noise(X):
     ndarray, shape (n_features,)
     """
     X = np.asarray(X, dtype=np.float64)
+    n, p = X.shape
+    if not X.flags.c_contiguous or p < 2 or X.nbytes <= NOISE_BLOCK_BYTES:
+        mean = X.mean(axis=0)
+        rms = np.sqrt((X * X).mean(axis=0))
+        return EPS * (rms + np.abs(mean)) / X.std(axis=0)
+    # The same numbers without the formula's n x p temporaries (X * X, and
+    # X - mean inside std): numpy sums a C-ordered array's columns (p >= 2)
+    # row after row, so summing each block of rows after a first row that
+    # holds the sums so far continues exactly those sums. (A single column,
+    # or other layouts, are summed pairwise: they take the formula above.)
     mean = X.mean(axis=0)
-    rms = np.sqrt((X * X).mean(axis=0))
-    return EPS * (rms + np.abs(mean)) / X.std(axis=0)
+    rows = max(1, NOISE_BLOCK_BYTES // (8 * p))
+    buf = np.empty((rows + 1, p))
+    sq = np.zeros(p)  # sums of x**2, then of (x - mean)**2: all terms >= +0
+    dev = np.zeros(p)
+    for r0 in range(0, n, rows):
+        block = X[r0:r0 + rows]
+        k = block.shape[0]
+        buf[0] = sq
+        np.multiply(block, block, out=buf[1:k + 1])
+        sq = buf[:k + 1].sum(axis=0)
+        buf[0] = dev
+        np.subtract(block, mean, out=buf[1:k + 1])
+        np.multiply(buf[1:k + 1], buf[1:k + 1], out=buf[1:k + 1])
+        dev = buf[:k + 1].sum(axis=0)
+    rms = np.sqrt(sq / n)
+    return EPS * (rms + np.abs(mean)) / np.sqrt(dev / n)
 
 
 def pair_noise(nu_a, nu_b):
