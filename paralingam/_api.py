@@ -238,7 +238,11 @@ def fit(
     """
     times = {}
     t0 = time.perf_counter()
-    data, names, absmax = _as_data_matrix(X, feature_names)
+    # Search and regress on exactly rescaled columns (same result, no
+    # underflow), then scale the coefficients back; the scaling is part of
+    # the checked copy of the data (column_exponents, scale_columns).
+    search_data, names, exponents = _as_data_matrix(X, feature_names, scaled=True)
+    data = search_data
     threshold = check_bool("threshold", threshold)
     # The threshold is raised by repeated multiplication: a subnormal gamma0,
     # or a factor closer to 1, could leave it stuck (or moving one ulp at a
@@ -281,11 +285,6 @@ def fit(
     _memory.require_all(_memory.fit_plan(
         n, p, backend=name, use_float=use_float, adjacency=_adjacency_method,
         n_threads=max(n_threads or 1, _adjacency_threads)))
-    # Search and regress on exactly rescaled columns (same result, no
-    # underflow), then scale the coefficients back. (A pass over the data:
-    # timed with the checks, as the preparation of the input.)
-    exponents = column_exponents(data, absmax)
-    search_data = scale_columns(data, exponents)
     times["validate"] = time.perf_counter() - t0
     try:
         if name == "cpu":

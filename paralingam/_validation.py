@@ -59,8 +59,15 @@ def as_data_matrix(X, names=None, *, allow_constant=False):
     return data, names
 
 
-def _as_data_matrix(X, names=None, *, allow_constant=False):
-    """:func:`as_data_matrix`, also returning each column's largest ``|x|``."""
+def _as_data_matrix(X, names=None, *, allow_constant=False, scaled=False):
+    """:func:`as_data_matrix`, also returning each column's largest ``|x|``.
+
+    With ``scaled=True`` the data come with each column ``j`` multiplied by
+    ``2**-e[j]`` (exact), where ``max |X[:, j]| * 2**-e[j]`` lies in [0.5, 1)
+    (``paralingam._api.column_exponents``), and the third item is ``e``
+    instead of the maxima: float input is then read once for the checks and
+    once for the scaled copy, with no unscaled copy in between.
+    """
     given = names
     names = labels = None
     if hasattr(X, "columns") and hasattr(X, "dtypes"):  # pandas DataFrame
@@ -95,27 +102,33 @@ def _as_data_matrix(X, names=None, *, allow_constant=False):
                 f"{_per_column(names, masked.sum(axis=0), 'masked')}; "
                 "drop those rows or fill them (X.filled(value))")
         arr = arr.data
-    data = _to_float64(arr, names)
+    # Floats up to double convert to float64 exactly: they are checked as
+    # they are, in any layout, and copied once at the end. Other input
+    # (integers, objects, long double) is converted first.
+    direct = arr.dtype.kind == "f" and arr.dtype.itemsize <= 8
+    data = None if direct else _to_float64(arr, names)
+    src = arr if direct else data
 
-    # One pass each for the column sums, maxima and minima; the per-entry
-    # checks below run only when these say something is wrong. A NaN or
-    # infinite entry makes its column's sum non-finite (so does a sum that
-    # overflows, which the exact checks then clear).
-    with np.errstate(over="ignore", invalid="ignore"):
-        sums = np.add.reduce(data, axis=0)
-    if not np.isfinite(sums).all():
-        _check_finite(arr, data, names)
-    hi, lo = data.max(axis=0), data.min(axis=0)
+    # One pass each for the column maxima and minima; the per-entry checks
+    # below run only when these say something is wrong. A NaN makes its
+    # column's maximum and minimum NaN, and an infinite entry is its
+    # column's maximum or minimum.
+    with np.errstate(invalid="ignore"):
+        hi = src.max(axis=0).astype(np.float64, copy=False)
+        lo = src.min(axis=0).astype(np.float64, copy=False)
+    if not (np.isfinite(hi).all() and np.isfinite(lo).all()):
+        _check_finite(arr, _to_float64(arr, names) if data is None else data, names)
     absmax = np.maximum(hi, -lo)  # == np.abs(data).max(axis=0), without its n x p temporary
     with np.errstate(over="ignore", invalid="ignore"):
         spread = hi - lo  # == np.ptp(data, axis=0)
         # every |x - mean| <= spread: the sum of squares is finite when this is
         bound = n * spread * spread
     if not (bound <= 0.5 * np.finfo(np.float64).max).all():
+        values = np.asarray(src, dtype=np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
-            centred = data - data.mean(axis=0)
+            centred = values - values.mean(axis=0)
             sq = (centred**2).sum(axis=0)
-        del centred
+        del centred, values
         if not np.isfinite(sq).all():
             bad = [_name(names, j) for j in np.flatnonzero(~np.isfinite(sq))]
             raise ValueError(
@@ -123,11 +136,22 @@ def _as_data_matrix(X, names=None, *, allow_constant=False):
                 "(rescale them)")
     constant = (np.zeros(p, dtype=bool) if allow_constant
                 else _constant_from_extremes(spread, absmax))
-    _check_integer_spread(X, arr, data, names, constant, absmax)
+    _check_integer_spread(X, arr, src, names, constant, absmax)
     if constant.any():
         bad = [_name(names, j) for j in np.flatnonzero(constant)]
         raise ValueError(f"constant columns (zero variance): {_list(bad)}")
-    return data, names, absmax
+    if not scaled:
+        return (_to_float64(arr, names) if data is None else data), names, absmax
+    exponents = np.frexp(absmax)[1]
+    if data is None:
+        data = np.empty((n, p))
+        if exponents.size and np.abs(exponents).max() < 1000:
+            # a product by a power of two, rounded as ldexp rounds (see _api.scale_columns)
+            return np.multiply(src, np.ldexp(1.0, -exponents), out=data), names, exponents
+        data[...] = src
+    from ._api import scale_columns  # (_api imports this module)
+
+    return scale_columns(data, exponents), names, exponents
 
 
 def _check_finite(arr, data, names):

@@ -111,6 +111,14 @@ def _datasets():
     yield "int", rng.integers(-1000, 1000, (800, 4))
     yield "fortran", np.asfortranarray(rng.laplace(size=(700, 9)))
     yield "one_row_block", rng.standard_normal((3, 2))
+    yield "float16", rng.standard_normal((300, 3)).astype(np.float16)
+    yield "float32_fortran", np.asfortranarray(rng.laplace(size=(600, 4)).astype(np.float32))
+    yield "strided", rng.laplace(size=(1001, 8))[::2, 1:7]
+    yield "bool_and_small_ints", (rng.random((400, 3)) < 0.3).astype(np.int8) + np.arange(3)
+    beyond = rng.standard_normal((200, 3))
+    beyond[:, 0] *= 1e-310  # exponents beyond -1000: ldexp itself scales
+    beyond[:, 1] *= 1e100
+    yield "exponents_beyond_1000", beyond
 
 
 @pytest.mark.parametrize("name,X", list(_datasets()), ids=[n for n, _ in _datasets()])
@@ -126,6 +134,11 @@ def test_preparation_is_bit_identical_to_before(name, X, monkeypatch):
     want, want_e = _prepared_before(X)
     np.testing.assert_array_equal(e, want_e)
     assert np.array_equal(scaled, want) and scaled.tobytes() == want.tobytes()
+    # fit's route: the checks on the input itself and one scaled copy
+    direct, _, direct_e = _as_data_matrix(X, scaled=True)
+    np.testing.assert_array_equal(direct_e, want_e)
+    assert direct.flags.c_contiguous and direct.dtype == np.float64
+    assert direct.tobytes() == want.tobytes()
     # by blocks of rows, and with a block of a single row
     for block in (_api.STANDARDISE_BLOCK, 1):
         monkeypatch.setattr(_api, "STANDARDISE_BLOCK", block)
@@ -158,12 +171,12 @@ def test_fit_is_bit_identical_to_the_previous_preparation(seed, monkeypatch):
     X[::97, 2] = 40.0  # outliers
     new = paralingam.fit(X, backend="cpu", n_threads=1)
 
-    def old_as_data_matrix(X, names=None, *, allow_constant=False):
-        data = np.array(X, dtype=np.float64, order="C", copy=True)
-        return data, None, np.abs(data).max(axis=0)
+    def old_as_data_matrix(X, names=None, *, allow_constant=False, scaled=False):
+        assert scaled
+        data, e = _prepared_before(X)
+        return data, None, e
 
     monkeypatch.setattr(_api, "_as_data_matrix", old_as_data_matrix)
-    monkeypatch.setattr(_api, "scale_columns", lambda X, e: np.ldexp(X, -e, out=X))
     monkeypatch.setattr(_api, "standardise_rows", _standardise_rows_before)
     old = paralingam.fit(X, backend="cpu", n_threads=1)
     assert list(new.causal_order) == list(old.causal_order)
