@@ -29,6 +29,8 @@ DRIFT_TOL = 1e-8
 SMALL_SEARCH = 12288
 # Entries squared at once when standardising (a block of rows, 512 KiB).
 STANDARDISE_BLOCK = 1 << 16
+# Rows of the data transposed at a time (transposed_copy).
+TRANSPOSE_ROWS = 256
 ON_COLLINEAR = ("warn", "ignore", "error")
 
 
@@ -80,9 +82,7 @@ def standardise_rows(X):
     cov : ndarray, shape (n_features, n_features)
         ``Z @ Z.T / n``: the correlation matrix, unit diagonal.
     """
-    # An explicit copy: for a Fortran-ordered X, X.T is already C-contiguous
-    # and ascontiguousarray would return a view that the lines below modify.
-    Z = np.array(X.T, dtype=np.float64, order="C", copy=True)
+    Z = transposed_copy(X)
     Z -= Z.mean(axis=1, keepdims=True)
     # (Z * Z).mean(axis=1) by blocks of rows: each row's sum is the same
     # (numpy sums each contiguous row alone), without an n x p temporary.
@@ -94,6 +94,25 @@ def standardise_rows(X):
     Z /= np.sqrt(sq)
     cov = covariance_of_rows(Z)
     return Z, cov
+
+
+def transposed_copy(X):
+    """``X.T`` as a new C-contiguous float64 array (one variable per row).
+
+    A C-ordered float64 ``X`` is copied by blocks of ``TRANSPOSE_ROWS`` rows:
+    numpy's copy of the whole ``X.T`` reads ``X`` against its order, at
+    several times the cost of a plain copy on tall data, while a block's
+    rows stay in the cache. Other input is copied whole (an explicit
+    copy: for a Fortran-ordered X, X.T is already C-contiguous and
+    ascontiguousarray would return a view).
+    """
+    if X.dtype != np.float64 or not X.flags.c_contiguous or X.ndim != 2 or X.shape[1] < 2:
+        return np.array(X.T, dtype=np.float64, order="C", copy=True)
+    n, p = X.shape
+    Z = np.empty((p, n))
+    for r0 in range(0, n, TRANSPOSE_ROWS):
+        Z[:, r0:r0 + TRANSPOSE_ROWS] = X[r0:r0 + TRANSPOSE_ROWS].T
+    return Z
 
 
 def covariance_of_rows(Z):

@@ -140,11 +140,25 @@ def test_preparation_is_bit_identical_to_before(name, X, monkeypatch):
     assert direct.flags.c_contiguous and direct.dtype == np.float64
     assert direct.tobytes() == want.tobytes()
     # by blocks of rows, and with a block of a single row
-    for block in (_api.STANDARDISE_BLOCK, 1):
+    for block, rows in ((_api.STANDARDISE_BLOCK, _api.TRANSPOSE_ROWS), (1, 1), (1 << 10, 7)):
         monkeypatch.setattr(_api, "STANDARDISE_BLOCK", block)
+        monkeypatch.setattr(_api, "TRANSPOSE_ROWS", rows)
         Z, cov = _api.standardise_rows(scaled)
         Z0, cov0 = _standardise_rows_before(scaled)
         assert Z.tobytes() == Z0.tobytes() and cov.tobytes() == cov0.tobytes()
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "strided", "float32"])
+def test_transposed_copy_is_a_new_c_ordered_transpose(layout, monkeypatch):
+    from paralingam import _api
+
+    X = np.random.default_rng(2).laplace(size=(1001, 13))
+    X = {"C": X, "F": np.asfortranarray(X), "strided": X[::3, 1:], "float32": X.astype(np.float32)}[layout]
+    for rows in (256, 1, 1000, 5000):
+        monkeypatch.setattr(_api, "TRANSPOSE_ROWS", rows)
+        Z = _api.transposed_copy(X)
+        assert Z.flags.c_contiguous and Z.dtype == np.float64 and not np.shares_memory(Z, X)
+        assert Z.tobytes() == np.ascontiguousarray(X.T, dtype=np.float64).tobytes()
 
 
 def test_scale_columns_equals_ldexp_into_the_subnormals():
