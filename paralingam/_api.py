@@ -437,7 +437,7 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
             explained_tol=explained_tol, drift_tol=DRIFT_TOL,
             n_threads=threads, adapt_threads=n_threads is None, rederive=rederive,
             stop_on_dependence=stop_on_dependence, candidates=candidates, use_float=use_float,
-            noise=initial_noise(data), progress=bar.update_to if bar.enabled else None)
+            noise=initial_noise(data, threads), progress=bar.update_to if bar.enabled else None)
         bar.update_to(p)
     times["search"] = time.perf_counter() - t0
     return result

@@ -220,3 +220,32 @@ def test_large_finite_values_whose_squares_fit_pass_as_before():
     from paralingam._validation import as_data_matrix
 
     assert np.array_equal(as_data_matrix(X)[0], X)
+
+
+def _initial_noise_formula(X):
+    """``policy.initial_noise`` as the formula reads, with its n x p temporaries."""
+    from paralingam import policy
+
+    mean = X.mean(axis=0)
+    rms = np.sqrt((X * X).mean(axis=0))
+    return policy.EPS * (rms + np.abs(mean)) / X.std(axis=0)
+
+
+@pytest.mark.parametrize("n, p", [(5000, 2), (3001, 5), (2000, 37), (700, 300), (4, 3)])
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+def test_initial_noise_by_blocks_and_threads_is_the_formula_bit_for_bit(n, p, threads,
+                                                                          monkeypatch):
+    from paralingam import policy
+
+    rng = np.random.default_rng(n + p)
+    X = rng.standard_normal((n, p)) * 10.0 ** rng.uniform(-3, 3, (n, p)) + rng.uniform(-9, 9, p)
+    X[::50, 0] = 1e6  # outliers
+    want = _initial_noise_formula(X)
+    monkeypatch.setattr(policy, "NOISE_BLOCK_BYTES", 512)  # blocks of 64 rows and more
+    monkeypatch.setattr(policy, "NOISE_THREAD_BYTES", 1)  # a group of columns per thread
+    got = policy.initial_noise(X, n_threads=threads)
+    assert got.tobytes() == want.tobytes()
+    # layouts the blocks do not serve (one column, Fortran order) take the formula
+    assert policy.initial_noise(X[:, :1]).tobytes() == _initial_noise_formula(X[:, :1]).tobytes()
+    F = np.asfortranarray(X)
+    assert policy.initial_noise(F).tobytes() == _initial_noise_formula(F).tobytes()
