@@ -391,7 +391,8 @@ def _blas_in_this_thread():
 def _blas_threads():
     """The threadpoolctl controller of the BLAS libraries loaded now (made once per set)."""
     global _blas_controller, _blas_controller_libraries
-    libraries = "scipy.linalg" in sys.modules
+    # scipy's BLAS comes with its LAPACK module (loaded alone by _lapack, or by scipy.linalg)
+    libraries = "scipy.linalg._flapack" in sys.modules
     if _blas_controller is None or libraries != _blas_controller_libraries:
         from threadpoolctl import ThreadpoolController
 

@@ -49,8 +49,16 @@ rng = np.random.default_rng(0)
 X = rng.laplace(size=(2000, 8))
 X[:, 3] += X[:, 1]
 r = paralingam.fit(X, backend="cpu")
-print(json.dumps({"scipy.linalg": "scipy.linalg" in sys.modules,
-                  "phases": sorted(r.stats["time"])}))
+loaded = "scipy.linalg" in sys.modules
+from paralingam import _lapack
+mine = _lapack.lapack("dpotrf", "dtrtri")
+import scipy.linalg.lapack
+same = mine == (scipy.linalg.lapack.dpotrf, scipy.linalg.lapack.dtrtri)
+again = paralingam.fit(X, backend="cpu")  # with scipy.linalg imported
+print(json.dumps({"scipy.linalg": loaded, "phases": sorted(r.stats["time"]),
+                  "same_routines": bool(same),
+                  "same_result": r.adjacency_matrix.tobytes() == again.adjacency_matrix.tobytes()
+                  and r.causal_order == again.causal_order}))
 """
 
 
@@ -60,6 +68,37 @@ def test_a_first_fit_times_its_loading_as_a_phase_of_its_own():
     got = json.loads(out.stdout.strip().splitlines()[-1])
     # the first fit's loading is a phase of its own, not the standardisation's
     assert "load" in got["phases"] and "standardise" in got["phases"]
+
+
+def test_a_plain_fit_uses_scipys_lapack_without_importing_scipy_linalg():
+    out = subprocess.run([sys.executable, "-c", FRESH], capture_output=True, text=True,
+                         check=True, cwd=Path(paralingam.__file__).resolve().parents[1])
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert not got["scipy.linalg"]
+    # scipy.linalg, imported afterwards, uses the very routines the fit used
+    assert got["same_routines"] and got["same_result"]
+
+
+def test_lapack_routines_are_scipys_in_a_process_that_imported_scipy_linalg():
+    import scipy.linalg.lapack
+
+    from paralingam import _lapack
+
+    assert _lapack.lapack("dpotrf", "dtrtri") == (scipy.linalg.lapack.dpotrf,
+                                                   scipy.linalg.lapack.dtrtri)
+
+
+def test_lapack_falls_back_to_the_package_when_the_file_cannot_be_loaded(monkeypatch):
+    import scipy.linalg.lapack
+
+    from paralingam import _lapack
+
+    def broken():
+        raise ImportError("no such file")
+
+    monkeypatch.delitem(sys.modules, _lapack.MODULE)
+    monkeypatch.setattr(_lapack, "_load_alone", broken)
+    assert _lapack.lapack("dpotrf")[0] is scipy.linalg.lapack.dpotrf
 
 
 def test_blas_controller_is_made_again_once_scipy_blas_is_loaded(monkeypatch):
