@@ -236,6 +236,9 @@ def run_case(name, backend, args):
         prep = sum(row["phases"].get(k, 0) for k in ("validate", "standardise", "upload"))
         row["preparation_over_plain_pass"] = prep / row["plain_pass"]
         row["preparation_peak_over_input"] = preparation_peak(X, backend) / X.nbytes
+        # the other backend's route too (its host side needs no GPU)
+        other = "cuda" if backend == "cpu" else "cpu"
+        row[f"preparation_peak_over_input_{other}_route"] = preparation_peak(X, other) / X.nbytes
     return row
 
 
@@ -261,7 +264,8 @@ def show(row):
     if "plain_pass" in row:
         print(f"{'':>20} plain numpy pass {row['plain_pass']:.4f} s; preparation "
               f"= {row['preparation_over_plain_pass']:.2f}x; peak memory "
-              f"{row['preparation_peak_over_input']:.2f}x the input", flush=True)
+              f"{row['preparation_peak_over_input']:.2f}x the input (the other backend's "
+              f"route: {[v for k, v in row.items() if k.endswith('_route')][0]:.2f}x)", flush=True)
 
 
 def cuda_usable():

@@ -27,8 +27,8 @@ DRIFT_TOL = 1e-8
 # stall when another process holds a core (a 50-resample bootstrap of p=10,
 # n=500 with one core busy: 0.21 s on two threads, 0.05 s on one).
 SMALL_SEARCH = 12288
-# Entries squared at once when standardising (a block of rows, 512 KiB).
-STANDARDISE_BLOCK = 1 << 16
+# Entries standardised at once (a block of rows, 256 KiB).
+STANDARDISE_BLOCK = 1 << 15
 # Rows of the data transposed at a time (transposed_copy).
 TRANSPOSE_ROWS = 256
 ON_COLLINEAR = ("warn", "ignore", "error")
@@ -83,15 +83,15 @@ def standardise_rows(X):
         ``Z @ Z.T / n``: the correlation matrix, unit diagonal.
     """
     Z = transposed_copy(X)
-    Z -= Z.mean(axis=1, keepdims=True)
-    # (Z * Z).mean(axis=1) by blocks of rows: each row's sum is the same
-    # (numpy sums each contiguous row alone), without an n x p temporary.
-    sq = np.empty((Z.shape[0], 1))
+    # Centre, square and scale by blocks of rows, each block while it is in
+    # the cache: numpy computes each contiguous row's mean and sum of squares
+    # alone, so every row gets the numbers the whole-array expressions give,
+    # without their n x p temporary.
     rows = max(1, STANDARDISE_BLOCK // max(1, Z.shape[1]))
     for r0 in range(0, Z.shape[0], rows):
         block = Z[r0:r0 + rows]
-        sq[r0:r0 + rows, 0] = (block * block).mean(axis=1)
-    Z /= np.sqrt(sq)
+        block -= block.mean(axis=1, keepdims=True)
+        block /= np.sqrt((block * block).mean(axis=1, keepdims=True))
     cov = covariance_of_rows(Z)
     return Z, cov
 
