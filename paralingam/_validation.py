@@ -113,9 +113,7 @@ def _as_data_matrix(X, names=None, *, allow_constant=False, scaled=False):
     # below run only when these say something is wrong. A NaN makes its
     # column's maximum and minimum NaN, and an infinite entry is its
     # column's maximum or minimum.
-    with np.errstate(invalid="ignore"):
-        hi = src.max(axis=0).astype(np.float64, copy=False)
-        lo = src.min(axis=0).astype(np.float64, copy=False)
+    hi, lo = _column_extremes(src)
     if not (np.isfinite(hi).all() and np.isfinite(lo).all()):
         _check_finite(arr, _to_float64(arr, names) if data is None else data, names)
     absmax = np.maximum(hi, -lo)  # == np.abs(data).max(axis=0), without its n x p temporary
@@ -147,11 +145,70 @@ def _as_data_matrix(X, names=None, *, allow_constant=False, scaled=False):
         data = np.empty((n, p))
         if exponents.size and np.abs(exponents).max() < 1000:
             # a product by a power of two, rounded as ldexp rounds (see _api.scale_columns)
-            return np.multiply(src, np.ldexp(1.0, -exponents), out=data), names, exponents
+            factors = np.ldexp(1.0, -exponents)
+            _by_rows(lambda r0, r1: np.multiply(src[r0:r1], factors, out=data[r0:r1]), src)
+            return data, names, exponents
         data[...] = src
     from ._api import scale_columns  # (_api imports this module)
 
     return scale_columns(data, exponents), names, exponents
+
+
+# Bytes of rows whose column maxima and minima are taken together, while they
+# are in the cache; and bytes of data each thread of a pass over the data
+# gets at least (fewer than this run on one thread).
+EXTREMES_BLOCK_BYTES = 1 << 20
+THREAD_BYTES = 1 << 24
+
+
+def _by_rows(work, src, n_threads=None):
+    """``work(r0, r1)`` over ranges of ``src``'s rows that cover them, on threads for large data.
+
+    numpy's loops release the GIL; the ranges are contiguous and as many as
+    the usable cores allow (each at least ``THREAD_BYTES`` of data).
+    Returns the list of the results, in row order.
+    """
+    n = src.shape[0]
+    threads = n_threads or _usable_cores()
+    parts = int(max(1, min(threads, n, src.nbytes // THREAD_BYTES)))
+    bounds = np.linspace(0, n, parts + 1).astype(int)
+    ranges = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    if parts == 1:
+        return [work(0, n)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(parts) as pool:
+        return list(pool.map(lambda r: work(*r), ranges))
+
+
+def _column_extremes(src):
+    """Each column's maximum and minimum as float64 (NaN where the column holds one).
+
+    A C-ordered array is read once: the maxima and minima of each block of
+    rows are taken while the block is in the cache, on several threads for
+    large data (maxima and minima do not depend on the order of reading).
+    """
+    n, p = src.shape
+    with np.errstate(invalid="ignore"):
+        if not src.flags.c_contiguous or src.nbytes <= EXTREMES_BLOCK_BYTES:
+            return (src.max(axis=0).astype(np.float64, copy=False),
+                    src.min(axis=0).astype(np.float64, copy=False))
+        rows = max(1, EXTREMES_BLOCK_BYTES // (src.itemsize * p))
+
+        def part(r0, r1):
+            hi, lo = src[r0:r0 + rows].max(axis=0), src[r0:r0 + rows].min(axis=0)
+            for b0 in range(r0 + rows, r1, rows):
+                block = src[b0:min(b0 + rows, r1)]
+                np.maximum(hi, block.max(axis=0), out=hi)  # NaN propagates
+                np.minimum(lo, block.min(axis=0), out=lo)
+            return hi, lo
+
+        parts = _by_rows(part, src)
+        hi, lo = parts[0]
+        for h, l in parts[1:]:
+            np.maximum(hi, h, out=hi)
+            np.minimum(lo, l, out=lo)
+    return hi.astype(np.float64, copy=False), lo.astype(np.float64, copy=False)
 
 
 def _check_finite(arr, data, names):

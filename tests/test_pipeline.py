@@ -173,11 +173,18 @@ def test_preparation_is_bit_identical_to_before(name, X, monkeypatch):
     want, want_e = _prepared_before(X)
     np.testing.assert_array_equal(e, want_e)
     assert np.array_equal(scaled, want) and scaled.tobytes() == want.tobytes()
-    # fit's route: the checks on the input itself and one scaled copy
-    direct, _, direct_e = _as_data_matrix(X, scaled=True)
-    np.testing.assert_array_equal(direct_e, want_e)
-    assert direct.flags.c_contiguous and direct.dtype == np.float64
-    assert direct.tobytes() == want.tobytes()
+    # fit's route: the checks on the input itself and one scaled copy, also
+    # by blocks of rows on threads (forced here by tiny thresholds)
+    from paralingam import _validation
+
+    for block, per_thread in ((_validation.EXTREMES_BLOCK_BYTES, _validation.THREAD_BYTES),
+                              (64, 256)):
+        monkeypatch.setattr(_validation, "EXTREMES_BLOCK_BYTES", block)
+        monkeypatch.setattr(_validation, "THREAD_BYTES", per_thread)
+        direct, _, direct_e = _as_data_matrix(X, scaled=True)
+        np.testing.assert_array_equal(direct_e, want_e)
+        assert direct.flags.c_contiguous and direct.dtype == np.float64
+        assert direct.tobytes() == want.tobytes()
     # by blocks of rows, and with a block of a single row
     for block, rows in ((_api.STANDARDISE_BLOCK, _api.TRANSPOSE_ROWS), (1, 1), (1 << 10, 7)):
         monkeypatch.setattr(_api, "STANDARDISE_BLOCK", block)
@@ -235,6 +242,28 @@ def test_fit_is_bit_identical_to_the_previous_preparation(seed, monkeypatch):
     assert list(new.causal_order) == list(old.causal_order)
     assert new.adjacency_matrix.tobytes() == old.adjacency_matrix.tobytes()
     assert new.stats["scores"] == old.stats["scores"]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("bad", [None, np.nan, np.inf, -np.inf])
+def test_column_extremes_by_blocks_and_threads_are_numpys(dtype, bad, monkeypatch):
+    from paralingam import _validation
+
+    rng = np.random.default_rng(4)
+    X = (rng.standard_normal((3001, 7)) * 10.0 ** rng.uniform(-30, 30, 7)).astype(dtype)
+    if bad is not None:
+        X[1234, 3] = bad
+        X[3000, 6] = bad
+    monkeypatch.setattr(_validation, "EXTREMES_BLOCK_BYTES", 200)  # blocks of 3 to 7 rows
+    for per_thread in (1 << 30, 4096, 1):  # one thread, a few, one per row
+        monkeypatch.setattr(_validation, "THREAD_BYTES", per_thread)
+        for src in (X, np.asfortranarray(X), X[::2, 1:]):
+            hi, lo = _validation._column_extremes(src)
+            with np.errstate(invalid="ignore"):
+                want_hi, want_lo = src.max(axis=0), src.min(axis=0)
+            assert hi.dtype == lo.dtype == np.float64
+            assert hi.tobytes() == want_hi.astype(np.float64).tobytes()
+            assert lo.tobytes() == want_lo.astype(np.float64).tobytes()
 
 
 @pytest.mark.parametrize("value,message", [
