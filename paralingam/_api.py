@@ -325,7 +325,9 @@ def fit(
     with np.errstate(over="ignore"):
         scatter = None
         if "correlation" in per_it:  # the CUDA backend's: no X.T @ X on the host
-            sd = search_data.std(axis=0)
+            sd = per_it.pop("column_std", None)  # search_data.std(axis=0), from the upload
+            if sd is None:
+                sd = search_data.std(axis=0)
             scatter = search_data.shape[0] * per_it.pop("correlation") * np.outer(sd, sd)
         # ``_adjacency`` (private: DirectLiNGAM's adjacency step) replaces least
         # squares; it gets the scatter matrix the CUDA search already has.

@@ -24,7 +24,7 @@ from importlib import resources
 
 import numpy as np
 
-from .policy import initial_noise
+from .policy import noise_and_std
 
 # Bound on |float - double| of one entropy moment (mean log cosh u, or mean
 # u exp(-u^2/2)) as the float kernels compute them. tools/probe_float.py
@@ -474,7 +474,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     t0 += time.perf_counter() - t1
     upload(ws, data)
     noise = np.zeros(p + 1)  # the rows' rounding noise (paralingam.policy)
-    noise[:p] = initial_noise(data)
+    noise[:p], column_std = noise_and_std(data)
     drv.memcpy_htod(ws.dev["noise"], noise)
     drv.memset_d32(ws.dev["lock"], 0, p * p)  # epochs restart with every search
     times["upload"] = time.perf_counter() - t0
@@ -527,6 +527,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     corr = np.empty((p, p))
     drv.memcpy_dtoh(corr, ws.dev["corr0"])
     per_iteration["correlation"] = corr
+    per_iteration["column_std"] = column_std  # data.std(axis=0), for the scatter matrix
     times["readback"] = time.perf_counter() - t0
     if out["gpu_time"]:
         for name, secs in out["gpu_time"].items():

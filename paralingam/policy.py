@@ -116,12 +116,18 @@ def initial_noise(X, n_threads=None):
     -------
     ndarray, shape (n_features,)
     """
+    return noise_and_std(X, n_threads)[0]
+
+
+def noise_and_std(X, n_threads=None):
+    """:func:`initial_noise` of ``X`` and ``X.std(axis=0)`` (the same bits), from the same sums."""
     X = np.asarray(X, dtype=np.float64)
     n, p = X.shape
     if not X.flags.c_contiguous or p < 2 or X.nbytes <= NOISE_BLOCK_BYTES:
         mean = X.mean(axis=0)
         rms = np.sqrt((X * X).mean(axis=0))
-        return EPS * (rms + np.abs(mean)) / X.std(axis=0)
+        std = X.std(axis=0)
+        return EPS * (rms + np.abs(mean)) / std, std
     # The same numbers without the formula's n x p temporaries, by groups of
     # at least two columns on several threads (numpy's loops release the GIL).
     if n_threads is None:
@@ -140,7 +146,8 @@ def initial_noise(X, n_threads=None):
             sums = list(pool.map(lambda jj: _noise_sums(X, *jj), parts))
     mean, sq, dev = (np.concatenate(v) for v in zip(*sums))
     rms = np.sqrt(sq / n)
-    return EPS * (rms + np.abs(mean)) / np.sqrt(dev / n)
+    std = np.sqrt(dev / n)  # numpy's std: the sum of squared deviations over n, its root
+    return EPS * (rms + np.abs(mean)) / std, std
 
 
 def _noise_sums(X, j0, j1):

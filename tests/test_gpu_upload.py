@@ -135,3 +135,17 @@ def test_cuda_fit_refuses_nan_and_inf(bad, what, dtype):
     X[17, 2] = bad
     with pytest.raises(ValueError, match=f"column 2: 1 {what}"):
         paralingam.fit(X, backend="cuda")
+
+
+def test_cuda_search_returns_the_columns_std_and_uploads_their_noise(lingam_data):
+    # the scatter matrix of the adjacency step uses data.std(axis=0): the upload's
+    # noise sums give the same bits (blocked and threaded above NOISE_BLOCK_BYTES)
+    from paralingam import _cuda, policy
+
+    X = np.ascontiguousarray(lingam_data(40, 5000, "sparse", 1203)[0])
+    assert X.nbytes > policy.NOISE_BLOCK_BYTES
+    kw = dict(threshold=True, gamma0=1e-4, c=2.0, dtype="float32", collinear_tol=1e-10,
+              explained_tol=1e-10, drift_tol=1e-8)
+    order, _, per_it, _ = _cuda.search(X, times={}, **kw)
+    assert per_it["column_std"].tobytes() == X.std(axis=0).tobytes()
+    assert list(order) == _fit(X, backend="cpu").causal_order

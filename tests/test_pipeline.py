@@ -313,6 +313,8 @@ def test_initial_noise_by_blocks_and_threads_is_the_formula_bit_for_bit(n, p, th
     monkeypatch.setattr(policy, "NOISE_THREAD_BYTES", 1)  # a group of columns per thread
     got = policy.initial_noise(X, n_threads=threads)
     assert got.tobytes() == want.tobytes()
+    noise, std = policy.noise_and_std(X, n_threads=threads)
+    assert noise.tobytes() == want.tobytes() and std.tobytes() == X.std(axis=0).tobytes()
     # layouts the blocks do not serve (one column, Fortran order) take the formula
     assert policy.initial_noise(X[:, :1]).tobytes() == _initial_noise_formula(X[:, :1]).tobytes()
     F = np.asfortranarray(X)
