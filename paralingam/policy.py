@@ -151,7 +151,7 @@ def noise_and_std(X, n_threads=None):
 
 
 def _noise_sums(X, j0, j1):
-    """Columns ``j0:j1`` (at least two) of ``X``: means, sums of squares, sums of squared deviations.
+    """Means, sums of squares and sums of squared deviations of columns ``j0:j1`` (two or more).
 
     Bit for bit what ``X.mean(axis=0)``, ``(X * X).sum(axis=0)`` and the sum
     inside ``X.std(axis=0)`` give: numpy sums the columns of such a block of

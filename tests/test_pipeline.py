@@ -199,7 +199,8 @@ def test_transposed_copy_is_a_new_c_ordered_transpose(layout, monkeypatch):
     from paralingam import _api
 
     X = np.random.default_rng(2).laplace(size=(1001, 13))
-    X = {"C": X, "F": np.asfortranarray(X), "strided": X[::3, 1:], "float32": X.astype(np.float32)}[layout]
+    X = {"C": X, "F": np.asfortranarray(X), "strided": X[::3, 1:],
+         "float32": X.astype(np.float32)}[layout]
     for rows in (256, 1, 1000, 5000):
         monkeypatch.setattr(_api, "TRANSPOSE_ROWS", rows)
         Z = _api.transposed_copy(X)
