@@ -472,9 +472,17 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     _prepare_kernels(_context().handle)  # compiled on a machine's first fit: timed as such
     times["compile"] += time.perf_counter() - t1
     t0 += time.perf_counter() - t1
-    upload(ws, data)
     noise = np.zeros(p + 1)  # the rows' rounding noise (paralingam.policy)
-    noise[:p], column_std = noise_and_std(data)
+    if data.nbytes < UPLOAD_BLOCK_BYTES:
+        upload(ws, data)
+        noise[:p], column_std = noise_and_std(data)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as pool:  # the noise's sums while the blocks cross the bus
+            sums = pool.submit(noise_and_std, data)
+            upload(ws, data)
+            noise[:p], column_std = sums.result()
     drv.memcpy_htod(ws.dev["noise"], noise)
     drv.memset_d32(ws.dev["lock"], 0, p * p)  # epochs restart with every search
     times["upload"] = time.perf_counter() - t0

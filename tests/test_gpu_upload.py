@@ -137,11 +137,15 @@ def test_cuda_fit_refuses_nan_and_inf(bad, what, dtype):
         paralingam.fit(X, backend="cuda")
 
 
-def test_cuda_search_returns_the_columns_std_and_uploads_their_noise(lingam_data):
+@pytest.mark.parametrize("block_bytes", [1 << 25, 1 << 14])  # beside the upload or after it
+def test_cuda_search_returns_the_columns_std_and_uploads_their_noise(lingam_data, block_bytes,
+                                                                      monkeypatch):
     # the scatter matrix of the adjacency step uses data.std(axis=0): the upload's
-    # noise sums give the same bits (blocked and threaded above NOISE_BLOCK_BYTES)
+    # noise sums give the same bits (blocked and threaded above NOISE_BLOCK_BYTES;
+    # on a thread beside the upload for data of an upload block or more)
     from paralingam import _cuda, policy
 
+    monkeypatch.setattr(_cuda, "UPLOAD_BLOCK_BYTES", block_bytes)
     X = np.ascontiguousarray(lingam_data(40, 5000, "sparse", 1203)[0])
     assert X.nbytes > policy.NOISE_BLOCK_BYTES
     kw = dict(threshold=True, gamma0=1e-4, c=2.0, dtype="float32", collinear_tol=1e-10,
