@@ -94,7 +94,7 @@ def _as_data_matrix(X, names=None, *, allow_constant=False, scaled=False):
         names = [str(v) for v in given]
     if names is not None:
         _check_unique(names, labels)
-    if isinstance(arr, np.ma.MaskedArray):
+    if _is_masked(arr):
         masked = np.ma.getmaskarray(arr)
         if masked.any():
             raise ValueError(
@@ -366,10 +366,20 @@ def _as_array(X):
             f"({_list([str(v) for v in sorted(set(lengths))])}); every row must have one "
             "value per variable")
     try:
-        arr = X if isinstance(X, np.ma.MaskedArray) else np.asarray(X)
+        arr = X if _is_masked(X) else np.asarray(X)
     except (ValueError, TypeError) as exc:  # e.g. ragged deeper down
         raise ValueError(f"X cannot be read as a 2-D numeric table: {exc}") from None
     return arr
+
+
+def _is_masked(X):
+    """``isinstance(X, np.ma.MaskedArray)`` without importing ``numpy.ma``.
+
+    numpy loads ``numpy.ma`` on first use (15-20 ms, most of a small first
+    fit); no masked array exists before it is loaded.
+    """
+    ma = sys.modules.get("numpy.ma")
+    return ma is not None and isinstance(X, ma.MaskedArray)
 
 
 def _row_lengths(X):
