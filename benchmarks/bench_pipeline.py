@@ -12,9 +12,11 @@ timer) and, where the case asks for it, ``get_error_independence_p_values``
 (own timer). Every phase other than the search is also printed as a fraction
 of the search. The ``first_fit`` case runs a fresh Python process per repeat
 and times its first and second fit there (imports done before the timer: the
-first fit pays for what the fit itself loads). ``tall_small`` also times one
-plain numpy pass (copy to float64, finiteness check, standardise) and the peak
-host memory of the input preparation against the input array.
+first fit pays for what the fit itself loads). ``tall`` and ``tall_small``
+also time one plain numpy pass (copy to float64, finiteness check,
+standardise) against the preparation (validate, and the CPU's standardise or
+the CUDA backend's upload), and the peak host memory of the preparation
+against the input array.
 
 Prints a table and writes JSON (commit, machine, backend, medians). Speed is
 measured here, never in unit tests; this machine's load is recorded with it
@@ -78,7 +80,7 @@ def synthetic(p, n, seed):
 
 # name: (full (p, n), quick (p, n), how to make the data, what to time)
 CASES = {
-    "tall": ((600, 500_000), (40, 50_000), "synthetic", ()),
+    "tall": ((600, 500_000), (40, 50_000), "synthetic", ("plain_pass",)),
     "tall_small": ((24, 400_000), (24, 100_000), "synthetic", ("plain_pass",)),
     "typical": ((1000, 8192), (100, 2048), "synthetic", ()),
     "ecoli": ((87, 10_000), (87, 10_000), "ecoli", ()),
@@ -153,17 +155,24 @@ def plain_pass(X, repeats):
     return median([timed(one)[0] for _ in range(repeats)])
 
 
-def preparation_peak(X):
-    """Peak host memory (numpy's allocations) of validation + standardisation, in bytes."""
-    from paralingam._preparation import column_exponents, standardise_rows
-    from paralingam._validation import as_data_matrix
+def preparation_peak(X, backend):
+    """Peak host memory (numpy's allocations) of ``fit``'s preparation of X, in bytes.
+
+    Both backends: the checked, scaled copy and the rows' rounding noise;
+    the CPU backend also its standardised rows and their covariance. (The
+    CUDA upload's two page-locked blocks, at most 2 x
+    ``_cuda.UPLOAD_BLOCK_BYTES``, are pycuda's allocations, not numpy's.)
+    """
+    from paralingam._preparation import standardise_rows
+    from paralingam._validation import _as_data_matrix
+    from paralingam.search.policy import initial_noise
 
     tracemalloc.start()
     tracemalloc.reset_peak()
-    data, _ = as_data_matrix(X)
-    e = column_exponents(data)
-    data = np.ldexp(data, -e, out=data)
-    standardise_rows(data)
+    data, _, _ = _as_data_matrix(X, scaled=True)
+    if backend == "cpu":
+        standardise_rows(data)
+    initial_noise(data)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     return peak
@@ -224,9 +233,13 @@ def run_case(name, backend, args):
             row["fraction_of_search"]["p_values"] = row["p_values"] / search
     if "plain_pass" in extras:
         row["plain_pass"] = plain_pass(X, args.repeats)
-        prep = row["phases"].get("validate", 0) + row["phases"].get("standardise", 0)
+        # the CPU's standardise, the CUDA backend's upload (with the noise)
+        prep = sum(row["phases"].get(k, 0) for k in ("validate", "standardise", "upload"))
         row["preparation_over_plain_pass"] = prep / row["plain_pass"]
-        row["preparation_peak_over_input"] = preparation_peak(X) / X.nbytes
+        row["preparation_peak_over_input"] = preparation_peak(X, backend) / X.nbytes
+        # the other backend's route too (its host side needs no GPU)
+        other = "cuda" if backend == "cpu" else "cpu"
+        row[f"preparation_peak_over_input_{other}_route"] = preparation_peak(X, other) / X.nbytes
     return row
 
 
@@ -250,9 +263,10 @@ def show(row):
     fr = ", ".join(f"{k} {v:.0%}" for k, v in row["fraction_of_search"].items())
     print(f"{'':>20} of the search: {fr}", flush=True)
     if "plain_pass" in row:
-        print(f"{'':>20} plain numpy pass {row['plain_pass']:.4f} s; validate+standardise "
+        print(f"{'':>20} plain numpy pass {row['plain_pass']:.4f} s; preparation "
               f"= {row['preparation_over_plain_pass']:.2f}x; peak memory "
-              f"{row['preparation_peak_over_input']:.2f}x the input", flush=True)
+              f"{row['preparation_peak_over_input']:.2f}x the input (the other backend's "
+              f"route: {[v for k, v in row.items() if k.endswith('_route')][0]:.2f}x)", flush=True)
 
 
 def cuda_usable():

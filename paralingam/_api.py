@@ -193,14 +193,16 @@ def fit(
                                      warps_per_pair=warps_per_pair)
     times = {}
     t0 = time.perf_counter()
-    data, names, absmax = _as_data_matrix(X, feature_names)
+    # The checked copy of the data comes with its columns rescaled exactly
+    # (column_exponents, scale_columns: one pass, no unscaled copy).
+    data, names, exponents = _as_data_matrix(X, feature_names, scaled=True)
     settings = check_settings(
         data.shape[1], names, backend=backend, threshold=threshold, gamma0=gamma0, c=c,
         dtype=dtype, collinear_tol=collinear_tol, explained_tol=explained_tol,
         n_threads=n_threads, prior_knowledge=prior_knowledge,
         apply_prior_knowledge_softly=apply_prior_knowledge_softly, on_collinear=on_collinear,
         progress=progress, devices=devices, tuning=tuning, n_samples=data.shape[0])
-    search_data, exponents = prepare(data, absmax, settings)
+    search_data, exponents = prepare(data, None, settings, exponents=exponents)
     times["validate"] = time.perf_counter() - t0
     found = search(search_data, settings, names, times)
     B = adjacency(search_data, found, settings, exponents, names, times)
@@ -317,14 +319,16 @@ def check_settings(n_features, names, *, backend="auto", threshold=True, gamma0=
                     devices=devices)
 
 
-def prepare(data, absmax, settings, *, adjacency="ols", adjacency_threads=1):
+def prepare(data, absmax, settings, *, adjacency="ols", adjacency_threads=1, exponents=None):
     """Check every large step's memory, then rescale ``data``'s columns exactly, in place.
 
     The memory of every step (of the adjacency method ``adjacency`` too) is
     checked before the first runs: a fit that cannot finish fails now, not
     after a long search. The search and the regressions run on columns
     scaled by powers of two (the same result, no underflow); the
-    coefficients are scaled back at the end.
+    coefficients are scaled back at the end. With ``exponents`` given,
+    ``data`` come rescaled by them already (``_as_data_matrix(...,
+    scaled=True)``) and are returned as they are.
 
     Returns
     -------
@@ -344,6 +348,8 @@ def prepare(data, absmax, settings, *, adjacency="ols", adjacency_threads=1):
     _memory.require_all(_memory.fit_plan(
         n, p, backend=settings.backend, use_float=settings.use_float, adjacency=adjacency,
         n_threads=max(settings.n_threads or 1, adjacency_threads)))
+    if exponents is not None:
+        return data, exponents
     exponents = _preparation.column_exponents(data, absmax)
     return _preparation.scale_columns(data, exponents), exponents
 
@@ -383,7 +389,9 @@ def search(search_data, settings, names, times):
     scatter = None
     if "correlation" in per_it:  # the CUDA backend's: no X.T @ X on the host
         with np.errstate(over="ignore"):
-            sd = search_data.std(axis=0)
+            sd = per_it.pop("column_std", None)  # search_data.std(axis=0), from the upload
+            if sd is None:
+                sd = search_data.std(axis=0)
             scatter = search_data.shape[0] * per_it.pop("correlation") * np.outer(sd, sd)
     return Found(np.asarray(order, dtype=np.intp), explained, per_it, n_rederived, scatter)
 
@@ -467,7 +475,8 @@ def _blas_in_this_thread():
 def _blas_threads():
     """The threadpoolctl controller of the BLAS libraries loaded now (made once per set)."""
     global _blas_controller, _blas_controller_libraries
-    libraries = "scipy.linalg" in sys.modules
+    # scipy's BLAS comes with its LAPACK module (loaded alone by _lapack, or by scipy.linalg)
+    libraries = "scipy.linalg._flapack" in sys.modules
     if _blas_controller is None or libraries != _blas_controller_libraries:
         from threadpoolctl import ThreadpoolController
 
@@ -513,7 +522,7 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
             explained_tol=explained_tol, drift_tol=DRIFT_TOL,
             n_threads=threads, adapt_threads=n_threads is None, rederive=rederive,
             stop_on_dependence=stop_on_dependence, candidates=candidates, use_float=use_float,
-            noise=initial_noise(data), progress=bar.update_to if bar.enabled else None)
+            noise=initial_noise(data, threads), progress=bar.update_to if bar.enabled else None)
         bar.update_to(p)
     times["search"] = time.perf_counter() - t0
     return result

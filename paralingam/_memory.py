@@ -202,10 +202,12 @@ def cpu_fit_search_bytes(n, p, use_float=True, n_threads=1):
 
 
 def cuda_host_bytes(n, p):
-    """Host side of the CUDA search: the padded upload (p x ld) and the
-    correlation read back, then the scatter matrix made from it (three p x p)."""
-    ld = (n + 31) // 32 * 32
-    return F8 * (p * ld + 4 * p * p)
+    """Host side of the CUDA search: the upload's two page-locked blocks
+    (``_cuda.upload``) and the correlation read back, then the scatter matrix
+    made from it (three p x p)."""
+    from ._cuda import UPLOAD_BLOCK_BYTES
+
+    return 2 * min(UPLOAD_BLOCK_BYTES, F8 * n * p) + F8 * 4 * p * p
 
 
 def cuda_device_bytes(n, p, use_float=True):

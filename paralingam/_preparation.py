@@ -9,8 +9,10 @@ the package.
 
 import numpy as np
 
-# Entries squared at once when standardising (a block of rows, 512 KiB).
-STANDARDISE_BLOCK = 1 << 16
+# Entries standardised at once (a block of rows, 256 KiB).
+STANDARDISE_BLOCK = 1 << 15
+# Rows of the data transposed at a time (transposed_copy).
+TRANSPOSE_ROWS = 256
 
 
 def column_exponents(X, absmax=None):
@@ -49,20 +51,37 @@ def standardise_rows(X):
     cov : ndarray, shape (n_features, n_features)
         ``Z @ Z.T / n``: the correlation matrix, unit diagonal.
     """
-    # An explicit copy: for a Fortran-ordered X, X.T is already C-contiguous
-    # and ascontiguousarray would return a view that the lines below modify.
-    Z = np.array(X.T, dtype=np.float64, order="C", copy=True)
-    Z -= Z.mean(axis=1, keepdims=True)
-    # (Z * Z).mean(axis=1) by blocks of rows: each row's sum is the same
-    # (numpy sums each contiguous row alone), without an n x p temporary.
-    sq = np.empty((Z.shape[0], 1))
+    Z = transposed_copy(X)
+    # Centre, square and scale by blocks of rows, each block while it is in
+    # the cache: numpy computes each contiguous row's mean and sum of squares
+    # alone, so every row gets the numbers the whole-array expressions give,
+    # without their n x p temporary.
     rows = max(1, STANDARDISE_BLOCK // max(1, Z.shape[1]))
     for r0 in range(0, Z.shape[0], rows):
         block = Z[r0:r0 + rows]
-        sq[r0:r0 + rows, 0] = (block * block).mean(axis=1)
-    Z /= np.sqrt(sq)
+        block -= block.mean(axis=1, keepdims=True)
+        block /= np.sqrt((block * block).mean(axis=1, keepdims=True))
     cov = covariance_of_rows(Z)
     return Z, cov
+
+
+def transposed_copy(X):
+    """``X.T`` as a new C-contiguous float64 array (one variable per row).
+
+    A C-ordered float64 ``X`` is copied by blocks of ``TRANSPOSE_ROWS`` rows:
+    numpy's copy of the whole ``X.T`` reads ``X`` against its order, at
+    several times the cost of a plain copy on tall data, while a block's
+    rows stay in the cache. Other input is copied whole (an explicit
+    copy: for a Fortran-ordered X, X.T is already C-contiguous and
+    ascontiguousarray would return a view).
+    """
+    if X.dtype != np.float64 or not X.flags.c_contiguous or X.ndim != 2 or X.shape[1] < 2:
+        return np.array(X.T, dtype=np.float64, order="C", copy=True)
+    n, p = X.shape
+    Z = np.empty((p, n))
+    for r0 in range(0, n, TRANSPOSE_ROWS):
+        Z[:, r0:r0 + TRANSPOSE_ROWS] = X[r0:r0 + TRANSPOSE_ROWS].T
+    return Z
 
 
 def covariance_of_rows(Z):

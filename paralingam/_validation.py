@@ -59,8 +59,15 @@ def as_data_matrix(X, names=None, *, allow_constant=False):
     return data, names
 
 
-def _as_data_matrix(X, names=None, *, allow_constant=False):
-    """:func:`as_data_matrix`, also returning each column's largest ``|x|``."""
+def _as_data_matrix(X, names=None, *, allow_constant=False, scaled=False):
+    """:func:`as_data_matrix`, also returning each column's largest ``|x|``.
+
+    With ``scaled=True`` the data come with each column ``j`` multiplied by
+    ``2**-e[j]`` (exact), where ``max |X[:, j]| * 2**-e[j]`` lies in [0.5, 1)
+    (``paralingam._preparation.column_exponents``), and the third item is ``e``
+    instead of the maxima: float input is then read once for the checks and
+    once for the scaled copy, with no unscaled copy in between.
+    """
     given = names
     names = labels = None
     if hasattr(X, "columns") and hasattr(X, "dtypes"):  # pandas DataFrame
@@ -87,7 +94,7 @@ def _as_data_matrix(X, names=None, *, allow_constant=False):
         names = [str(v) for v in given]
     if names is not None:
         _check_unique(names, labels)
-    if isinstance(arr, np.ma.MaskedArray):
+    if _is_masked(arr):
         masked = np.ma.getmaskarray(arr)
         if masked.any():
             raise ValueError(
@@ -95,27 +102,31 @@ def _as_data_matrix(X, names=None, *, allow_constant=False):
                 f"{_per_column(names, masked.sum(axis=0), 'masked')}; "
                 "drop those rows or fill them (X.filled(value))")
         arr = arr.data
-    data = _to_float64(arr, names)
+    # Floats up to double convert to float64 exactly: they are checked as
+    # they are, in any layout, and copied once at the end. Other input
+    # (integers, objects, long double) is converted first.
+    direct = arr.dtype.kind == "f" and arr.dtype.itemsize <= 8
+    data = None if direct else _to_float64(arr, names)
+    src = arr if direct else data
 
-    # One pass each for the column sums, maxima and minima; the per-entry
-    # checks below run only when these say something is wrong. A NaN or
-    # infinite entry makes its column's sum non-finite (so does a sum that
-    # overflows, which the exact checks then clear).
-    with np.errstate(over="ignore", invalid="ignore"):
-        sums = np.add.reduce(data, axis=0)
-    if not np.isfinite(sums).all():
-        _check_finite(arr, data, names)
-    hi, lo = data.max(axis=0), data.min(axis=0)
+    # One pass each for the column maxima and minima; the per-entry checks
+    # below run only when these say something is wrong. A NaN makes its
+    # column's maximum and minimum NaN, and an infinite entry is its
+    # column's maximum or minimum.
+    hi, lo = _column_extremes(src)
+    if not (np.isfinite(hi).all() and np.isfinite(lo).all()):
+        _check_finite(arr, _to_float64(arr, names) if data is None else data, names)
     absmax = np.maximum(hi, -lo)  # == np.abs(data).max(axis=0), without its n x p temporary
     with np.errstate(over="ignore", invalid="ignore"):
         spread = hi - lo  # == np.ptp(data, axis=0)
         # every |x - mean| <= spread: the sum of squares is finite when this is
         bound = n * spread * spread
     if not (bound <= 0.5 * np.finfo(np.float64).max).all():
+        values = np.asarray(src, dtype=np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
-            centred = data - data.mean(axis=0)
+            centred = values - values.mean(axis=0)
             sq = (centred**2).sum(axis=0)
-        del centred
+        del centred, values
         if not np.isfinite(sq).all():
             bad = [_name(names, j) for j in np.flatnonzero(~np.isfinite(sq))]
             raise ValueError(
@@ -123,11 +134,81 @@ def _as_data_matrix(X, names=None, *, allow_constant=False):
                 "(rescale them)")
     constant = (np.zeros(p, dtype=bool) if allow_constant
                 else _constant_from_extremes(spread, absmax))
-    _check_integer_spread(X, arr, data, names, constant, absmax)
+    _check_integer_spread(X, arr, src, names, constant, absmax)
     if constant.any():
         bad = [_name(names, j) for j in np.flatnonzero(constant)]
         raise ValueError(f"constant columns (zero variance): {_list(bad)}")
-    return data, names, absmax
+    if not scaled:
+        return (_to_float64(arr, names) if data is None else data), names, absmax
+    exponents = np.frexp(absmax)[1]
+    if data is None:
+        data = np.empty((n, p))
+        if exponents.size and np.abs(exponents).max() < 1000:
+            # a product by a power of two, rounded as ldexp rounds (see _preparation.scale_columns)
+            factors = np.ldexp(1.0, -exponents)
+            _by_rows(lambda r0, r1: np.multiply(src[r0:r1], factors, out=data[r0:r1]), src)
+            return data, names, exponents
+        data[...] = src
+    from ._preparation import scale_columns
+
+    return scale_columns(data, exponents), names, exponents
+
+
+# Bytes of rows whose column maxima and minima are taken together, while they
+# are in the cache; and bytes of data each thread of a pass over the data
+# gets at least (fewer than this run on one thread).
+EXTREMES_BLOCK_BYTES = 1 << 20
+THREAD_BYTES = 1 << 24
+
+
+def _by_rows(work, src, n_threads=None):
+    """``work(r0, r1)`` over ranges of ``src``'s rows that cover them, on threads for large data.
+
+    numpy's loops release the GIL; the ranges are contiguous and as many as
+    the usable cores allow (each at least ``THREAD_BYTES`` of data).
+    Returns the list of the results, in row order.
+    """
+    n = src.shape[0]
+    threads = n_threads or _usable_cores()
+    parts = int(max(1, min(threads, n, src.nbytes // THREAD_BYTES)))
+    bounds = np.linspace(0, n, parts + 1).astype(int)
+    ranges = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    if parts == 1:
+        return [work(0, n)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(parts) as pool:
+        return list(pool.map(lambda r: work(*r), ranges))
+
+
+def _column_extremes(src):
+    """Each column's maximum and minimum as float64 (NaN where the column holds one).
+
+    A C-ordered array is read once: the maxima and minima of each block of
+    rows are taken while the block is in the cache, on several threads for
+    large data (maxima and minima do not depend on the order of reading).
+    """
+    n, p = src.shape
+    with np.errstate(invalid="ignore"):
+        if not src.flags.c_contiguous or src.nbytes <= EXTREMES_BLOCK_BYTES:
+            return (src.max(axis=0).astype(np.float64, copy=False),
+                    src.min(axis=0).astype(np.float64, copy=False))
+        rows = max(1, EXTREMES_BLOCK_BYTES // (src.itemsize * p))
+
+        def part(r0, r1):
+            hi, lo = src[r0:r0 + rows].max(axis=0), src[r0:r0 + rows].min(axis=0)
+            for b0 in range(r0 + rows, r1, rows):
+                block = src[b0:min(b0 + rows, r1)]
+                np.maximum(hi, block.max(axis=0), out=hi)  # NaN propagates
+                np.minimum(lo, block.min(axis=0), out=lo)
+            return hi, lo
+
+        parts = _by_rows(part, src)
+        hi, lo = parts[0]
+        for h, l in parts[1:]:
+            np.maximum(hi, h, out=hi)
+            np.minimum(lo, l, out=lo)
+    return hi.astype(np.float64, copy=False), lo.astype(np.float64, copy=False)
 
 
 def _check_finite(arr, data, names):
@@ -285,10 +366,20 @@ def _as_array(X):
             f"({_list([str(v) for v in sorted(set(lengths))])}); every row must have one "
             "value per variable")
     try:
-        arr = X if isinstance(X, np.ma.MaskedArray) else np.asarray(X)
+        arr = X if _is_masked(X) else np.asarray(X)
     except (ValueError, TypeError) as exc:  # e.g. ragged deeper down
         raise ValueError(f"X cannot be read as a 2-D numeric table: {exc}") from None
     return arr
+
+
+def _is_masked(X):
+    """``isinstance(X, np.ma.MaskedArray)`` without importing ``numpy.ma``.
+
+    numpy loads ``numpy.ma`` on first use (15-20 ms, most of a small first
+    fit); no masked array exists before it is loaded.
+    """
+    ma = sys.modules.get("numpy.ma")
+    return ma is not None and isinstance(X, ma.MaskedArray)
 
 
 def _row_lengths(X):

@@ -49,8 +49,17 @@ rng = np.random.default_rng(0)
 X = rng.laplace(size=(2000, 8))
 X[:, 3] += X[:, 1]
 r = paralingam.fit(X, backend="cpu")
-print(json.dumps({"scipy.linalg": "scipy.linalg" in sys.modules,
-                  "phases": sorted(r.stats["time"])}))
+loaded = "scipy.linalg" in sys.modules
+masked = "numpy.ma" in sys.modules
+from paralingam import _lapack
+mine = _lapack.lapack("dpotrf", "dtrtri")
+import scipy.linalg.lapack
+same = mine == (scipy.linalg.lapack.dpotrf, scipy.linalg.lapack.dtrtri)
+again = paralingam.fit(X, backend="cpu")  # with scipy.linalg imported
+print(json.dumps({"scipy.linalg": loaded, "numpy.ma": masked, "phases": sorted(r.stats["time"]),
+                  "same_routines": bool(same),
+                  "same_result": r.adjacency_matrix.tobytes() == again.adjacency_matrix.tobytes()
+                  and r.causal_order == again.causal_order}))
 """
 
 
@@ -60,6 +69,38 @@ def test_a_first_fit_times_its_loading_as_a_phase_of_its_own():
     got = json.loads(out.stdout.strip().splitlines()[-1])
     # the first fit's loading is a phase of its own, not the standardisation's
     assert "load" in got["phases"] and "standardise" in got["phases"]
+
+
+def test_a_plain_fit_uses_scipys_lapack_without_importing_scipy_linalg():
+    out = subprocess.run([sys.executable, "-c", FRESH], capture_output=True, text=True,
+                         check=True, cwd=Path(paralingam.__file__).resolve().parents[1])
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert not got["scipy.linalg"]
+    assert not got["numpy.ma"]  # (the check for masked arrays does not load numpy.ma)
+    # scipy.linalg, imported afterwards, uses the very routines the fit used
+    assert got["same_routines"] and got["same_result"]
+
+
+def test_lapack_routines_are_scipys_in_a_process_that_imported_scipy_linalg():
+    import scipy.linalg.lapack
+
+    from paralingam import _lapack
+
+    assert _lapack.lapack("dpotrf", "dtrtri") == (scipy.linalg.lapack.dpotrf,
+                                                   scipy.linalg.lapack.dtrtri)
+
+
+def test_lapack_falls_back_to_the_package_when_the_file_cannot_be_loaded(monkeypatch):
+    import scipy.linalg.lapack
+
+    from paralingam import _lapack
+
+    def broken():
+        raise ImportError("no such file")
+
+    monkeypatch.delitem(sys.modules, _lapack.MODULE)
+    monkeypatch.setattr(_lapack, "_load_alone", broken)
+    assert _lapack.lapack("dpotrf")[0] is scipy.linalg.lapack.dpotrf
 
 
 def test_blas_controller_is_made_again_once_scipy_blas_is_loaded(monkeypatch):
@@ -111,6 +152,14 @@ def _datasets():
     yield "int", rng.integers(-1000, 1000, (800, 4))
     yield "fortran", np.asfortranarray(rng.laplace(size=(700, 9)))
     yield "one_row_block", rng.standard_normal((3, 2))
+    yield "float16", rng.standard_normal((300, 3)).astype(np.float16)
+    yield "float32_fortran", np.asfortranarray(rng.laplace(size=(600, 4)).astype(np.float32))
+    yield "strided", rng.laplace(size=(1001, 8))[::2, 1:7]
+    yield "bool_and_small_ints", (rng.random((400, 3)) < 0.3).astype(np.int8) + np.arange(3)
+    beyond = rng.standard_normal((200, 3))
+    beyond[:, 0] *= 1e-310  # exponents beyond -1000: ldexp itself scales
+    beyond[:, 1] *= 1e100
+    yield "exponents_beyond_1000", beyond
 
 
 @pytest.mark.parametrize("name,X", list(_datasets()), ids=[n for n, _ in _datasets()])
@@ -126,12 +175,40 @@ def test_preparation_is_bit_identical_to_before(name, X, monkeypatch):
     want, want_e = _prepared_before(X)
     np.testing.assert_array_equal(e, want_e)
     assert np.array_equal(scaled, want) and scaled.tobytes() == want.tobytes()
+    # fit's route: the checks on the input itself and one scaled copy, also
+    # by blocks of rows on threads (forced here by tiny thresholds)
+    from paralingam import _validation
+
+    for block, per_thread in ((_validation.EXTREMES_BLOCK_BYTES, _validation.THREAD_BYTES),
+                              (64, 256)):
+        monkeypatch.setattr(_validation, "EXTREMES_BLOCK_BYTES", block)
+        monkeypatch.setattr(_validation, "THREAD_BYTES", per_thread)
+        direct, _, direct_e = _as_data_matrix(X, scaled=True)
+        np.testing.assert_array_equal(direct_e, want_e)
+        assert direct.flags.c_contiguous and direct.dtype == np.float64
+        assert direct.tobytes() == want.tobytes()
     # by blocks of rows, and with a block of a single row
-    for block in (_preparation.STANDARDISE_BLOCK, 1):
+    for block, rows in ((_preparation.STANDARDISE_BLOCK, _preparation.TRANSPOSE_ROWS), (1, 1),
+                        (1 << 10, 7)):
         monkeypatch.setattr(_preparation, "STANDARDISE_BLOCK", block)
+        monkeypatch.setattr(_preparation, "TRANSPOSE_ROWS", rows)
         Z, cov = _preparation.standardise_rows(scaled)
         Z0, cov0 = _standardise_rows_before(scaled)
         assert Z.tobytes() == Z0.tobytes() and cov.tobytes() == cov0.tobytes()
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "strided", "float32"])
+def test_transposed_copy_is_a_new_c_ordered_transpose(layout, monkeypatch):
+    from paralingam import _preparation
+
+    X = np.random.default_rng(2).laplace(size=(1001, 13))
+    X = {"C": X, "F": np.asfortranarray(X), "strided": X[::3, 1:],
+         "float32": X.astype(np.float32)}[layout]
+    for rows in (256, 1, 1000, 5000):
+        monkeypatch.setattr(_preparation, "TRANSPOSE_ROWS", rows)
+        Z = _preparation.transposed_copy(X)
+        assert Z.flags.c_contiguous and Z.dtype == np.float64 and not np.shares_memory(Z, X)
+        assert Z.tobytes() == np.ascontiguousarray(X.T, dtype=np.float64).tobytes()
 
 
 def test_scale_columns_equals_ldexp_into_the_subnormals():
@@ -158,17 +235,39 @@ def test_fit_is_bit_identical_to_the_previous_preparation(seed, monkeypatch):
     X[::97, 2] = 40.0  # outliers
     new = paralingam.fit(X, backend="cpu", n_threads=1)
 
-    def old_as_data_matrix(X, names=None, *, allow_constant=False):
-        data = np.array(X, dtype=np.float64, order="C", copy=True)
-        return data, None, np.abs(data).max(axis=0)
+    def old_as_data_matrix(X, names=None, *, allow_constant=False, scaled=False):
+        assert scaled
+        data, e = _prepared_before(X)
+        return data, None, e
 
     monkeypatch.setattr(_api, "_as_data_matrix", old_as_data_matrix)
-    monkeypatch.setattr(_preparation, "scale_columns", lambda X, e: np.ldexp(X, -e, out=X))
     monkeypatch.setattr(_preparation, "standardise_rows", _standardise_rows_before)
     old = paralingam.fit(X, backend="cpu", n_threads=1)
     assert list(new.causal_order) == list(old.causal_order)
     assert new.adjacency_matrix.tobytes() == old.adjacency_matrix.tobytes()
     assert new.stats["scores"] == old.stats["scores"]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("bad", [None, np.nan, np.inf, -np.inf])
+def test_column_extremes_by_blocks_and_threads_are_numpys(dtype, bad, monkeypatch):
+    from paralingam import _validation
+
+    rng = np.random.default_rng(4)
+    X = (rng.standard_normal((3001, 7)) * 10.0 ** rng.uniform(-30, 30, 7)).astype(dtype)
+    if bad is not None:
+        X[1234, 3] = bad
+        X[3000, 6] = bad
+    monkeypatch.setattr(_validation, "EXTREMES_BLOCK_BYTES", 200)  # blocks of 3 to 7 rows
+    for per_thread in (1 << 30, 4096, 1):  # one thread, a few, one per row
+        monkeypatch.setattr(_validation, "THREAD_BYTES", per_thread)
+        for src in (X, np.asfortranarray(X), X[::2, 1:]):
+            hi, lo = _validation._column_extremes(src)
+            with np.errstate(invalid="ignore"):
+                want_hi, want_lo = src.max(axis=0), src.min(axis=0)
+            assert hi.dtype == lo.dtype == np.float64
+            assert hi.tobytes() == want_hi.astype(np.float64).tobytes()
+            assert lo.tobytes() == want_lo.astype(np.float64).tobytes()
 
 
 @pytest.mark.parametrize("value,message", [
@@ -193,3 +292,34 @@ def test_large_finite_values_whose_squares_fit_pass_as_before():
     from paralingam._validation import as_data_matrix
 
     assert np.array_equal(as_data_matrix(X)[0], X)
+
+
+def _initial_noise_formula(X):
+    """``policy.initial_noise`` as the formula reads, with its n x p temporaries."""
+    from paralingam.search import policy
+
+    mean = X.mean(axis=0)
+    rms = np.sqrt((X * X).mean(axis=0))
+    return policy.EPS * (rms + np.abs(mean)) / X.std(axis=0)
+
+
+@pytest.mark.parametrize("n, p", [(5000, 2), (3001, 5), (2000, 37), (700, 300), (4, 3)])
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+def test_initial_noise_by_blocks_and_threads_is_the_formula_bit_for_bit(n, p, threads,
+                                                                          monkeypatch):
+    from paralingam.search import policy
+
+    rng = np.random.default_rng(n + p)
+    X = rng.standard_normal((n, p)) * 10.0 ** rng.uniform(-3, 3, (n, p)) + rng.uniform(-9, 9, p)
+    X[::50, 0] = 1e6  # outliers
+    want = _initial_noise_formula(X)
+    monkeypatch.setattr(policy, "NOISE_BLOCK_BYTES", 512)  # blocks of 64 rows and more
+    monkeypatch.setattr(policy, "NOISE_THREAD_BYTES", 1)  # a group of columns per thread
+    got = policy.initial_noise(X, n_threads=threads)
+    assert got.tobytes() == want.tobytes()
+    noise, std = policy.noise_and_std(X, n_threads=threads)
+    assert noise.tobytes() == want.tobytes() and std.tobytes() == X.std(axis=0).tobytes()
+    # layouts the blocks do not serve (one column, Fortran order) take the formula
+    assert policy.initial_noise(X[:, :1]).tobytes() == _initial_noise_formula(X[:, :1]).tobytes()
+    F = np.asfortranarray(X)
+    assert policy.initial_noise(F).tobytes() == _initial_noise_formula(F).tobytes()

@@ -812,8 +812,11 @@ def _ols_on_predecessors(gram):
     """
     # scipy's LAPACK, not numpy's: the adaptive lasso's paths past max_iter
     # flip supports on rounding-level changes of these weights, so the factor
-    # and inverse stay the routines every result so far was computed with.
-    from scipy.linalg.lapack import dpotrf, dtrtri
+    # and inverse stay the routines every result so far was computed with
+    # (loaded without the import of scipy.linalg: paralingam._lapack).
+    from .._lapack import lapack
+
+    dpotrf, dtrtri = lapack("dpotrf", "dtrtri")
 
     p = gram.shape[0]
     coef, rss, solved = np.zeros((p, p)), np.zeros(p), np.zeros(p, dtype=bool)

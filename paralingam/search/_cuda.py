@@ -24,7 +24,7 @@ from importlib import resources
 
 import numpy as np
 
-from .policy import initial_noise
+from .policy import noise_and_std
 
 # Bound on |float - double| of one entropy moment (mean log cosh u, or mean
 # u exp(-u^2/2)) as the float kernels compute them. tools/probe_float.py
@@ -69,6 +69,12 @@ PAIR_SAMPLES_PER_WARP = 1024
 # mostly fixed cost (benchmarks/NOTES.md, "All-pairs rounds").
 ALL_PAIRS_WORK = 1e7
 HEADERS = ("compare.cuh", "search_state.h")
+# Bytes of the data sent to the device at a time by ``upload`` (two such
+# blocks in flight: one copied on the host, one over the bus).
+UPLOAD_BLOCK_BYTES = 1 << 25
+# Sample rows of one upload block at most: the transposing kernel's grid
+# has one row of 32 x 32 tiles per 32 samples (gridDim.y <= 65535).
+UPLOAD_GRID_ROWS = 65535 * 32
 # Launch each kernel so that it is scheduled while its predecessor still runs
 # (programmatic dependent launch, compute capability >= 9.0): 3-6% off a
 # search at p <= 500 on the H100 (benchmarks/ab_pdl_h100.log). The kernels
@@ -325,6 +331,7 @@ def _drop_workspaces(after_fault=False):
     _WORKSPACES.clear()  # (after a fault their memory went with the context)
     if after_fault:
         _module.cache_clear()
+        _prepare_kernels.cache_clear()
 
 
 # ---------------------------------------------------------------- several devices
@@ -569,6 +576,81 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
     return ws.parts[0], out
 
 
+@functools.lru_cache(maxsize=None)
+def _prepare_kernels(ctx_handle):
+    """The upload's transposing kernels (``kernels/prepare.cu``) for one context, by input dtype."""
+    import pycuda.driver as drv
+    from pycuda.compiler import compile as nvcc_compile
+
+    src = resources.files("paralingam.kernels").joinpath("prepare.cu").read_text()
+    major, minor = drv.Context.get_device().compute_capability()
+    cubin = nvcc_compile(src, options=["-std=c++17", "-O3"], arch=f"sm_{major}{minor}",
+                         no_extern_c=True)
+    mod = drv.module_from_buffer(cubin)
+    kernels = {"module": mod}
+    for dtype, name in ((np.float64, "transpose_f64"), (np.float32, "transpose_f32")):
+        fn = mod.get_function(name)
+        fn.prepare("PiiPqq")
+        kernels[np.dtype(dtype)] = fn
+    return kernels
+
+
+def upload(ws, data):
+    """Copy ``data`` (n_samples, n_features) into the workspace's X64, one variable per row.
+
+    ``data``: float64 or float32, any layout (C or Fortran order, strided
+    views). Blocks of whole sample rows are copied as they are into one of
+    two page-locked host buffers, sent to the device asynchronously (the
+    host fills the next buffer meanwhile) and transposed there (converted to
+    double: exact); the rows' padding up to the row stride is zero. X64
+    then holds exactly ``data.T`` as float64.
+
+    The device-side blocks use the float rows (X32), which the search writes
+    only later, when it standardises X64: no extra device memory.
+    """
+    import pycuda.driver as drv
+
+    data = np.asarray(data)
+    kernels = _prepare_kernels(_context().handle)
+    if data.ndim != 2 or data.dtype not in kernels:
+        raise ValueError(f"upload needs a 2-D float64 or float32 array; got {data.dtype} "
+                         f"of shape {data.shape}")
+    n, p = data.shape
+    ld = ws.ld
+    if ws.p != p or ld < n:
+        raise ValueError(f"data of shape {data.shape} do not fit the workspace "
+                         f"(p={ws.p}, row stride {ld})")
+    stream = drv.Stream()
+    if ld > n:
+        drv.memset_d32_async(ws.dev["X64"], 0, p * ld * 2, stream)
+    row_bytes = p * data.dtype.itemsize
+    half = p * ld * 2  # bytes of each device block: half of X32's p * ld * 4
+    rows = max(1, min(UPLOAD_BLOCK_BYTES, half) // row_bytes)
+    rows = min(rows, n, UPLOAD_GRID_ROWS)
+    staging = getattr(ws, "_upload_staging", None)
+    if staging is None or staging[0] < rows * row_bytes:
+        staging = (rows * row_bytes,
+                   [drv.pagelocked_empty(rows * row_bytes, np.uint8) for _ in range(2)],
+                   [drv.Event() for _ in range(2)])
+        ws._upload_staging = staging
+    _, hosts, done = staging
+    fn = kernels[data.dtype]
+    for k, r0 in enumerate(range(0, n, rows)):
+        b = k % 2
+        count = min(rows, n - r0)
+        if k >= 2:
+            done[b].synchronize()  # this host buffer's last copy has left
+        host = hosts[b][:count * row_bytes].view(data.dtype).reshape(count, p)
+        np.copyto(host, data[r0:r0 + count])
+        dev = ws.dev["X32"] + b * half
+        drv.memcpy_htod_async(dev, host, stream)
+        fn.prepared_async_call(((p + 31) // 32, (count + 31) // 32), (32, 8, 1), stream,
+                               dev, np.int32(count), np.int32(p), ws.dev["X64"],
+                               np.int64(ld), np.int64(r0))
+        done[b].record(stream)
+    stream.synchronize()
+
+
 def warps_per_pair_for(n, warps):
     """Default warps comparing one pair: 1, 2 or 4 as n allows, dividing ``warps``."""
     g = 1
@@ -640,14 +722,21 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
                 f"(threads_per_block={32 * mod.warps}) into at most 15 groups")
         t0 = time.perf_counter()
         ws = _workspace((_context().handle, p, ld, use_float), bytes_needed(p, n, use_float))
-        from .._memory import F8, require
-
-        require("the CUDA search's upload buffer", F8 * p * ld, "use fewer variables")
-        X = np.zeros((p, ld))
-        X[:, :n] = data.T
-        drv.memcpy_htod(ws.dev["X64"], X)
+        t1 = time.perf_counter()
+        _prepare_kernels(_context().handle)  # compiled on a machine's first fit: timed as such
+        times["compile"] += time.perf_counter() - t1
+        t0 += time.perf_counter() - t1
         noise = np.zeros(p + 1)  # the rows' rounding noise (paralingam.search.policy)
-        noise[:p] = initial_noise(data)
+        if data.nbytes < UPLOAD_BLOCK_BYTES:
+            upload(ws, data)
+            noise[:p], column_std = noise_and_std(data)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(1) as pool:  # the noise's sums while the blocks cross the bus
+                sums = pool.submit(noise_and_std, data)
+                upload(ws, data)
+                noise[:p], column_std = sums.result()
         drv.memcpy_htod(ws.dev["noise"], noise)
         drv.memset_d32(ws.dev["lock"], 0, p * p)  # epochs restart with every search
         times["upload"] = time.perf_counter() - t0
@@ -713,6 +802,7 @@ def _read_result(ws, out, p, times):
     corr = np.empty((p, p))
     drv.memcpy_dtoh(corr, ws.dev["corr0"])
     per_iteration["correlation"] = corr
+    per_iteration["column_std"] = column_std  # data.std(axis=0), for the scatter matrix
     times["readback"] = time.perf_counter() - t0
     if out["gpu_time"]:
         for name, secs in out["gpu_time"].items():

@@ -66,6 +66,12 @@ EXPLAINED_TOL = 1e-10
 
 EPS = float(np.finfo(np.float64).eps)
 
+# Bytes of data above which initial_noise works by blocks of rows of about
+# this size (no n x p temporary; below it, the formula itself: identical
+# results either way), and bytes of data per thread it uses at least.
+NOISE_BLOCK_BYTES = 1 << 18
+NOISE_THREAD_BYTES = 1 << 24
+
 # Rounding of one regression step, in units of eps and of the row's standard
 # deviation: the difference x_i - beta x_j and the product beta x_j round
 # once each (|x_i|, |beta x_j| <= the row's scale) and beta itself carries
@@ -89,7 +95,7 @@ ROUNDING_MARGIN = 2.0 ** 15
 MEASURE_SLACK = 1e-8
 
 
-def initial_noise(X):
+def initial_noise(X, n_threads=None):
     """Rounding error of each standardised column of ``X``, in its standard deviations.
 
     A stored value carries a rounding error of ``eps |x|`` and centring one
@@ -102,15 +108,76 @@ def initial_noise(X):
     ----------
     X : ndarray, shape (n_samples, n_features)
         Data (float64), no constant column.
+    n_threads : int, optional
+        Threads that share the columns of large data (default: the usable
+        cores). The result does not depend on it.
 
     Returns
     -------
     ndarray, shape (n_features,)
     """
+    return noise_and_std(X, n_threads)[0]
+
+
+def noise_and_std(X, n_threads=None):
+    """:func:`initial_noise` of ``X`` and ``X.std(axis=0)`` (the same bits), from the same sums."""
     X = np.asarray(X, dtype=np.float64)
-    mean = X.mean(axis=0)
-    rms = np.sqrt((X * X).mean(axis=0))
-    return EPS * (rms + np.abs(mean)) / X.std(axis=0)
+    n, p = X.shape
+    if not X.flags.c_contiguous or p < 2 or X.nbytes <= NOISE_BLOCK_BYTES:
+        mean = X.mean(axis=0)
+        rms = np.sqrt((X * X).mean(axis=0))
+        std = X.std(axis=0)
+        return EPS * (rms + np.abs(mean)) / std, std
+    # The same numbers without the formula's n x p temporaries, by groups of
+    # at least two columns on several threads (numpy's loops release the GIL).
+    if n_threads is None:
+        from .._validation import _usable_cores
+
+        n_threads = _usable_cores()
+    groups = max(1, min(n_threads, p // 2, X.nbytes // NOISE_THREAD_BYTES))
+    bounds = np.linspace(0, p, groups + 1).astype(int)
+    parts = [(bounds[g], bounds[g + 1]) for g in range(groups)]
+    if groups == 1:
+        sums = [_noise_sums(X, 0, p)]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(groups) as pool:
+            sums = list(pool.map(lambda jj: _noise_sums(X, *jj), parts))
+    mean, sq, dev = (np.concatenate(v) for v in zip(*sums))
+    rms = np.sqrt(sq / n)
+    std = np.sqrt(dev / n)  # numpy's std: the sum of squared deviations over n, its root
+    return EPS * (rms + np.abs(mean)) / std, std
+
+
+def _noise_sums(X, j0, j1):
+    """Means, sums of squares and sums of squared deviations of columns ``j0:j1`` (two or more).
+
+    Bit for bit what ``X.mean(axis=0)``, ``(X * X).sum(axis=0)`` and the sum
+    inside ``X.std(axis=0)`` give: numpy sums the columns of such a block of
+    a C-ordered array row after row (two or more columns; a single column is
+    summed pairwise), so summing each block of rows after a first row that
+    holds the sums so far continues exactly those sums.
+    """
+    cols = X[:, j0:j1]
+    n, k = cols.shape
+    mean = cols.mean(axis=0)
+    rows = max(64, NOISE_BLOCK_BYTES // (8 * k))
+    buf = np.empty((rows + 1, k))
+    sq = np.zeros(k)  # all terms are squares (>= +0): starting from +0 changes no sum
+    dev = np.zeros(k)
+    for r0 in range(0, n, rows):
+        block = cols[r0:r0 + rows]
+        m = block.shape[0]
+        body = buf[1:m + 1]
+        buf[0] = sq
+        np.multiply(block, block, out=body)
+        sq = buf[:m + 1].sum(axis=0)
+        buf[0] = dev
+        np.subtract(block, mean, out=body)
+        np.multiply(body, body, out=body)
+        dev = buf[:m + 1].sum(axis=0)
+    return mean, sq, dev
 
 
 def pair_noise(nu_a, nu_b):

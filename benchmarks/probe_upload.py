@@ -1,0 +1,120 @@
+"""The CUDA upload alone: page-locked blocks and the device transpose against the old host route.
+
+    python benchmarks/probe_upload.py                          # the issue's sizes (GPU machine)
+    python benchmarks/probe_upload.py --sizes 600x500000 --repeats 5
+
+For each size (p x n) and input dtype: ``_cuda.upload`` (blocks of rows
+through two page-locked buffers, transposed on the device), the rows'
+noise and standard deviations (``policy.noise_and_std``, on the host), and
+the route the upload replaced (a padded, transposed float64 copy on the
+host and one pageable copy), each the median of ``--repeats`` after a
+warm-up, with the bytes per second of the input. Prints a table and writes
+JSON (commit, machine, device).
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from paralingam.search import _cuda, policy  # noqa: E402
+
+
+def timed(call, repeats):
+    call()  # warm-up: page-locked buffers, kernels, first touches
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def old_route(ws, data):
+    """What the upload did before: host transpose into a padded array, one pageable copy."""
+    import pycuda.driver as drv
+
+    n, p = data.shape
+    X = np.zeros((p, ws.ld))
+    X[:, :n] = data.T
+    drv.memcpy_htod(ws.dev["X64"], X)
+
+
+def probe(p, n, dtype, repeats, old):
+    import pycuda.driver as drv
+
+    _cuda._context()
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((n, p)).astype(dtype)
+    ld = (n + 31) // 32 * 32
+    ws = _cuda._Workspace(p, ld, True)
+    try:
+        row = {"p": p, "n": n, "dtype": np.dtype(dtype).name, "bytes": data.nbytes}
+        row["upload"] = timed(lambda: _cuda.upload(ws, data), repeats)
+        data64 = np.ascontiguousarray(data, dtype=np.float64)
+        row["noise_and_std"] = timed(lambda: policy.noise_and_std(data64), repeats)
+        if old:
+            row["old_route"] = timed(lambda: old_route(ws, data64), repeats)
+        drv.Context.synchronize()
+    finally:
+        for buf in ws.keep:
+            buf.free()
+    return row
+
+
+def commit():
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", nargs="*", default=["600x500000", "24x400000", "1000x8192",
+                                                   "87x10000"])
+    ap.add_argument("--dtypes", nargs="*", default=["float64", "float32"])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-old", action="store_true", help="skip the old host route")
+    ap.add_argument("--json", default="probe_upload.json")
+    args = ap.parse_args()
+    device = _cuda.device_properties()["name"]
+    meta = {"commit": commit(), "machine": platform.node(), "cores": os.cpu_count(),
+            "device": device, "repeats": args.repeats,
+            "upload_block_bytes": _cuda.UPLOAD_BLOCK_BYTES}
+    print(f"commit {meta['commit']}, {meta['machine']} ({meta['cores']} cores), {device}; "
+          f"medians of {args.repeats} (seconds; GB/s of the input)")
+    print(f"{'p':>6} {'n':>8} {'dtype':>8} {'MB':>8} {'upload':>14} {'noise+std':>14} "
+          f"{'old route':>14}")
+    rows = []
+    for size in args.sizes:
+        p, n = (int(v) for v in size.split("x"))
+        for dtype in args.dtypes:
+            row = probe(p, n, dtype, args.repeats, not args.no_old and dtype == "float64")
+            rows.append(row)
+            gb = row["bytes"] / 1e9
+
+            def cell(key):
+                return (f"{row[key]:7.4f} ({gb / row[key]:4.1f})" if key in row
+                        else f"{'-':>14}")
+
+            print(f"{p:>6} {n:>8} {row['dtype']:>8} {row['bytes'] / 1e6:8.1f} "
+                  f"{cell('upload')} {cell('noise_and_std')} {cell('old_route')}", flush=True)
+    with open(args.json, "w") as fh:
+        json.dump({"meta": meta, "rows": rows}, fh, indent=1)
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
