@@ -8,6 +8,17 @@ with fewer sample pairs run on the first GPU alone), alternated within each
 repeat; the speedups, and whether the orders are identical. Prints a table
 and writes JSON.
 
+What bounds the speedup: one more one-GPU search per case with CUDA events
+around its phases (``profile=True``, as ``tools/profile_launch.py``):
+prepare, rounds, redo (float64 re-decisions), update, of which only the
+rounds of the spread iterations and the re-decisions run on every GPU.
+Amdahl's bound for D GPUs is then T / (T - S (1 - 1/D)), with T the
+profiled search time and S the spread part (rounds only, and rounds plus
+re-decisions; all the re-decisions are counted, so the bound is an upper
+one). For the multi-GPU search, the host's time per iteration outside its
+waits for round statuses (``_cuda.LAST_MULTI_RUN``): launches, event
+waits and copies queued by the host loop.
+
     python benchmarks/bench_multi_gpu.py                # p=2000 n=8192, p=5000 n=4096
     python benchmarks/bench_multi_gpu.py --quick        # a small smoke case
     python benchmarks/bench_multi_gpu.py --large        # also p=10000 n=10000
@@ -38,6 +49,39 @@ def fit_once(X, **kwargs):
         warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
         # (the search alone: no adjacency step, which is the same either way)
         return paralingam.fit(X, backend="cuda", _adjacency=lambda *args: np.zeros((p, p)), **kwargs)
+
+
+def phase_split(X):
+    """One-GPU search with CUDA events around its phases: (times, per_iteration)."""
+    from paralingam import _api, _cuda, policy
+
+    n = X.shape[0]
+    times = {}
+    _, _, per_it, _ = _cuda.search(
+        np.ascontiguousarray(X), threshold=True, gamma0=_api.default_gamma0(n), c=_api.DEFAULT_C,
+        dtype="float32", collinear_tol=policy.COLLINEAR_TOL, explained_tol=policy.EXPLAINED_TOL,
+        drift_tol=_api.DRIFT_TOL, times=times, profile=True)
+    return times, per_it
+
+
+def amdahl(times, per_it, n, bound, n_dev):
+    """The phase split and the speedup bounds for ``n_dev`` GPUs at spread bound ``bound``."""
+    rounds = per_it["gpu_rounds_s"]
+    spread_rounds = sum(secs for r, secs in zip(per_it["remaining"], rounds)
+                        if r * (r - 1) // 2 * n > bound)
+    T = times["search"]
+    redo = times["gpu_redo"]
+
+    def bound_of(S):
+        return T / max(T - S * (1.0 - 1.0 / n_dev), 1e-12)
+
+    return {
+        "profiled_search_s": T,
+        "prepare_s": times["gpu_prepare"], "rounds_s": times["gpu_rounds"], "redo_s": redo,
+        "update_s": times["gpu_update"], "spread_rounds_s": spread_rounds,
+        "bound_rounds": bound_of(spread_rounds),
+        "bound_rounds_redo": bound_of(spread_rounds + redo),
+    }
 
 
 def memory_rows(sizes):
@@ -108,8 +152,9 @@ def main():
         p, n = _common.parse_size(size)
         X = make_lingam_data(p, n, density="sparse", random_state=1000 * p + n)[0]
         ref = fit_once(X)  # warm-up: compilation and buffers
+        prof_times, prof_it = phase_split(X)
         t_one, t_many, same = [], {b: [] for b in bounds}, True
-        stats_many = {}
+        stats_many, loop_many = {}, {}
         for b in bounds:
             _cuda.MULTI_SPREAD_WORK = b
             same &= fit_once(X, devices=devices).causal_order == ref.causal_order  # (warm-up)
@@ -123,6 +168,7 @@ def main():
                 t_many[b].append(rm.stats["time"]["search"])
                 same &= rm.causal_order == ref.causal_order
                 stats_many[b] = rm.stats
+                loop_many[b] = dict(_cuda.LAST_MULTI_RUN)
         row = {
             "case": f"sparse p={p} n={n}", "p": p, "n": n, "devices": devices,
             "one_gpu_s": statistics.median(t_one), "one_gpu_times": t_one,
@@ -133,7 +179,15 @@ def main():
                            "compared": int(sum(stats_many[b]["compared"])),
                            "rounds": int(sum(stats_many[b]["rounds"])),
                            "spread_iterations": int(sum(r * (r - 1) // 2 * n > b
-                                                        for r in ref.stats["remaining"]))}
+                                                        for r in ref.stats["remaining"])),
+                           "float64_redo": int(sum(stats_many[b]["float64_redo"])),
+                           "float64_redo_spread": loop_many[b]["redo_spread"],
+                           # the last run's host time per iteration outside the
+                           # status waits (the loop's launches, event waits, copies)
+                           "host_outside_wait_ms_per_iteration": 1e3 * (
+                               stats_many[b]["time"]["search"] - loop_many[b]["status_wait_s"])
+                               / max(1, len(stats_many[b]["remaining"])),
+                           "one_gpu_phases": amdahl(prof_times, prof_it, n, b, len(devices))}
                           for b in bounds],
             "same_order": bool(same),
             "iterations": len(ref.stats["remaining"]),
@@ -141,7 +195,8 @@ def main():
             "compared_one_gpu": int(sum(ref.stats["compared"])),
         }
         rows.append(row)
-        multi = "  ".join(f"spread>{m['spread_work']:.0e}: {m['s']:.3f} s ({m['speedup']:.2f}x)"
+        multi = "  ".join(f"spread>{m['spread_work']:.0e}: {m['s']:.3f} s ({m['speedup']:.2f}x, "
+                          f"bound {m['one_gpu_phases']['bound_rounds_redo']:.2f}x)"
                           for m in row["multi_gpu"])
         print(f"{row['case']:>24}: 1 GPU {row['one_gpu_s']:8.3f} s  {len(devices)} GPUs {multi}  "
               f"same order {row['same_order']}", flush=True)
@@ -150,12 +205,24 @@ def main():
         del X
         time.sleep(0.5)
 
-    print(f"\n| case | 1 GPU | {len(devices)} GPUs (spread bound) | speedup | same order |")
-    print("|---|---|---|---|---|")
+    D = len(devices)
+    print(f"\n| case | 1 GPU | {D} GPUs (spread bound) | speedup | Amdahl bound: rounds | "
+          "rounds + redo | host ms/iteration | same order |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         for m in r["multi_gpu"]:
+            a = m["one_gpu_phases"]
             print(f"| {r['case']} | {r['one_gpu_s']:.3f} s | {m['s']:.3f} s ({m['spread_work']:.0e}) | "
-                  f"{m['speedup']:.2f}x | {r['same_order']} |")
+                  f"{m['speedup']:.2f}x | {a['bound_rounds']:.2f}x | {a['bound_rounds_redo']:.2f}x | "
+                  f"{m['host_outside_wait_ms_per_iteration']:.3f} | {r['same_order']} |")
+    print("\none GPU, profiled (CUDA events; the rounds of the spread iterations in brackets)")
+    print("| case | search | prepare | rounds | redo | update |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        a = r["multi_gpu"][0]["one_gpu_phases"]
+        print(f"| {r['case']} | {a['profiled_search_s'] * 1e3:.1f} ms | {a['prepare_s'] * 1e3:.1f} ms | "
+              f"{a['rounds_s'] * 1e3:.1f} ms ({a['spread_rounds_s'] * 1e3:.1f}) | "
+              f"{a['redo_s'] * 1e3:.1f} ms | {a['update_s'] * 1e3:.1f} ms |")
 
 
 if __name__ == "__main__":
