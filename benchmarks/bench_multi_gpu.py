@@ -23,6 +23,7 @@ waits and copies queued by the host loop.
     python benchmarks/bench_multi_gpu.py --quick        # a small smoke case
     python benchmarks/bench_multi_gpu.py --large        # also p=10000 n=10000
     python benchmarks/bench_multi_gpu.py --spread-work 1e7 1e8
+    python benchmarks/bench_multi_gpu.py --sizes 2000x8192 5000x4096 --case-repeats 3 1
     python benchmarks/bench_multi_gpu.py --memory       # device memory per GPU (formula, no GPU)
 """
 
@@ -116,6 +117,8 @@ def main():
     ap.add_argument("--spread-work", nargs="*", type=float, default=None, metavar="PAIRS",
                     help="MULTI_SPREAD_WORK bounds to time the multi-GPU search with "
                          "(default: the package's)")
+    ap.add_argument("--case-repeats", nargs="*", type=int, default=None, metavar="N",
+                    help="repeats of each case in --sizes' order (default: --repeats for all)")
     ap.add_argument("--quick", action="store_true", help=f"only {' '.join(QUICK_SIZES)}")
     ap.add_argument("--large", action="store_true", help=f"add {' '.join(LARGE_SIZES)}")
     ap.add_argument("--memory", action="store_true",
@@ -145,23 +148,30 @@ def main():
     names = [drv.Device(d).name() for d in devices]
     peers = {f"{d}->{devices[0]}": _scheduler.peer_support(d, devices[0]) for d in devices[1:]}
     print(f"GPUs {devices}: {', '.join(names)}; peer (access, native atomics) {peers}; "
-          f"medians of {args.repeats}", flush=True)
+          f"medians of {args.case_repeats or args.repeats} repeats", flush=True)
     bounds = args.spread_work or [_cuda.MULTI_SPREAD_WORK]
+    case_repeats = args.case_repeats or [args.repeats] * len(sizes)
+    if len(case_repeats) != len(sizes) or min(case_repeats) < 1:
+        raise SystemExit(f"--case-repeats needs one count of 1 or more per case ({len(sizes)})")
     rows = []
-    for size in sizes:
+    for size, repeats in zip(sizes, case_repeats):
         p, n = _common.parse_size(size)
         X = make_lingam_data(p, n, density="sparse", random_state=1000 * p + n)[0]
-        ref = fit_once(X)  # warm-up: compilation and buffers
+        ref = fit_once(X)  # the first case: the warm-up (compilation and buffers)
         prof_times, prof_it = phase_split(X)
-        t_one, t_many, same = [], {b: [] for b in bounds}, True
+        # (a later case: the reference fit is the first one-GPU timing)
+        t_one, t_many, same = ([ref.stats["time"]["search"]] if rows else []), {b: [] for b in bounds}, True
         stats_many, loop_many = {}, {}
-        for b in bounds:
-            _cuda.MULTI_SPREAD_WORK = b
-            same &= fit_once(X, devices=devices).causal_order == ref.causal_order  # (warm-up)
-        for _ in range(args.repeats):  # alternated, so drifts of the clocks hit all alike
-            r1 = fit_once(X)
-            t_one.append(r1.stats["time"]["search"])
-            same &= r1.causal_order == ref.causal_order
+        if not rows:  # warm-up of the multi-GPU kernels and contexts (the search
+            # time leaves out compilation and buffers; a later case needs none)
+            for b in bounds:
+                _cuda.MULTI_SPREAD_WORK = b
+                same &= fit_once(X, devices=devices).causal_order == ref.causal_order
+        for i in range(repeats):  # alternated, so drifts of the clocks hit all alike
+            if not (rows and i == 0):
+                r1 = fit_once(X)
+                t_one.append(r1.stats["time"]["search"])
+                same &= r1.causal_order == ref.causal_order
             for b in bounds:
                 _cuda.MULTI_SPREAD_WORK = b
                 rm = fit_once(X, devices=devices)
@@ -170,7 +180,7 @@ def main():
                 stats_many[b] = rm.stats
                 loop_many[b] = dict(_cuda.LAST_MULTI_RUN)
         row = {
-            "case": f"sparse p={p} n={n}", "p": p, "n": n, "devices": devices,
+            "case": f"sparse p={p} n={n}", "p": p, "n": n, "devices": devices, "repeats": repeats,
             "one_gpu_s": statistics.median(t_one), "one_gpu_times": t_one,
             "multi_gpu": [{"spread_work": b, "s": statistics.median(t_many[b]), "times": t_many[b],
                            "speedup": statistics.median(t_one) / statistics.median(t_many[b]),
