@@ -8,10 +8,22 @@ with fewer sample pairs run on the first GPU alone), alternated within each
 repeat; the speedups, and whether the orders are identical. Prints a table
 and writes JSON.
 
+What bounds the speedup: one more one-GPU search per case with CUDA events
+around its phases (``profile=True``, as ``tools/profile_launch.py``):
+prepare, rounds, redo (float64 re-decisions), update, of which only the
+rounds of the spread iterations and the re-decisions run on every GPU.
+Amdahl's bound for D GPUs is then T / (T - S (1 - 1/D)), with T the
+profiled search time and S the spread part (rounds only, and rounds plus
+re-decisions; all the re-decisions are counted, so the bound is an upper
+one). For the multi-GPU search, the host's time per iteration outside its
+waits for round statuses (``_cuda.LAST_MULTI_RUN``): launches, event
+waits and copies queued by the host loop.
+
     python benchmarks/bench_multi_gpu.py                # p=2000 n=8192, p=5000 n=4096
     python benchmarks/bench_multi_gpu.py --quick        # a small smoke case
     python benchmarks/bench_multi_gpu.py --large        # also p=10000 n=10000
     python benchmarks/bench_multi_gpu.py --spread-work 1e7 1e8
+    python benchmarks/bench_multi_gpu.py --sizes 2000x8192 5000x4096 --case-repeats 3 1
     python benchmarks/bench_multi_gpu.py --memory       # device memory per GPU (formula, no GPU)
 """
 
@@ -38,6 +50,39 @@ def fit_once(X, **kwargs):
         warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
         # (the search alone: no adjacency step, which is the same either way)
         return paralingam.fit(X, backend="cuda", _adjacency=lambda *args: np.zeros((p, p)), **kwargs)
+
+
+def phase_split(X):
+    """One-GPU search with CUDA events around its phases: (times, per_iteration)."""
+    from paralingam import _api, _cuda, policy
+
+    n = X.shape[0]
+    times = {}
+    _, _, per_it, _ = _cuda.search(
+        np.ascontiguousarray(X), threshold=True, gamma0=_api.default_gamma0(n), c=_api.DEFAULT_C,
+        dtype="float32", collinear_tol=policy.COLLINEAR_TOL, explained_tol=policy.EXPLAINED_TOL,
+        drift_tol=_api.DRIFT_TOL, times=times, profile=True)
+    return times, per_it
+
+
+def amdahl(times, per_it, n, bound, n_dev):
+    """The phase split and the speedup bounds for ``n_dev`` GPUs at spread bound ``bound``."""
+    rounds = per_it["gpu_rounds_s"]
+    spread_rounds = sum(secs for r, secs in zip(per_it["remaining"], rounds)
+                        if r * (r - 1) // 2 * n > bound)
+    T = times["search"]
+    redo = times["gpu_redo"]
+
+    def bound_of(S):
+        return T / max(T - S * (1.0 - 1.0 / n_dev), 1e-12)
+
+    return {
+        "profiled_search_s": T,
+        "prepare_s": times["gpu_prepare"], "rounds_s": times["gpu_rounds"], "redo_s": redo,
+        "update_s": times["gpu_update"], "spread_rounds_s": spread_rounds,
+        "bound_rounds": bound_of(spread_rounds),
+        "bound_rounds_redo": bound_of(spread_rounds + redo),
+    }
 
 
 def memory_rows(sizes):
@@ -72,6 +117,8 @@ def main():
     ap.add_argument("--spread-work", nargs="*", type=float, default=None, metavar="PAIRS",
                     help="MULTI_SPREAD_WORK bounds to time the multi-GPU search with "
                          "(default: the package's)")
+    ap.add_argument("--case-repeats", nargs="*", type=int, default=None, metavar="N",
+                    help="repeats of each case in --sizes' order (default: --repeats for all)")
     ap.add_argument("--quick", action="store_true", help=f"only {' '.join(QUICK_SIZES)}")
     ap.add_argument("--large", action="store_true", help=f"add {' '.join(LARGE_SIZES)}")
     ap.add_argument("--memory", action="store_true",
@@ -101,30 +148,39 @@ def main():
     names = [drv.Device(d).name() for d in devices]
     peers = {f"{d}->{devices[0]}": _scheduler.peer_support(d, devices[0]) for d in devices[1:]}
     print(f"GPUs {devices}: {', '.join(names)}; peer (access, native atomics) {peers}; "
-          f"medians of {args.repeats}", flush=True)
+          f"medians of {args.case_repeats or args.repeats} repeats", flush=True)
     bounds = args.spread_work or [_cuda.MULTI_SPREAD_WORK]
+    case_repeats = args.case_repeats or [args.repeats] * len(sizes)
+    if len(case_repeats) != len(sizes) or min(case_repeats) < 1:
+        raise SystemExit(f"--case-repeats needs one count of 1 or more per case ({len(sizes)})")
     rows = []
-    for size in sizes:
+    for size, repeats in zip(sizes, case_repeats):
         p, n = _common.parse_size(size)
         X = make_lingam_data(p, n, density="sparse", random_state=1000 * p + n)[0]
-        ref = fit_once(X)  # warm-up: compilation and buffers
-        t_one, t_many, same = [], {b: [] for b in bounds}, True
-        stats_many = {}
-        for b in bounds:
-            _cuda.MULTI_SPREAD_WORK = b
-            same &= fit_once(X, devices=devices).causal_order == ref.causal_order  # (warm-up)
-        for _ in range(args.repeats):  # alternated, so drifts of the clocks hit all alike
-            r1 = fit_once(X)
-            t_one.append(r1.stats["time"]["search"])
-            same &= r1.causal_order == ref.causal_order
+        ref = fit_once(X)  # the first case: the warm-up (compilation and buffers)
+        prof_times, prof_it = phase_split(X)
+        # (a later case: the reference fit is the first one-GPU timing)
+        t_one, t_many, same = ([ref.stats["time"]["search"]] if rows else []), {b: [] for b in bounds}, True
+        stats_many, loop_many = {}, {}
+        if not rows:  # warm-up of the multi-GPU kernels and contexts (the search
+            # time leaves out compilation and buffers; a later case needs none)
+            for b in bounds:
+                _cuda.MULTI_SPREAD_WORK = b
+                same &= fit_once(X, devices=devices).causal_order == ref.causal_order
+        for i in range(repeats):  # alternated, so drifts of the clocks hit all alike
+            if not (rows and i == 0):
+                r1 = fit_once(X)
+                t_one.append(r1.stats["time"]["search"])
+                same &= r1.causal_order == ref.causal_order
             for b in bounds:
                 _cuda.MULTI_SPREAD_WORK = b
                 rm = fit_once(X, devices=devices)
                 t_many[b].append(rm.stats["time"]["search"])
                 same &= rm.causal_order == ref.causal_order
                 stats_many[b] = rm.stats
+                loop_many[b] = dict(_cuda.LAST_MULTI_RUN)
         row = {
-            "case": f"sparse p={p} n={n}", "p": p, "n": n, "devices": devices,
+            "case": f"sparse p={p} n={n}", "p": p, "n": n, "devices": devices, "repeats": repeats,
             "one_gpu_s": statistics.median(t_one), "one_gpu_times": t_one,
             "multi_gpu": [{"spread_work": b, "s": statistics.median(t_many[b]), "times": t_many[b],
                            "speedup": statistics.median(t_one) / statistics.median(t_many[b]),
@@ -133,7 +189,15 @@ def main():
                            "compared": int(sum(stats_many[b]["compared"])),
                            "rounds": int(sum(stats_many[b]["rounds"])),
                            "spread_iterations": int(sum(r * (r - 1) // 2 * n > b
-                                                        for r in ref.stats["remaining"]))}
+                                                        for r in ref.stats["remaining"])),
+                           "float64_redo": int(sum(stats_many[b]["float64_redo"])),
+                           "float64_redo_spread": loop_many[b]["redo_spread"],
+                           # the last run's host time per iteration outside the
+                           # status waits (the loop's launches, event waits, copies)
+                           "host_outside_wait_ms_per_iteration": 1e3 * (
+                               stats_many[b]["time"]["search"] - loop_many[b]["status_wait_s"])
+                               / max(1, len(stats_many[b]["remaining"])),
+                           "one_gpu_phases": amdahl(prof_times, prof_it, n, b, len(devices))}
                           for b in bounds],
             "same_order": bool(same),
             "iterations": len(ref.stats["remaining"]),
@@ -141,7 +205,8 @@ def main():
             "compared_one_gpu": int(sum(ref.stats["compared"])),
         }
         rows.append(row)
-        multi = "  ".join(f"spread>{m['spread_work']:.0e}: {m['s']:.3f} s ({m['speedup']:.2f}x)"
+        multi = "  ".join(f"spread>{m['spread_work']:.0e}: {m['s']:.3f} s ({m['speedup']:.2f}x, "
+                          f"bound {m['one_gpu_phases']['bound_rounds_redo']:.2f}x)"
                           for m in row["multi_gpu"])
         print(f"{row['case']:>24}: 1 GPU {row['one_gpu_s']:8.3f} s  {len(devices)} GPUs {multi}  "
               f"same order {row['same_order']}", flush=True)
@@ -150,12 +215,24 @@ def main():
         del X
         time.sleep(0.5)
 
-    print(f"\n| case | 1 GPU | {len(devices)} GPUs (spread bound) | speedup | same order |")
-    print("|---|---|---|---|---|")
+    D = len(devices)
+    print(f"\n| case | 1 GPU | {D} GPUs (spread bound) | speedup | Amdahl bound: rounds | "
+          "rounds + redo | host ms/iteration | same order |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         for m in r["multi_gpu"]:
+            a = m["one_gpu_phases"]
             print(f"| {r['case']} | {r['one_gpu_s']:.3f} s | {m['s']:.3f} s ({m['spread_work']:.0e}) | "
-                  f"{m['speedup']:.2f}x | {r['same_order']} |")
+                  f"{m['speedup']:.2f}x | {a['bound_rounds']:.2f}x | {a['bound_rounds_redo']:.2f}x | "
+                  f"{m['host_outside_wait_ms_per_iteration']:.3f} | {r['same_order']} |")
+    print("\none GPU, profiled (CUDA events; the rounds of the spread iterations in brackets)")
+    print("| case | search | prepare | rounds | redo | update |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        a = r["multi_gpu"][0]["one_gpu_phases"]
+        print(f"| {r['case']} | {a['profiled_search_s'] * 1e3:.1f} ms | {a['prepare_s'] * 1e3:.1f} ms | "
+              f"{a['rounds_s'] * 1e3:.1f} ms ({a['spread_rounds_s'] * 1e3:.1f}) | "
+              f"{a['redo_s'] * 1e3:.1f} ms | {a['update_s'] * 1e3:.1f} ms |")
 
 
 if __name__ == "__main__":

@@ -1389,12 +1389,15 @@ __device__ void select_after_workers(PlSearch *s PL_GRID_PARAMS)
 // lock taken in this iteration, or an all-pairs round) with
 // I~ >= e (its error bound) needs no double value: I >= 0 then, and it adds
 // nothing to the score in either precision.
-extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s)
+// (PL_PEERS: the partners are shared among the devices, partner
+// pl_block0 + blockIdx.x here; every device reads its own data and double
+// entropies and writes the statistic into device 0's stat.)
+extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s PL_GRID_PARAMS)
 {
     pl_enter();
     __shared__ double sh[32 * 6];
     const PlControl *c = s->ctl;
-    const int k = blockIdx.y, j = blockIdx.x;
+    const int k = blockIdx.y, j = PL_BLOCK;
     if (k >= c->n_cand || j >= c->nw) return;
     const int x = s->cand[k];
     const size_t p = s->p, ld = s->ld;
@@ -1426,6 +1429,11 @@ extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s)
     // stat rows of candidates are overwritten: this iteration's float
     // results are no longer needed.
     if (threadIdx.x == 0) s->stat[x * p + j] = I;
+#ifdef PL_PEERS
+    // (another device's statistic, for device 0's select64: ordered before
+    // the kernel's end at system scope)
+    if (threadIdx.x == 0) __threadfence_system();
+#endif
 }
 
 extern "C" __global__ void __launch_bounds__(1024) select64(PlSearch *s)

@@ -174,9 +174,36 @@ def test_multi_gpu_redecided_in_double(gpus, monkeypatch):
     assert all(many.stats["all_pairs"])
     assert any(many.stats["float64_redo"])  # all-pairs rounds: the same re-decisions
     assert many.stats["float64_redo"] == one.stats["float64_redo"]
+    # every iteration was spread, so every re-decision was shared among the GPUs
+    assert _cuda.LAST_MULTI_RUN["redo_spread"] == sum(many.stats["float64_redo"])
     monkeypatch.setattr(_cuda, "ALL_PAIRS_WORK", 0.0)  # threshold rounds
     _, threshold_rounds = assert_same_as_one_gpu(X)
     assert threshold_rounds.causal_order == one.causal_order
+    assert _cuda.LAST_MULTI_RUN["redo_spread"] == sum(threshold_rounds.stats["float64_redo"])
+
+
+@pytest.mark.gpu
+def test_multi_gpu_redecisions_with_several_candidates(gpus, round_kind, monkeypatch):
+    # Independent uniform variables: every one is a root, their scores are
+    # near ties in float, and re-decisions have several candidates, whose
+    # partners are split between the GPUs (pairs64 on each, select64 on the
+    # first). The scores and order must be one GPU's, bit for bit.
+    from paralingam import _cuda
+
+    monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
+    most = 0
+    for seed in (7, 8, 9):
+        X = np.random.default_rng(seed).uniform(-1.0, 1.0, (2048, 40))
+        one, many = assert_same_as_one_gpu(X)
+        assert many.stats["float64_candidates"] == one.stats["float64_candidates"]
+        assert _cuda.LAST_MULTI_RUN["redo_spread"] == sum(many.stats["float64_redo"])
+        most = max(most, max(many.stats["float64_candidates"]))
+    assert most >= 3  # (the CPU's float engine finds up to 4 on the first seed)
+
+    # spread bound above every iteration: the re-decisions stay on the first GPU
+    monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", float("inf"))
+    one, many = assert_same_as_one_gpu(X)
+    assert _cuda.LAST_MULTI_RUN["redo_spread"] == 0
 
 
 @pytest.mark.gpu

@@ -479,6 +479,10 @@ class _MultiWorkspace:
 
 
 _LAST_MULTI = None  # the last multi-device workspace (replica_arrays)
+# The last multi-device search's loop counters (tests, benchmarks/bench_multi_gpu.py):
+# float64 re-decisions shared among the devices, host seconds waiting for
+# round statuses, rounds.
+LAST_MULTI_RUN = None
 
 
 def replica_arrays(names=("X64", "cov")):
@@ -573,6 +577,10 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
     finally:
         drv.Context.pop()
     times["search"] = time.perf_counter() - t0
+    global LAST_MULTI_RUN
+    LAST_MULTI_RUN = {"redo_spread": int(out["redo_spread"]),
+                      "status_wait_s": float(out["status_wait_s"]),
+                      "rounds": int(out["rounds"])}
     return ws.parts[0], out
 
 

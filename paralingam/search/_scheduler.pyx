@@ -956,8 +956,9 @@ cdef int launch_updates_on(CUfunction *fn, unsigned int row_smem, int r, int n,
 # Buffers of device 0 that a worker view on another device takes from its own
 # replica: the data and correlations, the workers' per-iteration constants,
 # copied from device 0 after prep, and the entropies and partner orders,
-# which the device's own setup derives from them (all read on every pair).
-WORKER_LOCAL = ("X32", "X64", "cov", "idx", "weight", "kind", "hx", "hx_err", "partner")
+# which the device's own setup derives from them (all read on every pair);
+# and the double entropies its share of a re-decision computes (entropy64).
+WORKER_LOCAL = ("X32", "X64", "cov", "idx", "weight", "kind", "hx", "hx_err", "partner", "hx64")
 # Buffers of the replicas the update kernels (and the first standardisation
 # and covariance) read and write: all of them on the replica's device.
 REPLICA_LOCAL = ("X32", "X64", "cov", "alive", "gone", "frac", "noise", "linked", "order",
@@ -972,7 +973,9 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     """One causal-order search on several devices of one host (peer memory).
 
     Device 0 holds the state the threshold rounds share and alone runs
-    ``prep``, the root selection and the re-decisions; every device holds a
+    ``prep`` and the root selections (``select_root``, ``select64``); the
+    float64 re-decisions' pairs are shared among the devices in iterations
+    whose rounds are; every device holds a
     replica of the data and correlations, which the same update kernels keep
     equal, and runs ``setup`` on it; the worker kernels of every device claim
     pairs and message scores in device 0's state (docs/design/multi_gpu.rst). Iterations whose pairs
@@ -1001,7 +1004,10 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     Returns
     -------
     dict
-        As ``search`` (no ``gpu_time``).
+        As ``search`` (no ``gpu_time``), and ``redo_spread`` (float64
+        re-decisions shared among the devices) and ``status_wait_s`` (host
+        seconds spent waiting for the rounds' statuses; the rest of the
+        search's host time is the loop's own).
     """
     load_driver()
     cdef int n_dev = len(mods)
@@ -1026,6 +1032,11 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     cdef void *lparams[MAX_DEVICES][1]
     cdef void *wparams[MAX_DEVICES][3]
     cdef void *sparams[MAX_DEVICES][1]
+    cdef void *rparams[MAX_DEVICES][3]
+    cdef int redo_block0[MAX_DEVICES]
+    cdef int redo_nb[MAX_DEVICES]
+    cdef int redo_total = 0, redo_spread = 0
+    cdef double t_wait, wait_s = 0.0  # host time spent waiting for round statuses
     cdef PlSearch hl[MAX_DEVICES]
     cdef PlSearch hw[MAX_DEVICES]
     cdef PlSearch hs[MAX_DEVICES]
@@ -1067,6 +1078,11 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
         wparams[d][1] = &block0[d]
         wparams[d][2] = &total
         sparams[d][0] = &d_setup[d]
+        # pairs64 (and entropy64 on the other devices): the worker view, its
+        # first partner and the partners' count
+        rparams[d][0] = &d_worker[d]
+        rparams[d][1] = &redo_block0[d]
+        rparams[d][2] = &redo_total
     cdef PlStatus *st = <PlStatus *><uintptr_t>status_host.ctypes.data
     cdef int p = cfg["p"]
     cdef int n = cfg["n"]
@@ -1202,7 +1218,9 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                                   row_smem, lparams, n, False)
                     seq += 1
                     rounds += 1
+                    t_wait = now_seconds()
                     wait_status_multi(st, seq, poll, n_dev, ctx)
+                    wait_s += now_seconds() - t_wait
                     state = st.state
                     if state != PL_RUNNING:
                         break
@@ -1215,16 +1233,48 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                 if state == PL_FINISHED or state == PL_DEGENERATE or state == PL_FAILED:
                     break
                 if state == PL_REDO:
-                    # device 0 re-decides in double (after every device's
-                    # workers: its stream waited for them), then every replica
-                    # is updated for real
+                    # a re-decision in double, then every replica is updated
+                    # for real
                     n_cand = st.n_cand
-                    set_ctx(ctx[0])
-                    launch_on(fns[0][K_ENTROPY64], K_ENTROPY64, nw, 1, 256, 1, lparams[0])
-                    launch_on(fns[0][K_PAIRS64], K_PAIRS64, nw, n_cand, 256, 1, lparams[0])
-                    launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
-                    sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided, fns,
-                                  row_smem, lparams, n, True)
+                    redo_total = nw
+                    if spread:
+                        # The candidates' pairs64 grid, split by partners in
+                        # proportion to the worker grids; each device needs
+                        # the double entropies of every worker (the
+                        # candidates') and computes them from its replica
+                        # (this iteration's workers were copied to it). Each
+                        # device's stream follows device 0's select_root (it
+                        # waited for the round's decided event).
+                        redo_spread += 1
+                        base = 0
+                        for d in range(n_dev):
+                            redo_block0[d] = base
+                            base += grid[d]
+                            redo_nb[d] = <int>(<long long>nw * base // grid_sum) - \
+                                <int>(<long long>nw * redo_block0[d] // grid_sum)
+                            redo_block0[d] = <int>(<long long>nw * redo_block0[d] // grid_sum)
+                        for d in range(n_dev - 1, -1, -1):
+                            if redo_nb[d] == 0:
+                                continue
+                            set_ctx(ctx[d])
+                            launch_on(fns[d][K_ENTROPY64], K_ENTROPY64, nw, 1, 256, 1, rparams[d])
+                            launch_on(fns[d][K_PAIRS64], K_PAIRS64, redo_nb[d], n_cand, 256, 1,
+                                      rparams[d])
+                        # device 0 selects once every device's statistics are in
+                        wait_for_others(n_dev, ctx, ev_worker)
+                        launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
+                        sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided,
+                                      fns, row_smem, lparams, n, False)
+                    else:
+                        # device 0 alone (after every device's workers: its
+                        # stream waited for them)
+                        redo_block0[0] = 0
+                        set_ctx(ctx[0])
+                        launch_on(fns[0][K_ENTROPY64], K_ENTROPY64, nw, 1, 256, 1, lparams[0])
+                        launch_on(fns[0][K_PAIRS64], K_PAIRS64, nw, n_cand, 256, 1, rparams[0])
+                        launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
+                        sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided,
+                                      fns, row_smem, lparams, n, True)
                 it += 1
                 if it > p + 1:
                     with gil:
@@ -1263,6 +1313,8 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
         "gpu_time": None,
         "gpu_rounds": None,
         "all_pairs": all_pairs_of,
+        "redo_spread": redo_spread,
+        "status_wait_s": wait_s,
     }
 
 
