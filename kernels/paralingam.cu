@@ -216,41 +216,87 @@ __device__ __forceinline__ bool dependent(double f, double frac, double tol, dou
 
 __device__ __forceinline__ bool is_collinear(double rho) { return rho * rho >= 1.0; }
 
-// Pearson correlation of two rows by one warp (lane: the caller's lane;
-// every lane gets the result).
-__device__ double warp_row_corr(const double *xa, const double *xb, int n, int lane)
+// Samples each lane of a warp loads at once in the strided loops below. One
+// warp walking n samples is bound by memory latency (E. coli's tiles hold
+// up to 240 pairs near collinearity, 30 per warp, each walked 3 times), so
+// the loads of a batch are issued together; each lane still adds its
+// samples k = lane, lane + 32, ... one at a time in that order, so the sums
+// are bitwise those of the plain loop.
+#define PL_WARP_BATCH 8
+
+// Sums of rows xa, xb by one warp (lane: the caller's lane): t = (sum a,
+// sum b, sum ab, sum aa, sum bb), every lane gets them.
+__device__ void warp_row_sums(const double *xa, const double *xb, int n, int lane, double (&t)[5])
 {
     double sa = 0.0, sb = 0.0, sab = 0.0, saa = 0.0, sbb = 0.0;
-    for (int k = lane; k < n; k += 32) {
-        const double a = xa[k], b = xb[k];
-        sa += a; sb += b; sab += a * b; saa += a * a; sbb += b * b;
+    for (int k0 = lane; k0 < n; k0 += 32 * PL_WARP_BATCH) {
+        double va[PL_WARP_BATCH], vb[PL_WARP_BATCH];
+#pragma unroll
+        for (int u = 0; u < PL_WARP_BATCH; ++u) {
+            const int k = k0 + 32 * u;
+            va[u] = k < n ? xa[k] : 0.0;
+            vb[u] = k < n ? xb[k] : 0.0;
+        }
+#pragma unroll
+        for (int u = 0; u < PL_WARP_BATCH; ++u) {
+            if (k0 + 32 * u < n) {
+                const double a = va[u], b = vb[u];
+                sa += a; sb += b; sab += a * b; saa += a * a; sbb += b * b;
+            }
+        }
     }
-    return corr_from_sums(pl_warp_sum(sa), pl_warp_sum(sb), pl_warp_sum(sab), pl_warp_sum(saa),
-                          pl_warp_sum(sbb), n);
+    t[0] = pl_warp_sum(sa);
+    t[1] = pl_warp_sum(sb);
+    t[2] = pl_warp_sum(sab);
+    t[3] = pl_warp_sum(saa);
+    t[4] = pl_warp_sum(sbb);
 }
 
 // Residual fraction of row xa on row xb by one warp (the CPU's
 // pl_residual_fraction: the variance of xa - beta xb over that of xa, from
 // centred rows; it resolves fractions far below eps, which 1 - rho^2
-// cannot). Every lane gets the result.
-__device__ double warp_residual_fraction(const double *xa, const double *xb, int n, int lane)
+// cannot), given the rows' means ma, mb (from warp_row_sums: the same sums
+// its own first pass took). Every lane gets the result.
+__device__ double warp_residual_fraction(const double *xa, const double *xb, double ma, double mb,
+                                         int n, int lane)
 {
-    double sa = 0.0, sb = 0.0;
-    for (int k = lane; k < n; k += 32) { sa += xa[k]; sb += xb[k]; }
-    const double ma = pl_warp_sum(sa) / n, mb = pl_warp_sum(sb) / n;
     double sab = 0.0, saa = 0.0, sbb = 0.0;
-    for (int k = lane; k < n; k += 32) {
-        const double a = xa[k] - ma, b = xb[k] - mb;
-        sab += a * b; saa += a * a; sbb += b * b;
+    for (int k0 = lane; k0 < n; k0 += 32 * PL_WARP_BATCH) {
+        double va[PL_WARP_BATCH], vb[PL_WARP_BATCH];
+#pragma unroll
+        for (int u = 0; u < PL_WARP_BATCH; ++u) {
+            const int k = k0 + 32 * u;
+            va[u] = k < n ? xa[k] : 0.0;
+            vb[u] = k < n ? xb[k] : 0.0;
+        }
+#pragma unroll
+        for (int u = 0; u < PL_WARP_BATCH; ++u) {
+            if (k0 + 32 * u < n) {
+                const double a = va[u] - ma, b = vb[u] - mb;
+                sab += a * b; saa += a * a; sbb += b * b;
+            }
+        }
     }
     sab = pl_warp_sum(sab); saa = pl_warp_sum(saa); sbb = pl_warp_sum(sbb);
     if (!(saa > 0.0)) return 0.0;
     if (!(sbb > 0.0)) return 1.0;
     const double beta = sab / sbb;
     double see = 0.0;
-    for (int k = lane; k < n; k += 32) {
-        const double e = (xa[k] - ma) - beta * (xb[k] - mb);
-        see += e * e;
+    for (int k0 = lane; k0 < n; k0 += 32 * PL_WARP_BATCH) {
+        double va[PL_WARP_BATCH], vb[PL_WARP_BATCH];
+#pragma unroll
+        for (int u = 0; u < PL_WARP_BATCH; ++u) {
+            const int k = k0 + 32 * u;
+            va[u] = k < n ? xa[k] : 0.0;
+            vb[u] = k < n ? xb[k] : 0.0;
+        }
+#pragma unroll
+        for (int u = 0; u < PL_WARP_BATCH; ++u) {
+            if (k0 + 32 * u < n) {
+                const double e = (va[u] - ma) - beta * (vb[u] - mb);
+                see += e * e;
+            }
+        }
     }
     return pl_warp_sum(see) / saa;
 }
@@ -291,12 +337,16 @@ __device__ void band_resolve(PlSearch *s, BandPairs &band)
     const size_t ld = s->ld;
     for (int q = tid >> 5; q < band.count; q += nwarp) {
         const int a = band.a[q], b = band.b[q];
-        const double v = warp_row_corr(s->X64 + a * ld, s->X64 + b * ld, (int)s->n, lane);
+        const int n = (int)s->n;
+        double t[5];
+        warp_row_sums(s->X64 + a * ld, s->X64 + b * ld, n, lane, t);
+        const double v = corr_from_sums(t[0], t[1], t[2], t[3], t[4], n);
         // the exact-dependence decision, on the later row's residual on the earlier's
         const int lo = min(a, b), hi = max(a, b);
         const bool maybe = 1.0 - v * v <= s->collinear_tol + PL_MEASURE_SLACK;  // warp-uniform
+        const double m_hi = (hi == a ? t[0] : t[1]) / n, m_lo = (hi == a ? t[1] : t[0]) / n;
         const double f = maybe ? warp_residual_fraction(s->X64 + hi * ld, s->X64 + lo * ld,
-                                                        (int)s->n, lane) : 1.0;
+                                                        m_hi, m_lo, n, lane) : 1.0;
         if (lane == 0) {
             const bool dep = maybe && dependent(f, 1.0, s->collinear_tol,
                                                 s->noise[a] + s->noise[b] + PL_STEP_NOISE);
