@@ -100,25 +100,27 @@ extensions = [
     Extension(
         "paralingam._cpu",
         ["paralingam/_cpu.pyx"],
-        include_dirs=[np.get_include(), "paralingam"],
+        include_dirs=[np.get_include(), "paralingam", "kernels"],  # kernels/pl_constants.h
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=cpu_flags,
         extra_link_args=["-fopenmp"],
         # glibc's vector math library, which -ffast-math loops call.
         libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
-        depends=["paralingam/_cpu_kernels.h", "paralingam/_runtime.h", "paralingam/_interrupts.pxi"],
+        depends=["paralingam/_cpu_kernels.h", "paralingam/_runtime.h", "paralingam/_interrupts.pxi",
+                 "kernels/pl_constants.h"],
     ),
     # Candidate scores of the multi-group order search (paralingam.multi_group):
     # the float64 pair statistic of _cpu_kernels.h over every group's pairs.
     Extension(
         "paralingam._multi_group",
         ["paralingam/_multi_group.pyx"],
-        include_dirs=[np.get_include(), "paralingam"],
+        include_dirs=[np.get_include(), "paralingam", "kernels"],  # kernels/pl_constants.h
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=cpu_flags,
         extra_link_args=["-fopenmp"],
         libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
-        depends=["paralingam/_cpu_kernels.h", "paralingam/_runtime.h", "paralingam/_interrupts.pxi"],
+        depends=["paralingam/_cpu_kernels.h", "paralingam/_runtime.h", "paralingam/_interrupts.pxi",
+                 "kernels/pl_constants.h"],
     ),
     # The adaptive lasso of the adjacency step (a port of scikit-learn's LARS
     # path), targets in OpenMP threads. No -ffast-math: only the dot products
@@ -147,7 +149,7 @@ extensions = [
         + ([("PARALINGAM_NVTX", "1")] if nvtx_inc else []),
         extra_compile_args=["-O2"],
         libraries=["dl"] if sys.platform.startswith("linux") else [],
-        depends=["kernels/search_state.h"],
+        depends=["kernels/search_state.h", "kernels/pl_constants.h"],
     ),
 ]
 

@@ -52,9 +52,8 @@ extern "C" {
 #define FULL 0xffffffffu
 // Scores are summed by atomics in an order that depends on timing, and again
 // in index order once a worker is finished. Threshold tests on the atomic
-// sums carry this relative margin so that rounding can never stop the true
-// root (whose ordered score is <= gamma).
-#define REL_MARGIN 1e-9
+// sums carry the relative margin PL_STOP_MARGIN (pl_constants.h) so that
+// rounding can never stop the true root (whose ordered score is <= gamma).
 // Float pairs with 1 - rho^2 under this value form their residuals in double.
 #define WIDE_F 0.01
 
@@ -190,23 +189,19 @@ __device__ __forceinline__ bool is_float(double) { return false; }
 // is within this band are recomputed from the data.
 __device__ __forceinline__ double verify_band(const PlSearch *s)
 {
-    return fmax(1e-4, 100.0 * s->collinear_tol);
+    return fmax(PL_VERIFY_BAND, PL_VERIFY_BAND_TOL * s->collinear_tol);
 }
 
 // Exact dependence (paralingam.policy.is_dependent, the CPU's pl_dependent):
 // the fraction left, frac * f, within tol and the measured residual
 // fraction f at most ROUNDING_MARGIN times its rounding noise, where each
-// row's noise is s->noise and a regression adds STEP_ROUNDING * eps.
-// tests/test_outliers.py checks these constants against the policy's.
-#define PL_ROUNDING_MARGIN 32768.0
-#define PL_STEP_NOISE (4.0 * 2.220446049250313e-16)
+// row's noise is s->noise and a regression adds STEP_ROUNDING * eps
+// (the constants: pl_constants.h).
+#define PL_STEP_NOISE (PL_STEP_ROUNDING * DBL_EPSILON)
 // A pair found collinear is stored with correlation exactly +-1, every other
 // pair with |correlation| at most PL_BELOW_ONE (the largest double below 1):
 // the decisions then read `rho * rho >= 1.0`, and 1 - rho^2 stays >= 2^-52.
 #define PL_BELOW_ONE 0.99999999999999988898
-// policy.MEASURE_SLACK: 1 - rho^2 from the rows above collinear_tol by more
-// than this cannot be dependent, and the residual is not measured.
-#define PL_MEASURE_SLACK 1e-8
 
 __device__ __forceinline__ bool dependent(double f, double frac, double tol, double noise)
 {
@@ -1018,7 +1013,7 @@ __device__ void worker_body(PlSearch *s)
     double *gsum = gsum_all + 6 * (warp - g);
     const int nw = c->nw, n_active = c->n_active;
     const size_t p = s->p;
-    const double stop = c->gamma * (1.0 + REL_MARGIN);
+    const double stop = c->gamma * (1.0 + PL_STOP_MARGIN);
     const unsigned busy = 2u * (unsigned)c->epoch;
     const int ordered = c->ordered;
     if (n_active <= 0) return;
@@ -1260,7 +1255,7 @@ __device__ void select_root_body(PlSearch *s)
         const bool any_fin = best_w != 0x7fffffff, any_unf = unf_w != 0x7fffffff;
         // Every unfinished worker stopped above gamma (or above min_unf): a
         // finished worker at or under either bound beats all of them.
-        s_decide = any_fin && (best <= gamma || !any_unf || best < min_unf * (1.0 - REL_MARGIN));
+        s_decide = any_fin && (best <= gamma || !any_unf || best < min_unf * (1.0 - PL_STOP_MARGIN));
         s_best = best;
         s_target = min_unf;  // a round must include the least unfinished worker
         s_unsettled = 0;
@@ -1331,7 +1326,7 @@ __device__ void select_root_body(PlSearch *s)
     }
     __syncthreads();
     if (c->state == PL_FAILED) return;
-    const double next = s_gamma * (1.0 + REL_MARGIN);
+    const double next = s_gamma * (1.0 + PL_STOP_MARGIN);
     int *flag = s->scratch, *pos = s->label;
     for (int w = threadIdx.x; w < nw; w += blockDim.x)
         flag[w] = s->kind[w] == PL_CANDIDATE && s->final_score[w] < 0.0 && s->score[w] <= next;
@@ -1560,7 +1555,7 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
         // the covariance update divides this row's entries (rounding ~eps)
         // by sqrt(f): eps / f counts as drift (the CPU's update_row)
         const double drift = fmax(fmax(fabs(mean), fmax(fabs(var - 1.0), fabs(corr))),
-                                  2.220446049250313e-16 / f);
+                                  DBL_EPSILON / f);
         atomicMax(&c->drift_bits, (unsigned long long)__double_as_longlong(drift));
         if (want_h) {
             double m[2];

@@ -14,6 +14,8 @@
 #ifndef PARALINGAM_SEARCH_STATE_H
 #define PARALINGAM_SEARCH_STATE_H
 
+#include "pl_constants.h"  /* PL_OTHER, PL_IN_VJ, PL_CANDIDATE; PL_ORDER_BUCKETS */
+
 enum {
     PL_RUNNING = 0,    /* threshold rounds go on */
     PL_DECIDED = 1,    /* the root of this iteration is known */
@@ -24,11 +26,6 @@ enum {
 };
 
 enum { PL_DEP_COLLINEAR = 1, PL_DEP_EXPLAINED = 2 };
-
-/* Prior-knowledge status of a variable (paralingam.prior): only candidates
- * can be the root; a candidate compares itself with the others alone, and
- * for a partner in V_j the partner stands in for its own residual. */
-enum { PL_OTHER = 0, PL_IN_VJ = 1, PL_CANDIDATE = 2 };
 
 typedef struct {
     int seq;        /* bumped by every select: the host waits for it */
@@ -123,9 +120,5 @@ typedef struct {
 /* Bit of prep's mode: the iteration compares every pair in one round, the
  * engines taking pairs in a fixed order (no claims, locks or threshold). */
 #define PL_PREP_ALL_PAIRS 4
-
-/* Steps of |correlation| in the partner order (paralingam/_cpu_kernels.h
- * has the same for the CPU backend). */
-#define PL_ORDER_BUCKETS 256
 
 #endif

@@ -30,7 +30,7 @@ single candidate group is the root with no comparison.
 Determinism: which worker computes a pair depends on timing, but each pair is
 always computed in the orientation (lower index, higher index), and the
 scores that pick the root are summed in index order after the rounds, so the
-root never depends on thread timing (see ``STOP_MARGIN`` for the one place
+root never depends on thread timing (see ``PL_STOP_MARGIN`` for the one place
 where the timing-dependent partial sums are used).
 """
 
@@ -82,19 +82,26 @@ cdef extern from "_cpu_kernels.h" nogil:
     int pl_register_fork_handler()
     int pl_threads_usable()
 
+# kernels/pl_constants.h (through _cpu_kernels.h): the constants shared with
+# the CUDA kernels and Python, written there once
+cdef extern from "pl_constants.h" nogil:
+    # prior-knowledge status of a variable (as paralingam.reference); only
+    # CANDIDATE groups have a worker
+    enum:
+        OTHER "PL_OTHER"
+        IN_VJ "PL_IN_VJ"
+        CANDIDATE "PL_CANDIDATE"
+    const double PL_LN2
+    const double PL_STOP_MARGIN
+    const double PL_VERIFY_BAND
+    const double PL_VERIFY_BAND_TOL
+    const double PL_MOMENT_ERR_CPU
+
 include "_interrupts.pxi"  # Ctrl-C: Interrupt, poll_signals, raise_stopped
 
 # Fork (docs/design/runtime.rst): the thread that survives a fork runs serially.
 pl_register_fork_handler()
 
-
-cdef double LOG2 = 0.6931471805599453
-# Prior-knowledge status of a variable (as paralingam.reference); only
-# CANDIDATE groups have a worker.
-cdef enum:
-    OTHER = 0
-    IN_VJ = 1
-    CANDIDATE = 2
 
 # A worker stops once its partial score, accumulated with atomics in an order
 # that depends on thread timing, passes the threshold; the root is then
@@ -102,9 +109,8 @@ cdef enum:
 # <= gamma. The two sums of the same terms differ by rounding (relative error
 # under r * 2**-53), so a worker whose ordered score is exactly gamma could
 # show a partial sum a hair above gamma, stop, and lose the root to timing.
-# Stopping only above gamma * (1 + STOP_MARGIN) rules that out: a stopped
+# Stopping only above gamma * (1 + PL_STOP_MARGIN) rules that out: a stopped
 # worker's ordered score then exceeds gamma >= best, for r up to ~1e6.
-cdef double STOP_MARGIN = 1e-9
 
 # The covariance update (Sec. 4.5) divides the errors of a pair's entry by
 # sqrt((1 - rho_a**2) (1 - rho_b**2)) with the root: after a root that is
@@ -113,28 +119,23 @@ cdef double STOP_MARGIN = 1e-9
 # therefore taken on correlations computed from the data rows, as the
 # reference does: every correlation with the root (O(n) per remaining row,
 # like the data update itself), and every pair whose updated 1 - rho**2 is
-# within VERIFY_BAND (or 100 collinear_tol) of collinearity, far wider than
-# the covariance error that re-derivation allows (< 1e-6). Within the band a
+# within PL_VERIFY_BAND (or PL_VERIFY_BAND_TOL collinear_tol) of
+# collinearity, far wider than the covariance error that re-derivation
+# allows (< 1e-6). Within the band a
 # pair's residual fraction is measured from the rows (pl_residual_fraction)
 # and judged against its rounding noise (paralingam.policy.is_dependent):
 # 1 - rho**2 has an absolute rounding error of about eps, too coarse for the
 # genuine residuals an outlier leaves (1e-18 of the variance at 1e10).
-# The same band as paralingam.reference.VERIFY_BAND.
-cdef double VERIFY_BAND = 1e-4
+# The same band as paralingam.reference.verify_band.
 
 # dtype float32: a pair's residuals are formed in double and their exp and log
 # taken in float (pl_moments_f32, about 2-3x the double loop). Each mean
 # moment (mean log cosh u, mean u exp(-u^2/2)) is then off by at most
-# FLOAT_MOMENT_ERR: the worst case of every rounding and approximation of a
-# term adds up to under 5e-7 (log cosh) and 6e-7 (the other), see
-# _cpu_kernels.h; over random data the errors stay under 4e-8
-# (tests/test_cpu_float.py), and a search for the worst single term found
-# 1.3e-7 (benchmarks/NOTES.md). Every
+# PL_MOMENT_ERR_CPU (kernels/pl_constants.h says why). Every
 # statistic carries the bound it implies, every score the sum of its terms'
 # bounds, and an iteration whose float scores cannot separate the root from
 # a rival within them is re-decided in double for the rivals only, so the
 # order is the double search's (as the CUDA backend's certified roots).
-FLOAT_MOMENT_ERR = 1e-6
 
 # Threads held up by other work. OpenMP's regions end at a barrier, so when
 # another process (or another thread pool of this one) takes a core from one
@@ -287,9 +288,9 @@ cdef struct Search:
     int *gone          # 1 once ordered, 2 when just explained
     double *drift      # per alive position: drift of the updated row from (0, 1, 0)
     double explained_tol
-    # dtype float32 (see FLOAT_MOMENT_ERR)
+    # dtype float32 (see PL_MOMENT_ERR_CPU)
     bint use_float     # the comparisons' special functions in float
-    double moment_err  # FLOAT_MOMENT_ERR
+    double moment_err  # PL_MOMENT_ERR_CPU
     double *stat_err   # (r, r) bound on |I_float - I_double| (stride p)
     double *err        # bound on each partial score's error (atomics)
     int *cand          # rivals of the root to re-decide in double, ascending
@@ -498,7 +499,7 @@ cdef void update_row(Search *s, int k) noexcept nogil:
     s.drift[k] = 0.0
     if i == s.root:
         return
-    rho = pl_row_corr(s.X + i * s.n, s.X + s.root * s.n, s.n)  # see VERIFY_BAND
+    rho = pl_row_corr(s.X + i * s.n, s.X + s.root * s.n, s.n)  # see PL_VERIFY_BAND
     s.cov[i * s.p + s.root] = rho
     s.cov[s.root * s.p + i] = rho
     f = 1.0 - rho * rho
@@ -522,7 +523,7 @@ cdef void update_row(Search *s, int k) noexcept nogil:
     # The covariance update divides this row's entries by sqrt(f): their
     # rounding (about eps) then grows to eps / f, which counts as drift. Rows
     # that an outlier of the root left with a tiny f thus get their
-    # covariance from the data, not from the update (see VERIFY_BAND).
+    # covariance from the data, not from the update (see PL_VERIFY_BAND).
     if DBL_EPSILON / f > drift:
         drift = DBL_EPSILON / f
     s.drift[k] = drift
@@ -694,7 +695,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                  double explained_tol=1e-10, double drift_tol=1e-8,
                  int n_threads=0, rederive=None, bint stop_on_dependence=False,
                  candidates=None, bint adapt_threads=False, double busy_margin=BUSY_MARGIN,
-                 bint use_float=False, double moment_err=FLOAT_MOMENT_ERR, noise=None,
+                 bint use_float=False, double moment_err=PL_MOMENT_ERR_CPU, noise=None,
                  progress=None):
     """Causal order of standardised rows ``X`` (p, n) with covariance ``cov``.
 
@@ -720,7 +721,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
 
     With ``use_float`` the comparisons take their exp and log in float, and
     roots that the float scores cannot certify are re-decided in double (see
-    ``FLOAT_MOMENT_ERR``; ``moment_err`` overrides it, for tests): the order
+    ``paralingam._constants.MOMENT_ERR_CPU``; ``moment_err`` overrides it, for tests): the order
     is the same, and the scores are the float ones.
 
     ``noise`` (p,): the rounding noise of each row of the data as given, in
@@ -765,7 +766,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     s.n = n
     s.p = p
     s.collinear_tol = collinear_tol
-    verify_band = max(VERIFY_BAND, 100.0 * collinear_tol)
+    verify_band = max(PL_VERIFY_BAND, PL_VERIFY_BAND_TOL * collinear_tol)
     cdef double measure_limit = collinear_tol + MEASURE_SLACK
 
     alive_arr = np.arange(p, dtype=np.intc)   # remaining variables, ascending
@@ -948,7 +949,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             while nw > 1:
                 n_active = 0
                 min_unfinished = INFINITY
-                s.gamma_stop = gamma * (1.0 + STOP_MARGIN)
+                s.gamma_stop = gamma * (1.0 + PL_STOP_MARGIN)
                 for k in range(s.r):
                     if kind[k] != CANDIDATE:  # no worker (prior knowledge)
                         continue
@@ -1057,7 +1058,7 @@ def pair_moments(double[::1] xa, double[::1] xb, double rho, *, bint use_float=F
 
     Returns ``[mean log cosh u, mean u exp(-u^2/2)]`` of ``u = (xa - rho xb) / s``
     and, with ``both``, the same of ``v = (xb - rho xa) / s`` (for tests and
-    ``FLOAT_MOMENT_ERR``'s probe).
+    ``MOMENT_ERR_CPU``'s probe).
     """
     cdef Py_ssize_t n = xa.shape[0]
     cdef double m[4]
@@ -1070,7 +1071,7 @@ def pair_moments(double[::1] xa, double[::1] xb, double rho, *, bint use_float=F
         pl_pair_moments(&xa[0], &xb[0], rho, inv_s, n, m)
     else:
         pl_residual_moments(&xa[0], &xb[0], rho, inv_s, n, m)
-    out = [m[0] / n - LOG2, m[1] / n]
+    out = [m[0] / n - PL_LN2, m[1] / n]
     if both:
-        out += [m[2] / n - LOG2, m[3] / n]
+        out += [m[2] / n - PL_LN2, m[3] / n]
     return out
