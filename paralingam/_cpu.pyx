@@ -59,6 +59,8 @@ cdef extern from "_cpu_kernels.h" nogil:
                         Py_ssize_t n, int both, double *out)
     double pl_stat_f64(const double *xa, const double *xb, double rho, double inv_s,
                        Py_ssize_t n, double hxa, double hxb, int both)
+    double pl_stat_f32(const double *xa, const double *xb, double rho, double inv_s,
+                       Py_ssize_t n, double hxa, double hxb, int both, double D, double *err)
     double pl_score_f64(const double *stat, const double *weight, int r)
     double pl_entropy(double lc, double g, Py_ssize_t n)
     double pl_entropy_bound(double lc, double g, Py_ssize_t n, double D)
@@ -332,7 +334,6 @@ cdef inline double pair_stat(Search *s, int a, int b, int both, bint use_float,
     cdef int ib = s.idx[b]
     cdef double rho = s.cov[ia * s.p + ib]
     cdef double f = 1.0 - rho * rho
-    cdef double m[4]
     cdef double inv_s
     err[0] = 0.0
     # decided on the rows, as the groups were: a pair of one status has its
@@ -349,12 +350,8 @@ cdef inline double pair_stat(Search *s, int a, int b, int both, bint use_float,
     if not use_float:  # one compiled copy for the search and the re-decision
         return pl_stat_f64(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, s.hx[a], s.hx[b],
                            both)
-    pl_moments_f32(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, both, m)
-    err[0] = pl_entropy_bound(m[0], m[1], s.n, s.moment_err)
-    if not both:
-        return (s.hx[b] + pl_entropy(m[0], m[1], s.n)) - (s.hx[a] + s.hx[b])
-    err[0] += pl_entropy_bound(m[2], m[3], s.n, s.moment_err)
-    return (s.hx[b] + pl_entropy(m[0], m[1], s.n)) - (s.hx[a] + pl_entropy(m[2], m[3], s.n))
+    return pl_stat_f32(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, s.hx[a], s.hx[b],
+                       both, s.moment_err, err)
 
 
 cdef inline void add_term(Search *s, int w, int partner, double v, double e) noexcept nogil:

@@ -307,6 +307,24 @@ static inline void pl_moments_f32(const double *xa, const double *xb, double rho
     out[3] = t[5];
 }
 
+/* The float32 statistic (pl_moments_f32, then as pl_stat_f64) and in err
+ * the bound on its error when each mean moment errs by at most D. One
+ * compiled copy, as pl_stat_f64: with -ffast-math each inlined copy may
+ * round differently, so the search's statistics would depend on what the
+ * compiler inlines where. */
+static PL_ONE_COPY double pl_stat_f32(const double *xa, const double *xb, double rho,
+                                      double inv_s, Py_ssize_t n, double hxa, double hxb,
+                                      int both, double D, double *err)
+{
+    double m[4];
+    pl_moments_f32(xa, xb, rho, inv_s, n, both, m);
+    err[0] = pl_entropy_bound(m[0], m[1], n, D);
+    if (!both)
+        return (hxb + pl_entropy(m[0], m[1], n)) - (hxa + hxb);
+    err[0] += pl_entropy_bound(m[2], m[3], n, D);
+    return (hxb + pl_entropy(m[0], m[1], n)) - (hxa + pl_entropy(m[2], m[3], n));
+}
+
 /* x <- (x - rho * xr) * inv_s, returning sum(x), sum(x^2) and sum(x * xr) of
  * the new row so the caller can check it is still standardised and
  * orthogonal to the root (the covariance-drift monitor). */
