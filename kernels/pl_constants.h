@@ -31,6 +31,10 @@
  * alone, and a partner in V_j stands in for its own residual. */
 enum { PL_OTHER = 0, PL_IN_VJ = 1, PL_CANDIDATE = 2 };
 
+/* The exact dependence a search stopped at with on_collinear="error" (the
+ * CUDA status's detail[0]; paralingam._cuda reads it back). */
+enum { PL_DEP_COLLINEAR = 1, PL_DEP_EXPLAINED = 2 };
+
 /* Degenerate-data policy (paralingam.policy has the reasoning): a residual
  * fraction f is an exact dependence when f <= (PL_ROUNDING_MARGIN noise)^2,
  * where each regression adds PL_STEP_ROUNDING eps to a row's noise. */

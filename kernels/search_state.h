@@ -14,7 +14,7 @@
 #ifndef PARALINGAM_SEARCH_STATE_H
 #define PARALINGAM_SEARCH_STATE_H
 
-#include "pl_constants.h"  /* PL_OTHER, PL_IN_VJ, PL_CANDIDATE; PL_ORDER_BUCKETS */
+#include "pl_constants.h"  /* statuses, PL_DEP_*, PL_ORDER_BUCKETS */
 
 enum {
     PL_RUNNING = 0,    /* threshold rounds go on */
@@ -24,8 +24,6 @@ enum {
     PL_DEGENERATE = 4, /* on_collinear="error" and an exact linear dependence was found */
     PL_FAILED = 5      /* no candidate to choose the root from (a bug, reported, never looped on) */
 };
-
-enum { PL_DEP_COLLINEAR = 1, PL_DEP_EXPLAINED = 2 };
 
 typedef struct {
     int seq;        /* bumped by every select: the host waits for it */

@@ -480,7 +480,7 @@ def _dependence_error(ws, out, order):
 
     kind, a, b = out["detail"]
     order = [int(v) for v in order]
-    if kind == 2:  # explained by root b: the order ends with b and them
+    if kind == _constants.DEP_EXPLAINED:  # by root b: the order ends with b and them
         k = order.index(b)
         return LinearDependenceError("explained", order[k + 1:], order[: k + 1])
     r = out["r"]

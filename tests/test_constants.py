@@ -34,6 +34,7 @@ def test_header_parses_to_every_constant():
     values = _constants.parse(HEADER.read_text())
     assert set(values) == {
         "K1", "K2", "BETA", "H_GAUSS", "LN2", "OTHER", "IN_VJ", "CANDIDATE",
+        "DEP_COLLINEAR", "DEP_EXPLAINED",
         "ROUNDING_MARGIN", "STEP_ROUNDING", "MEASURE_SLACK", "VERIFY_BAND", "VERIFY_BAND_TOL",
         "STOP_MARGIN", "ORDER_BUCKETS", "MOMENT_ERR_CPU", "MOMENT_ERR_GPU"}
     for name, value in values.items():
@@ -106,7 +107,7 @@ NAMES = ("K1|K2|GAMMA|BETA|H_GAUSS|LOG2|LN2|STOP_MARGIN|REL_MARGIN|VERIFY_BAND|V
 ASSIGNED = re.compile(rf"^\s*(?:cdef\s+(?:\w+\s+)*)?(?:PL_)?(?:{NAMES})\s*=\s*\(?\s*[-+.0-9]",
                       re.M)
 DEFINED = re.compile(rf"^\s*#\s*define\s+(?:PL_)?(?:{NAMES})\s+\(?\s*[-+.0-9]", re.M)
-ENUM = re.compile(r"\bPL_(?:OTHER|IN_VJ|CANDIDATE)\s*=\s*\d|\b(?:OTHER|IN_VJ|CANDIDATE)\s*=\s*\d")
+ENUM = re.compile(r"\b(?:PL_)?(?:OTHER|IN_VJ|CANDIDATE|DEP_COLLINEAR|DEP_EXPLAINED)\s*=\s*\d")
 
 
 def test_each_constant_is_written_once():
