@@ -66,14 +66,15 @@ def _new(seen, name, number):
 def kernel_text(name):
     """Text of the file ``name`` of ``kernels/`` (shipped as ``paralingam.kernels``).
 
-    The copy beside this module comes first: an installed package's
+    The nearest copy above this module comes first: an installed package's
     ``paralingam/kernels/``, else a source tree's ``kernels/`` (an editable
-    install's resource finder may point at another checkout).
+    install's resource finder may point at another checkout); the lookup
+    does not depend on how deep in the package this module lives.
     """
     here = Path(__file__).resolve().parent
-    for folder in (here / "kernels", here.parent / "kernels"):
-        if (folder / name).is_file():
-            return (folder / name).read_text()
+    for folder in (here, *here.parents[:3]):
+        if (folder / "kernels" / name).is_file():
+            return (folder / "kernels" / name).read_text()
     return resources.files("paralingam.kernels").joinpath(name).read_text()
 
 
