@@ -101,35 +101,37 @@ extensions = [
     Extension(
         "paralingam.search._cpu",
         ["paralingam/search/_cpu.pyx"],
-        include_dirs=[np.get_include(), "paralingam"],
+        include_dirs=[np.get_include(), "paralingam", "kernels"],  # kernels/pl_constants.h
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=cpu_flags,
         extra_link_args=["-fopenmp"],
         # glibc's vector math library, which -ffast-math loops call.
         libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
-        depends=["paralingam/search/_cpu_kernels.h", "paralingam/_runtime.h", "paralingam/_interrupts.pxi"],
+        depends=["paralingam/search/_cpu_kernels.h", "paralingam/_runtime.h", "paralingam/_interrupts.pxi",
+                 "kernels/pl_constants.h"],
     ),
     # Test hooks of the CPU kernels (paralingam._testing), built as the search is.
     Extension(
         "paralingam.search._cpu_testing",
         ["paralingam/search/_cpu_testing.pyx"],
-        include_dirs=[np.get_include(), "paralingam"],
+        include_dirs=[np.get_include(), "paralingam", "kernels"],  # kernels/pl_constants.h
         extra_compile_args=cpu_flags,
         extra_link_args=["-fopenmp"],
         libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
-        depends=["paralingam/search/_cpu_kernels.h", "paralingam/_runtime.h"],
+        depends=["paralingam/search/_cpu_kernels.h", "paralingam/_runtime.h", "kernels/pl_constants.h"],
     ),
     # Candidate scores of the multi-group order search (paralingam.lingam.multi_group):
     # the float64 pair statistic of _cpu_kernels.h over every group's pairs.
     Extension(
         "paralingam.search._multi_group",
         ["paralingam/search/_multi_group.pyx"],
-        include_dirs=[np.get_include(), "paralingam"],
+        include_dirs=[np.get_include(), "paralingam", "kernels"],  # kernels/pl_constants.h
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=cpu_flags,
         extra_link_args=["-fopenmp"],
         libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
-        depends=["paralingam/search/_cpu_kernels.h", "paralingam/_runtime.h", "paralingam/_interrupts.pxi"],
+        depends=["paralingam/search/_cpu_kernels.h", "paralingam/_runtime.h", "paralingam/_interrupts.pxi",
+                 "kernels/pl_constants.h"],
     ),
     # The adaptive lasso of the adjacency step (a port of scikit-learn's LARS
     # path), targets in OpenMP threads. No -ffast-math: only the dot products
@@ -158,7 +160,7 @@ extensions = [
         + ([("PARALINGAM_NVTX", "1")] if nvtx_inc else []),
         extra_compile_args=["-O2"],
         libraries=["dl"] if sys.platform.startswith("linux") else [],
-        depends=["kernels/search_state.h"],
+        depends=["kernels/search_state.h", "kernels/pl_constants.h"],
     ),
 ]
 

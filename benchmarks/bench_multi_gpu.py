@@ -54,7 +54,8 @@ def fit_once(X, **kwargs):
 
 def phase_split(X):
     """One-GPU search with CUDA events around its phases: (times, per_iteration)."""
-    from paralingam import _api, _cuda, policy
+    from paralingam import _api
+    from paralingam.search import _cuda, policy
 
     n = X.shape[0]
     times = {}

@@ -6,7 +6,7 @@ Measures, with the comparison code the CUDA backend uses (kernels/compare.cuh):
   and m2 = mean u exp(-u^2/2) over many pairs of standardised rows drawn from
   varied distributions (uniform, Laplace, exponential, Student t(3), bimodal,
   paper-style LiNGAM data), for several n and correlations. These errors set
-  the certified-root bound FLOAT_MOMENT_ERR in paralingam/search/_cuda.py;
+  the certified-root bound PL_MOMENT_ERR_GPU in kernels/pl_constants.h;
 * the throughput of the float pair loop in sample pairs per second against
   the special-function floor (6 MUFU operations per sample pair, measured
   with a kernel that does nothing else), and of the double loop.

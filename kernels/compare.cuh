@@ -13,7 +13,7 @@
 // 6 per sample pair (the issue's floor), except in the pair loop, which takes
 // one log per 8 samples of a residual (pl_terms_deferred): 4.25 per sample
 // pair. Their error is a few 1e-7 absolute per term, which the
-// certified-root check bounds (see FLOAT_MOMENT_ERR in paralingam/_cuda.py).
+// certified-root check bounds (PL_MOMENT_ERR_GPU, kernels/pl_constants.h).
 // Double: libdevice exp / log1p, used for dtype="float64" and to re-decide
 // uncertain float roots.
 //
@@ -23,11 +23,7 @@
 #ifndef PARALINGAM_COMPARE_CUH
 #define PARALINGAM_COMPARE_CUH
 
-#define PL_K1 79.047
-#define PL_K2 7.4129
-#define PL_BETA 0.37457
-#define PL_LN2 0.6931471805599453
-#define PL_H_GAUSS 1.4189385332046727  // (1 + log(2 pi)) / 2
+#include "pl_constants.h"  // the entropy approximation's constants
 
 __device__ __forceinline__ float pl_ex2(float x)
 {

@@ -52,9 +52,8 @@ extern "C" {
 #define FULL 0xffffffffu
 // Scores are summed by atomics in an order that depends on timing, and again
 // in index order once a worker is finished. Threshold tests on the atomic
-// sums carry this relative margin so that rounding can never stop the true
-// root (whose ordered score is <= gamma).
-#define REL_MARGIN 1e-9
+// sums carry the relative margin PL_STOP_MARGIN (pl_constants.h) so that
+// rounding can never stop the true root (whose ordered score is <= gamma).
 // Float pairs with 1 - rho^2 under this value form their residuals in double.
 #define WIDE_F 0.01
 
@@ -212,30 +211,26 @@ __device__ __forceinline__ bool is_float(float) { return true; }
 __device__ __forceinline__ bool is_float(double) { return false; }
 
 // The policy's decisions are taken on correlations computed from the data
-// rows, as the reference and the CPU backend do (paralingam/_cpu.pyx,
+// rows, as the reference and the CPU backend do (paralingam/search/_cpu.pyx,
 // VERIFY_BAND): the update algebra divides a pair's errors by
 // sqrt((1 - rho_a^2)(1 - rho_b^2)) with the root, so near a collinear root
 // exact copies can drift out of their group. Pairs whose updated 1 - rho^2
 // is within this band are recomputed from the data.
 __device__ __forceinline__ double verify_band(const PlSearch *s)
 {
-    return fmax(1e-4, 100.0 * s->collinear_tol);
+    return fmax(PL_VERIFY_BAND, PL_VERIFY_BAND_TOL * s->collinear_tol);
 }
 
-// Exact dependence (paralingam.policy.is_dependent, the CPU's pl_dependent):
+// Exact dependence (paralingam.search.policy.is_dependent, the CPU's pl_dependent):
 // the fraction left, frac * f, within tol and the measured residual
 // fraction f at most ROUNDING_MARGIN times its rounding noise, where each
-// row's noise is s->noise and a regression adds STEP_ROUNDING * eps.
-// tests/test_outliers.py checks these constants against the policy's.
-#define PL_ROUNDING_MARGIN 32768.0
-#define PL_STEP_NOISE (4.0 * 2.220446049250313e-16)
+// row's noise is s->noise and a regression adds STEP_ROUNDING * eps
+// (the constants: pl_constants.h).
+#define PL_STEP_NOISE (PL_STEP_ROUNDING * DBL_EPSILON)
 // A pair found collinear is stored with correlation exactly +-1, every other
 // pair with |correlation| at most PL_BELOW_ONE (the largest double below 1):
 // the decisions then read `rho * rho >= 1.0`, and 1 - rho^2 stays >= 2^-52.
 #define PL_BELOW_ONE 0.99999999999999988898
-// policy.MEASURE_SLACK: 1 - rho^2 from the rows above collinear_tol by more
-// than this cannot be dependent, and the residual is not measured.
-#define PL_MEASURE_SLACK 1e-8
 
 __device__ __forceinline__ bool dependent(double f, double frac, double tol, double noise)
 {
@@ -245,41 +240,87 @@ __device__ __forceinline__ bool dependent(double f, double frac, double tol, dou
 
 __device__ __forceinline__ bool is_collinear(double rho) { return rho * rho >= 1.0; }
 
-// Pearson correlation of two rows by one warp (lane: the caller's lane;
-// every lane gets the result).
-__device__ double warp_row_corr(const double *xa, const double *xb, int n, int lane)
+// Samples each lane of a warp loads at once in the strided loops below. One
+// warp walking n samples is bound by memory latency (E. coli's tiles hold
+// up to 240 pairs near collinearity, 30 per warp, each walked 3 times), so
+// the loads of a batch are issued together; each lane still adds its
+// samples k = lane, lane + 32, ... one at a time in that order, so the sums
+// are bitwise those of the plain loop.
+#define PL_WARP_BATCH 8
+
+// Sums of rows xa, xb by one warp (lane: the caller's lane): t = (sum a,
+// sum b, sum ab, sum aa, sum bb), every lane gets them.
+__device__ void warp_row_sums(const double *xa, const double *xb, int n, int lane, double (&t)[5])
 {
     double sa = 0.0, sb = 0.0, sab = 0.0, saa = 0.0, sbb = 0.0;
-    for (int k = lane; k < n; k += 32) {
-        const double a = xa[k], b = xb[k];
-        sa += a; sb += b; sab += a * b; saa += a * a; sbb += b * b;
+    for (int k0 = lane; k0 < n; k0 += 32 * PL_WARP_BATCH) {
+        double va[PL_WARP_BATCH], vb[PL_WARP_BATCH];
+#pragma unroll
+        for (int u = 0; u < PL_WARP_BATCH; ++u) {
+            const int k = k0 + 32 * u;
+            va[u] = k < n ? xa[k] : 0.0;
+            vb[u] = k < n ? xb[k] : 0.0;
+        }
+#pragma unroll
+        for (int u = 0; u < PL_WARP_BATCH; ++u) {
+            if (k0 + 32 * u < n) {
+                const double a = va[u], b = vb[u];
+                sa += a; sb += b; sab += a * b; saa += a * a; sbb += b * b;
+            }
+        }
     }
-    return corr_from_sums(pl_warp_sum(sa), pl_warp_sum(sb), pl_warp_sum(sab), pl_warp_sum(saa),
-                          pl_warp_sum(sbb), n);
+    t[0] = pl_warp_sum(sa);
+    t[1] = pl_warp_sum(sb);
+    t[2] = pl_warp_sum(sab);
+    t[3] = pl_warp_sum(saa);
+    t[4] = pl_warp_sum(sbb);
 }
 
 // Residual fraction of row xa on row xb by one warp (the CPU's
 // pl_residual_fraction: the variance of xa - beta xb over that of xa, from
 // centred rows; it resolves fractions far below eps, which 1 - rho^2
-// cannot). Every lane gets the result.
-__device__ double warp_residual_fraction(const double *xa, const double *xb, int n, int lane)
+// cannot), given the rows' means ma, mb (from warp_row_sums: the same sums
+// its own first pass took). Every lane gets the result.
+__device__ double warp_residual_fraction(const double *xa, const double *xb, double ma, double mb,
+                                         int n, int lane)
 {
-    double sa = 0.0, sb = 0.0;
-    for (int k = lane; k < n; k += 32) { sa += xa[k]; sb += xb[k]; }
-    const double ma = pl_warp_sum(sa) / n, mb = pl_warp_sum(sb) / n;
     double sab = 0.0, saa = 0.0, sbb = 0.0;
-    for (int k = lane; k < n; k += 32) {
-        const double a = xa[k] - ma, b = xb[k] - mb;
-        sab += a * b; saa += a * a; sbb += b * b;
+    for (int k0 = lane; k0 < n; k0 += 32 * PL_WARP_BATCH) {
+        double va[PL_WARP_BATCH], vb[PL_WARP_BATCH];
+#pragma unroll
+        for (int u = 0; u < PL_WARP_BATCH; ++u) {
+            const int k = k0 + 32 * u;
+            va[u] = k < n ? xa[k] : 0.0;
+            vb[u] = k < n ? xb[k] : 0.0;
+        }
+#pragma unroll
+        for (int u = 0; u < PL_WARP_BATCH; ++u) {
+            if (k0 + 32 * u < n) {
+                const double a = va[u] - ma, b = vb[u] - mb;
+                sab += a * b; saa += a * a; sbb += b * b;
+            }
+        }
     }
     sab = pl_warp_sum(sab); saa = pl_warp_sum(saa); sbb = pl_warp_sum(sbb);
     if (!(saa > 0.0)) return 0.0;
     if (!(sbb > 0.0)) return 1.0;
     const double beta = sab / sbb;
     double see = 0.0;
-    for (int k = lane; k < n; k += 32) {
-        const double e = (xa[k] - ma) - beta * (xb[k] - mb);
-        see += e * e;
+    for (int k0 = lane; k0 < n; k0 += 32 * PL_WARP_BATCH) {
+        double va[PL_WARP_BATCH], vb[PL_WARP_BATCH];
+#pragma unroll
+        for (int u = 0; u < PL_WARP_BATCH; ++u) {
+            const int k = k0 + 32 * u;
+            va[u] = k < n ? xa[k] : 0.0;
+            vb[u] = k < n ? xb[k] : 0.0;
+        }
+#pragma unroll
+        for (int u = 0; u < PL_WARP_BATCH; ++u) {
+            if (k0 + 32 * u < n) {
+                const double e = (va[u] - ma) - beta * (vb[u] - mb);
+                see += e * e;
+            }
+        }
     }
     return pl_warp_sum(see) / saa;
 }
@@ -320,12 +361,16 @@ __device__ void band_resolve(PlSearch *s, BandPairs &band)
     const size_t ld = s->ld;
     for (int q = tid >> 5; q < band.count; q += nwarp) {
         const int a = band.a[q], b = band.b[q];
-        const double v = warp_row_corr(s->X64 + a * ld, s->X64 + b * ld, (int)s->n, lane);
+        const int n = (int)s->n;
+        double t[5];
+        warp_row_sums(s->X64 + a * ld, s->X64 + b * ld, n, lane, t);
+        const double v = corr_from_sums(t[0], t[1], t[2], t[3], t[4], n);
         // the exact-dependence decision, on the later row's residual on the earlier's
         const int lo = min(a, b), hi = max(a, b);
         const bool maybe = 1.0 - v * v <= s->collinear_tol + PL_MEASURE_SLACK;  // warp-uniform
+        const double m_hi = (hi == a ? t[0] : t[1]) / n, m_lo = (hi == a ? t[1] : t[0]) / n;
         const double f = maybe ? warp_residual_fraction(s->X64 + hi * ld, s->X64 + lo * ld,
-                                                        (int)s->n, lane) : 1.0;
+                                                        m_hi, m_lo, n, lane) : 1.0;
         if (lane == 0) {
             const bool dep = maybe && dependent(f, 1.0, s->collinear_tol,
                                                 s->noise[a] + s->noise[b] + PL_STEP_NOISE);
@@ -831,7 +876,7 @@ __device__ __forceinline__ void compare_pair(const PlSearch *s, int a, int b, co
     I = 0.0;
     e = 0.0;
     hu = hv = 0.0;
-    if (is_collinear(rho)) {  // collinear: contributes nothing (paralingam.policy)
+    if (is_collinear(rho)) {  // collinear: contributes nothing (paralingam.search.policy)
         if (G > 1) named_barrier(bar, 32 * G);  // the group leaves together, as below
         return;
     }
@@ -997,7 +1042,7 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
     double *gsum = gsum_all + 6 * (warp - g);
     const int nw = PL_SHARED(c->nw), n_active = PL_SHARED(c->n_active);
     const size_t p = s->p;
-    const double stop = PL_SHARED(c->gamma) * (1.0 + REL_MARGIN);
+    const double stop = PL_SHARED(c->gamma) * (1.0 + PL_STOP_MARGIN);
     const unsigned busy = 2u * (unsigned)PL_SHARED(c->epoch);
     const int ordered = PL_SHARED(c->ordered);
     if (n_active <= 0) return;
@@ -1271,7 +1316,7 @@ __device__ void select_root_body(PlSearch *s)
         const bool any_fin = best_w != 0x7fffffff, any_unf = unf_w != 0x7fffffff;
         // Every unfinished worker stopped above gamma (or above min_unf): a
         // finished worker at or under either bound beats all of them.
-        s_decide = any_fin && (best <= gamma || !any_unf || best < min_unf * (1.0 - REL_MARGIN));
+        s_decide = any_fin && (best <= gamma || !any_unf || best < min_unf * (1.0 - PL_STOP_MARGIN));
         s_best = best;
         s_target = min_unf;  // a round must include the least unfinished worker
         s_unsettled = 0;
@@ -1344,7 +1389,7 @@ __device__ void select_root_body(PlSearch *s)
     }
     __syncthreads();
     if (PL_SHARED(c->state) == PL_FAILED) return;
-    const double next = s_gamma * (1.0 + REL_MARGIN);
+    const double next = s_gamma * (1.0 + PL_STOP_MARGIN);
     int *flag = s->scratch, *pos = s->label;
     for (int w = threadIdx.x; w < nw; w += blockDim.x)
         flag[w] = s->kind[w] == PL_CANDIDATE && PL_SHARED(s->final_score[w]) < 0.0 &&
@@ -1587,7 +1632,7 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
         // the covariance update divides this row's entries (rounding ~eps)
         // by sqrt(f): eps / f counts as drift (the CPU's update_row)
         const double drift = fmax(fmax(fabs(mean), fmax(fabs(var - 1.0), fabs(corr))),
-                                  2.220446049250313e-16 / f);
+                                  DBL_EPSILON / f);
         atomicMax(&c->drift_bits, (unsigned long long)__double_as_longlong(drift));
         if (want_h) {
             double m[2];

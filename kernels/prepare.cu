@@ -1,4 +1,4 @@
-// The data's way onto the GPU (paralingam/_cuda.py, upload), compiled at run
+// The data's way onto the GPU (paralingam/search/_cuda.py, upload), compiled at run
 // time by PyCUDA like the search's kernels.
 //
 // The user's array is row-major (one sample per row) and the search keeps one

@@ -14,6 +14,8 @@
 #ifndef PARALINGAM_SEARCH_STATE_H
 #define PARALINGAM_SEARCH_STATE_H
 
+#include "pl_constants.h"  /* statuses, PL_DEP_*, PL_ORDER_BUCKETS */
+
 enum {
     PL_RUNNING = 0,    /* threshold rounds go on */
     PL_DECIDED = 1,    /* the root of this iteration is known */
@@ -22,13 +24,6 @@ enum {
     PL_DEGENERATE = 4, /* on_collinear="error" and an exact linear dependence was found */
     PL_FAILED = 5      /* no candidate to choose the root from (a bug, reported, never looped on) */
 };
-
-enum { PL_DEP_COLLINEAR = 1, PL_DEP_EXPLAINED = 2 };
-
-/* Prior-knowledge status of a variable (paralingam.prior): only candidates
- * can be the root; a candidate compares itself with the others alone, and
- * for a partner in V_j the partner stands in for its own residual. */
-enum { PL_OTHER = 0, PL_IN_VJ = 1, PL_CANDIDATE = 2 };
 
 typedef struct {
     int seq;        /* bumped by every select: the host waits for it */
@@ -75,7 +70,7 @@ typedef struct {
     int *alive;            /* remaining variables, ascending (length r) */
     int *gone;             /* 0 searching, 1 explained by the current root, 2 ordered */
     double *frac;          /* remaining-variance fraction */
-    double *noise;         /* rounding noise of each row, in its standard deviations (paralingam.policy) */
+    double *noise;         /* rounding noise of each row, in its standard deviations (paralingam.search.policy) */
     int *linked;           /* 1: has a collinear partner among the remaining */
     int *order;            /* causal order so far (length n_order) */
     int *explained_by;     /* root that completed a fully explained variable, else -1 */
@@ -123,9 +118,5 @@ typedef struct {
 /* Bit of prep's mode: the iteration compares every pair in one round, the
  * engines taking pairs in a fixed order (no claims, locks or threshold). */
 #define PL_PREP_ALL_PAIRS 4
-
-/* Steps of |correlation| in the partner order (paralingam/_cpu_kernels.h
- * has the same for the CPU backend). */
-#define PL_ORDER_BUCKETS 256
 
 #endif

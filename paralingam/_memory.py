@@ -25,6 +25,8 @@ import os
 
 F8 = 8  # bytes of a float64
 F4 = 4  # bytes of an int32 / float32
+# Bytes of each of the CUDA upload's two page-locked blocks (search._cuda.upload).
+UPLOAD_BLOCK_BYTES = 1 << 25
 # Steps that need less than this are not checked: reading /proc/meminfo and
 # the cgroup files costs ~0.1 ms, more than a small fit's whole step.
 MIN_CHECKED = 64 << 20
@@ -205,8 +207,6 @@ def cuda_host_bytes(n, p):
     """Host side of the CUDA search: the upload's two page-locked blocks
     (``_cuda.upload``) and the correlation read back, then the scatter matrix
     made from it (three p x p)."""
-    from ._cuda import UPLOAD_BLOCK_BYTES
-
     return 2 * min(UPLOAD_BLOCK_BYTES, F8 * n * p) + F8 * 4 * p * p
 
 

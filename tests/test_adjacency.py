@@ -483,3 +483,46 @@ def test_compiled_engine_weights_from_the_factor_equal_per_target_solves(lingam_
     assert not flagged.any() and not flagged_own.any()
     np.testing.assert_allclose(shared, own, rtol=0, atol=1e-10)
     assert np.count_nonzero(shared)
+
+
+def _lars_path_drops(X, y):
+    """sklearn's lasso path of y on the adaptively weighted X has a coefficient leave it."""
+    from sklearn.linear_model import LinearRegression, lars_path
+
+    Xs = (X - X.mean(axis=0)) / X.std(axis=0)
+    ys = (y - y.mean()) / y.std()
+    w = np.abs(LinearRegression().fit(Xs, ys).coef_)
+    _, _, coefs = lars_path(Xs * w, ys, method="lasso")
+    nonzero = coefs != 0
+    return bool((nonzero[:, :-1] & ~nonzero[:, 1:]).any())
+
+
+@pytest.mark.parametrize("seed", [3, 6, 10, 13])
+def test_compiled_engine_follows_sklearn_where_the_path_drops_a_predictor(seed, monkeypatch):
+    # correlated predictors: a coefficient crosses zero and leaves the
+    # active set (the compiled path's lars_drop), which random sparse data
+    # rarely do; the compiled engine must run it itself (no fallback)
+    rng = np.random.default_rng(seed)
+    n, k = 60, 8
+    X = rng.standard_normal((n, 3)) @ rng.standard_normal((3, k)) + 0.3 * rng.standard_normal((n, k))
+    y = 0.3 * X @ rng.standard_normal(k) + rng.laplace(size=n)
+    assert _lars_path_drops(X, y)
+    data = np.column_stack([X, y])
+    lasso = adjacency._compiled_lasso()
+    fallbacks = []
+
+    def recording(*args, **kwargs):
+        B, fallback = lasso.adaptive_lasso_rows(*args, **kwargs)
+        fallbacks.append(np.asarray(fallback).copy())
+        return B, fallback
+
+    class Recording:
+        adaptive_lasso_rows = staticmethod(recording)
+
+    monkeypatch.setattr(adjacency, "_compiled_lasso", lambda: Recording)
+    order = list(range(k + 1))
+    got = adaptive_lasso_adjacency(data, order, engine="compiled", n_threads=1)
+    assert fallbacks and not np.concatenate(fallbacks).any()
+    ref = adaptive_lasso_adjacency(data, order, engine="sklearn")
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-10)
+    assert np.count_nonzero(got[k]) > 0

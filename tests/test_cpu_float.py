@@ -1,7 +1,7 @@
 """The CPU backend's float32 comparisons: their error against double, and certified roots.
 
 With ``dtype="float32"`` (the default) each comparison takes its exp and log
-in float and carries an error bound derived from ``_cpu.FLOAT_MOMENT_ERR``;
+in float and carries an error bound derived from ``paralingam._constants.MOMENT_ERR_CPU``;
 an iteration whose float scores cannot separate the root from a rival is
 re-decided in double. The order must be the double search's on every case.
 """
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import _isa, _testing
+from paralingam import _constants, _isa, _testing
 from paralingam.search import reference
 
 _cpu = _isa.load("search._cpu")  # the build fit uses (paralingam._isa)
@@ -54,7 +54,7 @@ def test_float_moments_are_within_a_tenth_of_the_bound(dist, n):
         np.testing.assert_allclose(
             _testing.pair_moments(xa, xb, r, both=False),
             [np.mean(np.log(np.cosh(u))), np.mean(u * np.exp(-u * u / 2))], atol=1e-12)
-    assert worst < _cpu.FLOAT_MOMENT_ERR / 10
+    assert worst < _constants.MOMENT_ERR_CPU / 10
 
 
 def test_float_moments_of_huge_residuals_stay_finite():
@@ -66,7 +66,7 @@ def test_float_moments_of_huge_residuals_stay_finite():
     exact = _testing.pair_moments(xa, xb, r)
     approx = _testing.pair_moments(xa, xb, r, use_float=True)
     assert np.isfinite(approx).all()
-    np.testing.assert_allclose(approx, exact, atol=_cpu.FLOAT_MOMENT_ERR / 10, rtol=1e-7)
+    np.testing.assert_allclose(approx, exact, atol=_constants.MOMENT_ERR_CPU / 10, rtol=1e-7)
 
 
 def fit(X, **kwargs):

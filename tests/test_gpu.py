@@ -488,3 +488,33 @@ def test_cuda_estimator_and_bootstrap_equal_lingam(lingam_data):
     kw = {"min_causal_effect": 0.01, "split_by_causal_effect_sign": True}
     assert b_ours.get_causal_direction_counts(**kw) == b_theirs.get_causal_direction_counts(**kw)
     np.testing.assert_allclose(b_ours.adjacency_matrices_, b_theirs.adjacency_matrices_, atol=1e-8)
+
+
+@pytest.mark.parametrize("n", [1001, 2085])
+def test_band_pairs_take_their_correlation_from_the_rows(n):
+    # Pairs within the verify band are recomputed by one warp each (warp_row_sums,
+    # loads batched per lane) and, near collinearity, their residual fraction
+    # measured (warp_residual_fraction, means from the same sums); n leaves a
+    # partial batch. Exact copies are stored as +-1, every other pair as the
+    # rows' correlation.
+    from paralingam import _api
+    from paralingam.search import _cuda
+
+    rng = np.random.default_rng(n)
+    base = rng.laplace(size=(n, 5))
+    X = np.column_stack([base[:, 0], 3.0 * base[:, 0] + 1.0, -2.0 * base[:, 0],
+                         base[:, 1], base[:, 1] + 1e-3 * base[:, 2], base[:, 3], base[:, 4]])
+    order, explained, per_it, _ = _cuda.search(
+        np.ascontiguousarray(X), times={}, threshold=True, gamma0=_api.default_gamma0(n),
+        c=_api.DEFAULT_C, dtype="float32", collinear_tol=1e-10, explained_tol=1e-10,
+        drift_tol=_api.DRIFT_TOL)
+    corr = per_it["correlation"]
+    ref = np.corrcoef(X.T)
+    assert corr[0, 1] == 1.0 and corr[0, 2] == -1.0 and corr[1, 2] == -1.0
+    assert 1e-7 < 1.0 - ref[3, 4] ** 2 < 1e-4  # a band pair, not collinear
+    other = np.ones_like(ref, dtype=bool)
+    other[np.ix_([0, 1, 2], [0, 1, 2])] = False
+    np.testing.assert_allclose(corr[other], ref[other], rtol=0, atol=1e-12)
+    cpu = paralingam.fit(X, backend="cpu", on_collinear="warn")
+    assert order == cpu.causal_order
+    assert explained == cpu.stats["explained"]

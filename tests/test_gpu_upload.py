@@ -143,7 +143,7 @@ def test_cuda_search_returns_the_columns_std_and_uploads_their_noise(lingam_data
     # the scatter matrix of the adjacency step uses data.std(axis=0): the upload's
     # noise sums give the same bits (blocked and threaded above NOISE_BLOCK_BYTES;
     # on a thread beside the upload for data of an upload block or more)
-    from paralingam import _cuda, policy
+    from paralingam.search import _cuda, policy
 
     monkeypatch.setattr(_cuda, "UPLOAD_BLOCK_BYTES", block_bytes)
     X = np.ascontiguousarray(lingam_data(40, 5000, "sparse", 1203)[0])

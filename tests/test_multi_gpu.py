@@ -188,7 +188,7 @@ def test_multi_gpu_redecisions_with_several_candidates(gpus, round_kind, monkeyp
     # near ties in float, and re-decisions have several candidates, whose
     # partners are split between the GPUs (pairs64 on each, select64 on the
     # first). The scores and order must be one GPU's, bit for bit.
-    from paralingam import _cuda
+    from paralingam.search import _cuda
 
     monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
     most = 0

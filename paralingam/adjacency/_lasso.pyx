@@ -240,6 +240,301 @@ cdef inline double bic(double rss, Py_ssize_t dof, double n, double noise_var) n
     return n * log(2.0 * M_PI * noise_var) + rss / noise_var + log(n) * dof
 
 
+cdef struct Lars:
+    # one LARS lasso path of the weighted problem (lars_bic): the problem,
+    # the workspace and the state of the path
+    const Problem* P
+    const double* w         # adaptive weights (original order)
+    Py_ssize_t k            # predictors
+    Py_ssize_t m            # bound on the active set, row stride of L
+    double* L               # m x m: Cholesky factor of the active block
+    double* gw              # weighted X^T y (original order)
+    double* cov             # correlations by position; >= n_active: inactive
+    double* coef            # current path point (original order)
+    double* new_coef        # the next one
+    double* full            # G_w[:, active] @ ls (original order)
+    double* corr            # the same for inactive positions, rounded
+    double* tmp
+    double* sign_active     # by position
+    Py_ssize_t* indices     # position -> predictor
+    double* ls              # m: least squares / equiangular weights
+    double* z
+    double* lrow
+    # L^{-1} sign_active, rows 0..n_fw-1 valid: a new active predictor appends a
+    # row, a drop invalidates the rows from its position (the forward half of
+    # each direction solve, computed once per row instead of once per step)
+    double* fw
+    Py_ssize_t n_fw
+    Py_ssize_t n_active
+    Py_ssize_t c_idx        # inactive position (from n_active) of the largest |correlation|
+    double C                # that |correlation|
+    double C_               # with its sign
+    double AA               # the equiangular direction's normalisation
+    double gamma_           # the step length
+    Py_ssize_t ii           # the active position that crosses zero (drop)
+    bint drop
+
+
+cdef void lars_start(Lars* t, const Problem* P, const double* w, double* work,
+                     Py_ssize_t m) noexcept nogil:
+    """Lay the workspace out (``m * m + 9 * k + 4 * m`` doubles) and start at point 0."""
+    cdef Py_ssize_t k = P.k
+    cdef Py_ssize_t i
+    t.P = P
+    t.w = w
+    t.k = k
+    t.m = m
+    t.L = work
+    t.gw = t.L + m * m
+    t.cov = t.gw + k
+    t.coef = t.cov + k
+    t.new_coef = t.coef + k
+    t.full = t.new_coef + k
+    t.corr = t.full + k
+    t.tmp = t.corr + k
+    t.sign_active = t.tmp + k
+    t.indices = <Py_ssize_t*> (t.sign_active + k)
+    t.ls = t.sign_active + 2 * k
+    t.z = t.ls + m
+    t.lrow = t.z + m
+    t.fw = t.lrow + m
+    t.n_fw = 0
+    t.n_active = 0
+    t.drop = False
+    for i in range(k):
+        t.gw[i] = gram_y(P, i) * w[i]
+        t.cov[i] = t.gw[i]
+        t.coef[i] = 0.0
+        t.new_coef[i] = 0.0
+        t.indices[i] = i
+        t.sign_active[i] = 0.0
+
+
+cdef inline double lars_max_corr(Lars* t) noexcept nogil:
+    """The largest |correlation| of an inactive predictor (0 when none is left)."""
+    cdef const double* cov = t.cov
+    cdef Py_ssize_t n_active = t.n_active, k = t.k
+    cdef Py_ssize_t i, c_idx
+    cdef double C
+    if n_active < k:
+        c_idx = 0
+        C = fabs(cov[n_active])
+        for i in range(1, k - n_active):
+            if fabs(cov[n_active + i]) > C:
+                C = fabs(cov[n_active + i])
+                c_idx = i
+        t.C_ = cov[n_active + c_idx]
+        t.c_idx = c_idx
+    else:
+        C = 0.0
+    t.C = C
+    return C
+
+
+cdef inline int lars_add(Lars* t) noexcept nogil:
+    """Move the predictor of lars_max_corr into the active set: a new row of L."""
+    cdef const Problem* P = t.P
+    cdef const double* w = t.w
+    cdef double* L = t.L
+    cdef double* cov = t.cov
+    cdef double* lrow = t.lrow
+    cdef Py_ssize_t* indices = t.indices
+    cdef Py_ssize_t m = t.m, n_active = t.n_active
+    cdef Py_ssize_t nn, i, a
+    cdef double temp, wj, c_diag, v, diag
+    cdef double C_ = t.C_
+    t.sign_active[n_active] = (C_ > 0) - (C_ < 0)
+    nn = t.c_idx + n_active
+    temp = cov[nn]
+    cov[nn] = cov[n_active]
+    cov[n_active] = temp
+    i = indices[nn]
+    indices[nn] = indices[n_active]
+    indices[n_active] = i
+    # new row of the factor: L[:n, :n] l = G_w[active, new]
+    wj = w[i]
+    c_diag = gram_at(P, i, i) * (wj * wj)
+    for a in range(n_active):
+        lrow[a] = gram_at(P, indices[a], i) * (w[indices[a]] * wj)
+    forward_solve(L, m, n_active, lrow)
+    v = pl_dot(lrow, lrow, n_active)
+    for a in range(n_active):
+        L[n_active * m + a] = lrow[a]
+    diag = sqrt(fabs(c_diag - v))
+    if diag < DBL_EPSILON:
+        diag = DBL_EPSILON
+    L[n_active * m + n_active] = diag
+    if diag < 1e-7:
+        return FALLBACK  # degenerate regressor: sklearn drops it for good
+    t.n_active = n_active + 1
+    return OK
+
+
+cdef inline int lars_direction(Lars* t) noexcept nogil:
+    """The equiangular direction ``ls`` of the active set and its normalisation ``AA``."""
+    cdef const double* L = t.L
+    cdef double* fw = t.fw
+    cdef double* ls = t.ls
+    cdef const double* sign_active = t.sign_active
+    cdef Py_ssize_t m = t.m, n_active = t.n_active
+    cdef Py_ssize_t i
+    cdef double s, AA
+    for i in range(t.n_fw, n_active):
+        fw[i] = (sign_active[i] - pl_dot(L + i * m, fw, i)) / L[i * m + i]
+    t.n_fw = n_active
+    for i in range(n_active):
+        ls[i] = fw[i]
+    backward_solve(L, m, n_active, ls)
+    if n_active == 1 and ls[0] == 0.0:
+        return FALLBACK
+    s = pl_dot(ls, sign_active, n_active)
+    AA = 1.0 / sqrt(s)
+    if not isfinite(AA):
+        return FALLBACK
+    for i in range(n_active):
+        ls[i] *= AA
+    t.AA = AA
+    return OK
+
+
+cdef inline void lars_inactive_corr(Lars* t) noexcept nogil:
+    """``corr`` = G_w[inactive, active] @ ls, rounded as sklearn rounds it.
+
+    Built from whole Gram rows of the active predictors (contiguous reads of
+    the shared matrix).
+    """
+    cdef const double* w = t.w
+    cdef const double* ls = t.ls
+    cdef const double* full = t.full
+    cdef double* z = t.z
+    cdef double* corr = t.corr
+    cdef const Py_ssize_t* indices = t.indices
+    cdef Py_ssize_t n_active = t.n_active, k = t.k
+    cdef Py_ssize_t a, i, j
+    for a in range(n_active):
+        z[a] = ls[a] * w[indices[a]]
+    gram_rows_times(t.P, indices, z, n_active, t.full)
+    for j in range(k - n_active):
+        i = indices[n_active + j]
+        # np.around(corr_eq_dir, decimals=15), as sklearn rounds it
+        corr[j] = rint(full[i] * w[i] * ROUND_SCALE) / ROUND_SCALE
+
+
+cdef inline int lars_step_length(Lars* t) noexcept nogil:
+    """The step ``gamma_`` to the next event: a predictor joins or a coefficient crosses zero."""
+    cdef const double* cov = t.cov
+    cdef const double* corr = t.corr
+    cdef const double* ls = t.ls
+    cdef const double* coef = t.coef
+    cdef const Py_ssize_t* indices = t.indices
+    cdef double* tmp = t.tmp
+    cdef double* z = t.z
+    cdef Py_ssize_t n_active = t.n_active, k = t.k
+    cdef Py_ssize_t i, j, ii, n_drop
+    cdef double C = t.C, AA = t.AA
+    cdef double g1, g2, gamma_, z_pos
+    for j in range(k - n_active):
+        tmp[j] = (C - cov[n_active + j]) / (AA - corr[j] + TINY32)
+    g1 = min_pos(tmp, k - n_active)
+    for j in range(k - n_active):
+        tmp[j] = (C + cov[n_active + j]) / (AA + corr[j] + TINY32)
+    g2 = min_pos(tmp, k - n_active)
+    gamma_ = g1
+    if g2 < gamma_:
+        gamma_ = g2
+    if C / AA < gamma_:
+        gamma_ = C / AA
+
+    t.drop = False
+    for i in range(n_active):
+        z[i] = -coef[indices[i]] / (ls[i] + TINY32)
+    z_pos = min_pos(z, n_active)
+    ii = -1
+    if z_pos < gamma_:
+        n_drop = 0
+        for i in range(n_active):
+            if z[i] == z_pos:
+                n_drop += 1
+                ii = i
+        if n_drop > 1:
+            return FALLBACK  # several coefficients cross zero at once
+        gamma_ = z_pos
+        t.drop = True
+    t.ii = ii
+    t.gamma_ = gamma_
+    return OK
+
+
+cdef inline double lars_move(Lars* t, double yy, Py_ssize_t* dof_out) noexcept nogil:
+    """Step to the next point ``new_coef``; its residual sum of squares and degrees of freedom.
+
+    The new point is zero outside the active set of this step. With c = G_w
+    b - g_w the residual correlations, rss = yy - g_w.b - c.b, and every
+    active c equals sign * (C - gamma * AA) after the step.
+    """
+    cdef const double* gw = t.gw
+    cdef const double* coef = t.coef
+    cdef const double* ls = t.ls
+    cdef const double* corr = t.corr
+    cdef const Py_ssize_t* indices = t.indices
+    cdef double* new_coef = t.new_coef
+    cdef double* cov = t.cov
+    cdef double* sign_active = t.sign_active
+    cdef Py_ssize_t n_active = t.n_active, k = t.k
+    cdef Py_ssize_t i, j
+    cdef Py_ssize_t dof = 0
+    cdef double gamma_ = t.gamma_
+    cdef double lin = 0.0
+    cdef double sdot = 0.0
+    cdef double rss
+    for i in range(k):
+        new_coef[i] = 0.0
+    for i in range(n_active):
+        j = indices[i]
+        new_coef[j] = coef[j] + gamma_ * ls[i]
+        lin += gw[j] * new_coef[j]
+        sdot += sign_active[i] * new_coef[j]
+        if fabs(new_coef[j]) > DBL_EPSILON:
+            dof += 1
+    rss = yy - lin - (t.C - gamma_ * t.AA) * sdot
+    for j in range(k - n_active):
+        cov[n_active + j] -= gamma_ * corr[j]
+    if t.drop:
+        sign_active[t.ii] = -sign_active[t.ii]  # sklearn flips it before moving on
+    dof_out[0] = dof
+    return rss
+
+
+cdef inline void lars_drop(Lars* t) noexcept nogil:
+    """Remove the predictor whose coefficient crossed zero from the active set."""
+    cdef const Problem* P = t.P
+    cdef const double* w = t.w
+    cdef const double* new_coef = t.new_coef
+    cdef Py_ssize_t* indices = t.indices
+    cdef double* sign_active = t.sign_active
+    cdef Py_ssize_t ii = t.ii, n_active = t.n_active
+    cdef Py_ssize_t i, j, drop_var
+    cdef double temp
+    drop_var = indices[ii]
+    # sklearn recomputes the dropped correlation from the Gram matrix
+    temp = 0.0
+    for i in range(n_active):
+        j = indices[i]
+        temp += gram_at(P, drop_var, j) * (w[drop_var] * w[j]) * new_coef[j]
+    cholesky_delete(t.L, t.m, <int> n_active, <int> ii)
+    t.n_fw = ii  # rows above the dropped one are unchanged
+    n_active -= 1
+    for i in range(ii, n_active):
+        j = indices[i]
+        indices[i] = indices[i + 1]
+        indices[i + 1] = j
+    t.cov[n_active] = t.gw[drop_var] - temp
+    for i in range(ii, n_active):
+        sign_active[i] = sign_active[i + 1]
+    sign_active[n_active] = 0.0
+    t.n_active = n_active
+
+
 cdef int lars_bic(const Problem* P, const double* w, double yy, double n, double noise_var,
                   double* best, double* work, Py_ssize_t m) noexcept nogil:
     """LARS lasso path of the weighted problem; ``best`` gets the BIC-best point.
@@ -249,194 +544,47 @@ cdef int lars_bic(const Problem* P, const double* w, double yy, double n, double
     ``m`` bounds the active set (``min(k, MAX_ITER)``). ``work`` holds
     ``m * m + 9 * k + 4 * m`` doubles. Returns FALLBACK on sklearn's rare branches.
     """
-    cdef Py_ssize_t k = P.k
-    cdef double* L = work                 # m x m: Cholesky factor of the active block
-    cdef double* gw = L + m * m           # weighted X^T y (original order)
-    cdef double* cov = gw + k             # correlations by position; >= n_active: inactive
-    cdef double* coef = cov + k           # current path point (original order)
-    cdef double* new_coef = coef + k
-    cdef double* full = new_coef + k      # G_w[:, active] @ ls (original order)
-    cdef double* corr = full + k          # the same for inactive positions, rounded
-    cdef double* tmp = corr + k
-    cdef double* sign_active = tmp + k    # by position
-    cdef Py_ssize_t* indices = <Py_ssize_t*> (sign_active + k)   # position -> predictor
-    cdef double* ls = sign_active + 2 * k  # m: least squares / equiangular weights
-    cdef double* z = ls + m
-    cdef double* lrow = z + m
-    # L^{-1} sign_active, rows 0..n_fw-1 valid: a new active predictor appends a
-    # row, a drop invalidates the rows from its position (the forward half of
-    # each direction solve, computed once per row instead of once per step)
-    cdef double* fw = lrow + m
-    cdef Py_ssize_t n_fw = 0
-    cdef Py_ssize_t i, j, a, n_active = 0, n_iter = 0, c_idx, nn, ii, drop_var, n_drop, dof
-    cdef double C, C_, alpha, prev_alpha = 0.0, c_diag, v, diag, AA, s, g1, g2, gamma_, z_pos
-    cdef double best_bic, temp, wj, lin, sdot, rss
-    cdef bint drop = False
+    cdef Lars t
+    cdef Py_ssize_t i, dof
+    cdef Py_ssize_t n_iter = 0
+    cdef double alpha, rss, temp, best_bic
+    cdef double prev_alpha = 0.0
     cdef double* swap_ptr
-
-    for i in range(k):
-        gw[i] = gram_y(P, i) * w[i]
-        cov[i] = gw[i]
-        coef[i] = 0.0
-        new_coef[i] = 0.0
+    lars_start(&t, P, w, work, m)
+    for i in range(P.k):
         best[i] = 0.0
-        indices[i] = i
-        sign_active[i] = 0.0
     best_bic = bic(yy, 0, n, noise_var)  # point 0 of the path: all coefficients zero
 
     while True:
-        if n_active < k:
-            c_idx = 0
-            C = fabs(cov[n_active])
-            for i in range(1, k - n_active):
-                if fabs(cov[n_active + i]) > C:
-                    C = fabs(cov[n_active + i])
-                    c_idx = i
-            C_ = cov[n_active + c_idx]
-        else:
-            C = 0.0
-        alpha = C / n
+        alpha = lars_max_corr(&t) / n
         if alpha <= EQUALITY_TOL:  # alpha_min = 0: stop, no interpolation
             break
-        if n_iter >= MAX_ITER or n_active >= k:
+        if n_iter >= MAX_ITER or t.n_active >= t.k:
             break
-
-        if not drop:
-            sign_active[n_active] = (C_ > 0) - (C_ < 0)
-            nn = c_idx + n_active
-            temp = cov[nn]
-            cov[nn] = cov[n_active]
-            cov[n_active] = temp
-            i = indices[nn]
-            indices[nn] = indices[n_active]
-            indices[n_active] = i
-            # new row of the factor: L[:n, :n] l = G_w[active, new]
-            wj = w[i]
-            c_diag = gram_at(P, i, i) * (wj * wj)
-            for a in range(n_active):
-                lrow[a] = gram_at(P, indices[a], i) * (w[indices[a]] * wj)
-            forward_solve(L, m, n_active, lrow)
-            v = pl_dot(lrow, lrow, n_active)
-            for a in range(n_active):
-                L[n_active * m + a] = lrow[a]
-            diag = sqrt(fabs(c_diag - v))
-            if diag < DBL_EPSILON:
-                diag = DBL_EPSILON
-            L[n_active * m + n_active] = diag
-            if diag < 1e-7:
-                return FALLBACK  # degenerate regressor: sklearn drops it for good
-            n_active += 1
-
+        if not t.drop and lars_add(&t) != OK:
+            return FALLBACK
         if n_iter > 0 and prev_alpha < alpha:
             return FALLBACK  # sklearn stops with a warning
-
-        for i in range(n_fw, n_active):
-            fw[i] = (sign_active[i] - pl_dot(L + i * m, fw, i)) / L[i * m + i]
-        n_fw = n_active
-        for i in range(n_active):
-            ls[i] = fw[i]
-        backward_solve(L, m, n_active, ls)
-        if n_active == 1 and ls[0] == 0.0:
+        if lars_direction(&t) != OK:
             return FALLBACK
-        s = pl_dot(ls, sign_active, n_active)
-        AA = 1.0 / sqrt(s)
-        if not isfinite(AA):
+        lars_inactive_corr(&t)
+        if lars_step_length(&t) != OK:
             return FALLBACK
-        for i in range(n_active):
-            ls[i] *= AA
-
-        # corr = G_w[inactive, active] @ ls, built from whole Gram rows of the
-        # active predictors (contiguous reads of the shared matrix)
-        for a in range(n_active):
-            z[a] = ls[a] * w[indices[a]]
-        gram_rows_times(P, indices, z, n_active, full)
-        for j in range(k - n_active):
-            i = indices[n_active + j]
-            # np.around(corr_eq_dir, decimals=15), as sklearn rounds it
-            corr[j] = rint(full[i] * w[i] * ROUND_SCALE) / ROUND_SCALE
-
-        for j in range(k - n_active):
-            tmp[j] = (C - cov[n_active + j]) / (AA - corr[j] + TINY32)
-        g1 = min_pos(tmp, k - n_active)
-        for j in range(k - n_active):
-            tmp[j] = (C + cov[n_active + j]) / (AA + corr[j] + TINY32)
-        g2 = min_pos(tmp, k - n_active)
-        gamma_ = g1
-        if g2 < gamma_:
-            gamma_ = g2
-        if C / AA < gamma_:
-            gamma_ = C / AA
-
-        drop = False
-        for i in range(n_active):
-            z[i] = -coef[indices[i]] / (ls[i] + TINY32)
-        z_pos = min_pos(z, n_active)
-        ii = -1
-        if z_pos < gamma_:
-            n_drop = 0
-            for i in range(n_active):
-                if z[i] == z_pos:
-                    n_drop += 1
-                    ii = i
-            if n_drop > 1:
-                return FALLBACK  # several coefficients cross zero at once
-            gamma_ = z_pos
-            drop = True
-
-        # The new point, zero outside the active set of this step, and its
-        # residual sum of squares: with c = G_w b - g_w the residual
-        # correlations, rss = yy - g_w.b - c.b, and every active c equals
-        # sign * (C - gamma * AA) after the step.
         n_iter += 1
-        for i in range(k):
-            new_coef[i] = 0.0
-        lin = 0.0
-        sdot = 0.0
-        dof = 0
-        for i in range(n_active):
-            j = indices[i]
-            new_coef[j] = coef[j] + gamma_ * ls[i]
-            lin += gw[j] * new_coef[j]
-            sdot += sign_active[i] * new_coef[j]
-            if fabs(new_coef[j]) > DBL_EPSILON:
-                dof += 1
-        rss = yy - lin - (C - gamma_ * AA) * sdot
-        for j in range(k - n_active):
-            cov[n_active + j] -= gamma_ * corr[j]
-        if drop:
-            sign_active[ii] = -sign_active[ii]  # sklearn flips it before moving on
-
+        rss = lars_move(&t, yy, &dof)
         temp = bic(rss, dof, n, noise_var)
         if temp < best_bic:  # np.argmin: the first best point
             best_bic = temp
-            for i in range(k):
+            for i in range(P.k):
                 best[i] = 0.0
-            for i in range(n_active):
-                best[indices[i]] = new_coef[indices[i]]
-
-        if drop:
-            drop_var = indices[ii]
-            # sklearn recomputes the dropped correlation from the Gram matrix
-            temp = 0.0
-            for i in range(n_active):
-                j = indices[i]
-                temp += gram_at(P, drop_var, j) * (w[drop_var] * w[j]) * new_coef[j]
-            cholesky_delete(L, m, <int> n_active, <int> ii)
-            n_fw = ii  # rows above the dropped one are unchanged
-            n_active -= 1
-            for i in range(ii, n_active):
-                j = indices[i]
-                indices[i] = indices[i + 1]
-                indices[i + 1] = j
-            cov[n_active] = gw[drop_var] - temp
-            for i in range(ii, n_active):
-                sign_active[i] = sign_active[i + 1]
-            sign_active[n_active] = 0.0
-
+            for i in range(t.n_active):
+                best[t.indices[i]] = t.new_coef[t.indices[i]]
+        if t.drop:
+            lars_drop(&t)
         prev_alpha = alpha
-        swap_ptr = coef
-        coef = new_coef
-        new_coef = swap_ptr
+        swap_ptr = t.coef
+        t.coef = t.new_coef
+        t.new_coef = swap_ptr
     return OK
 
 

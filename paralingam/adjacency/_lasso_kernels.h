@@ -9,8 +9,14 @@
 
 #include <Python.h>  /* Py_ssize_t */
 
-/* sum_i x[i] * y[i] */
-static inline double pl_dot(const double *x, const double *y, Py_ssize_t n)
+/* sum_i x[i] * y[i]. Kept out of line: GCC inlined into the triangular
+ * solves of the LARS path, it lowered the `omp simd` reduction to a scalar
+ * loop over per-lane sums (the same sums, so the same result, but slower),
+ * whereas the out-of-line copy is vectorised. */
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+static double pl_dot(const double *x, const double *y, Py_ssize_t n)
 {
     double s = 0.0;
 #pragma omp simd reduction(+ : s)

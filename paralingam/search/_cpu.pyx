@@ -30,7 +30,7 @@ single candidate group is the root with no comparison.
 Determinism: which worker computes a pair depends on timing, but each pair is
 always computed in the orientation (lower index, higher index), and the
 scores that pick the root are summed in index order after the rounds, so the
-root never depends on thread timing (see ``STOP_MARGIN`` for the one place
+root never depends on thread timing (see ``PL_STOP_MARGIN`` for the one place
 where the timing-dependent partial sums are used).
 """
 
@@ -59,6 +59,8 @@ cdef extern from "_cpu_kernels.h" nogil:
                         Py_ssize_t n, int both, double *out)
     double pl_stat_f64(const double *xa, const double *xb, double rho, double inv_s,
                        Py_ssize_t n, double hxa, double hxb, int both)
+    double pl_stat_f32(const double *xa, const double *xb, double rho, double inv_s,
+                       Py_ssize_t n, double hxa, double hxb, int both, double D, double *err)
     double pl_score_f64(const double *stat, const double *weight, int r)
     double pl_entropy(double lc, double g, Py_ssize_t n)
     double pl_entropy_bound(double lc, double g, Py_ssize_t n, double D)
@@ -82,19 +84,26 @@ cdef extern from "_cpu_kernels.h" nogil:
     int pl_register_fork_handler()
     int pl_threads_usable()
 
+# kernels/pl_constants.h (through _cpu_kernels.h): the constants shared with
+# the CUDA kernels and Python, written there once
+cdef extern from "pl_constants.h" nogil:
+    # prior-knowledge status of a variable (as paralingam.search.reference); only
+    # CANDIDATE groups have a worker
+    enum:
+        OTHER "PL_OTHER"
+        IN_VJ "PL_IN_VJ"
+        CANDIDATE "PL_CANDIDATE"
+    const double PL_LN2
+    const double PL_STOP_MARGIN
+    const double PL_VERIFY_BAND
+    const double PL_VERIFY_BAND_TOL
+    const double PL_MOMENT_ERR_CPU
+
 include "_interrupts.pxi"  # Ctrl-C: Interrupt, poll_signals, raise_stopped
 
 # Fork (docs/design/runtime.rst): the thread that survives a fork runs serially.
 pl_register_fork_handler()
 
-
-cdef double LOG2 = 0.6931471805599453
-# Prior-knowledge status of a variable (as paralingam.search.reference); only
-# CANDIDATE groups have a worker.
-cdef enum:
-    OTHER = 0
-    IN_VJ = 1
-    CANDIDATE = 2
 
 # A worker stops once its partial score, accumulated with atomics in an order
 # that depends on thread timing, passes the threshold; the root is then
@@ -102,9 +111,8 @@ cdef enum:
 # <= gamma. The two sums of the same terms differ by rounding (relative error
 # under r * 2**-53), so a worker whose ordered score is exactly gamma could
 # show a partial sum a hair above gamma, stop, and lose the root to timing.
-# Stopping only above gamma * (1 + STOP_MARGIN) rules that out: a stopped
+# Stopping only above gamma * (1 + PL_STOP_MARGIN) rules that out: a stopped
 # worker's ordered score then exceeds gamma >= best, for r up to ~1e6.
-cdef double STOP_MARGIN = 1e-9
 
 # The covariance update (Sec. 4.5) divides the errors of a pair's entry by
 # sqrt((1 - rho_a**2) (1 - rho_b**2)) with the root: after a root that is
@@ -113,28 +121,23 @@ cdef double STOP_MARGIN = 1e-9
 # therefore taken on correlations computed from the data rows, as the
 # reference does: every correlation with the root (O(n) per remaining row,
 # like the data update itself), and every pair whose updated 1 - rho**2 is
-# within VERIFY_BAND (or 100 collinear_tol) of collinearity, far wider than
-# the covariance error that re-derivation allows (< 1e-6). Within the band a
+# within PL_VERIFY_BAND (or PL_VERIFY_BAND_TOL collinear_tol) of
+# collinearity, far wider than the covariance error that re-derivation
+# allows (< 1e-6). Within the band a
 # pair's residual fraction is measured from the rows (pl_residual_fraction)
 # and judged against its rounding noise (paralingam.search.policy.is_dependent):
 # 1 - rho**2 has an absolute rounding error of about eps, too coarse for the
 # genuine residuals an outlier leaves (1e-18 of the variance at 1e10).
-# The same band as paralingam.search.reference.VERIFY_BAND.
-cdef double VERIFY_BAND = 1e-4
+# The same band as paralingam.search.reference.verify_band.
 
 # dtype float32: a pair's residuals are formed in double and their exp and log
 # taken in float (pl_moments_f32, about 2-3x the double loop). Each mean
 # moment (mean log cosh u, mean u exp(-u^2/2)) is then off by at most
-# FLOAT_MOMENT_ERR: the worst case of every rounding and approximation of a
-# term adds up to under 5e-7 (log cosh) and 6e-7 (the other), see
-# _cpu_kernels.h; over random data the errors stay under 4e-8
-# (tests/test_cpu_float.py), and a search for the worst single term found
-# 1.3e-7 (benchmarks/NOTES.md). Every
+# PL_MOMENT_ERR_CPU (kernels/pl_constants.h says why). Every
 # statistic carries the bound it implies, every score the sum of its terms'
 # bounds, and an iteration whose float scores cannot separate the root from
 # a rival within them is re-decided in double for the rivals only, so the
 # order is the double search's (as the CUDA backend's certified roots).
-FLOAT_MOMENT_ERR = 1e-6
 
 # Threads held up by other work. OpenMP's regions end at a barrier, so when
 # another process (or another thread pool of this one) takes a core from one
@@ -282,14 +285,19 @@ cdef struct Search:
     unsigned int *order_scratch  # p entries per thread for pl_order_partners
     double *moments    # (p, 4) scratch, one row per task
     int *alive         # remaining variables (original index), ascending
+    # collinear groups (form_groups), per alive position
+    int *status        # prior-knowledge status: CANDIDATE (without prior knowledge), IN_VJ, OTHER
+    int *parent        # union-find parent; then a group's worker-local index
+    int *group         # the group: its first member's position
+    int first_worker   # the first candidate group's local index
     int root           # the root just found (original index)
     double *frac       # variance of each variable left unexplained so far
     int *gone          # 1 once ordered, 2 when just explained
     double *drift      # per alive position: drift of the updated row from (0, 1, 0)
     double explained_tol
-    # dtype float32 (see FLOAT_MOMENT_ERR)
+    # dtype float32 (see PL_MOMENT_ERR_CPU)
     bint use_float     # the comparisons' special functions in float
-    double moment_err  # FLOAT_MOMENT_ERR
+    double moment_err  # PL_MOMENT_ERR_CPU
     double *stat_err   # (r, r) bound on |I_float - I_double| (stride p)
     double *err        # bound on each partial score's error (atomics)
     int *cand          # rivals of the root to re-decide in double, ascending
@@ -326,7 +334,6 @@ cdef inline double pair_stat(Search *s, int a, int b, int both, bint use_float,
     cdef int ib = s.idx[b]
     cdef double rho = s.cov[ia * s.p + ib]
     cdef double f = 1.0 - rho * rho
-    cdef double m[4]
     cdef double inv_s
     err[0] = 0.0
     # decided on the rows, as the groups were: a pair of one status has its
@@ -343,12 +350,8 @@ cdef inline double pair_stat(Search *s, int a, int b, int both, bint use_float,
     if not use_float:  # one compiled copy for the search and the re-decision
         return pl_stat_f64(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, s.hx[a], s.hx[b],
                            both)
-    pl_moments_f32(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, both, m)
-    err[0] = pl_entropy_bound(m[0], m[1], s.n, s.moment_err)
-    if not both:
-        return (s.hx[b] + pl_entropy(m[0], m[1], s.n)) - (s.hx[a] + s.hx[b])
-    err[0] += pl_entropy_bound(m[2], m[3], s.n, s.moment_err)
-    return (s.hx[b] + pl_entropy(m[0], m[1], s.n)) - (s.hx[a] + pl_entropy(m[2], m[3], s.n))
+    return pl_stat_f32(s.X + ia * s.n, s.X + ib * s.n, rho, inv_s, s.n, s.hx[a], s.hx[b],
+                       both, s.moment_err, err)
 
 
 cdef inline void add_term(Search *s, int w, int partner, double v, double e) noexcept nogil:
@@ -498,7 +501,7 @@ cdef void update_row(Search *s, int k) noexcept nogil:
     s.drift[k] = 0.0
     if i == s.root:
         return
-    rho = pl_row_corr(s.X + i * s.n, s.X + s.root * s.n, s.n)  # see VERIFY_BAND
+    rho = pl_row_corr(s.X + i * s.n, s.X + s.root * s.n, s.n)  # see PL_VERIFY_BAND
     s.cov[i * s.p + s.root] = rho
     s.cov[s.root * s.p + i] = rho
     f = 1.0 - rho * rho
@@ -522,7 +525,7 @@ cdef void update_row(Search *s, int k) noexcept nogil:
     # The covariance update divides this row's entries by sqrt(f): their
     # rounding (about eps) then grows to eps / f, which counts as drift. Rows
     # that an outlier of the root left with a tiny f thus get their
-    # covariance from the data, not from the update (see VERIFY_BAND).
+    # covariance from the data, not from the update (see PL_VERIFY_BAND).
     if DBL_EPSILON / f > drift:
         drift = DBL_EPSILON / f
     s.drift[k] = drift
@@ -689,12 +692,254 @@ cdef inline int find_group(int *parent, int k) noexcept nogil:
     return k
 
 
+cdef inline void *data_of(cnp.ndarray a) noexcept:
+    return cnp.PyArray_DATA(a)
+
+
+cdef dict allocate(Search *s, double[:, ::1] X, double[:, ::1] cov, int nthreads,
+                   bint use_float, noise):
+    """The search's arrays, with their addresses in ``s`` (the fields of Search).
+
+    The returned dict owns the arrays; Python reads ``alive``, ``status``,
+    ``group`` and ``gone`` (prior knowledge, dependence errors).
+    """
+    cdef Py_ssize_t p = X.shape[0]
+    side = p if use_float else 1  # the float search's bounds and re-decision
+    a = {
+        "alive": np.arange(p, dtype=np.intc),
+        "status": np.full(p, CANDIDATE, dtype=np.intc),
+        "parent": np.zeros(p, dtype=np.intc),
+        "group": np.zeros(p, dtype=np.intc),
+        "idx": np.zeros(p, dtype=np.intc),
+        "weight": np.zeros(p, dtype=np.float64),
+        "kind": np.zeros(p, dtype=np.intc),
+        "state": np.zeros((p, p), dtype=np.intc),
+        "stat": np.zeros((p, p), dtype=np.float64),
+        "score": np.zeros(p, dtype=np.float64),
+        "ndone": np.zeros(p, dtype=np.intc),
+        "cursor": np.zeros(p, dtype=np.intc),
+        "partner": np.zeros((p, p), dtype=np.intc),
+        "hx": np.zeros(p, dtype=np.float64),
+        "frac": np.ones(p, dtype=np.float64),
+        "noise": (np.zeros(p, dtype=np.float64) if noise is None else
+                  np.ascontiguousarray(np.array(noise, dtype=np.float64, copy=True).reshape(p))),
+        "active": np.zeros(p, dtype=np.intc),
+        "drift": np.zeros(p, dtype=np.float64),
+        "gone": np.zeros(p, dtype=np.intc),
+        "moments": np.zeros((p, 4), dtype=np.float64),
+        "err": np.zeros(p, dtype=np.float64),
+        "cand": np.zeros(p, dtype=np.intc),
+        "stat_err": np.zeros((side, side), dtype=np.float64),
+        "redo_stat": np.zeros((side, side), dtype=np.float64),
+        "order_scratch": np.empty(max(nthreads, 1) * max(p, 1), dtype=np.uint32),
+    }
+    s.X = &X[0, 0]
+    s.cov = &cov[0, 0]
+    s.n = X.shape[1]
+    s.p = p
+    s.alive = <int *> data_of(a["alive"])
+    s.status = <int *> data_of(a["status"])
+    s.parent = <int *> data_of(a["parent"])
+    s.group = <int *> data_of(a["group"])
+    s.idx = <int *> data_of(a["idx"])
+    s.weight = <double *> data_of(a["weight"])
+    s.kind = <int *> data_of(a["kind"])
+    s.state = <int *> data_of(a["state"])
+    s.stat = <double *> data_of(a["stat"])
+    s.score = <double *> data_of(a["score"])
+    s.ndone = <int *> data_of(a["ndone"])
+    s.cursor = <int *> data_of(a["cursor"])
+    s.partner = <int *> data_of(a["partner"])
+    s.hx = <double *> data_of(a["hx"])
+    s.frac = <double *> data_of(a["frac"])
+    s.noise = <double *> data_of(a["noise"])
+    s.active = <int *> data_of(a["active"])
+    s.drift = <double *> data_of(a["drift"])
+    s.gone = <int *> data_of(a["gone"])
+    s.moments = <double *> data_of(a["moments"])
+    s.err = <double *> data_of(a["err"])
+    s.cand = <int *> data_of(a["cand"])
+    s.stat_err = <double *> data_of(a["stat_err"])
+    s.redo_stat = <double *> data_of(a["redo_stat"])
+    s.order_scratch = <unsigned int *> data_of(a["order_scratch"])
+    return a
+
+
+cdef int form_groups(Search *s, int r) noexcept nogil:
+    """Collinear groups of the ``r`` remaining variables, one worker-local variable each.
+
+    Pairs within the band are decided on correlations recomputed from the
+    rows (see PL_VERIFY_BAND); only variables of one prior-knowledge status
+    are linked. Sets ``s.r`` (the groups), ``idx``, ``weight`` and ``kind``
+    of each group (its first member; ascending) and ``s.first_worker``;
+    returns the number of candidate groups (the workers).
+    """
+    cdef int *parent = s.parent
+    cdef Py_ssize_t n = s.n
+    cdef Py_ssize_t p = s.p
+    cdef int k, j, ia, ib, ga, gb
+    cdef int nw = 0
+    cdef double rho
+    for k in range(r):
+        parent[k] = k
+    for k in range(r):
+        ia = s.alive[k]
+        for j in range(k + 1, r):
+            if s.status[j] != s.status[k]:  # groups share one prior-knowledge rule
+                continue
+            ib = s.alive[j]
+            rho = s.cov[ia * p + ib]
+            if 1.0 - rho * rho > s.band:
+                continue
+            # decide it on the data
+            rho = pl_row_corr(s.X + ia * n, s.X + ib * n, n)
+            s.cov[ia * p + ib] = rho
+            s.cov[ib * p + ia] = rho
+            if 1.0 - rho * rho > s.measure_limit:  # cannot be dependent
+                continue
+            ga = find_group(parent, k)
+            gb = find_group(parent, j)
+            if ga == gb:  # linked already: this pair cannot change the groups
+                continue
+            if pair_collinear(s, ia, ib, pair_fraction(s, ia, ib)):
+                if ga < gb:
+                    parent[gb] = ga
+                elif gb < ga:
+                    parent[ga] = gb
+    for k in range(r):
+        s.group[k] = find_group(parent, k)  # its first member
+    s.r = 0
+    s.first_worker = 0
+    for k in range(r):
+        if s.group[k] == k:
+            parent[k] = s.r  # now: the local index of group k
+            s.idx[s.r] = s.alive[k]
+            s.weight[s.r] = 0.0
+            s.kind[s.r] = s.status[k]
+            if s.status[k] == CANDIDATE:
+                if nw == 0:
+                    s.first_worker = s.r
+                nw = nw + 1
+            s.r = s.r + 1
+    for k in range(r):
+        s.weight[parent[s.group[k]]] += 1.0
+    return nw
+
+
+cdef struct Choice:
+    # the outcome of one iteration's scheduler (choose_root)
+    int root_local     # the root's worker-local index
+    double best        # its score, summed in index order
+    double gamma       # the threshold of the last round
+    int rounds         # threshold rounds run
+    int n_redo         # rivals re-decided in double (0: none)
+
+
+cdef void choose_root(Search *s, int nw, int nt, double gamma0, double c, bint threshold,
+                      Choice *out) noexcept nogil:
+    """The root among the ``s.r`` groups (``nw`` of them candidates), in ``out``.
+
+    The paper's Alg. 4 with the GPU relaxation of Sec. 5.3: every worker's
+    entropy, then threshold rounds, gamma raised by ``c`` until a finished
+    worker at or under gamma beats every other; with float comparisons the
+    root is certified (see certify). A single candidate group is the root
+    with no comparison. After an interrupt (``s.intr.stop``) it returns
+    early.
+    """
+    cdef double gamma, best, v, min_unfinished, settle
+    cdef int k, n_active
+    cdef int rounds = 0
+    cdef int n_redo = 0
+    cdef int root_local = s.first_worker
+    # Entropy of every worker's variable; reset worker state.
+    run_region(s, PREPARE, s.r, nt)
+    if pl_load_int(&s.intr.stop):
+        nw = 0  # interrupted: no rounds
+    s.compared = 0
+    gamma = gamma0 if threshold else INFINITY
+    best = 0.0  # the score of a lone candidate group: no comparison
+    while nw > 1:
+        n_active = 0
+        min_unfinished = INFINITY
+        s.gamma_stop = gamma * (1.0 + PL_STOP_MARGIN)
+        for k in range(s.r):
+            if s.kind[k] != CANDIDATE:  # no worker (prior knowledge)
+                continue
+            if s.ndone[k] < s.r - 1:
+                if s.score[k] <= s.gamma_stop:
+                    s.active[n_active] = k
+                    n_active = n_active + 1
+                elif s.score[k] < min_unfinished:
+                    min_unfinished = s.score[k]
+        if n_active == 0:
+            # Every worker is finished or above gamma. A finished worker at
+            # or under gamma beats every other: stop.
+            best = INFINITY
+            root_local = -1
+            for k in range(s.r):
+                if s.ndone[k] >= s.r - 1 and s.kind[k] == CANDIDATE:
+                    v = ordered_score(s, k)
+                    if v < best:
+                        best = v
+                        root_local = k
+            if root_local >= 0 and (best <= gamma or min_unfinished == INFINITY):
+                if not s.use_float:
+                    break
+                settle = certify(s, root_local, best)
+                if settle < 0.0:  # every rival finished: decide
+                    if s.n_cand > 1:
+                        n_redo = s.n_cand
+                        root_local = redecide(s, nt)
+                        best = ordered_score(s, root_local)
+                    break
+                # rivals that stopped at the threshold work on first
+                while gamma < settle:
+                    gamma = gamma * c
+                continue
+            while min_unfinished > gamma:
+                gamma = gamma * c
+            continue
+        rounds = rounds + 1
+        run_region(s, ROUND, n_active, nt)
+        if pl_load_int(&s.intr.stop):
+            break
+    out.root_local = root_local
+    out.best = best
+    out.gamma = gamma
+    out.rounds = rounds
+    out.n_redo = n_redo
+
+
+cdef int drop_ordered(Search *s, int r, list order, dict explained, double *drift):
+    """After UpdateData: order the variables the root explained, compact ``alive``.
+
+    Returns the number of variables left; ``drift`` gets the largest drift
+    of their updated rows.
+    """
+    cdef int k, i
+    cdef int j = 0
+    cdef double largest = 0.0
+    for k in range(r):
+        i = s.alive[k]
+        if s.gone[i] == 2:
+            s.gone[i] = 1
+            order.append(i)
+            explained[i] = s.root
+        elif s.gone[i] == 0:
+            if s.drift[k] > largest:
+                largest = s.drift[k]
+            s.alive[j] = i
+            j = j + 1
+    drift[0] = largest
+    return j
+
+
 def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
                  double gamma0=1e-4, double c=2.0, double collinear_tol=1e-10,
                  double explained_tol=1e-10, double drift_tol=1e-8,
                  int n_threads=0, rederive=None, bint stop_on_dependence=False,
                  candidates=None, bint adapt_threads=False, double busy_margin=BUSY_MARGIN,
-                 bint use_float=False, double moment_err=FLOAT_MOMENT_ERR, noise=None,
+                 bint use_float=False, double moment_err=PL_MOMENT_ERR_CPU, noise=None,
                  progress=None):
     """Causal order of standardised rows ``X`` (p, n) with covariance ``cov``.
 
@@ -720,7 +965,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
 
     With ``use_float`` the comparisons take their exp and log in float, and
     roots that the float scores cannot certify are re-decided in double (see
-    ``FLOAT_MOMENT_ERR``; ``moment_err`` overrides it, for tests): the order
+    ``paralingam._constants.MOMENT_ERR_CPU``; ``moment_err`` overrides it, for tests): the order
     is the same, and the scores are the float ones.
 
     ``noise`` (p,): the rounding noise of each row of the data as given, in
@@ -743,13 +988,10 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         How many times the covariance was re-derived.
     """
     cdef Py_ssize_t p = X.shape[0]
-    cdef Py_ssize_t n = X.shape[1]
     cdef Search s
-    cdef int k, i, j, ia, ib, ga, gb, r, root_local, root, n_active, rounds, nthreads
-    cdef int nw, first_worker  # candidate groups (prior knowledge) and the first one
-    cdef double gamma, best, v, rho, drift
-    cdef double min_unfinished, verify_band
-    cdef int nt
+    cdef Choice it
+    cdef int k, r, root, nw, nthreads, nt
+    cdef double drift
 
     nthreads = n_threads if n_threads > 0 else openmp.omp_get_max_threads()
     if not pl_threads_usable():
@@ -757,101 +999,19 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     nt = nthreads  # threads of the current iteration
     if pl_thread_seconds() < 0.0:
         adapt_threads = False  # no thread CPU clock on this platform
-    # per-thread scratch of pl_order_partners: p entries each
-    order_scratch_arr = np.empty(max(nthreads, 1) * max(p, 1), dtype=np.uint32)
-    cdef unsigned int[::1] order_scratch = order_scratch_arr
-    s.X = &X[0, 0]
-    s.cov = &cov[0, 0]
-    s.n = n
-    s.p = p
+    arrays = allocate(&s, X, cov, nthreads, use_float, noise)
+    alive_arr, status_arr, group_arr, gone_arr = (
+        arrays["alive"], arrays["status"], arrays["group"], arrays["gone"])
     s.collinear_tol = collinear_tol
-    verify_band = max(VERIFY_BAND, 100.0 * collinear_tol)
-    cdef double measure_limit = collinear_tol + MEASURE_SLACK
-
-    alive_arr = np.arange(p, dtype=np.intc)   # remaining variables, ascending
-    parent_arr = np.zeros(p, dtype=np.intc)   # collinear groups (union-find)
-    group_arr = np.zeros(p, dtype=np.intc)
-    idx_arr = np.zeros(p, dtype=np.intc)
-    weight_arr = np.zeros(p, dtype=np.float64)
-    status_arr = np.full(p, CANDIDATE, dtype=np.intc)  # per alive position
-    kind_arr = np.zeros(p, dtype=np.intc)  # per worker-local variable
-    state_arr = np.zeros((p, p), dtype=np.intc)
-    stat_arr = np.zeros((p, p), dtype=np.float64)
-    score_arr = np.zeros(p, dtype=np.float64)
-    ndone_arr = np.zeros(p, dtype=np.intc)
-    cursor_arr = np.zeros(p, dtype=np.intc)
-    partner_arr = np.zeros((p, p), dtype=np.intc)
-    hx_arr = np.zeros(p, dtype=np.float64)
-    frac_arr = np.ones(p, dtype=np.float64)
-    noise_arr = (np.zeros(p, dtype=np.float64) if noise is None
-                 else np.array(noise, dtype=np.float64, copy=True).reshape(p))
-    active_arr = np.zeros(p, dtype=np.intc)
-    drift_arr = np.zeros(p, dtype=np.float64)
-    gone_arr = np.zeros(p, dtype=np.intc)  # 1 once ordered, 2 when just explained
-    moments_arr = np.zeros((p, 4), dtype=np.float64)  # one scratch row per task
-    err_arr = np.zeros(p, dtype=np.float64)
-    cand_arr = np.zeros(p, dtype=np.intc)
-    # the float search's bounds and the re-decision's statistics
-    side = p if use_float else 1
-    stat_err_arr = np.zeros((side, side), dtype=np.float64)
-    redo_arr = np.zeros((side, side), dtype=np.float64)
-    cdef int[::1] alive = alive_arr
-    cdef int[::1] parent = parent_arr
-    cdef int[::1] group = group_arr
-    cdef int[::1] idx = idx_arr
-    cdef double[::1] weight = weight_arr
-    cdef int[::1] status = status_arr
-    cdef int[::1] kind = kind_arr
-    cdef int[:, ::1] state = state_arr
-    cdef double[:, ::1] stat = stat_arr
-    cdef double[::1] score = score_arr
-    cdef int[::1] ndone = ndone_arr
-    cdef int[::1] cursor = cursor_arr
-    cdef int[:, ::1] partner = partner_arr
-    cdef double[::1] hx = hx_arr
-    cdef double[::1] frac = frac_arr
-    cdef double[::1] noise_v = noise_arr
-    cdef int[::1] active = active_arr
-    cdef double[::1] drift_v = drift_arr
-    cdef int[::1] gone = gone_arr
-    cdef double[:, ::1] mom = moments_arr
-    cdef double[::1] err_v = err_arr
-    cdef int[::1] cand_v = cand_arr
-    cdef double[:, ::1] stat_err_v = stat_err_arr
-    cdef double[:, ::1] redo_v = redo_arr
-    s.idx = &idx[0]
-    s.weight = &weight[0]
-    s.kind = &kind[0]
-    s.state = &state[0, 0]
-    s.stat = &stat[0, 0]
-    s.score = &score[0]
-    s.ndone = &ndone[0]
-    s.cursor = &cursor[0]
-    s.partner = &partner[0, 0]
-    s.ordered = threshold
-    s.hx = &hx[0]
-    s.active = &active[0]
-    s.order_scratch = &order_scratch[0]
-    s.moments = &mom[0, 0]
-    s.alive = &alive[0]
-    s.frac = &frac[0]
-    s.noise = &noise_v[0]
-    s.band = verify_band
-    s.measure_limit = measure_limit
+    s.band = max(PL_VERIFY_BAND, PL_VERIFY_BAND_TOL * collinear_tol)
+    s.measure_limit = collinear_tol + MEASURE_SLACK
     s.margin = ROUNDING_MARGIN
     s.step_noise = STEP_ROUNDING * EPS
-    s.gone = &gone[0]
-    s.drift = &drift_v[0]
+    s.ordered = threshold
     s.explained_tol = explained_tol
     s.use_float = use_float
     s.moment_err = moment_err
-    s.err = &err_v[0]
-    s.cand = &cand_v[0]
-    s.stat_err = &stat_err_v[0, 0]
-    s.redo_stat = &redo_v[0, 0]
     interrupt_start(&s.intr)
-    cdef double settle
-    cdef int n_redo
 
     order = []
     explained = {}
@@ -865,7 +1025,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
         if progress is not None:
             progress(<int>p - r)  # variables ordered so far
         if r == 1:
-            order.append(alive[0])
+            order.append(s.alive[0])
             break
         if candidates is not None:
             is_candidate, in_vj = candidates(alive_arr[:r])
@@ -874,52 +1034,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             status_arr[:r] = np.where(is_candidate, CANDIDATE, np.where(in_vj, IN_VJ, OTHER))
 
         with nogil:
-            # Collinear groups: one worker per group, its first member.
-            for k in range(r):
-                parent[k] = k
-            for k in range(r):
-                ia = alive[k]
-                for j in range(k + 1, r):
-                    if status[j] != status[k]:  # groups share one prior-knowledge rule
-                        continue
-                    ib = alive[j]
-                    rho = cov[ia, ib]
-                    if 1.0 - rho * rho > verify_band:
-                        continue
-                    # decide it on the data
-                    rho = pl_row_corr(s.X + ia * n, s.X + ib * n, n)
-                    cov[ia, ib] = rho
-                    cov[ib, ia] = rho
-                    if 1.0 - rho * rho > measure_limit:  # cannot be dependent
-                        continue
-                    ga = find_group(&parent[0], k)
-                    gb = find_group(&parent[0], j)
-                    if ga == gb:  # linked already: this pair cannot change the groups
-                        continue
-                    if pair_collinear(&s, ia, ib, pair_fraction(&s, ia, ib)):
-                        if ga < gb:
-                            parent[gb] = ga
-                        elif gb < ga:
-                            parent[ga] = gb
-            for k in range(r):
-                group[k] = find_group(&parent[0], k)  # its first member
-            s.r = 0
-            nw = 0
-            first_worker = 0
-            for k in range(r):
-                if group[k] == k:
-                    parent[k] = s.r  # now: the local index of group k
-                    idx[s.r] = alive[k]
-                    weight[s.r] = 0.0
-                    kind[s.r] = status[k]
-                    if status[k] == CANDIDATE:
-                        if nw == 0:
-                            first_worker = s.r
-                        nw = nw + 1
-                    s.r = s.r + 1
-            for k in range(r):
-                weight[parent[group[k]]] += 1.0
-
+            nw = form_groups(&s, r)
         if stop_on_dependence and s.r < r:
             sizes = np.bincount(group_arr[:r], minlength=r)
             first = np.flatnonzero(sizes > 1)[0]  # the group of the first collinear pair
@@ -928,83 +1043,24 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
 
         if adapt_threads:
             nt = busy_cores.threads(nthreads, pl_wall_seconds())
-
         s.wall = 0.0
         s.cpu = 0.0
         with nogil:
-            # Entropy of every worker's variable; reset worker state.
-            run_region(&s, PREPARE, s.r, nt)
-            if pl_load_int(&s.intr.stop):
-                nw = 0  # interrupted: no rounds
-            s.compared = 0
-            gamma = gamma0 if threshold else INFINITY
-            rounds = 0
-            n_redo = 0
-            root_local = first_worker
-            best = 0.0  # the score of a lone candidate group: no comparison
-
-            # Scheduler (paper Alg. 4 with the GPU relaxation of Sec. 5.3).
-            # A single candidate group is the root with no comparison.
-            while nw > 1:
-                n_active = 0
-                min_unfinished = INFINITY
-                s.gamma_stop = gamma * (1.0 + STOP_MARGIN)
-                for k in range(s.r):
-                    if kind[k] != CANDIDATE:  # no worker (prior knowledge)
-                        continue
-                    if ndone[k] < s.r - 1:
-                        if score[k] <= s.gamma_stop:
-                            active[n_active] = k
-                            n_active = n_active + 1
-                        elif score[k] < min_unfinished:
-                            min_unfinished = score[k]
-                if n_active == 0:
-                    # Every worker is finished or above gamma. A finished
-                    # worker at or under gamma beats every other: stop.
-                    best = INFINITY
-                    root_local = -1
-                    for k in range(s.r):
-                        if ndone[k] >= s.r - 1 and kind[k] == CANDIDATE:
-                            v = ordered_score(&s, k)
-                            if v < best:
-                                best = v
-                                root_local = k
-                    if root_local >= 0 and (best <= gamma or min_unfinished == INFINITY):
-                        if not s.use_float:
-                            break
-                        settle = certify(&s, root_local, best)
-                        if settle < 0.0:  # every rival finished: decide
-                            if s.n_cand > 1:
-                                n_redo = s.n_cand
-                                root_local = redecide(&s, nt)
-                                best = ordered_score(&s, root_local)
-                            break
-                        # rivals that stopped at the threshold work on first
-                        while gamma < settle:
-                            gamma = gamma * c
-                        continue
-                    while min_unfinished > gamma:
-                        gamma = gamma * c
-                    continue
-                rounds = rounds + 1
-                run_region(&s, ROUND, n_active, nt)
-                if pl_load_int(&s.intr.stop):
-                    break
-
+            choose_root(&s, nw, nt, gamma0, c, threshold, &it)
         if s.intr.stop:
             raise_stopped(&s.intr)
 
-        root = idx[root_local]
+        root = s.idx[it.root_local]
         order.append(root)
-        gone[root] = 1
+        s.gone[root] = 1
         per_iteration["remaining"].append(r)
         per_iteration["compared"].append(s.compared)
-        per_iteration["gamma"].append(gamma)
-        per_iteration["rounds"].append(rounds)
-        per_iteration["scores"].append(best)
+        per_iteration["gamma"].append(it.gamma)
+        per_iteration["rounds"].append(it.rounds)
+        per_iteration["scores"].append(it.best)
         per_iteration["threads"].append(nt)
-        per_iteration["float64_redo"].append(n_redo > 0)
-        per_iteration["float64_candidates"].append(n_redo)
+        per_iteration["float64_redo"].append(it.n_redo > 0)
+        per_iteration["float64_candidates"].append(it.n_redo)
 
         # UpdateData (Alg. 5): regress the root out, detect explained rows.
         s.root = root
@@ -1012,25 +1068,10 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             run_region(&s, UPDATE_DATA, r, nt)
         if s.intr.stop:
             raise_stopped(&s.intr)
-
         if stop_on_dependence and (gone_arr[alive_arr[:r]] == 2).any():
             raise LinearDependenceError(
-                "explained", [i for i in alive_arr[:r] if gone[i] == 2], order)
-
-        drift = 0.0
-        j = 0
-        for k in range(r):
-            i = alive[k]
-            if gone[i] == 2:
-                gone[i] = 1
-                order.append(i)
-                explained[i] = root
-            elif gone[i] == 0:
-                if drift_v[k] > drift:
-                    drift = drift_v[k]
-                alive[j] = i
-                j = j + 1
-        r = j
+                "explained", [i for i in alive_arr[:r] if gone_arr[i] == 2], order)
+        r = drop_ordered(&s, r, order, explained, &drift)
 
         # UpdateCovMat (Alg. 6) on the remaining block.
         s.r = r
@@ -1040,9 +1081,8 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             raise_stopped(&s.intr)
         if adapt_threads and nt > 1 and len(per_iteration["threads"]) > BUSY_SKIP:
             busy_cores.record(nt, nthreads, s.wall, s.cpu, busy_margin, pl_wall_seconds())
-
         for k in range(r):
-            cov[alive[k], alive[k]] = 1.0
+            s.cov[s.alive[k] * p + s.alive[k]] = 1.0
 
         if drift > drift_tol and r > 1 and rederive is not None:
             rederive(alive_arr[:r].copy())

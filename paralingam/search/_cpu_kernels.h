@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "_runtime.h"  /* flags, clock, fork handler */
+#include "pl_constants.h"  /* kernels/: the constants shared with CUDA and Python */
 
 /* log cosh u = |u| + log(1 + exp(-2|u|)) - log 2 never overflows. The sums
  * of log(1 + e), e in (0, 1], take one log per PL_FACTORS terms: the factors
@@ -106,14 +107,9 @@ static inline void pl_row_moments(const double *x, Py_ssize_t n, double *out)
     pl_residual_moments(x, x, 0.0, 1.0, n, out);
 }
 
-/* Hyvarinen's maximum-entropy approximation: H = H_gauss - K1 (E log cosh u
- * - BETA)^2 - K2 (E u exp(-u^2/2))^2, with E log cosh u = lc / n - log 2 from
- * the sums of pl_pair_moments over n samples. */
-#define PL_K1 79.047
-#define PL_K2 7.4129
-#define PL_BETA 0.37457
-#define PL_LN2 0.6931471805599453
-#define PL_H_GAUSS 1.4189385332046727  /* (1 + log(2 pi)) / 2 */
+/* Hyvarinen's maximum-entropy approximation (pl_constants.h): H = H_gauss -
+ * K1 (E log cosh u - BETA)^2 - K2 (E u exp(-u^2/2))^2, with E log cosh u =
+ * lc / n - log 2 from the sums of pl_pair_moments over n samples. */
 
 static inline double pl_entropy(double lc, double g, Py_ssize_t n)
 {
@@ -179,7 +175,7 @@ static PL_ONE_COPY double pl_score_f64(const double *stat, const double *weight,
  * absolute value: the log part (rounding of u, the exp's error of a few
  * ulps, the rounding of 1 + e, of the product and of the lane log) stays
  * under 5e-7, and the g part (the same plus the float sums of 8 terms of at
- * most 0.61) under 6e-7: FLOAT_MOMENT_ERR in _cpu.pyx bounds each mean by
+ * most 0.61) under 6e-7: PL_MOMENT_ERR_CPU (pl_constants.h) bounds each mean by
  * 1e-6. */
 #define PL_FLANES 16
 #define PL_FCHUNK (PL_FLANES * PL_FACTORS)
@@ -309,6 +305,24 @@ static inline void pl_moments_f32(const double *xa, const double *xb, double rho
     out[1] = t[2];
     out[2] = t[3] + t[4];
     out[3] = t[5];
+}
+
+/* The float32 statistic (pl_moments_f32, then as pl_stat_f64) and in err
+ * the bound on its error when each mean moment errs by at most D. One
+ * compiled copy, as pl_stat_f64: with -ffast-math each inlined copy may
+ * round differently, so the search's statistics would depend on what the
+ * compiler inlines where. */
+static PL_ONE_COPY double pl_stat_f32(const double *xa, const double *xb, double rho,
+                                      double inv_s, Py_ssize_t n, double hxa, double hxb,
+                                      int both, double D, double *err)
+{
+    double m[4];
+    pl_moments_f32(xa, xb, rho, inv_s, n, both, m);
+    err[0] = pl_entropy_bound(m[0], m[1], n, D);
+    if (!both)
+        return (hxb + pl_entropy(m[0], m[1], n)) - (hxa + hxb);
+    err[0] += pl_entropy_bound(m[2], m[3], n, D);
+    return (hxb + pl_entropy(m[0], m[1], n)) - (hxa + pl_entropy(m[2], m[3], n));
 }
 
 /* x <- (x - rho * xr) * inv_s, returning sum(x), sum(x^2) and sum(x * xr) of
@@ -466,7 +480,6 @@ static inline double pl_thread_seconds(void)
  * the order of the CUDA backend (kernels/paralingam.cu, order_partners).
  * Finer steps compare no fewer pairs: 2^-18 instead of 1/256 gave the same
  * counts to 0.3% (sparse p=200 and 300, dense p=200, 2 cores). */
-#define PL_ORDER_BUCKETS 256
 
 static inline unsigned pl_order_bucket(double rho)
 {

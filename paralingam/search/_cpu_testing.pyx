@@ -18,7 +18,9 @@ cdef extern from "_cpu_kernels.h" nogil:
     void pl_moments_f32(const double *xa, const double *xb, double rho, double inv_s,
                         Py_ssize_t n, int both, double *out)
 
-cdef double LOG2 = 0.6931471805599453  # subtracted from the kernels' mean, as _cpu.pyx does
+# kernels/pl_constants.h: log 2, subtracted from the kernels' mean as the search does
+cdef extern from "pl_constants.h" nogil:
+    const double PL_LN2
 
 
 def pair_moments(double[::1] xa, double[::1] xb, double rho, *, bint use_float=False,
@@ -27,7 +29,7 @@ def pair_moments(double[::1] xa, double[::1] xb, double rho, *, bint use_float=F
 
     Returns ``[mean log cosh u, mean u exp(-u^2/2)]`` of ``u = (xa - rho xb) / s``
     and, with ``both``, the same of ``v = (xb - rho xa) / s`` (for tests and
-    ``FLOAT_MOMENT_ERR``'s probe).
+    ``MOMENT_ERR_CPU``'s probe).
     """
     cdef Py_ssize_t n = xa.shape[0]
     cdef double m[4]
@@ -40,7 +42,7 @@ def pair_moments(double[::1] xa, double[::1] xb, double rho, *, bint use_float=F
         pl_pair_moments(&xa[0], &xb[0], rho, inv_s, n, m)
     else:
         pl_residual_moments(&xa[0], &xb[0], rho, inv_s, n, m)
-    out = [m[0] / n - LOG2, m[1] / n]
+    out = [m[0] / n - PL_LN2, m[1] / n]
     if both:
-        out += [m[2] / n - LOG2, m[3] / n]
+        out += [m[2] / n - PL_LN2, m[3] / n]
     return out

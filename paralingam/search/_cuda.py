@@ -11,7 +11,7 @@ so repeated fits (bootstrap resamples) reuse both. The per-iteration loop
 runs in the Cython scheduler (``_scheduler.pyx``).
 
 Float comparisons (the default) are certified: every pairwise statistic
-carries an error bound derived from ``FLOAT_MOMENT_ERR``, and an iteration
+carries an error bound derived from ``_constants.MOMENT_ERR_GPU``, and an iteration
 whose float scores cannot separate the root from a rival within those
 bounds is re-decided in double for the rival candidates, so the order is
 the double-precision order.
@@ -24,17 +24,9 @@ from importlib import resources
 
 import numpy as np
 
+from .. import _constants
 from .policy import noise_and_std
 
-# Bound on |float - double| of one entropy moment (mean log cosh u, or mean
-# u exp(-u^2/2)) as the float kernels compute them. tools/probe_float.py
-# measured at most 1.0e-7 (pairs) and 1.8e-7 (single rows, before the
-# compensated sums) over 20 000 pairs of six distributions with n from 300
-# to 32768 on an H100; the bound keeps a factor of about 3 over that. The
-# rows' moments by one block (standardise and update_data, 256 threads; the
-# same sums by 512), probed at 312e09f: at most 4.2e-8
-# (benchmarks/probe_float_h100_series_pairs.json).
-FLOAT_MOMENT_ERR = 5e-7
 DEFAULT_WARPS = 8  # warps per worker block (threads_per_block = 256)
 # Worker blocks per SM the register allocation must allow (0: compiler's
 # choice). 4: 64 registers, the float worker's allocation before groups of
@@ -68,10 +60,12 @@ PAIR_SAMPLES_PER_WARP = 1024
 # ~1e7 sample pairs, so the all-pairs round wins where threshold rounds are
 # mostly fixed cost (benchmarks/NOTES.md, "All-pairs rounds").
 ALL_PAIRS_WORK = 1e7
-HEADERS = ("compare.cuh", "search_state.h")
+# kernels/ headers that paralingam.cu includes, directly or through another
+HEADERS = ("compare.cuh", "search_state.h", "pl_constants.h")
 # Bytes of the data sent to the device at a time by ``upload`` (two such
-# blocks in flight: one copied on the host, one over the bus).
-UPLOAD_BLOCK_BYTES = 1 << 25
+# blocks in flight: one copied on the host, one over the bus); defined with
+# the host memory plan that counts them.
+from .._memory import UPLOAD_BLOCK_BYTES  # noqa: E402
 # Sample rows of one upload block at most: the transposing kernel's grid
 # has one row of 32 x 32 tiles per 32 samples (gridDim.y <= 65535).
 UPLOAD_GRID_ROWS = 65535 * 32
@@ -102,14 +96,28 @@ def unavailable_reason():
 
 
 def kernel_source():
-    """``kernels/paralingam.cu`` with its two headers inlined."""
-    pkg = resources.files("paralingam.kernels")
-    src = pkg.joinpath("paralingam.cu").read_text()
+    """``kernels/paralingam.cu`` with its headers (``HEADERS``) inlined.
+
+    Each header replaces its first ``#include`` line and later includes of
+    it are dropped (the headers have include guards), so the source PyCUDA
+    compiles, and therefore its compile cache key, holds every header.
+    """
+    src = _constants.kernel_text("paralingam.cu")
     for header in HEADERS:
-        text = pkg.joinpath(header).read_text()
-        src, count = re.subn(rf'^#include "{re.escape(header)}"$', lambda _: text, src, flags=re.M)
-        if count != 1:
-            raise RuntimeError(f"kernels/paralingam.cu must include {header} exactly once")
+        text = _constants.kernel_text(header)
+        include = re.compile(rf'^#include "{re.escape(header)}"[^\n]*$', flags=re.M)
+        seen = []
+
+        def inline(_, text=text, header=header, seen=seen):
+            seen.append(header)
+            return text if len(seen) == 1 else f"// ({header}: inlined above)"
+
+        src = include.sub(inline, src)
+        if not seen:
+            raise RuntimeError(f"the CUDA sources must include {header}")
+    left = re.search(r'^#include "([^"]+)"', src, flags=re.M)
+    if left:
+        raise RuntimeError(f"kernel_source: {left.group(1)} is included but not in HEADERS")
     return src
 
 
@@ -753,7 +761,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         "p": p, "n": n, "ld": ld,
         "gamma0": float(gamma0) if threshold else float("inf"), "c": float(c),
         "collinear_tol": collinear_tol, "explained_tol": explained_tol, "drift_tol": drift_tol,
-        "moment_err": FLOAT_MOMENT_ERR if use_float else 0.0,
+        "moment_err": _constants.MOMENT_ERR_GPU if use_float else 0.0,
         "use_float": int(use_float), "stop_on_degenerate": int(stop_on_dependence),
         "use_prior": int(candidates is not None),
         "group_warps": None if warps_per_pair is None else int(warps_per_pair),
@@ -839,7 +847,7 @@ def _dependence_error(ws, out, order):
 
     kind, a, b = out["detail"]
     order = [int(v) for v in order]
-    if kind == 2:  # explained by root b: the order ends with b and them
+    if kind == _constants.DEP_EXPLAINED:  # by root b: the order ends with b and them
         k = order.index(b)
         return LinearDependenceError("explained", order[k + 1:], order[: k + 1])
     r = out["r"]

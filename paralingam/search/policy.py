@@ -61,6 +61,8 @@ With ``fit(..., on_collinear="error")`` the first such dependence raises
 
 import numpy as np
 
+from .. import _constants
+
 COLLINEAR_TOL = 1e-10
 EXPLAINED_TOL = 1e-10
 
@@ -76,7 +78,7 @@ NOISE_THREAD_BYTES = 1 << 24
 # deviation: the difference x_i - beta x_j and the product beta x_j round
 # once each (|x_i|, |beta x_j| <= the row's scale) and beta itself carries
 # the rounding of two sums of products (a few eps for blocked sums).
-STEP_ROUNDING = 4.0
+STEP_ROUNDING = _constants.STEP_ROUNDING  # 4 (kernels/pl_constants.h)
 
 # How far above its rounding noise a residual may be and still count as
 # exact. Exact identities of flux samples (tests/data/ecoli_core_subset.npz,
@@ -85,14 +87,14 @@ STEP_ROUNDING = 4.0
 # the stored values. One outlier of 1e10 in n=1000 samples leaves genuine
 # residuals at 5e5 times the noise (1e12: 5e3). 2**15 lies between with a
 # factor of ~12 to both (docs/design/degenerate_data.rst).
-ROUNDING_MARGIN = 2.0 ** 15
+ROUNDING_MARGIN = _constants.ROUNDING_MARGIN  # 2**15 (kernels/pl_constants.h)
 
 # A pair whose 1 - rho**2, with rho computed from the rows, exceeds
 # collinear_tol by more than this cannot be dependent (the absolute rounding
 # error of 1 - rho**2 from the rows is a few eps, or n eps at worst): the
 # backends skip measuring its residual fraction (three passes over the
 # samples).
-MEASURE_SLACK = 1e-8
+MEASURE_SLACK = _constants.MEASURE_SLACK  # kernels/pl_constants.h
 
 
 def initial_noise(X, n_threads=None):

@@ -48,14 +48,19 @@ stay in separate groups and, as any collinear pair, compare as
 
 import numpy as np
 
+from .. import _constants
 from .policy import (COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError, initial_noise,
                      is_dependent, pair_noise, regressed_noise, residual_fraction)
 from ..prior import PriorKnowledge
 
-K1 = 79.047
-K2 = 7.4129
-GAMMA = 0.37457
-H_GAUSS = 0.5 * (1.0 + np.log(2.0 * np.pi))
+# The maximum-entropy approximation's constants (kernels/pl_constants.h,
+# shared with the CPU and CUDA engines): H_GAUSS = (1 + log(2 pi)) / 2 and
+# GAMMA (the kernels' PL_BETA) = E log cosh of a standard Gaussian.
+K1 = _constants.K1
+K2 = _constants.K2
+GAMMA = _constants.BETA
+H_GAUSS = _constants.H_GAUSS
+LN2 = _constants.LN2
 
 
 def entropy(u):
@@ -71,7 +76,7 @@ def entropy(u):
     ndarray, shape (...)
     """
     # log(cosh(u)) written so that it cannot overflow for large |u|.
-    log_cosh = np.logaddexp(u, -u) - np.log(2.0)
+    log_cosh = np.logaddexp(u, -u) - LN2
     return (
         H_GAUSS
         - K1 * (log_cosh.mean(axis=-1) - GAMMA) ** 2
@@ -86,13 +91,13 @@ def standardise(Xu):
 
 # Pairs whose 1 - rho**2 (absolute rounding error about eps) is above this
 # band cannot be dependent; the backends use the same band before they
-# measure a pair's residual from the rows.
-VERIFY_BAND = 1e-4
+# measure a pair's residual from the rows (kernels/pl_constants.h).
+VERIFY_BAND = _constants.VERIFY_BAND
 
 
 def verify_band(collinear_tol):
     """``1 - rho**2`` above this cannot hold a residual fraction ``<= collinear_tol``."""
-    return max(VERIFY_BAND, 100.0 * collinear_tol)
+    return max(VERIFY_BAND, _constants.VERIFY_BAND_TOL * collinear_tol)
 
 
 def collinear_pairs(Z, collinear_tol=COLLINEAR_TOL, noise=None):
@@ -202,7 +207,8 @@ def pairwise_statistics(Z, collinear_tol=COLLINEAR_TOL, in_vj=None, noise=None):
     return stat
 
 
-OTHER, IN_VJ, CANDIDATE = 0, 1, 2  # prior-knowledge status of a remaining variable
+# prior-knowledge status of a remaining variable (kernels/pl_constants.h)
+OTHER, IN_VJ, CANDIDATE = _constants.OTHER, _constants.IN_VJ, _constants.CANDIDATE
 
 
 def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL,
