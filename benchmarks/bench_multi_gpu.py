@@ -45,11 +45,26 @@ MEMORY_SIZES = ["2000x8192", "5000x4096", "10000x10000", "20000x10000"]
 
 
 def fit_once(X, **kwargs):
-    p = X.shape[1]
+    """``fit``'s phases up to the search on the CUDA backend (the adjacency step, the
+    same for any number of GPUs, is left out): an object with ``causal_order``
+    and ``stats`` (``time``, ``compared``, ``rounds``, ``remaining``)."""
+    from types import SimpleNamespace
+
+    from paralingam import _api
+    from paralingam._validation import _as_data_matrix
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
-        # (the search alone: no adjacency step, which is the same either way)
-        return paralingam.fit(X, backend="cuda", _adjacency=lambda *args: np.zeros((p, p)), **kwargs)
+        times = {}
+        data, names, exponents = _as_data_matrix(X, None, scaled=True)
+        settings = _api.check_settings(data.shape[1], names, backend="cuda",
+                                       n_samples=data.shape[0], **kwargs)
+        data, _ = _api.prepare(data, None, settings, exponents=exponents)
+        found = _api.search(data, settings, names, times)
+    per_it = found.per_iteration
+    return SimpleNamespace(causal_order=[int(v) for v in found.order],
+                           stats={"time": times, "compared": per_it["compared"],
+                                  "rounds": per_it["rounds"], "remaining": per_it["remaining"]})
 
 
 def phase_split(X):

@@ -25,7 +25,7 @@ from importlib import resources
 import numpy as np
 
 from .. import _constants
-from .policy import noise_and_std
+from .policy import initial_noise, noise_and_std
 
 DEFAULT_WARPS = 8  # warps per worker block (threads_per_block = 256)
 # Worker blocks per SM the register allocation must allow (0: compiler's
@@ -790,11 +790,15 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
                 exc.code) from exc
         raise
     times["search"] = time.perf_counter() - t0
-    return _read_result(ws, out, p, times)
+    return _read_result(ws, out, p, times, column_std)
 
 
-def _read_result(ws, out, p, times):
-    """search's results from the workspace of device 0 (order, stats, correlation)."""
+def _read_result(ws, out, p, times, column_std=None):
+    """search's results from the workspace of device 0 (order, stats, correlation).
+
+    ``column_std``: the data's ``std(axis=0)`` where the upload computed it
+    (the scatter matrix is made from it), else None.
+    """
     import pycuda.driver as drv
 
     from . import _scheduler
@@ -818,7 +822,8 @@ def _read_result(ws, out, p, times):
     corr = np.empty((p, p))
     drv.memcpy_dtoh(corr, ws.dev["corr0"])
     per_iteration["correlation"] = corr
-    per_iteration["column_std"] = column_std  # data.std(axis=0), for the scatter matrix
+    if column_std is not None:
+        per_iteration["column_std"] = column_std  # data.std(axis=0), for the scatter matrix
     times["readback"] = time.perf_counter() - t0
     if out["gpu_time"]:
         for name, secs in out["gpu_time"].items():
