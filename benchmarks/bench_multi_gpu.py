@@ -47,7 +47,7 @@ MEMORY_SIZES = ["2000x8192", "5000x4096", "10000x10000", "20000x10000"]
 def fit_once(X, **kwargs):
     """``fit``'s phases up to the search on the CUDA backend (the adjacency step, the
     same for any number of GPUs, is left out): an object with ``causal_order``
-    and ``stats`` (``time``, ``compared``, ``rounds``, ``remaining``)."""
+    and ``stats`` (the search's per-iteration lists and ``time``)."""
     from types import SimpleNamespace
 
     from paralingam import _api
@@ -63,8 +63,7 @@ def fit_once(X, **kwargs):
         found = _api.search(data, settings, names, times)
     per_it = found.per_iteration
     return SimpleNamespace(causal_order=[int(v) for v in found.order],
-                           stats={"time": times, "compared": per_it["compared"],
-                                  "rounds": per_it["rounds"], "remaining": per_it["remaining"]})
+                           stats={**per_it, "time": times})
 
 
 def phase_split(X):
