@@ -643,49 +643,56 @@ def _dependent_block(R0, G0, W, refinements=MIN_NORM_REFINEMENTS):
         systems are too ill-conditioned for this route (``R0`` singular, or
         the refinement does not converge): the caller then takes the loop.
     """
-    from scipy.linalg import LinAlgError, cholesky, solve_triangular
+    from scipy.linalg import LinAlgError
 
-    m, b = W.shape
-    with np.errstate(all="ignore"):
-        What = solve_triangular(R0, W, trans="T", check_finite=False)
-        if not np.isfinite(What).all():
+    try:
+        with np.errstate(all="ignore"):
+            return _dependent_block_solve(R0, G0, W, refinements)
+    except LinAlgError:  # R0 singular: the loop's own treatment
+        return None
+
+
+def _dependent_block_solve(R0, G0, W, refinements):
+    """:func:`_dependent_block` (which catches LinAlgError and floating-point states)."""
+    from scipy.linalg import cholesky, solve_triangular
+
+    b = W.shape[1]
+    What = solve_triangular(R0, W, trans="T", check_finite=False)
+    if not np.isfinite(What).all():
+        return None
+    ridge = What.T @ What
+    ridge[np.diag_indices(b)] += 1.0
+    Lg = cholesky(ridge, lower=True, check_finite=False)  # LinAlgError: the caller's
+    Linv = solve_triangular(Lg, np.eye(b), lower=True, check_finite=False)
+
+    def solve(H):  # approximately G_k y_i = H[:, i], every i
+        Hh = solve_triangular(R0, H, trans="T", check_finite=False)
+        T = np.triu(Linv @ np.triu(What.T @ Hh, 1), 1)
+        c = np.triu(Linv.T @ T, 1)  # column i: the ridge row over columns < i
+        return solve_triangular(R0, Hh - What @ c, check_finite=False)
+
+    def residual(Y):  # H - G_k y_i from the coordinates
+        return W - G0 @ Y - W @ np.triu(W.T @ Y, 1)
+
+    Y = solve(W)
+    sizes = []
+    for _ in range(refinements):
+        if not np.isfinite(Y).all():
             return None
-        ridge = What.T @ What
-        ridge[np.diag_indices(b)] += 1.0
-        try:
-            Lg = cholesky(ridge, lower=True, check_finite=False)
-        except LinAlgError:
+        step = solve(residual(Y))
+        if not np.isfinite(step).all():
             return None
-        Linv = solve_triangular(Lg, np.eye(b), lower=True, check_finite=False)
-
-        def solve(H):  # approximately G_k y_i = H[:, i], every i
-            Hh = solve_triangular(R0, H, trans="T", check_finite=False)
-            T = np.triu(Linv @ np.triu(What.T @ Hh, 1), 1)
-            c = np.triu(Linv.T @ T, 1)  # column i: the ridge row over columns < i
-            return solve_triangular(R0, Hh - What @ c, check_finite=False)
-
-        def residual(Y):  # H - G_k y_i from the coordinates
-            return W - G0 @ Y - W @ np.triu(W.T @ Y, 1)
-
-        Y = solve(W)
-        sizes = []
-        for _ in range(refinements):
-            if not np.isfinite(Y).all():
-                return None
-            step = solve(residual(Y))
-            if not np.isfinite(step).all():
-                return None
-            sizes.append(np.max(np.abs(step).max(axis=0)
-                                / np.maximum(np.abs(Y).max(axis=0), np.finfo(float).tiny)))
-            Y += step
-            # done: the last step was tiny (the error left is that times the
-            # contraction), or the steps stall at the residuals' rounding
-            if sizes[-1] <= MIN_NORM_REFINED or (len(sizes) > 1
-                                                 and sizes[-1] > 0.1 * sizes[-2]):
-                break
-        # a step of 1e-10 or more that did not shrink 1000-fold: not converging
-        if sizes[-1] > max(MIN_NORM_REFINED, 1e-3 * sizes[0]) and sizes[-1] > 1e-10:
-            return None
+        sizes.append(np.max(np.abs(step).max(axis=0)
+                            / np.maximum(np.abs(Y).max(axis=0), np.finfo(float).tiny)))
+        Y += step
+        # done: the last step was tiny (the error left is that times the
+        # contraction), or the steps stall at the residuals' rounding
+        if sizes[-1] <= MIN_NORM_REFINED or (len(sizes) > 1
+                                             and sizes[-1] > 0.1 * sizes[-2]):
+            break
+    # a step of 1e-10 or more that did not shrink 1000-fold: not converging
+    if sizes and sizes[-1] > max(MIN_NORM_REFINED, 1e-3 * sizes[0], 1e-10):
+        return None
     return Y
 
 
