@@ -13,6 +13,10 @@ only to their own rounding (built in floating point, as real data are), the
 two answers differ by that rounding times kappa^2, not eps times kappa^2. Cases: ``wide`` (Laplace noise, n < p)
 and ``shuffled`` (a third of the columns exact combinations of four earlier
 ones, columns shuffled: exact combinations follow nearly dependent variables).
+``--loop`` also times the row-by-row route for blocks of dependent variables
+(one rotation sweep of the basis factor per variable, the only route before
+blocks of dependent variables were solved in BLAS-3 by
+``adjacency._dependent_block``), on the same data in the same process.
 Prints a table and writes JSON. Speed is measured here, never in unit tests.
 """
 
@@ -25,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from paralingam import adjacency
 from paralingam.adjacency import _ols_adjacency as ols_adjacency  # fit's step, on checked data
 from paralingam.adjacency import _scatter
 
@@ -67,11 +72,14 @@ def main():
                     help="KIND:PxN, KIND one of wide, shuffled")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--check-rows", type=int, default=20)
+    ap.add_argument("--loop", action="store_true",
+                    help="also time the row-by-row route for dependent variables")
     args = ap.parse_args()
 
     results = []
     print(f"{'case':<22} {'rank':>6} {'least squares':>14} {'worst rel diff':>15} "
-          f"{'worst / bound':>14}")
+          f"{'worst / bound':>14}" + (f" {'row by row':>12} {'max |diff|':>10}"
+                                      if args.loop else ""))
     for case in args.cases:
         kind, size = case.split(":")
         p, n = (int(v) for v in size.lower().split("x"))
@@ -82,12 +90,23 @@ def main():
         rows = np.unique(np.linspace(1, p - 1, args.check_rows).astype(int))
         worst, worst_units = worst_row_error(X, order, B, rows)
         rank = int(np.linalg.matrix_rank(X - X.mean(axis=0)))
-        print(f"{case:<22} {rank:>6} {med:>12.3f} s {worst:>15.2e} {worst_units:>14.2e}",
-              flush=True)
-        results.append({"case": case, "p": p, "n": n, "rank": rank, "median_s": med,
-                        "times_s": times, "rows_checked": len(rows),
-                        "worst_relative_difference": worst,
-                        "worst_over_bound": worst_units})
+        row = {"case": case, "p": p, "n": n, "rank": rank, "median_s": med,
+               "times_s": times, "rows_checked": len(rows),
+               "worst_relative_difference": worst, "worst_over_bound": worst_units}
+        line = f"{case:<22} {rank:>6} {med:>12.3f} s {worst:>15.2e} {worst_units:>14.2e}"
+        if args.loop:
+            blocks = adjacency._dependent_block
+            adjacency._dependent_block = lambda *a, **k: None  # the loop for every block
+            try:
+                loop_med, loop_times, B_loop = median_time(
+                    lambda: ols_adjacency(X, order, scatter=scatter), args.repeats)
+            finally:
+                adjacency._dependent_block = blocks
+            row.update(row_by_row_median_s=loop_med, row_by_row_times_s=loop_times,
+                       max_abs_difference_to_row_by_row=float(np.abs(B - B_loop).max()))
+            line += f" {loop_med:>10.3f} s {row['max_abs_difference_to_row_by_row']:>10.1e}"
+        print(line, flush=True)
+        results.append(row)
         _common.write_result(args, {"machine": platform.node(), "cores": os.cpu_count(),
                                     "results": results})
 

@@ -74,6 +74,11 @@ _EPS = np.finfo(np.float64).eps
 # Gram-Schmidt on the n-row columns (O(n p r)) costs less.
 MIN_NORM_QR_RANK = 4
 
+# Refinement steps of a block of dependent variables (_dependent_block): each
+# multiplies the error by about eps * cond of the block start's factor.
+MIN_NORM_REFINEMENTS = 3
+MIN_NORM_REFINED = 1e-12
+
 # Targets whose predictors prior knowledge restricts: with at most this
 # fraction of their predecessors excluded, the row comes from the inverse
 # factor of the whole order (_row_without, O(k^2 |E|)) instead of a
@@ -482,17 +487,34 @@ def _min_norm_rows(V, first, block=256):
 
     d, p = V.shape
     sq_norm = np.einsum("ij,ij->j", V, V)
-    cap = max(first, min(p, d, 64))
+    lead, lead_rows = first, None
+    if first:
+        # one QR past `first`: the independent variables that follow (the
+        # loop's test on the QR's diagonal) get their rows from its factor,
+        # in BLAS-3, instead of one rotation sweep each
+        end = min(d, p, 2 * first + block)
+        Q, T = np.linalg.qr(V[:, :end])
+        diag2 = np.diag(T) ** 2
+        joins = (diag2 > SINGULAR_TOL * sq_norm[:end]) & np.isfinite(diag2)
+        joins[:first] = True  # the caller's word
+        lead = int(np.argmin(joins)) if not joins.all() else end
+        if lead > first:
+            lead_rows = _independent_rows(T[:lead, :lead], first)
+            if lead_rows is None:
+                lead = first
+    cap = max(lead, min(p, d, 64))
     U = np.zeros((d, cap))    # orthonormal basis, in the order its variables came
     C = np.zeros((cap, p))    # column j: l_j, the coordinates of variable j
     R = np.zeros((cap, cap))  # upper, R^T R = C_k C_k^T
     Y = np.zeros((p, cap))    # row k: y_k
-    m = first
+    m = lead
     direct = {}  # rows solved by lstsq where the factor R is singular
-    if first:
-        U[:, :first], C[:first, :first] = np.linalg.qr(V[:, :first])
-        R[:first, :first] = np.linalg.qr(C[:first, :first].T, mode="r")
-    for k0 in range(first, p, block):
+    G = None     # C_k C_k^T at a block's start, for _dependent_block
+    if lead:
+        U[:, :lead], C[:lead, :lead] = Q[:, :lead], T[:lead, :lead]
+        R[:lead, :lead] = np.linalg.qr(C[:lead, :lead].T, mode="r")
+    k0 = lead
+    while k0 < p:
         cols = np.arange(k0, min(k0 + block, p))
         m0 = m
         A = V[:, cols].copy()
@@ -501,6 +523,32 @@ def _min_norm_rows(V, first, block=256):
             step = U[:, :m0].T @ A
             A -= U[:, :m0] @ step
             L += step
+        if m0 and not direct:
+            # no variable of the block would join the basis (the test of the
+            # loop below, before any vector is added): all its rows at once
+            res2 = np.einsum("ij,ij->j", A, A)
+            joins = (m0 < d) & (res2 > SINGULAR_TOL * sq_norm[cols]) & np.isfinite(res2)
+            Yb = None
+            if not joins.any():
+                if G is None or len(G) != m0:  # C_k C_k^T, kept while the basis stands
+                    G = C[:m0, :k0] @ C[:m0, :k0].T
+                Yb = _dependent_block(R[:m0, :m0], G, L)
+            if Yb is not None:
+                C[:m0, cols] = L
+                Y[cols, :m0] = Yb.T
+                G += L @ L.T
+                k0 += len(cols)
+                if k0 < p:  # the next block's factor
+                    R[:m0, :m0] = _factor_add_rows(R[:m0, :m0], L.T)
+                continue
+            if joins.any():
+                # the variables after the last that may join are dependent:
+                # the next block starts there (a variable's residual only
+                # shrinks on the vectors the loop adds before it)
+                last = int(np.flatnonzero(joins)[-1]) + 1
+                cols, A, L = cols[:last], A[:, :last], L[:, :last]
+        G = None  # the loop below changes C_k C_k^T variable by variable
+        k0 += len(cols)
         for i, k in enumerate(cols):
             a = A[:, i]
             l = np.zeros(cap)
@@ -535,7 +583,128 @@ def _min_norm_rows(V, first, block=256):
         coef[r0 - first:r1 - first] = np.tril(Y[r0:r1] @ C, r0 - 1)
     for k, row in direct.items():
         coef[k - first, :k] = row
+    if lead_rows is not None:
+        coef[:lead - first, :lead] = lead_rows
     return coef
+
+
+def _independent_rows(T, first):
+    """Least squares of variables ``first..k-1`` on their predecessors, from ``V = Q T``.
+
+    With ``T`` upper triangular and nonsingular (independent variables),
+    ``T^T`` is a Cholesky factor of their Gram matrix, and the rows follow
+    as in :func:`_ols_on_predecessors`: row ``k`` is ``-T[k, k] inv(T)[:k, k]``.
+    None if the inverse is not finite.
+    """
+    from scipy.linalg.lapack import dtrtri
+
+    Tinv, info = dtrtri(T, lower=0)
+    if info != 0 or not np.isfinite(Tinv).all():
+        return None
+    return np.tril(Tinv.T[first:], first - 1) * -np.diag(T)[first:, None]
+
+
+def _dependent_block(R0, G0, W, refinements=MIN_NORM_REFINEMENTS):
+    """``y_k`` of :func:`_min_norm_rows` for a block of dependent variables, in BLAS-3.
+
+    The block's variables ``k0 + i`` (coordinates ``W[:, i]``) are all exact
+    combinations of a basis that stays as it is. Their systems
+    ``G_k y = l_k`` share ``G_k = R0^T R0 + W_<i W_<i^T`` (``W_<i``: the
+    block's columns before ``i``), which the loop of :func:`_min_norm_rows`
+    updates by one rotation sweep per variable, O(m^2) each from memory. With
+    ``What = R0^{-T} W``, the Woodbury form reduces every system to the
+    regression of a column of ``[What; I]`` on the columns before it (a
+    ridge regression on a matrix whose eigenvalues are >= 1): one Cholesky
+    factor of ``What^T What + I`` and its inverse give all of them, and
+    ``y = R0^{-1} (h_hat - What_<i c)``. That carries the conditioning of
+    ``R0`` (the block's start), which can be far worse than ``G_k``'s, so the
+    solutions are refined against the residuals ``l_k - G_k y`` computed
+    from ``G0 = C_k0 C_k0^T`` and ``W`` themselves: each step multiplies the
+    error by about ``eps cond(R0^T R0)``, down to the rounding of the
+    residuals, which is that of the loop's normal equations.
+
+    Parameters
+    ----------
+    R0 : ndarray, shape (m, m)
+        Upper triangular, ``R0^T R0 = G0`` (to rounding: it only
+        preconditions).
+    G0 : ndarray, shape (m, m)
+        ``C_k0 C_k0^T``, the coordinates of the variables before the block.
+    W : ndarray, shape (m, b)
+        Coordinates of the block's variables.
+    refinements : int
+        Most refinement steps.
+
+    Returns
+    -------
+    Y : ndarray, shape (m, b) or None
+        Column ``i``: ``y`` of variable ``k0 + i``. None when the block's
+        systems are too ill-conditioned for this route (``R0`` singular, or
+        the refinement does not converge): the caller then takes the loop.
+    """
+    from scipy.linalg import LinAlgError
+
+    try:
+        with np.errstate(all="ignore"):
+            return _dependent_block_solve(R0, G0, W, refinements)
+    except LinAlgError:  # R0 singular: the loop's own treatment
+        return None
+
+
+def _dependent_block_solve(R0, G0, W, refinements):
+    """:func:`_dependent_block` (which catches LinAlgError and floating-point states)."""
+    from scipy.linalg import cholesky, solve_triangular
+
+    b = W.shape[1]
+    What = solve_triangular(R0, W, trans="T", check_finite=False)
+    if not np.isfinite(What).all():
+        return None
+    ridge = What.T @ What
+    ridge[np.diag_indices(b)] += 1.0
+    Lg = cholesky(ridge, lower=True, check_finite=False)  # LinAlgError: the caller's
+    Linv = solve_triangular(Lg, np.eye(b), lower=True, check_finite=False)
+
+    def solve(H):  # approximately G_k y_i = H[:, i], every i
+        Hh = solve_triangular(R0, H, trans="T", check_finite=False)
+        T = np.triu(Linv @ np.triu(What.T @ Hh, 1), 1)
+        c = np.triu(Linv.T @ T, 1)  # column i: the ridge row over columns < i
+        return solve_triangular(R0, Hh - What @ c, check_finite=False)
+
+    def residual(Y):  # H - G_k y_i from the coordinates
+        return W - G0 @ Y - W @ np.triu(W.T @ Y, 1)
+
+    Y = solve(W)
+    sizes = []
+    for _ in range(refinements):
+        if not np.isfinite(Y).all():
+            return None
+        step = solve(residual(Y))
+        if not np.isfinite(step).all():
+            return None
+        sizes.append(np.max(np.abs(step).max(axis=0)
+                            / np.maximum(np.abs(Y).max(axis=0), np.finfo(float).tiny)))
+        Y += step
+        # done: the last step was tiny (the error left is that times the
+        # contraction), or the steps stall at the residuals' rounding
+        if sizes[-1] <= MIN_NORM_REFINED or (len(sizes) > 1
+                                             and sizes[-1] > 0.1 * sizes[-2]):
+            break
+    # a step of 1e-10 or more that did not shrink 1000-fold: not converging
+    if sizes and sizes[-1] > max(MIN_NORM_REFINED, 1e-3 * sizes[0], 1e-10):
+        return None
+    return Y
+
+
+def _factor_add_rows(R, X):
+    """Upper ``R'`` with ``R'^T R' = R^T R + X^T X`` (one QR of ``[R; X]``, O(m^2 b))."""
+    from scipy.linalg.lapack import dtpqrt
+
+    m = R.shape[0]
+    Rn, _, _, info = dtpqrt(0, max(1, min(64, m)), np.array(R, order="F"),
+                            np.array(X, order="F"))
+    if info != 0:
+        raise np.linalg.LinAlgError(f"dtpqrt failed (info={info})")
+    return np.triu(Rn)
 
 
 def _solve_upper(R, b, trans="N"):

@@ -1,0 +1,158 @@
+"""Least squares on wide and rank-deficient data: the BLAS-3 routes of
+``adjacency._min_norm_rows`` against ``numpy.linalg.lstsq``, scikit-learn's
+``LinearRegression`` (lingam's least squares) and the row-by-row route."""
+
+import numpy as np
+import pytest
+
+from paralingam import adjacency
+from paralingam.adjacency import ols_adjacency
+
+EPS = np.finfo(float).eps
+
+
+def _lstsq_rows(X, order, rows):
+    """Minimum-norm least squares of ``order[k]`` on ``order[:k]``, with its error bound."""
+    Xc = X - X.mean(axis=0)
+    for k in rows:
+        want, _, rank, sv = np.linalg.lstsq(Xc[:, order[:k]], Xc[:, order[k]], rcond=None)
+        kappa = sv[0] / sv[rank - 1]
+        # normal equations: eps kappa^2 (as tests/test_adjacency.py)
+        yield k, want, min(1e-8 + EPS * kappa**2, 1e-4) * max(1.0, np.abs(want).max())
+
+
+def _wide(n, p, seed, outliers=False):
+    rng = np.random.default_rng(seed)
+    X = rng.laplace(size=(n, p))
+    if outliers:  # a few samples 1e3 times the rest
+        X[rng.choice(n, 3, replace=False)] *= 1e3
+    return X, rng.permutation(p)
+
+
+def _spy(monkeypatch):
+    """Count the calls of _dependent_block and _independent_rows, and their refusals."""
+    calls = {"block": 0, "refused": 0, "lead": 0}
+    block, lead = adjacency._dependent_block, adjacency._independent_rows
+
+    def spy_block(*args, **kwargs):
+        Y = block(*args, **kwargs)
+        calls["block"] += 1
+        calls["refused"] += Y is None
+        return Y
+
+    def spy_lead(*args, **kwargs):
+        calls["lead"] += 1
+        return lead(*args, **kwargs)
+
+    monkeypatch.setattr(adjacency, "_dependent_block", spy_block)
+    monkeypatch.setattr(adjacency, "_independent_rows", spy_lead)
+    return calls
+
+
+@pytest.mark.parametrize("n, p, seed, outliers", [(40, 700, 301, False), (90, 400, 302, False),
+                                                  (60, 500, 303, True)])
+def test_wide_blocks_equal_lstsq_and_the_row_by_row_route(n, p, seed, outliers, monkeypatch):
+    # several blocks of dependent variables (p - n > 256), every row checked
+    X, order = _wide(n, p, seed, outliers)
+    calls = _spy(monkeypatch)
+    B = ols_adjacency(X, order)
+    assert calls["block"] >= 2 and calls["refused"] == 0
+    for k, want, tol in _lstsq_rows(X, order, range(1, p, 3)):
+        np.testing.assert_allclose(B[order[k], order[:k]], want, rtol=0, atol=tol)
+        assert not B[order[k], order[k:]].any()
+    monkeypatch.setattr(adjacency, "_dependent_block", lambda *a, **k: None)
+    B_loop = ols_adjacency(X, order)
+    np.testing.assert_allclose(B, B_loop, rtol=0, atol=1e-9 * max(1.0, np.abs(B).max()))
+
+
+def test_wide_least_squares_equal_linear_regression():
+    # lingam's least squares is scikit-learn's LinearRegression (scipy's lstsq)
+    from sklearn.linear_model import LinearRegression
+
+    X, order = _wide(30, 320, 304)
+    B = ols_adjacency(X, order)
+    for k in (1, 15, 28, 29, 30, 31, 100, 319):
+        want = LinearRegression().fit(X[:, order[:k]], X[:, order[k]]).coef_
+        np.testing.assert_allclose(B[order[k], order[:k]], want, rtol=0,
+                                   atol=1e-8 * max(1.0, np.abs(want).max()))
+
+
+@pytest.mark.parametrize("first", [1, 7, 20])
+def test_independent_run_from_one_qr_equals_lstsq(first, monkeypatch):
+    # the caller vouches for `first` variables; the independent ones after
+    # them come from one QR, the dependent ones from blocks
+    X, order = _wide(40, 330, 305)
+    calls = _spy(monkeypatch)
+    V = adjacency._data_vectors(X, order)
+    rows = adjacency._min_norm_rows(V, first)
+    assert calls["lead"] == 1 and calls["block"] >= 1 and calls["refused"] == 0
+    for k, want, tol in _lstsq_rows(X, order, range(first, 330, 7)):
+        np.testing.assert_allclose(rows[k - first, :k], want, rtol=0, atol=tol)
+        assert not rows[k - first, k:].any()
+
+
+def test_dependent_block_equals_direct_minimum_norm_solutions():
+    # y_k solves (C0 C0^T + W_<i W_<i^T) y = w_i for each column i
+    rng = np.random.default_rng(306)
+    m, k0, b = 30, 45, 20
+    C0, W = rng.standard_normal((m, k0)), rng.standard_normal((m, b))
+    G0 = C0 @ C0.T
+    R0 = np.linalg.qr(C0.T, mode="r")
+    Y = adjacency._dependent_block(R0, G0, W)
+    for i in range(b):
+        Gk = G0 + W[:, :i] @ W[:, :i].T
+        np.testing.assert_allclose(Y[:, i], np.linalg.solve(Gk, W[:, i]), rtol=0,
+                                   atol=1e-10 * np.abs(Y[:, i]).max())
+
+
+def test_dependent_block_refuses_a_singular_start():
+    rng = np.random.default_rng(307)
+    R0 = np.triu(rng.standard_normal((10, 10)))
+    R0[4, 4] = 0.0  # not a factor of a positive definite matrix
+    W = rng.standard_normal((10, 6))
+    assert adjacency._dependent_block(R0, R0.T @ R0, W) is None
+
+
+def test_refused_blocks_fall_back_to_the_row_by_row_route(monkeypatch):
+    # a block refused (here the first) goes to the loop; later blocks start
+    # from the factor the loop updated, with the same rows as all-loop
+    X, order = _wide(30, 700, 308)
+    block, seen = adjacency._dependent_block, []
+
+    def refuse_first(*args, **kwargs):
+        seen.append(1)
+        return None if len(seen) == 1 else block(*args, **kwargs)
+
+    monkeypatch.setattr(adjacency, "_dependent_block", refuse_first)
+    B = ols_adjacency(X, order)
+    assert len(seen) >= 2
+    monkeypatch.setattr(adjacency, "_dependent_block", lambda *a, **k: None)
+    B_loop = ols_adjacency(X, order)
+    np.testing.assert_allclose(B, B_loop, rtol=0, atol=1e-9 * max(1.0, np.abs(B).max()))
+    for k, want, tol in _lstsq_rows(X, order, range(25, 700, 23)):
+        np.testing.assert_allclose(B[order[k], order[:k]], want, rtol=0, atol=tol)
+
+
+def test_exact_combinations_after_a_full_basis_take_blocks(monkeypatch):
+    # tall data: 150 free variables, then 300 exact combinations of them
+    rng = np.random.default_rng(309)
+    free = rng.uniform(-1, 1, size=(400, 150))
+    X = np.hstack([free, free @ rng.standard_normal((150, 300))])
+    order = np.arange(450)
+    calls = _spy(monkeypatch)
+    B = ols_adjacency(X, order)
+    assert calls["block"] >= 1 and calls["refused"] == 0
+    for k, want, tol in _lstsq_rows(X, order, list(range(149, 160)) + [300, 449]):
+        np.testing.assert_allclose(B[order[k], order[:k]], want, rtol=0, atol=tol)
+
+
+@pytest.mark.gpu
+def test_wide_fit_on_cuda_equals_cpu():
+    import paralingam
+
+    X, _ = _wide(48, 400, 310)
+    cpu = paralingam.fit(X, backend="cpu", on_collinear="ignore")
+    gpu = paralingam.fit(X, backend="cuda", on_collinear="ignore")
+    np.testing.assert_array_equal(gpu.causal_order, cpu.causal_order)
+    np.testing.assert_allclose(gpu.adjacency_matrix, cpu.adjacency_matrix, rtol=0,
+                               atol=1e-9 * max(1.0, np.abs(cpu.adjacency_matrix).max()))
