@@ -208,11 +208,11 @@ def fit(
         One name per column, used in the result and in error messages
         (default: a DataFrame's column names).
     progress : bool or {"auto"}, default False
-        A bar of the search's iterations on stderr (CPU backend): ``True``
-        always, ``"auto"`` when stderr is a terminal and the search has run
-        for a second, ``False`` never (the default, so that the fits of a
-        bootstrap or a script's loop stay silent; the command line passes
-        ``"auto"``). The CUDA backend's searches report none.
+        A bar of the search's iterations (variables ordered) on stderr, on
+        both backends: ``True`` always, ``"auto"`` when stderr is a terminal
+        and the search has run for a second, ``False`` never (the default,
+        so that the fits of a bootstrap or a script's loop stay silent; the
+        command line passes ``"auto"``).
 
     Returns
     -------
@@ -294,12 +294,15 @@ def fit(
                 times, stop, candidates, use_float=dtype != "float64", progress=progress)
         else:  # pragma: no cover - needs a GPU
             from . import _cuda
-            order, explained, per_it, n_rederived = _cuda.search(
-                search_data, threshold=threshold, gamma0=gamma0, c=c, dtype=dtype or "float32",
-                collinear_tol=collinear_tol, explained_tol=explained_tol, drift_tol=DRIFT_TOL,
-                times=times, threads_per_block=threads_per_block, blocks=blocks,
-                warps_per_pair=warps_per_pair,
-                stop_on_dependence=stop, candidates=candidates)
+            with Progress(p, progress, desc="search", unit="variable") as bar:
+                order, explained, per_it, n_rederived = _cuda.search(
+                    search_data, threshold=threshold, gamma0=gamma0, c=c,
+                    dtype=dtype or "float32", collinear_tol=collinear_tol,
+                    explained_tol=explained_tol, drift_tol=DRIFT_TOL, times=times,
+                    threads_per_block=threads_per_block, blocks=blocks,
+                    warps_per_pair=warps_per_pair, stop_on_dependence=stop,
+                    candidates=candidates, progress=_monotonic(bar))
+                bar.update_to(p)
     except LinearDependenceError as exc:
         raise exc.with_names(names) from None
 
@@ -419,10 +422,26 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
             explained_tol=explained_tol, drift_tol=DRIFT_TOL,
             n_threads=threads, adapt_threads=n_threads is None, rederive=rederive,
             stop_on_dependence=stop_on_dependence, candidates=candidates, use_float=use_float,
-            noise=initial_noise(data), progress=bar.update_to if bar.enabled else None)
+            noise=initial_noise(data), progress=_monotonic(bar))
         bar.update_to(p)
     times["search"] = time.perf_counter() - t0
     return result
+
+
+def _monotonic(bar):
+    """A ``progress(done)`` callback for ``bar`` (None when it is disabled).
+
+    Counts only go forward: a caller that reports a lower bound of the work
+    done (the GPU's started tasks, say) never moves the bar back.
+    """
+    if not bar.enabled:
+        return None
+
+    def report(done):
+        if done > bar.n:
+            bar.update_to(min(done, bar.total))
+
+    return report
 
 
 def _aligned_prior(pk, names):

@@ -341,7 +341,7 @@ def warps_per_pair_for(n, warps):
 def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, drift_tol,
            times, threads_per_block=None, blocks=None, stop_on_dependence=False,
            profile=False, inject_fault="", min_blocks=None, candidates=None,
-           warps_per_pair=None, all_pairs_work=None):
+           warps_per_pair=None, all_pairs_work=None, progress=None):
     """Causal-order search of ``data`` (n_samples, n_features) on the GPU.
 
     ``candidates`` (prior knowledge, ``paralingam.prior``) is called with the
@@ -351,7 +351,8 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     in at most 15 groups when above 1 (named barriers). Iterations with at
     most ``all_pairs_work`` sample pairs (default ``ALL_PAIRS_WORK``; every
     iteration with ``threshold=False`` unless it is 0) compare every pair in
-    one round.
+    one round. ``progress(n_ordered)`` (optional) is called with the
+    variables ordered so far, at most every 0.1 s, as iterations end.
 
     Returns
     -------
@@ -414,7 +415,8 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     t0 = time.perf_counter()
     try:
         out = _scheduler.search(mod, ws.dev, cfg, ws.status, worker_blocks=int(blocks),
-                                profile=profile, inject_fault=inject_fault, candidates=candidates)
+                                profile=profile, inject_fault=inject_fault, candidates=candidates,
+                                progress=progress)
     except _scheduler.CudaError as exc:
         try:
             drv.Context.synchronize()  # non-sticky errors leave the context usable

@@ -1,0 +1,393 @@
+"""lingam 1.13's results for the comparison tests: live where lingam 1.13 is
+installed, else replayed from the fixtures recorded in ``tests/fixtures/lingam/``.
+
+lingam 1.13 pins ``scipy<=1.13.1`` (and so ``numpy<2.3``), so it cannot be
+installed beside newer numpy or scipy. The comparison tests therefore use
+``lingam = lingam_module("lingam", __name__)`` instead of ``import lingam``:
+a stand-in that records every call made on it, keyed by the chain of calls
+and a hash of their arguments (arrays hashed as float32, so that the last
+bits of data made with another numpy's BLAS give the same key):
+
+* **live** (lingam 1.13.0 importable; the CI run): every call goes to lingam,
+  and each result that a fixture holds is checked against it, so a fixture
+  that no longer equals lingam's live result fails the test that uses it;
+* **replay** (lingam missing, or another version): results come from the
+  fixture; a call with no recorded result fails, naming the recorder;
+* **record** (``PARALINGAM_LINGAM_FIXTURES=record``, set by
+  ``tools/record_lingam_fixtures.py``): live, and the results are written to
+  the fixtures at the end of the session.
+
+Results that are lingam objects (models, bootstrap results) are stand-ins
+again; data (arrays, numbers, strings, lists, dicts, tuples) are stored in
+one ``.npz`` per test module (no pickle). Other results (graphviz graphs)
+are not recorded: the test is skipped when replaying, with the reason.
+Tests that need lingam itself (signatures, identity of objects) use
+:func:`live_lingam`, which skips them, naming why, when lingam 1.13 is missing.
+"""
+
+import builtins
+import hashlib
+import json
+import os
+import types
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures" / "lingam"
+LINGAM_VERSION = "1.13.0"
+ENV = "PARALINGAM_LINGAM_FIXTURES"
+# live results against the fixture: lingam's arithmetic on another BLAS or
+# numpy may differ in the last bits
+RTOL, ATOL = 1e-7, 1e-10
+
+
+def _lingam_version():
+    try:
+        import lingam
+    except ImportError:
+        return None
+    return getattr(lingam, "__version__", "unknown")
+
+
+def mode():
+    """``"record"``, ``"live"`` or ``"replay"`` (see the module docstring)."""
+    live = _lingam_version() == LINGAM_VERSION
+    if os.environ.get(ENV) == "record":
+        if not live:
+            raise RuntimeError(f"recording needs lingam {LINGAM_VERSION}; "
+                               f"found {_lingam_version()}")
+        return "record"
+    return "live" if live else "replay"
+
+
+def live_lingam(name="lingam"):
+    """lingam's module ``name`` itself; skip the test when lingam 1.13 is missing."""
+    version = _lingam_version()
+    if version != LINGAM_VERSION:
+        pytest.skip(f"needs lingam {LINGAM_VERSION} itself (found: {version or 'none'}), "
+                    "not its recorded results")
+    import importlib
+
+    return importlib.import_module(name)
+
+
+# ----------------------------------------------------------------------
+# keys: a canonical text of the arguments
+# ----------------------------------------------------------------------
+
+def _digest(data):
+    return hashlib.sha1(data).hexdigest()[:16]
+
+
+def canonical(x, depth=0):
+    """A text that identifies ``x`` across numpy versions and machines."""
+    if isinstance(x, _Stand):
+        return "P:" + object.__getattribute__(x, "_state")
+    if x is None or isinstance(x, (bool, str, int)):
+        return repr(x)
+    if isinstance(x, float):
+        return "f:" + repr(np.float32(x).item())
+    if isinstance(x, np.generic):
+        return canonical(np.asarray(x), depth)
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind == "f":
+            raw = np.ascontiguousarray(x, dtype=np.float32)
+        elif x.dtype.kind in "iub":
+            raw = np.ascontiguousarray(x, dtype=np.int64)
+        else:
+            return f"a{x.shape}:" + canonical(x.tolist(), depth + 1)
+        return f"nd{x.dtype.kind}{x.shape}:{_digest(raw.tobytes())}"
+    if hasattr(x, "to_numpy") and hasattr(x, "columns"):  # a DataFrame
+        return ("df:" + canonical(list(map(str, x.columns)), depth + 1)
+                + canonical(x.to_numpy(), depth + 1))
+    if isinstance(x, (list, tuple)):
+        return "[" + ",".join(canonical(v, depth + 1) for v in x) + "]"
+    if isinstance(x, dict):
+        return "{" + ",".join(f"{canonical(k)}={canonical(v, depth + 1)}"
+                              for k, v in sorted(x.items(), key=lambda kv: repr(kv[0]))) + "}"
+    if isinstance(x, (types.FunctionType, types.BuiltinFunctionType, type)):
+        return f"fn:{x.__module__}.{x.__qualname__}"
+    if hasattr(x, "__dict__") and depth < 4:
+        return f"{type(x).__qualname__}:" + canonical(dict(vars(x)), depth + 1)
+    return f"{type(x).__qualname__}:{x!r}"
+
+
+def _call_key(state, args, kwargs):
+    text = canonical(list(args)) + canonical(kwargs)
+    return f"{state}({_digest(text.encode())})"
+
+
+# ----------------------------------------------------------------------
+# values: a JSON spec plus arrays
+# ----------------------------------------------------------------------
+
+class _Unsupported(Exception):
+    pass
+
+
+# the package whose objects are stand-ins (a test of this module uses another)
+PACKAGE = "lingam"
+
+
+def _in_package(module):
+    module = module or ""
+    return module == PACKAGE or module.startswith(PACKAGE + ".")
+
+
+def _is_lingam_object(x):
+    """A module, class, function, model or result of lingam (not plain data)."""
+    return (isinstance(x, types.ModuleType) or _in_package(getattr(type(x), "__module__", ""))
+            or (callable(x) and _in_package(getattr(x, "__module__", ""))))
+
+
+def _encode(x, arrays):
+    """The JSON spec of ``x``; its arrays are appended to ``arrays``."""
+    if _is_lingam_object(x):
+        return {"t": "obj", "module": isinstance(x, types.ModuleType)}
+    if x is None or isinstance(x, (bool, str, int, float)):
+        return {"t": "py", "v": x}
+    if isinstance(x, (np.ndarray, np.generic)) and np.asarray(x).dtype.kind in "biuf":
+        arrays.append(np.asarray(x))
+        return {"t": "nd", "i": len(arrays) - 1, "scalar": isinstance(x, np.generic)}
+    if isinstance(x, (list, tuple)):
+        return {"t": type(x).__name__, "v": [_encode(v, arrays) for v in x]}
+    if isinstance(x, dict):
+        items = list(x.items())
+        return {"t": "dict", "k": [_encode(k, arrays) for k, _ in items],
+                "v": [_encode(v, arrays) for _, v in items]}
+    raise _Unsupported(f"{type(x).__module__}.{type(x).__qualname__}")
+
+
+def _hashable(x):
+    return tuple(map(_hashable, x)) if isinstance(x, list) else x
+
+
+def _decode(spec, arrays, key, store, live=None):
+    """The value of ``spec``: lingam objects become stand-ins (around ``live``)."""
+    t = spec["t"]
+    if t == "obj":
+        return _Stand(store, key, live, module=spec["module"])
+    if t == "py":
+        return spec["v"]
+    if t == "nd":
+        a = arrays[spec["i"]]
+        return a[()] if spec["scalar"] else a.copy()
+    if t in ("list", "tuple"):
+        vals = [_decode(s, arrays, f"{key}[{i}]", store, None if live is None else live[i])
+                for i, s in enumerate(spec["v"])]
+        return vals if t == "list" else tuple(vals)
+    if t == "dict":
+        keys = [_hashable(_decode(s, arrays, key, store)) for s in spec["k"]]
+        live_vals = list(live.values()) if live is not None else [None] * len(keys)
+        return {k: _decode(s, arrays, f"{key}[{i}]", store, lv)
+                for i, (k, s, lv) in enumerate(zip(keys, spec["v"], live_vals))}
+    if t == "raise":
+        kind = getattr(builtins, spec["type"], None)
+        if not (isinstance(kind, type) and issubclass(kind, Exception)):
+            kind = RuntimeError
+        raise kind(spec["msg"])
+    if t == "unsupported":
+        pytest.skip(f"lingam's result {key} is a {spec['type']}, which is not recorded: "
+                    f"this comparison needs lingam {LINGAM_VERSION} itself")
+    raise ValueError(f"unknown fixture entry {spec!r}")
+
+
+def _warned(caught):
+    """``[category name, message]`` of each warning lingam emitted."""
+    return [[w.category.__name__, str(w.message)] for w in caught]
+
+
+def _warn_again(recorded):
+    for name, message in recorded:
+        category = getattr(builtins, name, None)
+        if not (isinstance(category, type) and issubclass(category, Warning)):
+            category = UserWarning
+        warnings.warn(message, category, stacklevel=4)
+
+
+def _has_object(spec):
+    if spec["t"] == "obj":
+        return True
+    return any(_has_object(s) for s in spec.get("v", []) if isinstance(s, dict) and "t" in s) \
+        if spec["t"] in ("list", "tuple", "dict") else False
+
+
+def _same(recorded, live, key):
+    """Assert that a fixture's value equals lingam's live value."""
+    if isinstance(live, _Stand):
+        return
+    if isinstance(live, (list, tuple)) and isinstance(recorded, (list, tuple)):
+        assert len(live) == len(recorded), key
+        for i, (r, v) in enumerate(zip(recorded, live)):
+            _same(r, v, f"{key}[{i}]")
+        return
+    if isinstance(live, dict) and isinstance(recorded, dict):
+        assert list(map(_hashable, live)) == list(recorded), key
+        for (_, v), r in zip(live.items(), recorded.values()):
+            _same(r, v, key)
+        return
+    if isinstance(live, str) or live is None:
+        assert live == recorded, key
+        return
+    np.testing.assert_allclose(np.asarray(live, dtype=float), np.asarray(recorded, dtype=float),
+                               rtol=RTOL, atol=ATOL, err_msg=(
+                                   f"lingam's live result {key} differs from its fixture: "
+                                   "run tools/record_lingam_fixtures.py"))
+
+
+# ----------------------------------------------------------------------
+# the fixtures of one test module
+# ----------------------------------------------------------------------
+
+class Store:
+    """The recorded results of one owner (a test module): ``key -> (spec, arrays)``."""
+
+    all = {}
+
+    def __init__(self, owner):
+        self.owner = owner
+        self.path = FIXTURES / f"{owner}.npz"
+        self.mode = mode()
+        self.entries = {}
+        self.recorded = {}
+        if self.path.exists() and self.mode != "record":
+            with np.load(self.path, allow_pickle=False) as f:
+                index = json.loads(str(f["__index__"]))
+                for key, (spec, names) in index.items():
+                    self.entries[key] = (spec, [f[n] for n in names])
+
+    @classmethod
+    def of(cls, owner):
+        if owner not in cls.all:
+            cls.all[owner] = cls(owner)
+        return cls.all[owner]
+
+    def resolve(self, key, compute):
+        """lingam's result for ``key``: ``compute()`` live, else the recorded one."""
+        if self.mode == "replay":
+            if key not in self.entries:
+                pytest.fail(f"no recorded lingam result for {self.owner}: {key} (inputs "
+                            "differ from the recording, or the fixtures are out of date: run "
+                            "tools/record_lingam_fixtures.py where lingam 1.13 is installed)")
+            spec, arrays = self.entries[key]
+            _warn_again(spec.get("w", []))
+            return _decode(spec, arrays, key, self)
+        caught = []
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                value = compute()
+        except Exception as exc:
+            if self.mode == "record":
+                self.recorded.setdefault(key, ({"t": "raise", "type": type(exc).__name__,
+                                                "msg": str(exc), "w": _warned(caught)}, []))
+            raise
+        finally:
+            for w in caught:  # lingam's warnings reach the test as without the stand-in
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        arrays = []
+        try:
+            spec = _encode(value, arrays)
+        except _Unsupported as exc:
+            spec, arrays = {"t": "unsupported", "type": str(exc)}, []
+            if self.mode == "record":
+                self.recorded.setdefault(key, (spec, arrays))
+            return value
+        if caught:
+            spec["w"] = _warned(caught)
+        if self.mode == "record":
+            self.recorded.setdefault(key, (spec, arrays))
+        elif key in self.entries and self.entries[key][0]["t"] not in ("raise", "unsupported"):
+            rspec, rarrays = self.entries[key]
+            _same(_decode(rspec, rarrays, key, self), _decode(spec, arrays, key, self, value),
+                  f"{self.owner}: {key}")
+        return _decode(spec, arrays, key, self, value) if _has_object(spec) else value
+
+    def save(self):
+        """Write the recorded results (record mode): one compressed npz, no pickle."""
+        if not self.recorded:
+            return
+        FIXTURES.mkdir(parents=True, exist_ok=True)
+        index, arrays = {}, {}
+        for k, (key, (spec, arrs)) in enumerate(sorted(self.recorded.items())):
+            names = [f"a{k}_{j}" for j in range(len(arrs))]
+            arrays.update(zip(names, arrs))
+            index[key] = (spec, names)
+        np.savez_compressed(self.path, __index__=np.array(json.dumps(index)), **arrays)
+
+
+def save_all():
+    """Write every owner's recorded results (called at the end of a recording session)."""
+    for store in Store.all.values():
+        if store.mode == "record":
+            store.save()
+
+
+# ----------------------------------------------------------------------
+# the stand-in
+# ----------------------------------------------------------------------
+
+class _Stand:
+    """lingam (a module, class, model or result) seen through the fixtures."""
+
+    def __init__(self, store, state, live=None, module=False, parent=None):
+        object.__setattr__(self, "_store", store)
+        object.__setattr__(self, "_state", state)
+        object.__setattr__(self, "_live", live)
+        object.__setattr__(self, "_module", module)
+        object.__setattr__(self, "_parent", parent)
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        store, state, live = (object.__getattribute__(self, k) for k in ("_store", "_state", "_live"))
+        key = f"{state}.{name}"
+        value = store.resolve(key, lambda: getattr(live, name))
+        if isinstance(value, _Stand):  # a method's calls change this object
+            object.__setattr__(value, "_parent", self)
+        return value
+
+    def __setattr__(self, name, value):
+        state, live = object.__getattribute__(self, "_state"), object.__getattribute__(self, "_live")
+        if live is not None:
+            setattr(live, name, _unwrap(value))
+        object.__setattr__(self, "_state", f"{state}.{name}={_digest(canonical(value).encode())}")
+
+    def __call__(self, *args, **kwargs):
+        store, state, live = (object.__getattribute__(self, k) for k in ("_store", "_state", "_live"))
+        key = _call_key(state, args, kwargs)
+        value = store.resolve(key, lambda: live(*_unwrap(args), **_unwrap(kwargs)))
+        parent = object.__getattribute__(self, "_parent")
+        if parent is not None and not object.__getattribute__(parent, "_module"):
+            object.__setattr__(parent, "_state", key)  # fit(X) and the like
+        return value
+
+    def __iter__(self):
+        raise TypeError(f"{object.__getattribute__(self, '_state')} is a lingam object")
+
+    def __repr__(self):
+        return f"<lingam stand-in {object.__getattribute__(self, '_state')}>"
+
+
+def _unwrap(x):
+    if isinstance(x, _Stand):
+        return object.__getattribute__(x, "_live")
+    if isinstance(x, (list, tuple)):
+        return type(x)(_unwrap(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _unwrap(v) for k, v in x.items()}
+    return x
+
+
+def lingam_module(name="lingam", owner="tests"):
+    """lingam's module ``name`` for the tests of ``owner`` (their module's ``__name__``)."""
+    store = Store.of(owner.rsplit(".", 1)[-1])
+    live = None
+    if store.mode != "replay":
+        import importlib
+
+        live = importlib.import_module(name)
+    return _Stand(store, name, live, module=True)
