@@ -696,7 +696,8 @@ def _fit_direct(args, tables, prior):
             pk = PriorKnowledge(prior, search_data.shape[1], soft=args.soft_prior).matrix
         return _estimate_adjacency(search_data, order, method=args.adjacency,
                                    prior_knowledge=pk, backend=backend_used,
-                                   n_threads=args.threads, scatter=scatter)
+                                   n_threads=args.threads, scatter=scatter,
+                                   progress=_progress(args))
 
     result = _api.fit(X, backend=args.backend, feature_names=names, prior_knowledge=prior,
                       apply_prior_knowledge_softly=args.soft_prior,

@@ -17,15 +17,21 @@ bits of data made with another numpy's BLAS give the same key):
   ``tools/record_lingam_fixtures.py``): live, and the results are written to
   the fixtures at the end of the session.
 
+``PARALINGAM_LINGAM_FIXTURES=live`` (CI) makes a missing lingam 1.13 an
+error instead of a replay; ``=replay`` hides an installed lingam
+(``tests/conftest.py``), to run the suite as where lingam is missing.
+
 Results that are lingam objects (models, bootstrap results) are stand-ins
 again; data (arrays, numbers, strings, lists, dicts, tuples) are stored in
-one ``.npz`` per test module (no pickle). Other results (graphviz graphs)
+one gzip'd JSON file per test module (no pickle). Other results (graphviz graphs)
 are not recorded: the test is skipped when replaying, with the reason.
 Tests that need lingam itself (signatures, identity of objects) use
 :func:`live_lingam`, which skips them, naming why, when lingam 1.13 is missing.
 """
 
+import base64
 import builtins
+import gzip
 import hashlib
 import json
 import os
@@ -55,10 +61,13 @@ def _lingam_version():
 def mode():
     """``"record"``, ``"live"`` or ``"replay"`` (see the module docstring)."""
     live = _lingam_version() == LINGAM_VERSION
-    if os.environ.get(ENV) == "record":
-        if not live:
-            raise RuntimeError(f"recording needs lingam {LINGAM_VERSION}; "
-                               f"found {_lingam_version()}")
+    wanted = os.environ.get(ENV, "")
+    if wanted in ("record", "live") and not live:
+        # CI sets "live": a run that silently fell back to the fixtures would
+        # not compare with lingam at all
+        raise RuntimeError(f"{ENV}={wanted} needs lingam {LINGAM_VERSION}; found "
+                           f"{_lingam_version() or 'none'} (pip install '.[lingam]')")
+    if wanted == "record":
         return "record"
     return "live" if live else "replay"
 
@@ -66,9 +75,10 @@ def mode():
 def live_lingam(name="lingam"):
     """lingam's module ``name`` itself; skip the test when lingam 1.13 is missing."""
     version = _lingam_version()
+    mode()  # PARALINGAM_LINGAM_FIXTURES=live: lingam must be there
     if version != LINGAM_VERSION:
         pytest.skip(f"needs lingam {LINGAM_VERSION} itself (found: {version or 'none'}), "
-                    "not its recorded results")
+                    "not its recorded results", allow_module_level=True)
     import importlib
 
     return importlib.import_module(name)
@@ -249,15 +259,12 @@ class Store:
 
     def __init__(self, owner):
         self.owner = owner
-        self.path = FIXTURES / f"{owner}.npz"
+        self.path = FIXTURES / f"{owner}.json.gz"
         self.mode = mode()
         self.entries = {}
         self.recorded = {}
         if self.path.exists() and self.mode != "record":
-            with np.load(self.path, allow_pickle=False) as f:
-                index = json.loads(str(f["__index__"]))
-                for key, (spec, names) in index.items():
-                    self.entries[key] = (spec, [f[n] for n in names])
+            self.entries = read(self.path)["entries"]
 
     @classmethod
     def of(cls, owner):
@@ -307,16 +314,44 @@ class Store:
         return _decode(spec, arrays, key, self, value) if _has_object(spec) else value
 
     def save(self):
-        """Write the recorded results (record mode): one compressed npz, no pickle."""
-        if not self.recorded:
-            return
-        FIXTURES.mkdir(parents=True, exist_ok=True)
-        index, arrays = {}, {}
-        for k, (key, (spec, arrs)) in enumerate(sorted(self.recorded.items())):
-            names = [f"a{k}_{j}" for j in range(len(arrs))]
-            arrays.update(zip(names, arrs))
-            index[key] = (spec, names)
-        np.savez_compressed(self.path, __index__=np.array(json.dumps(index)), **arrays)
+        """Write the recorded results (record mode)."""
+        if self.recorded:
+            write(self.path, self.recorded)
+
+
+def read(path):
+    """A fixture file: ``{"lingam": version, "entries": {key: (spec, arrays)}}``."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        doc = json.load(f)
+    doc["entries"] = {key: (spec, [_array(a) for a in arrays])
+                      for key, (spec, arrays) in doc["entries"].items()}
+    return doc
+
+
+def write(path, entries):
+    """Write ``entries`` (key -> (spec, arrays)): gzip'd JSON, arrays as base64 bytes.
+
+    One small file per test module: an .npz would spend a zip member (some
+    hundred bytes) on each of thousands of tiny arrays.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"lingam": LINGAM_VERSION, "numpy": np.__version__,
+           "entries": {key: [spec, [_packed(a) for a in arrays]]
+                       for key, (spec, arrays) in sorted(entries.items())}}
+    # mtime=0: the same results give the same bytes
+    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+        f.write(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode())
+
+
+def _packed(a):
+    a = np.ascontiguousarray(a)
+    dtype = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
+    return [dtype.str, list(a.shape), base64.b64encode(a.astype(dtype).tobytes()).decode()]
+
+
+def _array(packed):
+    dtype, shape, data = packed
+    return np.frombuffer(base64.b64decode(data), dtype=np.dtype(dtype)).reshape(shape).copy()
 
 
 def save_all():
@@ -330,6 +365,9 @@ def save_all():
 # the stand-in
 # ----------------------------------------------------------------------
 
+DATA_DUNDERS = {"__all__", "__version__", "__name__"}
+
+
 class _Stand:
     """lingam (a module, class, model or result) seen through the fixtures."""
 
@@ -341,8 +379,8 @@ class _Stand:
         object.__setattr__(self, "_parent", parent)
 
     def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
+        if name.startswith("__") and name.endswith("__") and name not in DATA_DUNDERS:
+            raise AttributeError(name)  # protocols (__array__, __len__) are not lingam's
         store, state, live = (object.__getattribute__(self, k) for k in ("_store", "_state", "_live"))
         key = f"{state}.{name}"
         value = store.resolve(key, lambda: getattr(live, name))

@@ -8,7 +8,7 @@ the repository root, with the package built in place or installed::
 
 It runs the tests with ``PARALINGAM_LINGAM_FIXTURES=record``: every call the
 tests make on lingam (through ``tests/lingam_oracle.py``) goes to lingam, and
-its results are written, one ``.npz`` per test module, when the session
+its results are written, one gzip'd JSON file per test module, when the session
 ends. Only lingam's outputs are stored; the tests rebuild their inputs from
 seeds. A module's file is rewritten as a whole, so run every test of a
 module (GPU tests record only on a machine where they run). Prints the
@@ -40,7 +40,7 @@ def main(argv=None):
     env = dict(os.environ, PARALINGAM_LINGAM_FIXTURES="record")
     rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           *args.tests], cwd=ROOT, env=env)
-    files = sorted(FIXTURES.glob("*.npz"))
+    files = sorted(FIXTURES.glob("*.json.gz"))
     total = sum(f.stat().st_size for f in files)
     for f in files:
         print(f"{f.stat().st_size / 1024:8.1f} KiB  {f.relative_to(ROOT)}")
