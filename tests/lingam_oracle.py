@@ -149,6 +149,8 @@ def _in_package(module):
 
 def _is_lingam_object(x):
     """A module, class, function, model or result of lingam (not plain data)."""
+    if isinstance(x, types.MethodType):
+        return _is_lingam_object(x.__self__)
     return (isinstance(x, types.ModuleType) or _in_package(getattr(type(x), "__module__", ""))
             or (callable(x) and _in_package(getattr(x, "__module__", ""))))
 
