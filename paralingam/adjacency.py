@@ -642,6 +642,7 @@ def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_th
 
 def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine, backend,
                              scatter, bar):
+    """The body of :func:`_adaptive_lasso_adjacency`, counting its targets on ``bar``."""
     if engine not in ("auto", "compiled", "sklearn"):
         raise ValueError(f"engine must be 'auto', 'compiled' or 'sklearn'; got {engine!r}")
     if backend not in ADJACENCY_BACKENDS:
