@@ -246,7 +246,8 @@ def test_fit_feeds_the_cuda_search_progress_to_its_bar(monkeypatch):
 @pytest.mark.gpu
 def test_cuda_search_reports_its_iterations_and_keeps_its_result(no_tqdm, capsys):
     from paralingam import _cuda
-    from paralingam._api import DRIFT_TOL
+    from paralingam._api import DEFAULT_C, DRIFT_TOL, default_gamma0
+    from paralingam.policy import COLLINEAR_TOL, EXPLAINED_TOL
 
     X = np.asarray(make_lingam_data(300, 2048, density="sparse", random_state=5)[0])
     quiet = paralingam.fit(X, backend="cuda", progress=False)
@@ -256,9 +257,10 @@ def test_cuda_search_reports_its_iterations_and_keeps_its_result(no_tqdm, capsys
     assert list(shown.causal_order) == list(quiet.causal_order)
     # the scheduler's own callback: increasing counts of ordered variables
     calls = []
-    order, *_ = _cuda.search(X, threshold=True, gamma0=1e-4, c=2.0, dtype="float32",
-                             collinear_tol=1e-12, explained_tol=1e-12, drift_tol=DRIFT_TOL,
-                             times={}, progress=calls.append)
+    order, *_ = _cuda.search(X, threshold=True, gamma0=default_gamma0(2048), c=DEFAULT_C,
+                             dtype="float32", collinear_tol=COLLINEAR_TOL,
+                             explained_tol=EXPLAINED_TOL, drift_tol=DRIFT_TOL, times={},
+                             progress=calls.append)
     assert calls and calls == sorted(calls) and 0 < calls[0] and calls[-1] <= 300
     assert order == list(quiet.causal_order)
 
