@@ -22,19 +22,23 @@ error instead of a replay; ``=replay`` hides an installed lingam
 (``tests/conftest.py``), to run the suite as where lingam is missing.
 
 Results that are lingam objects (models, bootstrap results) are stand-ins
-again; data (arrays, numbers, strings, lists, dicts, tuples) are stored in
-one gzip'd JSON file per test module (no pickle). Other results (graphviz graphs)
-are not recorded: the test is skipped when replaying, with the reason.
+again; data (arrays, numbers, strings, lists, dicts, tuples, sets, and
+graphviz graphs as their DOT text, replayed as an object with ``source``) are stored in
+one gzip'd JSON file per test module (no pickle). Other results are not
+recorded: the test is skipped when replaying, with the reason.
 Tests that need lingam itself (signatures, identity of objects) use
 :func:`live_lingam`, which skips them, naming why, when lingam 1.13 is missing.
 """
 
 import base64
 import builtins
+import contextlib
 import gzip
 import hashlib
+import io
 import json
 import os
+import sys
 import types
 import warnings
 from pathlib import Path
@@ -170,6 +174,11 @@ def _encode(x, arrays):
         items = list(x.items())
         return {"t": "dict", "k": [_encode(k, arrays) for k, _ in items],
                 "v": [_encode(v, arrays) for _, v in items]}
+    if isinstance(x, (set, frozenset)):
+        return {"t": "set", "v": [_encode(v, arrays) for v in sorted(x, key=repr)]}
+    if type(x).__module__.startswith("graphviz.") and isinstance(getattr(x, "source", None), str):
+        # a graph: its DOT text (what the tests compare)
+        return {"t": "dot", "v": x.source}
     raise _Unsupported(f"{type(x).__module__}.{type(x).__qualname__}")
 
 
@@ -186,7 +195,11 @@ def _decode(spec, arrays, key, store, live=None):
         return spec["v"]
     if t == "nd":
         a = arrays[spec["i"]]
-        return a[()] if spec["scalar"] else a.copy()
+        return a.reshape(-1)[0] if spec["scalar"] else a.copy()
+    if t == "set":
+        return {_hashable(_decode(s, arrays, key, store)) for s in spec["v"]}
+    if t == "dot":
+        return live if live is not None else types.SimpleNamespace(source=spec["v"])
     if t in ("list", "tuple"):
         vals = [_decode(s, arrays, f"{key}[{i}]", store, None if live is None else live[i])
                 for i, s in enumerate(spec["v"])]
@@ -241,6 +254,12 @@ def _same(recorded, live, key):
         for (_, v), r in zip(live.items(), recorded.values()):
             _same(r, v, key)
         return
+    if isinstance(live, (set, frozenset)):
+        assert live == recorded, key
+        return
+    if hasattr(live, "source") and hasattr(recorded, "source"):
+        assert live.source == recorded.source, key
+        return
     if isinstance(live, str) or live is None:
         assert live == recorded, key
         return
@@ -283,20 +302,24 @@ class Store:
                             "tools/record_lingam_fixtures.py where lingam 1.13 is installed)")
             spec, arrays = self.entries[key]
             _warn_again(spec.get("w", []))
+            sys.stdout.write(spec.get("out", ""))
             return _decode(spec, arrays, key, self)
-        caught = []
+        caught, printed = [], io.StringIO()
         try:
-            with warnings.catch_warnings(record=True) as caught:
+            with warnings.catch_warnings(record=True) as caught, \
+                    contextlib.redirect_stdout(printed):
                 warnings.simplefilter("always")
                 value = compute()
         except Exception as exc:
             if self.mode == "record":
                 self.recorded.setdefault(key, ({"t": "raise", "type": type(exc).__name__,
-                                                "msg": str(exc), "w": _warned(caught)}, []))
+                                                "msg": str(exc), "w": _warned(caught),
+                                                "out": printed.getvalue()}, []))
             raise
         finally:
-            for w in caught:  # lingam's warnings reach the test as without the stand-in
+            for w in caught:  # lingam's warnings and printout reach the test as without
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            sys.stdout.write(printed.getvalue())
         arrays = []
         try:
             spec = _encode(value, arrays)
@@ -307,6 +330,8 @@ class Store:
             return value
         if caught:
             spec["w"] = _warned(caught)
+        if printed.getvalue():
+            spec["out"] = printed.getvalue()
         if self.mode == "record":
             self.recorded.setdefault(key, (spec, arrays))
         elif key in self.entries and self.entries[key][0]["t"] not in ("raise", "unsupported"):
@@ -346,7 +371,7 @@ def write(path, entries):
 
 
 def _packed(a):
-    a = np.ascontiguousarray(a)
+    a = np.asarray(a)  # (ascontiguousarray would make a scalar 1-d)
     dtype = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
     return [dtype.str, list(a.shape), base64.b64encode(a.astype(dtype).tobytes()).decode()]
 

@@ -94,7 +94,9 @@ def test_forwarded_names_are_lingams():
 
 
 def test_every_lingam_util_exists():
-    missing = [name for name in lingam.utils.__all__ if not hasattr(pu, name)]
+    # (the forwarded names import lingam: test_forwarded_names_are_lingams)
+    missing = [name for name in lingam.utils.__all__
+               if name not in pu.LINGAM_FORWARDED and not hasattr(pu, name)]
     assert missing == []
 
 

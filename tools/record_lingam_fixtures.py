@@ -45,6 +45,9 @@ def main(argv=None):
     for f in files:
         print(f"{f.stat().st_size / 1024:8.1f} KiB  {f.relative_to(ROOT)}")
     print(f"{total / 1024:8.1f} KiB  in all ({len(files)} files)")
+    if rc != 0:
+        print("warning: some tests failed; lingam's results after a failure in a test are "
+              "not recorded: fix them and record again", file=sys.stderr)
     if total > LIMIT:
         print(f"warning: the fixtures exceed {LIMIT >> 20} MiB", file=sys.stderr)
     return rc
