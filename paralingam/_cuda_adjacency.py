@@ -280,11 +280,11 @@ def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma, progress=N
     work, iwork = _buffers(p, blocks, m)
 
     return _guarded(_launch, fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m,
-                    blocks, work, iwork, kept, ok, progress)
+                    blocks, work, iwork, progress, kept, ok)
 
 
 def _launch(fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m, blocks, work, iwork,
-            kept, ok, progress=None):
+            progress, kept, ok):
     """Upload, run ``lars_paths`` over all targets, download ``kept`` and ``ok``."""
     import pycuda.driver as drv
 
