@@ -147,11 +147,12 @@ def fit(
         One name per column, used in the result and in error messages
         (default: a DataFrame's column names).
     progress : bool or {"auto"}, default False
-        A bar of the search's iterations on stderr (CPU backend): ``True``
-        always, ``"auto"`` when stderr is a terminal and the search has run
-        for a second, ``False`` never (the default, so that the fits of a
-        bootstrap or a script's loop stay silent; the command line passes
-        ``"auto"``). The CUDA backend's searches report none.
+        A bar of the search's iterations (variables ordered) on stderr, on
+        both backends: ``True`` always, ``"auto"`` when stderr is a terminal
+        and the search has run for a second, ``False`` never (the default,
+        so that the fits of a bootstrap or a script's loop stay silent; the
+        command line passes ``"auto"``). A search over several GPUs
+        (``devices``) reports none.
     devices : None, "all" or list of int, optional
         CUDA backend: the GPUs of one host that share the causal-order
         search (``None``, the default: GPU 0 alone; ``"all"``: every visible
@@ -377,13 +378,17 @@ def search(search_data, settings, names, times):
         else:  # pragma: no cover - needs a GPU
             from .search import _cuda
             tuning = settings.tuning
-            order, explained, per_it, n_rederived = _cuda.search(
-                search_data, threshold=settings.threshold, gamma0=settings.gamma0, c=settings.c,
-                dtype=settings.dtype or "float32", collinear_tol=settings.collinear_tol,
-                explained_tol=settings.explained_tol, drift_tol=DRIFT_TOL, times=times,
-                threads_per_block=tuning.threads_per_block, blocks=tuning.blocks,
-                warps_per_pair=tuning.warps_per_pair, stop_on_dependence=stop,
-                candidates=candidates, devices=settings.devices)
+            p = search_data.shape[1]
+            with Progress(p, settings.progress, desc="search", unit="variable") as bar:
+                order, explained, per_it, n_rederived = _cuda.search(
+                    search_data, threshold=settings.threshold, gamma0=settings.gamma0,
+                    c=settings.c, dtype=settings.dtype or "float32",
+                    collinear_tol=settings.collinear_tol, explained_tol=settings.explained_tol,
+                    drift_tol=DRIFT_TOL, times=times, threads_per_block=tuning.threads_per_block,
+                    blocks=tuning.blocks, warps_per_pair=tuning.warps_per_pair,
+                    stop_on_dependence=stop, candidates=candidates, devices=settings.devices,
+                    progress=_monotonic(bar))
+                bar.update_to(p)
     except LinearDependenceError as exc:
         raise exc.with_names(names) from None
     scatter = None
@@ -397,12 +402,14 @@ def search(search_data, settings, names, times):
 
 
 def adjacency(search_data, found, settings, exponents, names, times, *, method="ols",
-              prior_knowledge=None, n_threads=None):
+              prior_knowledge=None, n_threads=None, progress=False):
     """Edge weights on the found order (``method`` of :mod:`paralingam.adjacency`), on the data's scale.
 
     It runs where the search ran (the adaptive lasso's paths on the GPU with
     the CUDA backend) and reuses the scatter matrix the CUDA search computed.
     No ``coef_threshold``: the estimator applies it on the data's scale.
+    ``progress``: a bar of the adaptive lasso's targets
+    (:func:`paralingam.adjacency.estimate_adjacency`).
     """
     t0 = time.perf_counter()
     with np.errstate(over="ignore"):
@@ -410,7 +417,8 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
         with _blas_in_this_thread() if settings.backend == "cpu" else contextlib.nullcontext():
             B = _estimate_adjacency(search_data, found.order, method=method,
                                     prior_knowledge=prior_knowledge, backend=settings.backend,
-                                    n_threads=n_threads, scatter=found.scatter)
+                                    n_threads=n_threads, scatter=found.scatter,
+                                    progress=progress)
     B = _scaled_back(B, exponents, names)
     times["adjacency"] = time.perf_counter() - t0
     return B
@@ -522,10 +530,26 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
             explained_tol=explained_tol, drift_tol=DRIFT_TOL,
             n_threads=threads, adapt_threads=n_threads is None, rederive=rederive,
             stop_on_dependence=stop_on_dependence, candidates=candidates, use_float=use_float,
-            noise=initial_noise(data, threads), progress=bar.update_to if bar.enabled else None)
+            noise=initial_noise(data, threads), progress=_monotonic(bar))
         bar.update_to(p)
     times["search"] = time.perf_counter() - t0
     return result
+
+
+def _monotonic(bar):
+    """A ``progress(done)`` callback for ``bar`` (None when it is disabled).
+
+    Counts only go forward: a caller that reports a lower bound of the work
+    done (the GPU's started tasks, say) never moves the bar back.
+    """
+    if not bar.enabled:
+        return None
+
+    def report(done):
+        if done > bar.n:
+            bar.update_to(min(done, bar.total))
+
+    return report
 
 
 def _aligned_prior(pk, names):

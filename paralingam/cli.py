@@ -700,7 +700,8 @@ def _fit_direct(args, tables, prior):
     found = _api.search(search_data, settings, names, times)
     pk = settings.prior.matrix if settings.prior is not None else None
     B = _api.adjacency(search_data, found, settings, exponents, names, times,
-                       method=args.adjacency, prior_knowledge=pk, n_threads=args.threads)
+                       method=args.adjacency, prior_knowledge=pk, n_threads=args.threads,
+                       progress=_progress(args))
     result = _api.fit_result(found, B, names, settings, times)
     out = result.to_dict()
     out["model"] = "DirectLiNGAM"

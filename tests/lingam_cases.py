@@ -36,8 +36,9 @@ def random_prior_knowledge(p, seed, frac_no_path=0.3):
 
 def lingam_adjacency(X, order, prior_knowledge=None):
     """lingam's adaptive-lasso adjacency matrix for a given order."""
-    import lingam
+    from lingam_oracle import lingam_module
 
+    lingam = lingam_module("lingam", "lingam_cases")
     model = lingam.DirectLiNGAM(prior_knowledge=prior_knowledge)
     model._causal_order = list(order)
     model._estimate_adjacency_matrix(np.asarray(X), prior_knowledge=model._Aknw)

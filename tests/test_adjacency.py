@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from lingam_oracle import lingam_module
 from lingam_cases import lingam_adjacency, random_prior_knowledge, tutorial_data
 
 from paralingam import adjacency
@@ -12,7 +13,6 @@ from paralingam.adjacency import (
     ols_adjacency,
 )
 
-pytest.importorskip("lingam")
 
 CASES = [  # (p, n, density, seed): small, lingam's adaptive lasso is slow
     (5, 60, "sparse", 201),

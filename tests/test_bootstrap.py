@@ -2,11 +2,12 @@
 
 import numpy as np
 import pytest
+from lingam_oracle import lingam_module
 
 from paralingam.lingam.bootstrap import BootstrapResult, find_all_paths, total_effects
 
-lingam = pytest.importorskip("lingam")
-lingam_utils = pytest.importorskip("lingam.utils")
+lingam = lingam_module("lingam", __name__)
+lingam_utils = lingam_module("lingam.utils", __name__)
 
 
 def random_dag(p, rng, density=0.5):

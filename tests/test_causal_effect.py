@@ -2,11 +2,12 @@
 
 import numpy as np
 import pytest
+from lingam_oracle import lingam_module
 
 import paralingam
 from paralingam.lingam.causal_effect import CausalEffect
 
-lingam = pytest.importorskip("lingam")
+lingam = lingam_module("lingam", __name__)
 linear_model = pytest.importorskip("sklearn.linear_model")
 
 

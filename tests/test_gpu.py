@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lingam_oracle import lingam_module
 
 import paralingam
 from paralingam.search import reference
@@ -474,8 +475,7 @@ def test_cuda_planted_copies_with_prior_knowledge(lingam_data, density, seed, ro
 # --------------------------------------------------------------------------
 
 def test_cuda_estimator_and_bootstrap_equal_lingam(lingam_data):
-    import lingam
-
+    lingam = lingam_module("lingam", __name__)
     X = lingam_data(8, 500, "dense", 851)[0]
     theirs = lingam.DirectLiNGAM().fit(X)
     ours = paralingam.DirectLiNGAM(backend="cuda").fit(X)

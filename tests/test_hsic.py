@@ -6,10 +6,11 @@ import threading
 
 import numpy as np
 import pytest
+from lingam_oracle import lingam_module
 
 from paralingam.lingam import hsic
 
-lingam_hsic = pytest.importorskip("lingam.hsic")
+lingam_hsic = lingam_module("lingam.hsic", __name__)
 
 
 def errors(n, p, seed):
@@ -182,9 +183,9 @@ def test_estimator_p_values_equal_lingam_with_explained_variables():
     # gives NaN or rounding noise there); every other pair is lingam's
     import warnings
 
-    import lingam
-
     from paralingam import DirectLiNGAM
+
+    lingam = lingam_module("lingam", __name__)
 
     rng = np.random.default_rng(329)
     n = 300

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lingam_oracle import lingam_module
 
 import paralingam
 from paralingam.search import reference
@@ -18,7 +19,7 @@ from paralingam.lingam.multi_group import (MultiGroupDirectLiNGAM, multi_group_c
                                     multi_group_scores)
 from paralingam.prior import PriorKnowledge
 
-lingam = pytest.importorskip("lingam")
+lingam = lingam_module("lingam", __name__)
 
 
 def group_data(n, seed, p=6, noise="uniform", outliers=False):

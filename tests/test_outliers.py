@@ -15,12 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lingam_oracle import lingam_module
 
 import paralingam
 from paralingam.search import policy, reference
 
 pytest.importorskip("paralingam.search._cpu", reason="the CPU extension is not built")
-lingam = pytest.importorskip("lingam")
+lingam = lingam_module("lingam", __name__)
 
 BACKENDS = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 _ROOT = Path(__file__).resolve().parents[1]

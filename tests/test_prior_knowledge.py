@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from lingam_oracle import lingam_module
 
 from paralingam import _isa
 
@@ -24,7 +25,7 @@ def fit_cpu(X, **kwargs):
 
 
 def lingam_model(pk, soft):
-    lingam = pytest.importorskip("lingam")
+    lingam = lingam_module("lingam", __name__)
     return lingam.DirectLiNGAM(prior_knowledge=pk, apply_prior_knowledge_softly=soft)
 
 
@@ -73,7 +74,7 @@ def prior_from_order(order, rng, density, cancel=0.0):
 
 def true_prior(B, order, rng, n_paths=3):
     """Correct prior knowledge from the true model, with lingam's helper."""
-    utils = pytest.importorskip("lingam.utils")
+    utils = lingam_module("lingam.utils", __name__)
     edges = np.argwhere(B != 0)  # B[i, j]: edge j -> i
     pick = edges[rng.choice(len(edges), min(n_paths, len(edges)), replace=False)]
     return utils.make_prior_knowledge(

@@ -211,3 +211,186 @@ def test_fit_refuses_a_bad_progress_value():
     X = np.asarray(make_lingam_data(4, 100, random_state=1)[0])
     with pytest.raises(ValueError, match="progress must be True, False or 'auto'"):
         paralingam.fit(X, backend="cpu", progress="yes")
+
+
+def test_fit_feeds_the_cuda_search_progress_to_its_bar(monkeypatch):
+    from paralingam import _api
+
+    calls = []
+
+    def search(data, **kwargs):  # the CUDA search's contract, without a GPU
+        p = data.shape[1]
+        for done in (0, 3, 3, p - 1):
+            kwargs["progress"](done)
+        calls.append(p)
+        return list(range(p)), {}, {"remaining": [], "compared": [], "gamma": [],
+                                   "rounds": [], "scores": []}, 0
+
+    # the bar's counts as fit feeds them from the search's callback
+    X = np.asarray(make_lingam_data(6, 200, random_state=4)[0])
+    seen = []
+    monkeypatch.setattr(_api._backends, "resolve_backend", lambda backend: "cuda")
+    monkeypatch.setattr(_api, "_estimate_adjacency", lambda data, order, **kw: np.zeros((6, 6)))
+    import paralingam.search._cuda as cuda_module
+
+    monkeypatch.setattr(cuda_module, "search", search)
+    monkeypatch.setattr(cuda_module, "check_memory", lambda *a: None)
+    original = Progress.update_to
+    monkeypatch.setattr(Progress, "update_to",
+                        lambda self, done: (seen.append(done), original(self, done))[1])
+    paralingam.fit(X, progress=True)
+    assert calls == [6]
+    assert seen == sorted(seen) and seen[-1] == 6  # never back, ends at the total
+
+
+@pytest.mark.gpu
+def test_cuda_search_reports_its_iterations_and_keeps_its_result(no_tqdm, capsys):
+    from paralingam.search import _cuda
+    from paralingam._api import DEFAULT_C, DRIFT_TOL, default_gamma0
+    from paralingam.search.policy import COLLINEAR_TOL, EXPLAINED_TOL
+
+    X = np.asarray(make_lingam_data(300, 2048, density="sparse", random_state=5)[0])
+    quiet = paralingam.fit(X, backend="cuda", progress=False)
+    assert capsys.readouterr().err == ""
+    shown = paralingam.fit(X, backend="cuda", progress=True)
+    assert "search: 300/300 variables (100%)" in capsys.readouterr().err
+    assert list(shown.causal_order) == list(quiet.causal_order)
+    # the scheduler's own callback: increasing counts of ordered variables
+    calls = []
+    order, *_ = _cuda.search(X, threshold=True, gamma0=default_gamma0(2048), c=DEFAULT_C,
+                             dtype="float32", collinear_tol=COLLINEAR_TOL,
+                             explained_tol=EXPLAINED_TOL, drift_tol=DRIFT_TOL, times={},
+                             progress=calls.append)
+    assert calls and calls == sorted(calls) and 0 < calls[0] and calls[-1] <= 300
+    assert order == list(quiet.causal_order)
+
+
+# ----------------------------------------------------------------------
+# the adjacency step (the adaptive lasso's targets)
+# ----------------------------------------------------------------------
+
+def _order_and_data(p, n, seed):
+    X, _, order = make_lingam_data(p, n, density="sparse", random_state=seed)
+    return np.ascontiguousarray(X), list(order)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_cpu_adjacency_shows_its_targets_and_keeps_its_result(no_tqdm, capsys, n_threads):
+    from paralingam.adjacency import estimate_adjacency
+
+    X, order = _order_and_data(70, 400, 21)  # 64 variables and more use the threads
+    quiet = estimate_adjacency(X, order, n_threads=n_threads)
+    assert capsys.readouterr().err == ""
+    shown = estimate_adjacency(X, order, n_threads=n_threads, progress=True)
+    assert "adjacency: 69/69 targets (100%)" in capsys.readouterr().err
+    np.testing.assert_array_equal(shown, quiet)
+    with pytest.raises(ValueError, match="progress must be True, False or 'auto'"):
+        estimate_adjacency(X, order, progress="yes")
+
+
+def test_compiled_lasso_calls_progress_and_raises_what_it_raises():
+    from paralingam import _isa
+
+    lasso = _isa.load("adjacency._lasso")
+    X, order = _order_and_data(20, 300, 22)
+    Z = X[:, order]
+    gram = Z.T @ Z
+    targets = np.arange(1, 20, dtype=np.intp)
+    offsets = np.concatenate([[0], np.cumsum(targets)]).astype(np.intp)
+    predictors = np.concatenate([np.arange(k) for k in targets]).astype(np.intp)
+    args = (gram, gram, targets, offsets, predictors, 300.0, 1.0, 1)
+    calls = []
+    B, _ = lasso.adaptive_lasso_rows(*args, progress=calls.append)
+    # one thread: the first target is reported at once, then every 0.1 s
+    assert calls and calls[0] == 1 and calls == sorted(calls) and calls[-1] <= 19
+    np.testing.assert_array_equal(B, lasso.adaptive_lasso_rows(*args)[0])
+
+    def interrupted(done):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        lasso.adaptive_lasso_rows(*args, progress=interrupted)
+
+
+@pytest.mark.gpu
+def test_gpu_adjacency_shows_its_targets_and_keeps_its_result(no_tqdm, capsys):
+    from paralingam.adjacency import CUDA_LASSO_MIN_FEATURES, estimate_adjacency
+
+    p = max(CUDA_LASSO_MIN_FEATURES, 200)
+    X, order = _order_and_data(p, 2000, 23)
+    quiet = estimate_adjacency(X, order, backend="cuda")
+    shown = estimate_adjacency(X, order, backend="cuda", progress=True)
+    assert f"adjacency: {p - 1}/{p - 1} targets (100%)" in capsys.readouterr().err
+    np.testing.assert_array_equal(shown, quiet)
+
+
+@pytest.mark.gpu
+def test_gpu_lars_progress_counts_up_to_the_targets():
+    from paralingam.adjacency import _cuda_adjacency
+    from paralingam.adjacency import SINGULAR_TOL
+
+    X, order = _order_and_data(400, 2000, 24)
+    Z = (X - X.mean(axis=0)) / X.std(axis=0)
+    gram = np.ascontiguousarray((Z.T @ Z)[np.ix_(order, order)])
+    coef, rss, solved = _cuda_adjacency.ols_on_predecessors(gram, SINGULAR_TOL)
+    assert solved.all()
+    targets = np.arange(1, 400)
+    calls = []
+    kept, ok = _cuda_adjacency.lars_supports(gram, targets, coef, rss, 2000, 1.0,
+                                             progress=calls.append)
+    assert calls == sorted(calls) and calls[-1] == len(targets) and min(calls) >= 0
+    kept0, ok0 = _cuda_adjacency.lars_supports(gram, targets, coef, rss, 2000, 1.0)
+    np.testing.assert_array_equal(kept, kept0)
+    np.testing.assert_array_equal(ok, ok0)
+
+
+# ----------------------------------------------------------------------
+# the command line on a real terminal (a pseudo-terminal)
+# ----------------------------------------------------------------------
+
+def _cli_stderr(args, tty, tmp_path):
+    import os
+    import subprocess
+
+    code = ("import sys, paralingam._progress as p; p.AUTO_DELAY_S = 0.0; "
+            "from paralingam.cli import main; sys.exit(main(sys.argv[1:]))")
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    if not tty:
+        done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                              cwd=tmp_path, env=env, timeout=300)
+        return done.returncode, done.stderr.decode()
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.DEVNULL,
+                                stderr=follower, cwd=tmp_path, env=env)
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal closed (EIO) when the process ended
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        rc = proc.wait(timeout=300)
+    finally:
+        os.close(leader)
+    return rc, b"".join(chunks).decode(errors="replace")
+
+
+def test_command_line_draws_bars_on_a_terminal_only(tmp_path):
+    pytest.importorskip("pty")
+    X, _ = _order_and_data(6, 300, 25)
+    np.save(tmp_path / "x.npy", X)
+    args = ["fit", "x.npy", "--backend", "cpu", "--threads", "1", "-o", "out.json"]
+    rc, err = _cli_stderr(args, True, tmp_path)
+    assert rc == 0, err
+    assert "search: 6/6 variables (100%)" in err
+    assert "adjacency: 5/5 targets (100%)" in err
+    rc, err = _cli_stderr(args, False, tmp_path)  # a pipe: no bar
+    assert rc == 0 and "variables (" not in err and "targets (" not in err, err
+    rc, err = _cli_stderr(args + ["--quiet"], True, tmp_path)  # --quiet on a terminal
+    assert rc == 0 and "variables (" not in err and "targets (" not in err, err

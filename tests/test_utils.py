@@ -7,10 +7,11 @@ import time
 
 import numpy as np
 import pytest
+from lingam_oracle import lingam_module
 
 from paralingam import utils
 
-lingam_utils = pytest.importorskip("lingam.utils")
+lingam_utils = lingam_module("lingam.utils", __name__)
 
 
 def test_make_prior_knowledge_equals_lingam():

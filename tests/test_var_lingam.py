@@ -4,10 +4,11 @@ import warnings
 
 import numpy as np
 import pytest
+from lingam_oracle import lingam_module
 
 from paralingam.lingam.var_lingam import VARBootstrapResult, VARLiNGAM, fit_var, var_residuals
 
-lingam = pytest.importorskip("lingam")
+lingam = lingam_module("lingam", __name__)
 
 
 def var_data(T, p, lags, seed, noise="uniform", outliers=False):

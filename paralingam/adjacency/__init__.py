@@ -36,6 +36,7 @@ import numpy as np
 
 from .. import _memory
 from .._preparation import column_exponents
+from .._progress import Progress, check_progress
 from .._validation import (MAX_THREADS, _list, _name, as_data_matrix, check_coef_threshold,
                           check_int, check_order, check_positive, default_threads,
                           user_stacklevel)
@@ -106,6 +107,7 @@ def estimate_adjacency(
     backend=None,
     n_threads=None,
     scatter=None,
+    progress=False,
 ):
     """Estimate the adjacency matrix of ``X`` given its causal order.
 
@@ -131,15 +133,21 @@ def estimate_adjacency(
         ``OMP_NUM_THREADS`` up to the number of cores).
     scatter : ndarray, shape (n_features, n_features), optional
         ``Xc.T @ Xc`` of the centred data, when already known.
+    progress : bool or {"auto"}, default False
+        A bar of the adaptive lasso's targets on stderr (:mod:`paralingam._progress`):
+        ``True`` always, ``"auto"`` on a terminal after a second, ``False``
+        never. Least squares (one factorisation) reports none.
 
     Returns
     -------
     B : ndarray, shape (n_features, n_features)
     """
     coef_threshold = check_coef_threshold(coef_threshold)  # DirectLiNGAM's rule
+    check_progress(progress)
     X, order, scatter, exponents, names = _checked_inputs(X, causal_order, scatter, n_threads)
     B = _estimate_adjacency(X, order, method=method, prior_knowledge=prior_knowledge,
-                            backend=backend, n_threads=n_threads, scatter=scatter)
+                            backend=backend, n_threads=n_threads, scatter=scatter,
+                            progress=progress)
     B = _scaled_back(B, exponents, names)
     if coef_threshold is not None:  # on the data's own scale
         B[np.abs(B) < coef_threshold] = 0.0
@@ -147,14 +155,15 @@ def estimate_adjacency(
 
 
 def _estimate_adjacency(X, order, *, method, prior_knowledge=None, backend=None,
-                        n_threads=None, scatter=None):
+                        n_threads=None, scatter=None, progress=False):
     """:func:`estimate_adjacency` on checked input (float64 ``X``, ``order`` a permutation).
 
     No ``coef_threshold``: the callers apply it on the data's own scale.
     """
     if method == "adaptive_lasso":
         B = _adaptive_lasso_adjacency(X, order, prior_knowledge=prior_knowledge,
-                                      n_threads=n_threads, backend=backend, scatter=scatter)
+                                      n_threads=n_threads, backend=backend, scatter=scatter,
+                                      progress=progress)
     elif method == "ols":
         B = _ols_adjacency(X, order, prior_knowledge=prior_knowledge, backend=backend,
                            scatter=scatter)
@@ -791,9 +800,17 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
 
 
 def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_threads=None,
-                              engine="auto", backend=None, scatter=None):
+                              engine="auto", backend=None, scatter=None, progress=False):
     """:func:`adaptive_lasso_adjacency` on checked input (float64 ``X``, ``order``
-    a permutation)."""
+    a permutation); ``progress``: a bar of the targets (:func:`estimate_adjacency`)."""
+    with Progress(max(X.shape[1] - 1, 0), progress, desc="adjacency", unit="target") as bar:
+        return _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine,
+                                        backend, scatter, bar)
+
+
+def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine, backend,
+                             scatter, bar):
+    """The body of :func:`_adaptive_lasso_adjacency`, counting its targets on ``bar``."""
     if engine not in ("auto", "compiled", "sklearn"):
         raise ValueError(f"engine must be 'auto', 'compiled' or 'sklearn'; got {engine!r}")
     if backend not in ADJACENCY_BACKENDS:
@@ -835,6 +852,8 @@ def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_th
                 f"predictors and there are {n} samples; use adjacency='ols'")
         targets.append(k)
         predictor_sets.append(predictors)
+    if targets:
+        bar.total = len(targets)  # exogenous variables are no work (drawn lazily: not yet)
 
     B = np.zeros((p, p))
     todo = range(len(targets))
@@ -855,7 +874,7 @@ def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_th
         if on_gpu and given.any():
             B_gpu, done = _adaptive_lasso_rows_cuda(gram_ord, scatter_ord, targets_arr,
                                                     given.astype(bool), ols_coef, ols_rss,
-                                                    n, gamma, n_threads)
+                                                    n, gamma, n_threads, _ahead(bar, 0))
             B_ord += B_gpu
             on_cpu &= ~done
         if on_cpu.any():
@@ -873,7 +892,8 @@ def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_th
             B_cpu, fallback = lasso.adaptive_lasso_rows(
                 gram_ord, scatter_ord, targets_arr[rows], sub_offsets,
                 np.concatenate(sets).astype(np.intp), float(n), float(gamma),
-                n_threads, ols_coef, ols_rss, given[rows])
+                n_threads, ols_coef, ols_rss, given[rows],
+                progress=_ahead(bar, len(targets) - len(rows)))
             B_ord += B_cpu
             todo = rows[fallback]
         else:
@@ -881,7 +901,10 @@ def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_th
         B[np.ix_(order, order)] = B_ord
 
     degenerate = []
-    for t in todo:
+    report = _ahead(bar, len(targets) - len(todo))
+    for i, t in enumerate(todo):
+        if report is not None:
+            report(i)
         target, predictors = order[targets[t]], order[predictor_sets[t]]
         B[target] = 0.0
         kept, coef, warned = _adaptive_lasso_row_sklearn(gram, scatter, target, predictors,
@@ -897,7 +920,22 @@ def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_th
             AdjacencyWarning,
             stacklevel=user_stacklevel(),
         )
+    if targets and bar.enabled:
+        bar.update_to(bar.total)
     return B
+
+
+def _ahead(bar, base):
+    """``progress(done)`` moving ``bar`` to ``base + done`` (never back); None when disabled."""
+    if not bar.enabled:
+        return None
+
+    def report(done):
+        done = min(base + done, bar.total)
+        if done > bar.n:
+            bar.update_to(done)
+
+    return report
 
 
 def _on_gpu(call, step, pronoun):
@@ -932,7 +970,7 @@ def _least_squares_factor(gram, on_gpu):
 
 
 def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, n, gamma,
-                              n_threads):
+                              n_threads, progress=None):
     """LARS paths of the ``given`` targets on the GPU, refit on the host.
 
     Returns the rows computed (in ``gram``'s positions) and, per target,
@@ -947,7 +985,7 @@ def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, 
     p = gram.shape[0]
     done = np.zeros(len(targets), dtype=bool)
     out = _on_gpu(lambda: _cuda_adjacency.lars_supports(gram, targets[given], ols_coef, ols_rss,
-                                                        n, gamma),
+                                                        n, gamma, progress=progress),
                   "adaptive lasso", "it")
     if out is None:
         return np.zeros((p, p)), done

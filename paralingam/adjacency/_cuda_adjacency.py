@@ -134,7 +134,11 @@ def _ols_launch(fns, gram, tol, blocks):
 ABORT_TASK = 1 << 30
 
 
-def wait_interruptibly(next_task=None, interval=1e-3):
+# wait_interruptibly(progress=...) reads the task counter at most this often
+PROGRESS_INTERVAL = 0.1
+
+
+def wait_interruptibly(next_task=None, interval=1e-3, progress=None):
     """Wait for the work queued on the device, answering Ctrl-C meanwhile.
 
     A blocking copy or synchronisation runs in C and would hold a
@@ -145,14 +149,30 @@ def wait_interruptibly(next_task=None, interval=1e-3):
     every block returns after its current target; the queued work then
     drains (milliseconds) and the interrupt is raised with the device idle
     and the context usable.
+
+    With ``progress``, ``progress(drawn)`` is called at most every
+    PROGRESS_INTERVAL with the value of ``next_task`` (tasks drawn by the
+    blocks so far, each block drawing one past the last at its end), read by
+    a copy on a stream that runs beside the kernel.
     """
     import pycuda.driver as drv
 
     done = drv.Event(drv.event_flags.DISABLE_TIMING)
     done.record()
+    reader = None
+    if progress is not None and next_task is not None:
+        reader = drv.Stream(1), drv.pagelocked_empty(1, np.uint32)
+        next_report = time.perf_counter() + PROGRESS_INTERVAL
     try:
         while not done.query():
             time.sleep(interval)
+            if reader is not None and time.perf_counter() >= next_report:
+                side, drawn = reader
+                # CU_STREAM_NON_BLOCKING: the copy is not ordered after the kernel
+                drv.memcpy_dtoh_async(drawn, next_task, side)
+                side.synchronize()
+                progress(int(drawn[0]))
+                next_report = time.perf_counter() + PROGRESS_INTERVAL
     except KeyboardInterrupt:
         if next_task is not None:
             stop = drv.pagelocked_empty(1, np.uint32)
@@ -196,7 +216,7 @@ def clear_cache(after_fault=False):
     _BUFFERS.clear()
 
 
-def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma):
+def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma, progress=None):
     """Predictors kept by the adaptive lasso of each target, on the GPU.
 
     Parameters
@@ -211,6 +231,9 @@ def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma):
     n_samples : int
     gamma : float
         Exponent of the adaptive weights.
+    progress : callable, optional
+        ``progress(done)``: a lower bound of the targets finished, at most
+        every 0.1 s while the kernel runs, and ``len(targets)`` at its end.
 
     Returns
     -------
@@ -247,11 +270,11 @@ def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma):
     work, iwork = _buffers(p, blocks, m)
 
     return _guarded(_launch, fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m,
-                    blocks, work, iwork, kept, ok)
+                    blocks, work, iwork, progress, kept, ok)
 
 
 def _launch(fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m, blocks, work, iwork,
-            kept, ok):
+            progress, kept, ok):
     """Upload, run ``lars_paths`` over all targets, download ``kept`` and ``ok``."""
     import pycuda.driver as drv
 
@@ -271,8 +294,16 @@ def _launch(fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m, blocks, w
                      np.float64(n_samples), np.float64(gamma), np.int32(m), work, iwork,
                      d_next, d_kept, d_status)
     status = np.empty(len(targets), dtype=np.int32)
-    wait_interruptibly(d_next)
+    n_targets = len(targets)
+
+    def finished(drawn):
+        # every block holds at most one unfinished target it drew
+        progress(max(0, min(drawn, n_targets) - int(blocks)))
+
+    wait_interruptibly(d_next, progress=finished if progress is not None else None)
     drv.memcpy_dtoh(status, d_status)
     drv.memcpy_dtoh(kept, d_kept)
     ok[order] = status == 0
+    if progress is not None:
+        progress(n_targets)
     return kept, ok

@@ -42,7 +42,7 @@ import numpy as np
 
 cimport openmp
 from cpython.exc cimport PyErr_Fetch, PyErr_Restore
-from cpython.ref cimport PyObject
+from cpython.ref cimport PyObject, Py_XDECREF
 from cython.parallel cimport parallel
 from libc.float cimport DBL_MAX, DBL_EPSILON, FLT_EPSILON, FLT_MIN
 from libc.math cimport fabs, hypot, isfinite, log, pow, rint, sqrt, M_PI
@@ -63,6 +63,11 @@ cdef extern from "_lasso_kernels.h" nogil:
     double pl_wall_seconds()
     int pl_register_fork_handler()
     int pl_threads_usable()
+
+cdef extern from "Python.h":
+    # progress(done): the C call, so that an exception is fetched, not printed
+    PyObject* pl_call_n "PyObject_CallFunction" (PyObject* callable, const char* fmt,
+                                                  Py_ssize_t arg)
 
 include "_interrupts.pxi"  # Ctrl-C: Interrupt, poll_signals, raise_stopped
 
@@ -714,6 +719,9 @@ cdef struct Job:
     unsigned char* flag        # per target: FALLBACK / failed
     Py_ssize_t next_task
     Interrupt intr             # Ctrl-C (_interrupts.pxi)
+    PyObject* progress         # progress(done) or NULL (the caller holds the reference)
+    Py_ssize_t n_done          # targets finished (atomic)
+    double next_report         # wall time of the next progress call
 
 
 cdef void run_target(Job* j, Py_ssize_t r) noexcept nogil:
@@ -731,15 +739,39 @@ cdef void run_target(Job* j, Py_ssize_t r) noexcept nogil:
         j.ols_rss[target] if given else 0.0, j.B)
 
 
+# progress(done) is called at most this often, by the caller's thread
+cdef double PROGRESS_INTERVAL = 0.1
+
+
+cdef void report_progress(Job* j, Py_ssize_t done) noexcept nogil:
+    """``j.progress(done)`` every PROGRESS_INTERVAL; an exception it raises stops the job."""
+    cdef double now = pl_wall_seconds()
+    cdef PyObject* out
+    if now < j.next_report or pl_load_int(&j.intr.stop):
+        return
+    j.next_report = now + PROGRESS_INTERVAL
+    with gil:
+        out = pl_call_n(j.progress, b"n", done)
+        if out == NULL:  # kept as a signal handler's exception is (_interrupts.pxi)
+            PyErr_Fetch(&j.intr.exc_type, &j.intr.exc_value, &j.intr.exc_tb)
+            pl_store_int(&j.intr.stop, 1)
+        else:
+            Py_XDECREF(out)
+
+
 cdef void run_targets(Job* j, int tid) noexcept nogil:
     """This thread's share of the targets (a dynamic schedule by hand)."""
     cdef Py_ssize_t r = pl_next_task(&j.next_task)
+    cdef Py_ssize_t done
     while r < j.n_targets:
         if tid == 0:
             poll_signals(&j.intr)
         if pl_load_int(&j.intr.stop):
             return
         run_target(j, r)
+        done = pl_next_task(&j.n_done) + 1  # (an atomic snapshot for the report)
+        if tid == 0 and j.progress != NULL:
+            report_progress(j, done)
         r = pl_next_task(&j.next_task)
 
 
@@ -752,6 +784,8 @@ cdef int run_job(Job* j, int threads) except -1:
     One thread runs the targets itself, outside OpenMP.
     """
     j.next_task = 0
+    j.n_done = 0
+    j.next_report = 0.0
     interrupt_start(&j.intr)
     with nogil:
         if threads <= 1:
@@ -854,6 +888,7 @@ def refit_rows(const double[:, ::1] scatter, const Py_ssize_t[::1] targets,
     if n_targets == 0 or p == 0:
         return B_arr, failed_arr.astype(bool)
     job.what = REFIT_ROWS
+    job.progress = NULL
     job.n_targets = n_targets
     job.scatter = &scatter[0, 0]
     job.p = p
@@ -869,7 +904,8 @@ def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
                         const Py_ssize_t[::1] targets, const Py_ssize_t[::1] offsets,
                         const Py_ssize_t[::1] predictors, double n_samples, double gamma,
                         int n_threads=0, const double[:, ::1] ols_coef=None,
-                        const double[::1] ols_rss=None, const unsigned char[::1] ols_given=None):
+                        const double[::1] ols_rss=None, const unsigned char[::1] ols_given=None,
+                        progress=None):
     """Adaptive-lasso rows of ``B`` for many targets at once.
 
     Parameters
@@ -897,6 +933,9 @@ def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
         least-squares coefficients on its ``k`` predictors (in their order) and
         ``ols_rss[targets[t]]`` its residual sum of squares, both in ``gram``'s
         scale. Other targets solve their own.
+    progress : callable, optional
+        ``progress(done)``: targets finished so far, called from this thread
+        at most every 0.1 s while the targets run.
 
     Returns
     -------
@@ -938,5 +977,6 @@ def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
     job.ols_given = &ols_given[0] if given else NULL
     job.B = &B[0, 0]
     job.flag = &fallback[0]
+    job.progress = <PyObject*>progress if progress is not None else NULL
     run_job(&job, threads)
     return B_arr, fallback_arr.astype(bool)

@@ -680,7 +680,7 @@ def warps_per_pair_for(n, warps):
 def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, drift_tol,
            times, threads_per_block=None, blocks=None, stop_on_dependence=False,
            profile=False, inject_fault="", min_blocks=None, candidates=None,
-           warps_per_pair=None, all_pairs_work=None, devices=None):
+           warps_per_pair=None, all_pairs_work=None, devices=None, progress=None):
     """Causal-order search of ``data`` (n_samples, n_features) on the GPU.
 
     ``candidates`` (prior knowledge, ``paralingam.prior``) is called with the
@@ -691,7 +691,9 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     most ``all_pairs_work`` sample pairs (default ``ALL_PAIRS_WORK``; every
     iteration with ``threshold=False`` unless it is 0) compare every pair in
     one round. ``devices`` (``fit``'s): several GPUs share the search
-    (``search_multi``; the same order as one GPU's).
+    (``search_multi``; the same order as one GPU's). ``progress(n_ordered)``
+    (optional, one GPU) is called with the variables ordered so far, at most
+    every 0.1 s, as iterations end.
 
     Returns
     -------
@@ -778,7 +780,8 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     t0 = time.perf_counter()
     try:
         out = _scheduler.search(mod, ws.dev, cfg, ws.status, worker_blocks=int(blocks),
-                                profile=profile, inject_fault=inject_fault, candidates=candidates)
+                                profile=profile, inject_fault=inject_fault, candidates=candidates,
+                                progress=progress)
     except _scheduler.CudaError as exc:
         try:
             drv.Context.synchronize()  # non-sticky errors leave the context usable

@@ -452,6 +452,9 @@ cdef int fail_in_flight(CUresult rc) except -1 with gil:
 # only, the one that can run them). An exception from a handler ends the wait;
 # search() then lets the queued kernels finish before raising it.
 cdef double POLL_INTERVAL = 0.01
+# search(progress=...) is called at most this often: the GIL and a redraw
+# per iteration would cost more than the small iterations themselves.
+cdef double PROGRESS_INTERVAL = 0.1
 
 
 cdef inline double now_seconds() noexcept nogil:
@@ -591,7 +594,7 @@ cdef int mark_phase(bint profile, cnp.uintp_t *ev, signed char *ph, int *n_event
 
 
 def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_blocks,
-           bint profile=False, str inject_fault="", candidates=None):
+           bint profile=False, str inject_fault="", candidates=None, progress=None):
     """Run a causal-order search; the data are already on the device (X64).
 
     Parameters
@@ -618,6 +621,9 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
         two bool arrays over the remaining variables ``alive`` (ascending):
         candidates for the root and members of V_j. Called once per
         iteration, between the two halves of ``prep``.
+    progress : callable, optional
+        ``progress(n_ordered)`` (variables ordered so far) after an
+        iteration's root is decided, at most every PROGRESS_INTERVAL.
 
     Returns
     -------
@@ -682,6 +688,9 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef CUresult rc_end
     # Python's main thread runs the signal handlers (Ctrl-C) while it waits
     cdef bint poll = threading.current_thread() is threading.main_thread()
+    cdef bint report = progress is not None
+    cdef double next_report = 0.0
+    cdef int n_ordered
     gpu_rounds = None
     global inflight_len
     inflight_len = 0
@@ -777,6 +786,11 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_ROUNDS)
                 r_host = st.r
                 nw = st.nw
+                if report and now_seconds() >= next_report:
+                    next_report = now_seconds() + PROGRESS_INTERVAL
+                    n_ordered = st.n_order
+                    with gil:
+                        progress(n_ordered)
                 if state == PL_FINISHED or state == PL_DEGENERATE or state == PL_FAILED:
                     PL_RANGE_POP()
                     break
