@@ -261,7 +261,9 @@ def test_cuda_search_reports_its_iterations_and_keeps_its_result(no_tqdm, capsys
                              dtype="float32", collinear_tol=COLLINEAR_TOL,
                              explained_tol=EXPLAINED_TOL, drift_tol=DRIFT_TOL, times={},
                              progress=calls.append)
-    assert calls and calls == sorted(calls) and 0 < calls[0] and calls[-1] <= 300
+    # (the first report may come before any variable is ordered; throttled to
+    # 0.1 s, a short search reports little more)
+    assert calls and calls == sorted(calls) and 0 <= calls[0] and calls[-1] <= 300
     assert order == list(quiet.causal_order)
 
 
