@@ -24,8 +24,10 @@ def _load(name):
 
 def _source(name, data):
     prov = data["provenance"]
+    how = prov.get("how") or prov.get("command", "")
+    machine = prov.get("gpu") or prov["machine"]
     return (f"*Source:* ``benchmarks/results/{name}`` -- commit ``{prov['commit']}``, "
-            f"{prov['machine']}; {prov['how']}.\n")
+            f"{machine}; {how}.\n")
 
 
 def _table(header, rows, widths=None):
@@ -260,6 +262,55 @@ def pipeline(out):
     (out / "pipeline.rst").write_text(text + "\n" + _source(name, d))
 
 
+def pipeline_h100(out):
+    """The whole job on the H100, phase by phase (bench_pipeline.py's own format)."""
+    name = "bench_pipeline_h100.json"
+    d = _load(name)
+    meta = d["meta"]
+    rows = []
+    for r in d["rows"]:
+        ph = r["phases"]
+        search = ph["search"]
+        others = {k: v for k, v in ph.items() if k != "search" and v > 1e-4}
+        worst = max(others, key=others.get) if others else None
+        rows.append([r["case"], r["backend"], f"{r['p']} x {r['n']}", _ms(r["fit"]), _ms(search),
+                     ", ".join(f"{k} {_ms(v)}" for k, v in others.items()),
+                     f"{worst} {100 * others[worst] / search:.0f}%" if worst else "-",
+                     r.get("commit", meta["commit"])])
+    text = _table(["case", "backend", "p x n", "paralingam.fit", "search", "other phases",
+                   "largest other / search", "commit"], rows)
+    tall = [r for r in d["rows"] if "preparation_over_plain_pass" in r]
+    for r in tall:
+        text += (f"\n{r['case']} (p={r['p']}, n={r['n']}): input preparation "
+                 f"{r['preparation_over_plain_pass']:.2f}x one plain numpy pass "
+                 f"({_ms(r['plain_pass'])}); peak host memory of the preparation "
+                 f"{r['preparation_peak_over_input']:.2f}x the input array "
+                 f"(the CPU route: {r['preparation_peak_over_input_cpu_route']:.2f}x).\n")
+    source = (f"*Source:* ``benchmarks/results/{name}`` -- commit per row, {meta['gpu']} "
+              f"(device tool), its {meta['cores']}-core host; bench_pipeline.py --backends cuda "
+              f"--no-estimator, medians of {meta['repeats']} after a warm-up fit.\n")
+    (out / "pipeline_h100.rst").write_text(text + "\n" + source)
+
+
+def multi_gpu(out):
+    """One search over several GPUs against one GPU (bench_multi_gpu.py)."""
+    name = "bench_multi_gpu_h100x2.json"
+    d = _load(name)
+    rows = []
+    for r in d["rows"]:
+        for m in r["multi_gpu"]:
+            ph = m["one_gpu_phases"]
+            rows.append([f"p={r['p']}, n={r['n']}", _ms(r["one_gpu_s"]), _ms(m["s"]),
+                         f"{m['speedup']:.2f}x", f"{ph['bound_rounds']:.2f}x",
+                         f"{ph['bound_rounds_redo']:.2f}x",
+                         f"{100 * ph['rounds_s'] / ph['profiled_search_s']:.0f}%",
+                         "yes" if r["same_order"] else "NO"])
+    text = _table(["case", "1 GPU", f"{len(d['gpus'])} GPUs", "speed-up",
+                   "bound (rounds spread)", "bound (rounds + re-decisions)",
+                   "rounds / search (1 GPU)", "same order"], rows)
+    (out / "multi_gpu.rst").write_text(text + "\n" + _source(name, d))
+
+
 def var_lingam(out):
     name = "bench_var_lingam_vm_2cores.json"
     d = _load(name)
@@ -292,6 +343,8 @@ def render(out):
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     gpu_grid(out, plt)
+    pipeline_h100(out)
+    multi_gpu(out)
     gpu_peers(out)
     cpu_vs_lingam(out)
     cpu_vector512(out)
