@@ -311,6 +311,24 @@ def multi_gpu(out):
     (out / "multi_gpu.rst").write_text(text + "\n" + _source(name, d))
 
 
+def bootstrap_dask(out):
+    """Bootstrap throughput, serial against Dask clusters (bench_bootstrap_dask.py)."""
+    name = "bench_bootstrap_dask_vm_2cores.json"
+    d = _load(name)
+    a = d["args"]
+    rows = [[r["config"], r["workers"], r["threads"] or 1, _ms(r["seconds"]),
+             f"{r['resamples_per_s']:.0f}", "-" if "identical" not in r
+             else ("yes" if r["identical"] else "NO")] for r in d["runs"]]
+    text = (f"p={a['p']}, n={a['n']}, {a['n_sampling']} resamples, backend {a['backend']}, "
+            f"adjacency {a['adjacency']}:\n\n"
+            + _table(["configuration", "workers", "threads", "time", "resamples/s",
+                      "identical to serial"], rows))
+    source = (f"*Source:* ``benchmarks/results/{name}`` -- commit ``{d['commit']}``, the 2-core "
+              f"development VM; bench_bootstrap_dask.py --p {a['p']} --n {a['n']} --n-sampling "
+              f"{a['n_sampling']} --cluster cpu:2x1 --cluster cpu:1x2 --repeats {a['repeats']}.\n")
+    (out / "bootstrap_dask.rst").write_text(text + "\n" + source)
+
+
 def var_lingam(out):
     name = "bench_var_lingam_vm_2cores.json"
     d = _load(name)
@@ -345,6 +363,7 @@ def render(out):
     gpu_grid(out, plt)
     pipeline_h100(out)
     multi_gpu(out)
+    bootstrap_dask(out)
     gpu_peers(out)
     cpu_vs_lingam(out)
     cpu_vector512(out)
