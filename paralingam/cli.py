@@ -640,6 +640,8 @@ def _fit_options(args):
     options = {"threshold": not args.no_threshold, "on_collinear": args.on_collinear or "warn"}
     if args.threads is not None:
         options["n_threads"] = args.threads
+    if args.devices is not None:
+        options["devices"] = args.devices
     return options
 
 
@@ -863,7 +865,8 @@ def _model(args):
             raise CLIError(f"{option} needs --lags (the time-series mode)")
     if several:
         for option, given in (("--no-threshold", args.no_threshold),
-                              ("--on-collinear", args.on_collinear is not None)):
+                              ("--on-collinear", args.on_collinear is not None),
+                              ("--devices", args.devices is not None)):
             if given:
                 raise CLIError(f"{option} does not apply to multi-group data (several files: "
                                "its search compares every pair in numpy)")
@@ -874,6 +877,20 @@ def _model(args):
 # ----------------------------------------------------------------------
 # the command
 # ----------------------------------------------------------------------
+
+def _devices(text):
+    """``--devices``: ``all`` or GPU ids separated by commas (checked again by fit)."""
+    if text.strip() == "all":
+        return "all"
+    try:
+        ids = [int(t) for t in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'all' or GPU ids separated by commas, such as 0,1; "
+                                         f"got {text!r}") from None
+    if any(i < 0 for i in ids):
+        raise argparse.ArgumentTypeError(f"GPU ids are at least 0; got {text!r}")
+    return ids
+
 
 def _positive_int(text):
     try:
@@ -970,6 +987,9 @@ def build_parser():
                      help="where to search: auto (CUDA when usable, else CPU), cpu, cuda")
     run.add_argument("--threads", type=_positive_int, metavar="N",
                      help="CPU threads (default: all cores, or OMP_NUM_THREADS)")
+    run.add_argument("--devices", type=_devices, metavar="all|I,J,...",
+                     help="GPUs of this host that share one search (CUDA backend): 'all' or "
+                          "ids such as 0,1 (default: one GPU); they need peer access (NVLink)")
     out = p.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="FILE",
                      help="JSON file for the result, '-' for standard output "

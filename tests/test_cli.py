@@ -948,11 +948,35 @@ def test_multi_group_mismatching_columns_exit_2_naming_the_file(lingam_data, tmp
      "--prior-knowledge does not apply to --lags"),
     (["a.csv", "b.csv", "--no-threshold"], "--no-threshold does not apply to multi-group"),
     (["a.csv", "b.csv", "--on-collinear", "error"], "--on-collinear does not apply"),
+    (["a.csv", "b.csv", "--devices", "0,1"], "--devices does not apply to multi-group"),
 ])
 def test_options_of_another_mode_exit_2_before_any_work(capsys, monkeypatch, argv, message):
     _no_work(monkeypatch)
     assert cli.main(["fit", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["x", "0,,1", "1.5", "-1", "0;1"])
+def test_bad_devices_exit_2_naming_the_option(capsys, value):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["fit", "a.csv", "--devices", value])
+    assert exc.value.code == 2
+    assert "--devices" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value, expected", [("all", "all"), ("0,1", [0, 1]), ("2", [2])])
+def test_devices_reach_the_fit_options(value, expected):
+    args = cli.build_parser().parse_args(["fit", "a.csv", "--devices", value])
+    assert cli._fit_options(args)["devices"] == expected
+
+
+def test_devices_with_the_cpu_backend_exit_2_naming_them(tmp_path, capsys, monkeypatch):
+    np.savetxt(tmp_path / "x.csv", np.random.default_rng(0).laplace(size=(50, 3)), delimiter=",")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["fit", "x.csv", "--no-header", "--backend", "cpu", "--devices", "0,1",
+                     "-o", "-"]) == 2
+    err = capsys.readouterr().err
+    assert "devices=[0, 1]" in err and "backend='cpu'" in err
 
 
 def test_help_lists_the_modes(capsys):
