@@ -250,3 +250,17 @@ def test_shared_memory_requests_fit_what_the_device_granted():
     assert _scheduler.row_cache_bytes(12289, opt_in) == 0
     assert _scheduler.row_cache_bytes(8192, default) == 0
     assert _scheduler.row_cache_bytes(5000, default) == 5000 * 8
+
+
+def test_a_sticky_search_fault_is_recorded_and_named(monkeypatch):
+    # both search paths (one GPU, several) turn a sticky kernel fault into this error
+    from paralingam.search import _cuda, _scheduler
+
+    noted = []
+    monkeypatch.setattr(_cuda, "_note_fault", noted.append)
+    exc = _scheduler.CudaError("an illegal memory access was encountered", 700)
+    err = _cuda._sticky_fault(exc)
+    assert noted == [exc]
+    assert isinstance(err, _scheduler.CudaError) and err.code == 700
+    assert str(err).startswith("an illegal memory access was encountered; CUDA keeps such a fault")
+    assert "unavailable until Python restarts" in str(err)

@@ -576,11 +576,7 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
             except drv.Error:
                 sticky = True
         if sticky:
-            _note_fault(exc)
-            raise _scheduler.CudaError(
-                f"{exc}; CUDA keeps such a fault for the rest of the process, so the CUDA "
-                "backend is unavailable until Python restarts (backend='auto' now uses the CPU)",
-                exc.code) from exc
+            raise _sticky_fault(exc) from exc
         raise
     finally:
         drv.Context.pop()
@@ -786,14 +782,21 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         try:
             drv.Context.synchronize()  # non-sticky errors leave the context usable
         except drv.Error:
-            _note_fault(exc)
-            raise _scheduler.CudaError(
-                f"{exc}; CUDA keeps such a fault for the rest of the process, so the CUDA "
-                "backend is unavailable until Python restarts (backend='auto' now uses the CPU)",
-                exc.code) from exc
+            raise _sticky_fault(exc) from exc
         raise
     times["search"] = time.perf_counter() - t0
     return _read_result(ws, out, p, times, column_std)
+
+
+def _sticky_fault(exc):
+    """Record the search's sticky kernel fault ``exc`` and return the error to raise in its place."""
+    from . import _scheduler
+
+    _note_fault(exc)
+    return _scheduler.CudaError(
+        f"{exc}; CUDA keeps such a fault for the rest of the process, so the CUDA "
+        "backend is unavailable until Python restarts (backend='auto' now uses the CPU)",
+        exc.code)
 
 
 def _read_result(ws, out, p, times, column_std=None):
