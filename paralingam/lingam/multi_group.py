@@ -145,7 +145,7 @@ def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge
     scores : list of float
         Only with ``return_scores``.
     """
-    from ..search.reference import CANDIDATE, IN_VJ, OTHER, standardise
+    from ..search.reference import CANDIDATE, standardise, statuses
 
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}; got {engine!r}")
@@ -164,10 +164,7 @@ def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge
         if len(remaining) == 1:
             order.append(remaining.pop())
             break
-        status = np.full(len(remaining), CANDIDATE)
-        if prior is not None:
-            is_candidate, in_vj = prior.candidates(remaining)
-            status = np.where(is_candidate, CANDIDATE, np.where(in_vj, IN_VJ, OTHER))
+        status = statuses(prior, remaining)
         cands = np.flatnonzero(status == CANDIDATE)
         if len(cands) == 1:
             best = cands[0]

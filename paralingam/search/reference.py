@@ -211,6 +211,18 @@ def pairwise_statistics(Z, collinear_tol=COLLINEAR_TOL, in_vj=None, noise=None):
 OTHER, IN_VJ, CANDIDATE = _constants.OTHER, _constants.IN_VJ, _constants.CANDIDATE
 
 
+def statuses(prior, remaining):
+    """The prior-knowledge status of each remaining variable: CANDIDATE, IN_VJ or OTHER.
+
+    ``prior``: a :class:`~paralingam.prior.PriorKnowledge`, or None (every
+    variable a candidate); ``remaining``: original indices, ascending.
+    """
+    if prior is None:
+        return np.full(len(remaining), CANDIDATE)
+    is_candidate, in_vj = prior.candidates(remaining)
+    return np.where(is_candidate, CANDIDATE, np.where(in_vj, IN_VJ, OTHER))
+
+
 def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL,
                  prior_knowledge=None, apply_prior_knowledge_softly=False, *,
                  stop_on_dependence=False, return_scores=False):
@@ -262,10 +274,7 @@ def causal_order(X, collinear_tol=COLLINEAR_TOL, explained_tol=EXPLAINED_TOL,
         if len(remaining) == 1:
             order.append(remaining.pop())
             break
-        status = np.full(len(remaining), CANDIDATE)
-        if prior is not None:
-            is_candidate, in_vj = prior.candidates(remaining)
-            status = np.where(is_candidate, CANDIDATE, np.where(in_vj, IN_VJ, OTHER))
+        status = statuses(prior, remaining)
         Z = standardise(X_[:, remaining])
         group = collinear_groups(Z, collinear_tol, status, nu[remaining])
         reps = np.flatnonzero(group == np.arange(len(remaining)))
