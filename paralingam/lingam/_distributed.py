@@ -301,10 +301,10 @@ def bootstrap_directlingam(model, data, names, n_sampling, settings, client, rep
     from sklearn.base import clone
     from sklearn.utils import check_random_state, resample
 
-    from .bootstrap import BootstrapResult
+    from .bootstrap import BOOTSTRAP_PHASES, BootstrapResult
 
     check_client(client)
-    timings = dict.fromkeys(("resample", "search", "adjacency", "total_effects"), 0.0)
+    timings = dict.fromkeys(BOOTSTRAP_PHASES, 0.0)
     t0 = time.perf_counter()
     rng = check_random_state(model.random_state)
     index = np.arange(data.shape[0])
@@ -345,8 +345,7 @@ def _directlingam_batch(shared, batch, n_threads=1):
     """Fit the resamples of one batch (worker side); mirrors ``DirectLiNGAM._bootstrap_loop``."""
     from .. import _api
     from ..search import _backends
-    from .._validation import constant_in_resample
-    from .bootstrap import total_effects
+    from .bootstrap import BOOTSTRAP_PHASES, fit_resample
 
     model, data, names = shared["model"], shared["data"], shared["names"]
     settings = dict(shared["settings"])
@@ -362,20 +361,10 @@ def _directlingam_batch(shared, batch, n_threads=1):
     start, rows = batch
     m, p = len(rows), data.shape[1]
     B_all, T_all = np.zeros((m, p, p)), np.zeros((m, p, p))
-    timings = dict.fromkeys(("resample", "search", "adjacency", "total_effects"), 0.0)
+    timings = dict.fromkeys(BOOTSTRAP_PHASES, 0.0)
     for j in range(m):
-        t0 = time.perf_counter()
-        Xk = data[rows[j]]
-        constant_in_resample(data, Xk, start + j, names)
-        t1 = time.perf_counter()
-        order, B, stats = model._fit_data(Xk, settings, backend)
-        t3 = time.perf_counter()
-        t2 = t3 - stats["time"]["adjacency"]
-        B_all[j] = B
-        T_all[j] = total_effects(B, order)
-        t4 = time.perf_counter()
-        for key, dt in zip(timings, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
-            timings[key] += dt
+        B_all[j], T_all[j] = fit_resample(model, data, rows[j], start + j, names, settings,
+                                          backend, timings)
     return start, B_all, T_all, timings
 
 

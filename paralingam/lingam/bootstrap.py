@@ -12,6 +12,7 @@ one triangular inverse in the causal order.
 """
 
 import numbers
+import time
 import warnings
 
 import numpy as np
@@ -19,6 +20,40 @@ import numpy as np
 from .. import _memory
 
 __all__ = ["BootstrapResult", "total_effects", "find_all_paths"]
+
+
+# Phases of a DirectLiNGAM bootstrap's timings_ (seconds summed over the resamples).
+BOOTSTRAP_PHASES = ("resample", "search", "adjacency", "total_effects")
+
+
+def fit_resample(model, data, rows, k, names, settings, backend, timings):
+    """Fit the DirectLiNGAM ``model`` on resample ``k``, ``data[rows]``, timing its phases.
+
+    The serial bootstrap and the Dask workers' batches both fit their
+    resamples here (``model._fit_data``), so the results are the same either
+    way. The seconds of each phase are added to ``timings`` (keys
+    :data:`BOOTSTRAP_PHASES`; ``resample`` here is the copy of the rows and
+    its check for constant columns).
+
+    Returns
+    -------
+    B, T : ndarray
+        The resample's adjacency matrix and its total effects.
+    """
+    from .._validation import constant_in_resample
+
+    t0 = time.perf_counter()
+    Xk = data[rows]
+    constant_in_resample(data, Xk, k, names)
+    t1 = time.perf_counter()
+    order, B, stats = model._fit_data(Xk, settings, backend)
+    t3 = time.perf_counter()
+    t2 = t3 - stats["time"]["adjacency"]
+    T = total_effects(B, order)
+    t4 = time.perf_counter()
+    for key, dt in zip(BOOTSTRAP_PHASES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+        timings[key] += dt
+    return B, T
 
 
 def total_effects(adjacency_matrix, causal_order):

@@ -22,10 +22,10 @@ from sklearn.utils import check_random_state, resample
 from .. import _api, _memory, _preparation
 from ..search import _backends
 from .._progress import Progress, check_progress
-from .._validation import (_as_data_matrix, as_data_matrix, check_coef_threshold, constant_in_resample,
-                          default_threads)
+from .._validation import _as_data_matrix, as_data_matrix, check_coef_threshold, default_threads
 from ..adjacency import ADJACENCY_METHODS
-from .bootstrap import BootstrapResult, regression_effect, total_effects, warn_if_order_reversed
+from .bootstrap import (BOOTSTRAP_PHASES, BootstrapResult, fit_resample, regression_effect,
+                        warn_if_order_reversed)
 from .hsic import independence_p_values
 from ..search.policy import EXPLAINED_TOL
 from ..prior import PriorKnowledge
@@ -413,7 +413,7 @@ class DirectLiNGAM(BaseEstimator):
         adjacency_matrices = np.zeros((n_sampling, p, p))
         effects = np.zeros((n_sampling, p, p))
         resampled_indices = []
-        timings = dict.fromkeys(("resample", "search", "adjacency", "total_effects"), 0.0)
+        timings = dict.fromkeys(BOOTSTRAP_PHASES, 0.0)
         # Per resample the linear algebra is small (p x p solves, one n x p
         # product): BLAS threads gain nothing there and, next to the search's own
         # threads, cost more than the work itself. One BLAS thread for the loop.
@@ -454,18 +454,10 @@ class DirectLiNGAM(BaseEstimator):
             # lingam's draw: sklearn's resample with this random state.
             with config_context(skip_parameter_validation=True):
                 rows = resample(index, random_state=rng)
-            Xk = data[rows]
-            constant_in_resample(data, Xk, k, names)
-            t1 = time.perf_counter()
-            order, B, stats = self._fit_data(Xk, settings, backend)
-            t3 = time.perf_counter()
-            t2 = t3 - stats["time"]["adjacency"]
-            adjacency_matrices[k] = B
-            effects[k] = total_effects(B, order)
+            timings["resample"] += time.perf_counter() - t0
+            adjacency_matrices[k], effects[k] = fit_resample(
+                self, data, rows, k, names, settings, backend, timings)
             resampled_indices.append(rows)
-            t4 = time.perf_counter()
-            for key, dt in zip(timings, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
-                timings[key] += dt
             reporter.update(1)
 
     # ------------------------------------------------------------------
