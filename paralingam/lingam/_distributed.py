@@ -342,7 +342,7 @@ def bootstrap_directlingam(model, data, names, n_sampling, settings, client, rep
 
 
 def _directlingam_batch(shared, batch, n_threads=1):
-    """Fit the resamples of one batch (worker side); mirrors ``DirectLiNGAM._bootstrap_loop``."""
+    """Fit the resamples of one batch (worker side), each as the serial bootstrap does (``fit_resample``)."""
     from .. import _api
     from ..search import _backends
     from .bootstrap import BOOTSTRAP_PHASES, fit_resample
