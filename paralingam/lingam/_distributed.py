@@ -342,7 +342,10 @@ def bootstrap_directlingam(model, data, names, n_sampling, settings, client, rep
 
 
 def _directlingam_batch(shared, batch, n_threads=1):
-    """Fit the resamples of one batch (worker side), each as the serial bootstrap does (``fit_resample``)."""
+    """Fit the resamples of one batch (worker side), each as the serial bootstrap does.
+
+    (Both call :func:`~paralingam.lingam.bootstrap.fit_resample`.)
+    """
     from .. import _api
     from ..search import _backends
     from .bootstrap import BOOTSTRAP_PHASES, fit_resample
