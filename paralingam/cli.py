@@ -879,7 +879,9 @@ def _model(args):
 # ----------------------------------------------------------------------
 
 def _devices(text):
-    """``--devices``: ``all`` or GPU ids separated by commas (checked again by fit)."""
+    """``--devices``: ``all`` or GPU ids separated by commas, checked by fit's own rules."""
+    from .search._devices import check_devices
+
     if text.strip() == "all":
         return "all"
     try:
@@ -887,9 +889,10 @@ def _devices(text):
     except ValueError:
         raise argparse.ArgumentTypeError(f"'all' or GPU ids separated by commas, such as 0,1; "
                                          f"got {text!r}") from None
-    if any(i < 0 for i in ids):
-        raise argparse.ArgumentTypeError(f"GPU ids are at least 0; got {text!r}")
-    return ids
+    try:
+        return list(check_devices(ids))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive_int(text):

@@ -956,7 +956,7 @@ def test_options_of_another_mode_exit_2_before_any_work(capsys, monkeypatch, arg
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("value", ["x", "0,,1", "1.5", "-1", "0;1"])
+@pytest.mark.parametrize("value", ["x", "0,,1", "1.5", "-1", "0;1", "0,0"])
 def test_bad_devices_exit_2_naming_the_option(capsys, value):
     with pytest.raises(SystemExit) as exc:
         cli.main(["fit", "a.csv", "--devices", value])
