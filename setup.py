@@ -97,42 +97,32 @@ def nvtx_include_dir():
 
 nvtx_inc = nvtx_include_dir()
 
-extensions = [
-    Extension(
-        "paralingam.search._cpu",
-        ["paralingam/search/_cpu.pyx"],
+
+def cpu_kernel_extension(name):
+    """``paralingam.search.<name>``: a Cython module over the search's C kernels
+    (paralingam/search/_cpu_kernels.h and kernels/pl_constants.h), built with
+    the search's flags so that it computes what the search computes."""
+    return Extension(
+        f"paralingam.search.{name}",
+        [f"paralingam/search/{name}.pyx"],
         include_dirs=[np.get_include(), "paralingam", "kernels"],  # kernels/pl_constants.h
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=cpu_flags,
         extra_link_args=["-fopenmp"],
         # glibc's vector math library, which -ffast-math loops call.
         libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
-        depends=["paralingam/search/_cpu_kernels.h", "paralingam/_runtime.h", "paralingam/_interrupts.pxi",
-                 "kernels/pl_constants.h"],
-    ),
-    # Test hooks of the CPU kernels (paralingam._testing), built as the search is.
-    Extension(
-        "paralingam.search._cpu_testing",
-        ["paralingam/search/_cpu_testing.pyx"],
-        include_dirs=[np.get_include(), "paralingam", "kernels"],  # kernels/pl_constants.h
-        extra_compile_args=cpu_flags,
-        extra_link_args=["-fopenmp"],
-        libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
-        depends=["paralingam/search/_cpu_kernels.h", "paralingam/_runtime.h", "kernels/pl_constants.h"],
-    ),
+        depends=["paralingam/search/_cpu_kernels.h", "paralingam/_runtime.h",
+                 "paralingam/_interrupts.pxi", "kernels/pl_constants.h"],
+    )
+
+
+extensions = [
+    cpu_kernel_extension("_cpu"),
+    # Test hooks of the CPU kernels (paralingam._testing).
+    cpu_kernel_extension("_cpu_testing"),
     # Candidate scores of the multi-group order search (paralingam.lingam.multi_group):
     # the float64 pair statistic of _cpu_kernels.h over every group's pairs.
-    Extension(
-        "paralingam.search._multi_group",
-        ["paralingam/search/_multi_group.pyx"],
-        include_dirs=[np.get_include(), "paralingam", "kernels"],  # kernels/pl_constants.h
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-        extra_compile_args=cpu_flags,
-        extra_link_args=["-fopenmp"],
-        libraries=["mvec", "m"] if sys.platform.startswith("linux") else [],
-        depends=["paralingam/search/_cpu_kernels.h", "paralingam/_runtime.h", "paralingam/_interrupts.pxi",
-                 "kernels/pl_constants.h"],
-    ),
+    cpu_kernel_extension("_multi_group"),
     # The adaptive lasso of the adjacency step (a port of scikit-learn's LARS
     # path), targets in OpenMP threads. No -ffast-math: only the dot products
     # and updates of paralingam/adjacency/_lasso_kernels.h are vectorised (`omp simd`),
