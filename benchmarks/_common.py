@@ -96,6 +96,17 @@ def machine_label(args):
     return f"{os.cpu_count()}cores"
 
 
+def commit():
+    """The commit measured: ``PARALINGAM_COMMIT`` where the caller sets it (the
+    copy of .git beside a device machine's tree may lag it), else git's short
+    HEAD, with ``+dirty`` when tracked files differ from it."""
+    known = os.environ.get("PARALINGAM_COMMIT")
+    if known:
+        return known
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
+    return _git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
+
+
 def provenance(args):
     """Where and how a result was measured (commit, machine, versions, command)."""
     import numpy as np
@@ -106,14 +117,8 @@ def provenance(args):
         version = paralingam.__version__
     except Exception:
         version = None
-    # PARALINGAM_COMMIT: the commit as the caller knows it, where the copy of
-    # .git beside the tree may lag it (a device machine's copy).
-    commit = os.environ.get("PARALINGAM_COMMIT")
-    if not commit:
-        dirty = bool(_git("status", "--porcelain", "--untracked-files=no"))
-        commit = _git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
     return {
-        "commit": commit,
+        "commit": commit(),
         "machine": machine_label(args),
         "gpu": _gpu_name() if getattr(args, "_gpu", False) else None,
         "cpu": platform.processor() or platform.machine(),

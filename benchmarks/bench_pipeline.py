@@ -43,7 +43,8 @@ sys.path.insert(0, str(ROOT))
 import paralingam  # noqa: E402
 from paralingam.datasets import make_lingam_data  # noqa: E402
 from paralingam.lingam.estimator import DirectLiNGAM  # noqa: E402
-from _common import _gpu_name  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+import _common  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+from _common import _gpu_name  # noqa: E402
 
 PHASES = ("validate", "load", "standardise", "compile", "upload", "search", "adjacency")
 
@@ -277,14 +278,6 @@ def cuda_usable():
         return False
 
 
-def commit():
-    try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
@@ -301,7 +294,7 @@ def main():
     args = ap.parse_args()
     backends = args.backends or (["cpu", "cuda"] if cuda_usable() else ["cpu"])
 
-    meta = {"commit": commit(), "machine": platform.node(), "processor": platform.processor(),
+    meta = {"commit": _common.commit(), "machine": platform.node(), "processor": platform.processor(),
             "cores": os.cpu_count(), "load_before": os.getloadavg(), "quick": args.quick,
             "repeats": args.repeats, "python": sys.version.split()[0],
             "numpy": np.__version__,

@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import _common  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from paralingam.search import _cuda, policy  # noqa: E402
 
 
@@ -72,14 +72,6 @@ def probe(p, n, dtype, repeats, old):
     return row
 
 
-def commit():
-    try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="*", default=["600x500000", "24x400000", "1000x8192",
@@ -90,7 +82,7 @@ def main():
     ap.add_argument("--json", default="probe_upload.json")
     args = ap.parse_args()
     device = _cuda.device_properties()["name"]
-    meta = {"commit": commit(), "machine": platform.node(), "cores": os.cpu_count(),
+    meta = {"commit": _common.commit(), "machine": platform.node(), "cores": os.cpu_count(),
             "device": device, "repeats": args.repeats,
             "upload_block_bytes": _cuda.UPLOAD_BLOCK_BYTES}
     print(f"commit {meta['commit']}, {meta['machine']} ({meta['cores']} cores), {device}; "
