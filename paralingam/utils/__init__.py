@@ -38,7 +38,8 @@ from ._graph import (
     make_dot_highlight,
     make_dot_paths,
 )
-from ._graph import _check_path, _check_path_color, _cycle_edges, _simple_path_edges
+from ._graph import _check_path, _check_path_color, _cycle_edges, _reach, _simple_path_edges
+from ._graph import _topological_order
 from ._graph import _graphviz, _path_node_names
 from ._rcd import extract_ancestors
 from ._stats import (
@@ -228,15 +229,16 @@ def calculate_total_effect(adjacency_matrix, from_index, to_index, is_continuous
     # Paths end at to_index: its own edges are never followed (lingam's search
     # does not go on from it, so a cycle through it is not an error).
     edge[:, to_index] = False
-    reached = _reachable(edge, from_index)
-    order = _topological(edge, reached)
+    forward = edge.T  # forward[u, v]: u -> v (the graph helpers' direction)
+    reached = _reach(forward, from_index)
+    order = _topological_order(forward, reached)
     if order is None:  # lingam's path search would go round the cycle
         raise ValueError("Unable to find the path because a cyclic graph has been specified.")
     if not reached[to_index]:
         return 0.0
     if is_continuous is not None:
         # the variables on some path: reached from from_index, reaching to_index
-        on_path = reached & _reachable(edge.T, to_index)
+        on_path = reached & _reach(edge, to_index)
         on_path[from_index] = False
         if not all(is_continuous[v] for v in np.flatnonzero(on_path)):
             raise ValueError("Variables on the path must be continuous variables.")
@@ -248,34 +250,6 @@ def calculate_total_effect(adjacency_matrix, from_index, to_index, is_continuous
             parents = np.flatnonzero(edge[v] & reached)
             effect[v] = W[v, parents] @ effect[parents]
     return float(effect[to_index])
-
-
-def _reachable(edge, start):
-    """Variables reachable from ``start`` (itself included) along ``edge[i, j]``: j -> i."""
-    seen = np.zeros(len(edge), dtype=bool)
-    seen[start] = True
-    stack = [start]
-    while stack:
-        new = np.flatnonzero(edge[:, stack.pop()] & ~seen)
-        seen[new] = True
-        stack.extend(new.tolist())
-    return seen
-
-
-def _topological(edge, nodes):
-    """The ``nodes`` (a mask) in a topological order of ``edge``, or None on a cycle."""
-    sub = edge & nodes[:, None] & nodes[None, :]
-    indegree = sub.sum(axis=1)
-    ready = [v for v in np.flatnonzero(nodes) if indegree[v] == 0]
-    order = []
-    while ready:
-        v = ready.pop()
-        order.append(v)
-        for child in np.flatnonzero(sub[:, v]):
-            indegree[child] -= 1
-            if indegree[child] == 0:
-                ready.append(child)
-    return order if len(order) == nodes.sum() else None
 
 
 def get_sink_variables(adjacency_matrix):

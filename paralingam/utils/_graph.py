@@ -119,20 +119,28 @@ def _reach(edge, start):
     return seen
 
 
-def _acyclic(edge, nodes):
-    """Whether the subgraph of ``edge`` (u -> v) on the mask ``nodes`` has no cycle."""
+def _topological_order(edge, nodes):
+    """The nodes of the mask ``nodes`` in a topological order of ``edge`` (u -> v).
+
+    None when the subgraph on ``nodes`` has a cycle.
+    """
     sub = edge & nodes[:, None] & nodes[None, :]
     indegree = sub.sum(axis=0)
     ready = [v for v in np.flatnonzero(nodes) if indegree[v] == 0]
-    done = 0
+    order = []
     while ready:
         v = ready.pop()
-        done += 1
+        order.append(v)
         for w in np.flatnonzero(sub[v]):
             indegree[w] -= 1
             if indegree[w] == 0:
                 ready.append(w)
-    return done == nodes.sum()
+    return order if len(order) == nodes.sum() else None
+
+
+def _acyclic(edge, nodes):
+    """Whether the subgraph of ``edge`` (u -> v) on the mask ``nodes`` has no cycle."""
+    return _topological_order(edge, nodes) is not None
 
 
 def _simple_paths(edge, source, target):
