@@ -139,6 +139,12 @@ def write_result(args, payload):
     return path
 
 
+def best_time(func, repeats):
+    """Least wall time of ``repeats`` calls of ``func()``, and the last result."""
+    _, times, out = median_time(func, repeats)
+    return min(times), out
+
+
 def median_time(func, repeats):
     """Median wall time of ``repeats`` calls of ``func()``, all the times, and the last result."""
     times = []

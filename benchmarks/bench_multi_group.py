@@ -13,9 +13,10 @@ are timed back to back on the same data.
 import argparse
 import json
 import platform
-import time
 
 import numpy as np
+
+from _common import best_time  # (benchmarks/ is on sys.path when run as a script)
 
 
 def groups(p, n, G, seed):
@@ -26,15 +27,6 @@ def groups(p, n, G, seed):
     A = np.linalg.inv(np.eye(p) - B).T
     sizes = [max(20, int(n * f)) for f in (1.0, 0.5, 1.5, 0.75, 1.25)[:G]] + [n] * max(0, G - 5)
     return [(rng.uniform(size=(m, p)) @ A)[:, perm] for m in sizes]
-
-
-def timed(fn, repeats):
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
 
 
 def main():
@@ -56,12 +48,12 @@ def main():
     for size in args.sizes:
         p, n, G = (int(v) for v in size.split("x"))
         Xs = groups(p, n, G, 1)
-        t_ours, ours = timed(lambda: paralingam.MultiGroupDirectLiNGAM(
+        t_ours, ours = best_time(lambda: paralingam.MultiGroupDirectLiNGAM(
             n_threads=args.threads).fit(Xs), args.repeats)
-        t_theirs, theirs = timed(lambda: lingam.MultiGroupDirectLiNGAM().fit(Xs), 1)
-        t_cpu, order_cpu = timed(lambda: multi_group_causal_order(
+        t_theirs, theirs = best_time(lambda: lingam.MultiGroupDirectLiNGAM().fit(Xs), 1)
+        t_cpu, order_cpu = best_time(lambda: multi_group_causal_order(
             Xs, engine="cpu", n_threads=args.threads), args.repeats)
-        t_np, order_np = timed(lambda: multi_group_causal_order(Xs, engine="numpy"), args.repeats)
+        t_np, order_np = best_time(lambda: multi_group_causal_order(Xs, engine="numpy"), args.repeats)
         theirs_order = [int(i) for i in theirs.causal_order_]
         diff = max(float(np.abs(a - b).max())
                    for a, b in zip(ours.adjacency_matrices_, theirs.adjacency_matrices_))

@@ -9,9 +9,10 @@ Run it on a quiet machine: both fits are timed back to back on the same data.
 import argparse
 import json
 import platform
-import time
 
 import numpy as np
+
+from _common import best_time  # (benchmarks/ is on sys.path when run as a script)
 
 
 def series(T, p, lags, seed):
@@ -25,15 +26,6 @@ def series(T, p, lags, seed):
     for t in range(lags, T + 100):
         X[t] = inv @ (sum(Bs[k] @ X[t - k - 1] for k in range(lags)) + rng.uniform(-1, 1, p))
     return X[100:]
-
-
-def timed(fn, repeats):
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
 
 
 def main():
@@ -54,9 +46,9 @@ def main():
     X = series(args.T, args.p, args.lags, 0)
     paralingam.VARLiNGAM(lags=args.lags, backend=args.backend).fit(X[:200])  # imports, warm-up
     rows = []
-    t_ours, ours = timed(lambda: paralingam.VARLiNGAM(lags=args.lags, backend=args.backend).fit(X),
+    t_ours, ours = best_time(lambda: paralingam.VARLiNGAM(lags=args.lags, backend=args.backend).fit(X),
                          args.repeats)
-    t_theirs, theirs = timed(lambda: lingam.VARLiNGAM(lags=args.lags).fit(X), 1)
+    t_theirs, theirs = best_time(lambda: lingam.VARLiNGAM(lags=args.lags).fit(X), 1)
     same = ours.causal_order_ == [int(i) for i in theirs.causal_order_]
     diff = float(np.abs(np.asarray(ours.adjacency_matrices_)
                         - np.asarray(theirs.adjacency_matrices_)).max())
@@ -64,10 +56,10 @@ def main():
                  "ratio": t_theirs / t_ours, "same_order": same, "max_abs_diff": diff})
     if args.bootstrap:
         np.random.seed(1)
-        t_ob, _ = timed(lambda: paralingam.VARLiNGAM(lags=args.lags, backend=args.backend)
+        t_ob, _ = best_time(lambda: paralingam.VARLiNGAM(lags=args.lags, backend=args.backend)
                         .bootstrap(X, args.bootstrap), 1)
         np.random.seed(1)
-        t_tb, _ = timed(lambda: lingam.VARLiNGAM(lags=args.lags).bootstrap(X, args.bootstrap), 1)
+        t_tb, _ = best_time(lambda: lingam.VARLiNGAM(lags=args.lags).bootstrap(X, args.bootstrap), 1)
         rows.append({"step": f"bootstrap({args.bootstrap})", "paralingam_s": t_ob,
                      "lingam_s": t_tb, "ratio": t_tb / t_ob})
 
