@@ -25,6 +25,15 @@ waits and copies queued by the host loop.
     python benchmarks/bench_multi_gpu.py --spread-work 1e7 1e8
     python benchmarks/bench_multi_gpu.py --sizes 2000x8192 5000x4096 --case-repeats 3 1
     python benchmarks/bench_multi_gpu.py --memory       # device memory per GPU (formula, no GPU)
+    python benchmarks/bench_multi_gpu.py --multi-only --sizes 10000x10000   # no one-GPU run
+
+``--multi-only`` times the multi-GPU search alone, once per case, with no
+warm-up, one-GPU reference or phase split (for sizes where one GPU would
+take most of a call): the search time and the whole fit's wall time up to
+the search, the compilation included on the first case. Data of p > 2000
+come from ``blocked_lingam_data`` (the same model as ``make_lingam_data``,
+built with matrix products: the column-by-column build costs O(n p^2)
+memory traffic, minutes at p=10,000).
 """
 
 import statistics
@@ -78,6 +87,65 @@ def phase_split(X):
         dtype="float32", collinear_tol=policy.COLLINEAR_TOL, explained_tol=policy.EXPLAINED_TOL,
         drift_tol=_api.DRIFT_TOL, times=times, profile=True)
     return times, per_it
+
+
+def blocked_lingam_data(p, n, seed, block=256):
+    """Sparse LiNGAM data of ``make_lingam_data``'s model (parents, weights, noise,
+    each variable scaled to unit variance as it is built, columns shuffled),
+    built a block of variables at a time: the parents' part from earlier
+    blocks is one matrix product. The rounding differs from
+    ``make_lingam_data``'s, so the values are not the same."""
+    rng = np.random.default_rng(seed)
+    lo, hi = 1, max(1, int(0.2 * p))
+    B = np.zeros((p, p))
+    for i in range(1, p):
+        k = min(i, int(rng.integers(lo, hi + 1)))
+        parents = rng.choice(i, size=k, replace=False)
+        B[i, parents] = rng.choice([-1.0, 1.0], size=k) * rng.uniform(0.5, 0.95, size=k)
+    q = np.where(rng.random(p) < 0.5, rng.uniform(0.5, 0.8, p), rng.uniform(1.2, 2.0, p))
+    X = rng.standard_normal((n, p))
+    X = np.sign(X) * np.abs(X) ** q  # the noise, replaced column by column by the variables
+    X = np.asfortranarray(X)
+    for b0 in range(0, p, block):
+        b1 = min(p, b0 + block)
+        if b0:
+            X[:, b0:b1] += X[:, :b0] @ B[b0:b1, :b0].T
+        for i in range(b0, b1):
+            if i > b0:
+                X[:, i] += X[:, b0:i] @ B[i, b0:i]
+            scale = X[:, i].std()
+            X[:, i] /= scale
+            B[i] /= scale
+    perm = rng.permutation(p)
+    return np.ascontiguousarray(X[:, perm])
+
+
+def multi_only(sizes, devices, args):
+    """The multi-GPU search alone, once per case (see the module docstring)."""
+    rows = []
+    for size in sizes:
+        p, n = _common.parse_size(size)
+        t0 = time.perf_counter()
+        X = (blocked_lingam_data(p, n, 1000 * p + n) if p > 2000 else
+             make_lingam_data(p, n, density="sparse", random_state=1000 * p + n)[0])
+        t_data = time.perf_counter() - t0
+        print(f"p={p} n={n}: data in {t_data:.1f} s", flush=True)
+        t0 = time.perf_counter()
+        r = fit_once(X, devices=devices, progress=True)
+        wall = time.perf_counter() - t0
+        row = {"case": f"sparse p={p} n={n}", "p": p, "n": n, "devices": devices,
+               "search_s": r.stats["time"]["search"], "fit_to_search_wall_s": wall,
+               "phases_s": {k: float(v) for k, v in r.stats["time"].items()},
+               "data_s": t_data, "iterations": len(r.stats["remaining"]),
+               "compared": int(sum(r.stats["compared"])), "rounds": int(sum(r.stats["rounds"])),
+               "float64_redo": int(sum(r.stats["float64_redo"])),
+               "first_case_includes_compilation": not rows}
+        rows.append(row)
+        print(f"{row['case']}: {len(devices)} GPUs search {row['search_s']:.1f} s "
+              f"(wall up to the search {wall:.1f} s)", flush=True)
+        _common.write_result(args, {"mode": "multi-only", "rows": rows})
+        del X
+    return rows
 
 
 def amdahl(times, per_it, n, bound, n_dev):
@@ -136,6 +204,8 @@ def main():
                     help="repeats of each case in --sizes' order (default: --repeats for all)")
     ap.add_argument("--quick", action="store_true", help=f"only {' '.join(QUICK_SIZES)}")
     ap.add_argument("--large", action="store_true", help=f"add {' '.join(LARGE_SIZES)}")
+    ap.add_argument("--multi-only", action="store_true",
+                    help="time only the multi-GPU search, once per case (no one-GPU run)")
     ap.add_argument("--memory", action="store_true",
                     help="only print (and write) the device memory per GPU of "
                          f"{' '.join(MEMORY_SIZES)} (no GPU needed)")
@@ -164,6 +234,9 @@ def main():
     peers = {f"{d}->{devices[0]}": _scheduler.peer_support(d, devices[0]) for d in devices[1:]}
     print(f"GPUs {devices}: {', '.join(names)}; peer (access, native atomics) {peers}; "
           f"medians of {args.case_repeats or args.repeats} repeats", flush=True)
+    if args.multi_only:
+        multi_only(sizes, devices, args)
+        return
     bounds = args.spread_work or [_cuda.MULTI_SPREAD_WORK]
     case_repeats = args.case_repeats or [args.repeats] * len(sizes)
     if len(case_repeats) != len(sizes) or min(case_repeats) < 1:
