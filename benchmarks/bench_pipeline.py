@@ -119,9 +119,11 @@ def timed(call):
     return time.perf_counter() - t0, out
 
 
-def fit_phases(X, backend, repeats):
-    """Medians of each ``stats["time"]`` phase and of the wall time, after a warm-up fit."""
-    paralingam.fit(X, backend=backend, on_collinear="ignore")
+def fit_phases(X, backend, repeats, warm_up=True):
+    """Medians of each ``stats["time"]`` phase and of the wall time, after a warm-up fit
+    (``warm_up=False``: none, for long cases after others in the same process)."""
+    if warm_up:
+        paralingam.fit(X, backend=backend, on_collinear="ignore")
     walls, phases = [], {}
     for _ in range(repeats):
         wall, result = timed(lambda: paralingam.fit(X, backend=backend, on_collinear="ignore"))
@@ -240,7 +242,7 @@ def run_case(name, backend, args):
         return row
     X = make_data(name, p, n, args.data_dir, seed=list(CASES).index(name) + 1)
     row.update(n=X.shape[0], p=X.shape[1])
-    row["fit"], row["phases"] = fit_phases(X, backend, args.repeats)
+    row["fit"], row["phases"] = fit_phases(X, backend, args.repeats, warm_up=not args.no_warm_up)
     search = row["phases"].get("search")
     row["fraction_of_search"] = {k: v / search for k, v in row["phases"].items()
                                  if k != "search" and search}
@@ -307,6 +309,9 @@ def main():
                     help="default: cpu, and cuda when usable")
     ap.add_argument("--quick", action="store_true", help="small sizes (a 2-core VM)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-warm-up", action="store_true",
+                    help="no warm-up fit before the timed ones (for long cases listed after "
+                         "short ones: the kernels are compiled by then)")
     ap.add_argument("--no-estimator", action="store_true",
                     help="skip DirectLiNGAM().fit and the p-values")
     ap.add_argument("--data-dir", default=os.environ.get("PARALINGAM_DATA",
