@@ -2,7 +2,7 @@
 
 The order search (:mod:`paralingam.search._cuda`), the adjacency step
 (:mod:`paralingam.adjacency._cuda_adjacency`) and the HSIC tests run in one
-primary context per device, made current once per process by
+primary context per device, made current on each thread that runs one by
 :func:`context`. A kernel fault (illegal address, trap) is sticky in CUDA:
 it poisons the context for the rest of the process. :func:`note_fault`
 records it, so that later fits report it (:func:`unavailable_reason`)
@@ -14,7 +14,9 @@ them) and registers the function that frees them with
 imports no GPU step: they import it, so the import graph has no circle.
 """
 
+import atexit
 import functools
+import threading
 
 from ._memory import GPUMemoryError  # noqa: F401  (re-exported for the GPU steps)
 
@@ -49,24 +51,59 @@ def unavailable_reason():
     return None
 
 
-@functools.lru_cache(maxsize=None)
-def context(device=0):
-    """Make the device's primary context current (once per process)."""
-    import atexit
+class _PushedContexts:
+    """The primary contexts one thread made current, popped when the thread ends.
 
+    A CUDA context is current per thread, and PyCUDA aborts the whole process
+    when a thread ends with a context still pushed ("A context was still
+    active when the context stack was being cleaned up"), as the worker
+    threads of a Dask worker do at shutdown. A thread's ``threading.local``
+    values are deleted by that thread as it ends, before PyCUDA's per-thread
+    cleanup, so :meth:`release` runs there; the main thread releases at exit.
+    """
+
+    def __init__(self):
+        self.contexts = []
+
+    def release(self):
+        while self.contexts:
+            ctx = self.contexts.pop()
+            try:
+                ctx.pop()  # (pops the thread's current context: the last pushed)
+            except Exception:
+                pass
+
+    def __del__(self):
+        self.release()
+
+
+_THREAD = threading.local()
+
+
+@functools.lru_cache(maxsize=None)
+def _primary_context(device):
     import pycuda.driver as drv
 
     drv.init()
-    ctx = drv.Device(device).retain_primary_context()
-    ctx.push()
+    return drv.Device(device).retain_primary_context()
 
-    def _pop():
-        try:
-            ctx.pop()
-        except Exception:
-            pass
 
-    atexit.register(_pop)
+def context(device=0):
+    """The device's primary context, made current on the calling thread.
+
+    Each thread that runs a GPU step pushes it once (the buffers and kernels
+    kept between fits live in it and serve every thread); it is popped when
+    the thread ends (see ``_PushedContexts``).
+    """
+    ctx = _primary_context(device)
+    pushed = getattr(_THREAD, "pushed", None)
+    if pushed is None:
+        pushed = _THREAD.pushed = _PushedContexts()
+        if threading.current_thread() is threading.main_thread():
+            atexit.register(pushed.release)
+    if ctx not in pushed.contexts:
+        ctx.push()
+        pushed.contexts.append(ctx)
     return ctx
 
 

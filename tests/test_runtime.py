@@ -342,3 +342,48 @@ def test_ctrl_c_interrupts_the_cuda_adaptive_lasso():
     # the wait for the LARS launch polls an event, so the handler runs at once
     # (or inside PyCUDA's Python wrappers of its uploads and launches)
     _interrupt("cuda_adjacency", ("_cuda_adjacency.py", "driver.py"), ready_timeout=600)
+
+
+# ---------------------------------------------------------------- threads
+# A CUDA context is current per thread: a fit on a thread other than the one
+# that first used the GPU needs it made current there, and PyCUDA aborts the
+# process when a thread ends with a context still pushed (Dask workers' threads
+# at shutdown did).
+
+@pytest.mark.gpu
+def test_cuda_fits_on_other_threads_equal_the_main_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    X = make_lingam_data(12, 2000, random_state=3)[0]
+    main = DirectLiNGAM(backend="cuda").fit(X)
+    for workers in (1, 2):
+        with ThreadPoolExecutor(workers) as pool:
+            models = list(pool.map(lambda _: DirectLiNGAM(backend="cuda").fit(X), range(4)))
+        for m in models:
+            assert list(m.causal_order_) == list(main.causal_order_)
+            np.testing.assert_array_equal(m.adjacency_matrix_, main.adjacency_matrix_)
+
+
+@pytest.mark.gpu
+def test_a_thread_that_used_the_gpu_ends_without_aborting_the_process():
+    script = textwrap.dedent("""
+        import threading
+        import paralingam
+        from paralingam.datasets import make_lingam_data
+        X = make_lingam_data(8, 1000, random_state=1)[0]
+        orders = []
+        def work():
+            orders.append(list(paralingam.fit(X, backend="cuda").causal_order))
+        for _ in range(2):  # the first thread is the first user of the GPU
+            t = threading.Thread(target=work)
+            t.start()
+            t.join()
+        orders.append(list(paralingam.fit(X, backend="cuda").causal_order))  # main thread
+        assert orders[0] == orders[1] == orders[2], orders
+        print("done")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=600, cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "done" in out.stdout
+    assert "context was still active" not in out.stderr
