@@ -9,7 +9,8 @@
 # (each build once per case, ROUNDS times) so that clock and thermal drift
 # fall on all builds alike. CASES: ";"-separated arguments of
 # benchmarks/fit_case.py (default: the cases of the H100 A/Bs in docs/design/gpu_search.rst).
-# REPEATS: fits per process (the median is printed).
+# REPEATS: fits per process (the median is printed). AB_KEEP=1: keep the
+# builds of an earlier run in $AB_DIR (same names) instead of building again.
 set -uo pipefail
 BUILDS="${BUILDS:?name:source pairs}"
 CASES="${CASES:-100 1024;500 1024;500 4096;1000 2048;1000 8192;ecoli}"
@@ -17,13 +18,16 @@ REPEATS="${REPEATS:-5}"
 ROUNDS="${ROUNDS:-2}"
 root="$(pwd)"
 work="${AB_DIR:-/tmp/paralingam-ab}"
-rm -rf "$work" && mkdir -p "$work"
+[ "${AB_KEEP:-0}" = 1 ] || rm -rf "$work"
+mkdir -p "$work"
 names=()
 for spec in $BUILDS; do  # sources, then the builds side by side
     name="${spec%%:*}" src="${spec#*:}"
+    names+=("$name")
+    [ "${AB_KEEP:-0}" = 1 ] && [ -f "$work/$name/site/paralingam/__init__.py" ] && continue
     mkdir -p "$work/$name/src"
     if [ "$src" = "." ]; then
-        tar -C "$root" --exclude=.git --exclude=.gpu --exclude=build -cf - . | tar -C "$work/$name/src" -xf -
+        tar -C "$root" --exclude=.git --exclude=.gpu --exclude=build --exclude='*.so' -cf - . | tar -C "$work/$name/src" -xf -
     elif [ -f "$src" ]; then
         tar -C "$work/$name/src" -xf "$src"
     else
@@ -31,7 +35,6 @@ for spec in $BUILDS; do  # sources, then the builds side by side
     fi
     python3 -m pip install -q --no-build-isolation --no-deps --target "$work/$name/site" \
         "$work/$name/src" > "$work/$name/build.log" 2>&1 &
-    names+=("$name")
 done
 wait
 for name in "${names[@]}"; do

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, GPU tests, launch profile, benchmarks.
 #
-#   source .gpu/setup.sh && bash tools/gpu_check.sh [tests|bench|quick|full|estimator] [pytest -k expr]
+#   source .gpu/setup.sh && bash tools/gpu_check.sh [tests|bench|quick|full|estimator|ab|pipeline] [pytest -k expr]
 #
 # tests: build + every GPU-marked test; bench: build + profile + quick benchmark;
 # quick: tests + profile + quick benchmark; full: tests + profile + the whole
 # grid with lingam/culingam side by side + the estimator benchmarks;
 # estimator: tests + the estimator benchmarks (adjacency step against the CUDA
-# search, bootstrap on CUDA).
+# search, bootstrap on CUDA); ab: the GPU grid and E. coli, this tree against
+# the tar of the base commit in $AB_BASE (default .gpu/base.tar; make it with
+# `git archive 0cb7114 > .gpu/base.tar`), with tools/ab_builds.sh, then the
+# CPU backend's cases the same way; pipeline: benchmarks/bench_pipeline.py
+# on the CUDA backend (the issue-21 cases; wide_5000 last, without its
+# warm-up fit or the estimator).
 # Each step has a time limit, so a hang cannot take the whole call. Logs and
 # JSON go to $OUT (the device tool brings them back). The full E. coli sample
 # is read from .gpu/data/ (copy ../shared/data/*.npz there first).
@@ -25,9 +30,12 @@ else
     git log -1 --format='commit %H %s (from the device copy of .git: may be stale)' 2>/dev/null \
         | tee -a "$out/gpu.txt"
 fi
-python3 -m pip install -q --no-build-isolation --no-deps -e . > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+if [ "$mode" != "ab" ]; then  # (ab builds both trees itself)
+    python3 -m pip install -q --no-build-isolation --no-deps -e . > "$out/build.log" 2>&1 \
+        || { tail -30 "$out/build.log"; exit 1; }
+fi
 status=0
-if [ "$mode" != "bench" ]; then
+if [ "$mode" != "bench" ] && [ "$mode" != "ab" ] && [ "$mode" != "pipeline" ]; then
     timeout 420 python3 -m pytest -q -m gpu tests/ ${kexpr:+-k "$kexpr"} -p no:cacheprovider 2>&1 \
         | tee "$out/gpu_tests.log" | tail -25
     status=${PIPESTATUS[0]}
@@ -39,7 +47,21 @@ estimator_benchmarks() {
     timeout 180 python3 benchmarks/bench_bootstrap.py --backend cuda --json "$out/bench_bootstrap_cuda.json" \
         2>&1 | tee "$out/bench_bootstrap_cuda.log" | tail -20
 }
-if [ "$mode" = "estimator" ]; then
+if [ "$mode" = "ab" ]; then
+    BUILDS="base:${AB_BASE:-.gpu/base.tar} head:." ROUNDS="${ROUNDS:-2}" REPEATS="${REPEATS:-5}" \
+        timeout 330 bash tools/ab_builds.sh 2>&1 | tee "$out/ab_grid.log" | grep -v Warning | tail -40
+    AB_KEEP=1 BUILDS="base:${AB_BASE:-.gpu/base.tar} head:." ROUNDS=2 REPEATS=7 \
+        CASES="30 1024 --backend cpu;100 1024 --backend cpu;200 2048 --backend cpu" \
+        timeout 200 bash tools/ab_builds.sh 2>&1 | tee "$out/ab_cpu.log" | grep -v Warning | tail -20
+elif [ "$mode" = "pipeline" ]; then
+    timeout 330 python3 benchmarks/bench_pipeline.py --backends cuda --repeats 3 --data-dir .gpu/data \
+        --cases first_fit_cold first_fit typical ecoli sachs_p_values rank_deficient_300 \
+        rank_deficient_1000 tall --json "$out/bench_pipeline_cuda.json" 2>&1 \
+        | tee "$out/bench_pipeline.log" | tail -40
+    timeout 200 python3 benchmarks/bench_pipeline.py --backends cuda --repeats 1 --no-warm-up \
+        --no-estimator --cases wide_5000 --json "$out/bench_pipeline_wide.json" 2>&1 \
+        | tee "$out/bench_pipeline_wide.log" | tail -6
+elif [ "$mode" = "estimator" ]; then
     estimator_benchmarks
 elif [ "$mode" != "tests" ]; then
     timeout 120 python3 tools/profile_launch.py --json "$out/profile.json" 2>&1 | tee "$out/profile.log" | tail -15
