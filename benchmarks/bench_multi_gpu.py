@@ -24,7 +24,7 @@ waits and copies queued by the host loop.
     python benchmarks/bench_multi_gpu.py --large        # also p=10000 n=10000
     python benchmarks/bench_multi_gpu.py --spread-work 1e7 1e8
     python benchmarks/bench_multi_gpu.py --sizes 2000x8192 5000x4096 --case-repeats 3 1
-    python benchmarks/bench_multi_gpu.py --memory       # device memory per GPU (formula, no GPU)
+    python benchmarks/bench_multi_gpu.py --mode memory  # device memory per GPU (formula, no GPU)
 """
 
 import statistics
@@ -124,7 +124,8 @@ def print_memory(rows):
 
 
 def main():
-    ap = _common.parser("bench_multi_gpu", __doc__, repeats=3, gpu=True)
+    ap = _common.parser("bench_multi_gpu", __doc__, repeats=3, gpu=True,
+                        quick=f"only {' '.join(QUICK_SIZES)}", modes=("split", "memory"))
     ap.add_argument("--sizes", nargs="*", default=None, metavar="PxN",
                     help=f"cases as variables x samples (default: {' '.join(DEFAULT_SIZES)})")
     ap.add_argument("--devices", nargs="*", type=int, default=None,
@@ -134,14 +135,10 @@ def main():
                          "(default: the package's)")
     ap.add_argument("--case-repeats", nargs="*", type=int, default=None, metavar="N",
                     help="repeats of each case in --sizes' order (default: --repeats for all)")
-    ap.add_argument("--quick", action="store_true", help=f"only {' '.join(QUICK_SIZES)}")
     ap.add_argument("--large", action="store_true", help=f"add {' '.join(LARGE_SIZES)}")
-    ap.add_argument("--memory", action="store_true",
-                    help="only print (and write) the device memory per GPU of "
-                         f"{' '.join(MEMORY_SIZES)} (no GPU needed)")
     args = ap.parse_args()
 
-    if args.memory:
+    if args.mode == "memory":  # the device memory per GPU of MEMORY_SIZES; no GPU needed
         rows = memory_rows(MEMORY_SIZES)
         print_memory(rows)
         _common.write_result(args, {"kind": "memory (paralingam._memory formulas)",
