@@ -15,8 +15,6 @@ Prints a table and writes JSON (``--json``). Run on the GPU machine:
 ``python benchmarks/probe_float.py --json $OUT/probe.json``.
 """
 
-import argparse
-import json
 import statistics
 from pathlib import Path
 
