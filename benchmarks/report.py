@@ -279,7 +279,7 @@ def pipeline(out):
     source = (f"*Source:* ``benchmarks/results/{name}`` -- commit per row, {prov['gpu']}"
               + (f" (rows marked {', '.join(gpus)}: that GPU)" if gpus else "")
               + f", its {prov['cores']}-core host (device tool); bench_pipeline.py --backends cuda, "
-              f"medians of {prov['repeats']} after a warm-up fit.\n")
+              f"medians of {d.get('repeats', prov.get('repeats'))} after a warm-up fit.\n")
     (out / "pipeline.rst").write_text(text + "\n" + source)
 
 
