@@ -4,12 +4,16 @@ Every script takes ``--json PATH`` (where to write its result; default
 ``<benchmark>_<machine>.json`` in the current folder), ``--machine LABEL``
 (the machine kind in that name, e.g. ``h100`` or ``vm_2cores``; default: the
 GPU's short name for GPU benchmarks, else ``<cores>cores``) and, where it
-times fits, ``--repeats N`` and ``--sizes PxN ...``. The result file starts
-with a ``provenance`` record (commit, machine, command line, versions) so
-that a number quoted in the documentation can be traced to its run.
-``benchmarks/results/`` keeps one current file per benchmark and machine kind;
-``python benchmarks/report.py`` renders the documentation's tables and plots
-from them.
+times fits, ``--repeats N``, ``--sizes PxN ...`` and ``--quick`` (small
+sizes for a smoke run). A script with several modes (``--mode``) writes each
+mode but its main one into a section of the same result file, so that
+``benchmarks/results/`` keeps one current file per benchmark and machine kind:
+a run replaces its own part of the file and leaves the other modes' sections.
+The file, and each section, starts with a ``provenance`` record (commit,
+machine, command line, versions) so that a number quoted in the
+documentation can be traced to its run; rows carried over from an earlier
+run name their own ``commit``. ``python benchmarks/report.py`` renders the
+documentation's tables and plots from them.
 """
 
 import argparse
@@ -35,7 +39,7 @@ def parse_size(text):
         raise argparse.ArgumentTypeError(f"expected PxN such as 500x1024, got {text!r}") from None
 
 
-def parser(name, description, *, sizes=None, repeats=None, gpu=False):
+def parser(name, description, *, sizes=None, repeats=None, gpu=False, quick=None, modes=None):
     """An argument parser with the options every benchmark shares.
 
     Parameters
@@ -50,6 +54,12 @@ def parser(name, description, *, sizes=None, repeats=None, gpu=False):
         Default ``--repeats``; None leaves the option out.
     gpu : bool
         Whether the machine label defaults to the GPU's name.
+    quick : str, optional
+        What ``--quick`` does (help text); None leaves the option out.
+    modes : list of str, optional
+        The ``--mode`` choices, the first the default (the main result); the
+        others are written as sections of the result file. None leaves the
+        option out.
     """
     ap = argparse.ArgumentParser(description=description,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -64,6 +74,13 @@ def parser(name, description, *, sizes=None, repeats=None, gpu=False):
     if repeats is not None:
         ap.add_argument("--repeats", type=int, default=repeats,
                         help="timed runs per case; the median is reported (default: %(default)s)")
+    if quick is not None:
+        ap.add_argument("--quick", action="store_true", help=quick)
+    if modes is not None:
+        ap.add_argument("--mode", choices=list(modes), default=modes[0],
+                        help="what to measure (default: %(default)s); other modes than the "
+                             "default write their own section of the result file")
+        ap.set_defaults(_modes=list(modes))
     return ap
 
 
@@ -132,9 +149,25 @@ def provenance(args):
 
 
 def write_result(args, payload):
-    """Write ``payload`` with its provenance to the result file; return the path."""
+    """Write ``payload`` with its provenance to the result file; return the path.
+
+    A section is a top-level entry of the file with its own ``provenance``
+    (another mode's result, or a tool's such as ``tools/ab_cpu_builds.sh``'s
+    ``builds``). With ``--mode`` other than the script's first mode, the
+    payload replaces only the section named after the mode (``-`` read as
+    ``_``) of an existing file; the first mode replaces everything but the
+    sections.
+    """
     path = Path(args.json or f"{args._benchmark}_{machine_label(args)}.json")
-    path.write_text(json.dumps({"provenance": provenance(args), **payload}, indent=1) + "\n")
+    record = {"provenance": provenance(args), **payload}
+    old = json.loads(path.read_text()) if path.exists() else {}
+    sections = {k: v for k, v in old.items() if isinstance(v, dict) and "provenance" in v}
+    modes = getattr(args, "_modes", None)
+    if modes and args.mode != modes[0]:
+        record = {**old, args.mode.replace("-", "_"): record}
+    else:
+        record = {**record, **{k: v for k, v in sections.items() if k not in record}}
+    path.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {path}")
     return path
 

@@ -14,15 +14,11 @@ share of the whole fit. ``--lingam-sizes`` also times lingam 1.13's
 Prints a table and writes JSON. Speed is measured here, never in unit tests.
 """
 
-import argparse
-import json
 import os
 import platform
 import statistics
-import sys
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 

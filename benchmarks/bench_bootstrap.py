@@ -15,12 +15,9 @@ paralingam runs that case too, so the two columns compare like with like.
 Speed is only measured here, never in the unit tests.
 """
 
-import argparse
-import json
 import os
 import platform
 import socket
-import sys
 import time
 
 import numpy as np

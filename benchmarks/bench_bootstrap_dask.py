@@ -17,25 +17,25 @@ contexts and kernel compilation), then ``--repeats`` timed ones; the median
 is reported. Every result is compared with the serial one (identical
 adjacency matrices, total effects and resampled indices on the CPU; on GPUs
 the largest difference is reported). Prints a table and writes JSON
-(``--json``, default ``bench_bootstrap_dask_<host>.json``).
+(``--json``, default ``bench_bootstrap_dask_<machine>.json``; ``--machine``
+as in every benchmark).
 
 Speed is only measured here, never in the unit tests; run it on a quiet machine.
 """
 
-import argparse
-import json
 import os
 import platform
 import socket
-import subprocess
-import sys
 import time
 
 import numpy as np
 
+import _common  # benchmarks/ is on sys.path when run as a script
+
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = _common.parser("bench_bootstrap_dask", __doc__, repeats=1, gpu=True,
+                        quick="p=10, n=200, 8 resamples")
     ap.add_argument("--p", type=int, default=100, help="variables (default 100)")
     ap.add_argument("--n", type=int, default=1000, help="samples (default 1000)")
     ap.add_argument("--n-sampling", type=int, default=200, help="resamples (default 200)")
@@ -47,20 +47,12 @@ def parse_args(argv=None):
     ap.add_argument("--cluster", action="append", default=None,
                     help="cpu:WxT, cuda, cuda:N or a scheduler address (repeatable; "
                          "default cpu:<cores>x1)")
-    ap.add_argument("--repeats", type=int, default=1, help="timed runs per configuration")
     ap.add_argument("--skip-serial", action="store_true",
                     help="no serial run (then nothing to compare with)")
-    ap.add_argument("--json", default=None, help="output file")
-    return ap.parse_args(argv)
-
-
-def git_commit():
-    try:
-        here = os.path.dirname(os.path.abspath(__file__))
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, check=True,
-                              capture_output=True, text=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.p, args.n, args.n_sampling = 10, 200, 8
+    return args
 
 
 def timed(run, repeats):
@@ -130,8 +122,7 @@ def main(argv=None):
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "paralingam": paralingam.__version__,
-        "commit": git_commit(),
-        "args": vars(args),
+        "args": {k: v for k, v in vars(args).items() if not k.startswith("_")},
         "runs": [],
     }
 
@@ -166,7 +157,7 @@ def main(argv=None):
 
     serial_rate = report["runs"][0]["resamples_per_s"] if ref is not None else None
     print(f"bootstrap throughput on {report['host']} ({report['cpus']} CPUs), commit "
-          f"{report['commit']}: p={args.p}, n={args.n}, {args.n_sampling} resamples, "
+          f"{_common.commit()}: p={args.p}, n={args.n}, {args.n_sampling} resamples, "
           f"backend={args.backend}, adjacency={args.adjacency}")
     print("| configuration | workers | threads | seconds | resamples/s | vs serial | identical |")
     print("|---|---|---|---|---|---|---|")
@@ -177,10 +168,7 @@ def main(argv=None):
         print(f"| {run['config']} | {run['workers']} | {run['threads'] or '-'} "
               f"| {run['seconds']:.2f} | {run['resamples_per_s']:.1f} | {speedup} | {same} |")
 
-    path = args.json or f"bench_bootstrap_dask_{report['host']}.json"
-    with open(path, "w") as f:
-        json.dump(report, f, indent=2)
-    print(f"wrote {path}", file=sys.stderr)
+    _common.write_result(args, report)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,25 @@ finish in minutes, with their orders compared to ours. Writes JSON.
     python benchmarks/bench_gpu.py --json bench.json            # full grid
     python benchmarks/bench_gpu.py --quick                      # one n per p
     python benchmarks/bench_gpu.py --sizes 500x1024 1000x2048   # some sizes of the grid
+
+``--mode all-pairs`` sweeps the all-pairs bound (``_cuda.ALL_PAIRS_WORK``):
+an iteration whose pairs hold at most that many sample pairs (r (r - 1) / 2
+times n) compares every pair in one round instead of threshold rounds. It
+times the search on grid cases for several ``--bounds``, alternating the
+bounds within each repeat, checks that every bound gives the same order, and
+prints medians with the comparison counts (section ``all_pairs``).
+
+``--mode scale`` times the search beyond the paper's grid: thousands of
+variables, and wide data (N < P, gene expression, where every variable left
+after N - 1 roots is explained): the median CUDA search time, the
+comparisons saved, the device memory the search allocates, and whether the
+float64 search and, on ``--cpu-sizes``, the CPU backend (all cores, timed
+once) give the same order (section ``scale``).
+
+    python benchmarks/bench_gpu.py --mode all-pairs --bounds 0 2e7 4e7 --sizes 100x1024 500x1024
+    python benchmarks/bench_gpu.py --mode scale --sizes 2000x1024 --repeats 3 --cpu-sizes
 """
 
-import argparse
-import json
 import platform
 import statistics
 import time
@@ -110,20 +125,149 @@ def ecoli_full():
         return np.array(f["X"], dtype=np.float64), "n=1000 (subset: the full sample is missing)"
 
 
+def all_pairs(args):
+    """``--mode all-pairs``: search times for several ``_cuda.ALL_PAIRS_WORK`` bounds.
+
+    The bounds alternate within each repeat so that drift of the machine
+    hits them alike; every bound must give the same order.
+    """
+    args.sizes = args.sizes or ["100x1024", "200x2048", "500x1024", "500x4096",
+                                "1000x2048", "1000x8192", "ecoli"]
+    rows = []
+    for size in args.sizes:
+        if size == "ecoli":
+            X, label = ecoli_full()
+            case = f"E. coli core {label}"
+        else:
+            p, n = (int(v) for v in size.lower().split("x"))
+            X = grid_data(p, n)
+            case = f"sparse p={p} n={n}"
+        times = {b: [] for b in args.bounds}
+        info = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+            paralingam.fit(X, backend="cuda")  # warm-up: compile cache, buffers
+            for _ in range(args.repeats):
+                for bound in args.bounds:
+                    _cuda.ALL_PAIRS_WORK = bound
+                    res = paralingam.fit(X, backend="cuda")
+                    times[bound].append(res.stats["time"]["search"])
+                    info[bound] = (res.causal_order, sum(res.stats["compared"]),
+                                   sum(res.stats["rounds"]) / max(1, len(res.stats["rounds"])),
+                                   sum(res.stats["float64_redo"]))
+        orders = {tuple(v[0]) for v in info.values()}
+        for bound in args.bounds:
+            order, compared, rounds, redo = info[bound]
+            rows.append({"case": case, "bound": bound, "search_s": statistics.median(times[bound]),
+                         "search_all_s": times[bound], "compared": compared,
+                         "rounds_per_iteration": rounds, "float64_redo": redo,
+                         "same_order": len(orders) == 1})
+            print(f"{case:>22} bound {bound:8.1e}: {1e3 * rows[-1]['search_s']:8.2f} ms  "
+                  f"compared {compared:>10}  rounds/it {rounds:.2f}  fp64 redo {redo}  "
+                  f"same order {len(orders) == 1}", flush=True)
+
+    dev = _cuda.device_properties()["name"]
+    print(f"\n{dev}; search medians of {args.repeats}, bounds alternated")
+    print("| case | " + " | ".join(f"{b:.0e}" for b in args.bounds) + " |")
+    print("|---|" + "---|" * len(args.bounds))
+    for case in dict.fromkeys(r["case"] for r in rows):
+        cells = [f"{1e3 * r['search_s']:.2f}" for r in rows if r["case"] == case]
+        print(f"| {case} | " + " | ".join(cells) + " ms |")
+    _common.write_result(args, {"device": dev, "rows": rows})
+
+
+
+# The CPU backend on 16 cores of the H100 host: 19 s at p=2000, n=200, and
+# more than 150 s at p=2000, n=1024.
+SCALE_CPU_SIZES = ["2000x200"]
+
+
+def fit_once(X, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        t0 = time.perf_counter()
+        res = paralingam.fit(X, **kwargs)
+    return res, time.perf_counter() - t0
+
+
+def write_scale(args, props, rows):
+    _common.write_result(args, {
+        "device": props["name"], "host": platform.node(), "density": args.density,
+        "rows": [{k: v for k, v in r.items() if k != "order"} for r in rows]})
+
+
+def scale(args):
+    """``--mode scale``: thousands of variables, and wide data (n < p)."""
+    args.sizes = args.sizes or ["2000x200", "2000x1024", "2000x4096", "4000x1024"]
+    args.repeats = args.repeats or 3
+    args.cpu_sizes = SCALE_CPU_SIZES if args.cpu_sizes is None else args.cpu_sizes
+    props = _cuda.device_properties()
+    print(f"{props['name']}, {props['total'] / 2**30:.0f} GiB; {args.density}; "
+          f"CUDA medians of {args.repeats}", flush=True)
+    rows = []
+    for size in args.sizes:
+        p, n = (int(v) for v in size.lower().split("x"))
+        # the seed depends on the size only, so every call times the same data
+        X, _, _ = make_lingam_data(p, n, density=args.density, random_state=1000 * p + n)
+        row = {"case": f"{args.density} p={p} n={n}", "p": p, "n": n,
+               "gpu_bytes": _cuda.bytes_needed(p, n, True)}
+        row.update(run_case(X, args.repeats))
+        res64, t64 = fit_once(X, backend="cuda", dtype="float64")
+        row["float64_s"] = res64.stats["time"]["search"]
+        row["float64_same_order"] = res64.causal_order == row["order"]
+        row["explained"] = len(res64.stats["explained"])
+        if size.lower() in [c.lower() for c in args.cpu_sizes]:
+            cpu, _ = fit_once(X, backend="cpu")
+            row["cpu_s"] = cpu.stats["time"]["search"]
+            row["cpu_same_order"] = cpu.causal_order == row["order"]
+        rows.append(row)
+        print(f"{row['case']:>22}: {row['search_s']:8.3f} s  saved {100 * row['saved']:4.1f}%  "
+              f"float64 {row['float64_s']:.3f} s same={row['float64_same_order']}  "
+              f"cpu {row.get('cpu_s', float('nan')):.1f} s same={row.get('cpu_same_order', '-')}  "
+              f"explained {row['explained']}", flush=True)
+        write_scale(args, props, rows)  # so far: a long size may be cut off
+
+    print(f"\n| case | CUDA search (float32) | float64 | CPU backend ({platform.node()}) | "
+          "same order (float64 / CPU) | comparisons saved | adjacency (OLS) | GPU memory |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        cpu = f"{r['cpu_s']:.1f} s" if "cpu_s" in r else "-"
+        print(f"| {r['case']} | {r['search_s']:.3f} s | {r['float64_s']:.3f} s | {cpu} | "
+              f"{r['float64_same_order']} / {r.get('cpu_same_order', '-')} | "
+              f"{100 * r['saved']:.1f}% | {r['adjacency_s']:.2f} s | {r['gpu_bytes'] / 2**20:.0f} MiB |")
+
+
+
 def main():
-    ap = _common.parser("bench_gpu", __doc__, gpu=True)
-    ap.add_argument("--quick", action="store_true", help="one n per p, sparse only")
+    ap = _common.parser("bench_gpu", __doc__, gpu=True, modes=("grid", "all-pairs", "scale"),
+                        quick="grid: one n per p, sparse only; all-pairs, scale: the first size")
     ap.add_argument("--peers", nargs="*", default=[], metavar="PxN",
                     help="sizes to run lingam and culingam on (e.g. 50x1024)")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="timed searches per case (default: 5; scale: 3)")
     ap.add_argument("--sweep", action="store_true",
                     help="also time p=1000, n=8192 for worker block shapes (threads, min blocks/SM)")
     ap.add_argument("--sizes", nargs="*", metavar="PxN",
-                    help="only these sizes of the grid (sparse and dense, the grid's data)")
+                    help="grid: only these sizes of the grid (sparse and dense, the grid's data); "
+                         "all-pairs: grid sizes or 'ecoli'; scale: any sizes (N < P: wide data)")
+    ap.add_argument("--bounds", nargs="*", type=float, default=[0.0, 1e7, 2e7, 4e7, 8e7, 1.6e8],
+                    help="all-pairs: the bounds, in sample pairs (default: %(default)s)")
+    ap.add_argument("--density", choices=("sparse", "dense"), default="sparse", help="scale: the graphs")
+    ap.add_argument("--cpu-sizes", nargs="*", default=None, metavar="PxN",
+                    help=f"scale: sizes to run the CPU backend on too (default: {' '.join(SCALE_CPU_SIZES)})")
     ap.add_argument("--no-threshold", action="store_true",
                     help="compare every pair (threshold=False: all-pairs rounds unless "
                          "_cuda.ALL_PAIRS_WORK is 0)")
     args = ap.parse_args()
+    if args.quick and args.mode != "grid":
+        args.sizes = (args.sizes or {"all-pairs": ["100x1024"], "scale": ["2000x200"]}[args.mode])[:1]
+    if args.mode == "all-pairs":
+        all_pairs(args)
+        return
+    if args.mode == "scale":
+        scale(args)
+        return
+    args.repeats = args.repeats or 5
 
     props = _cuda.device_properties()
     floor = mufu_floor()

@@ -20,12 +20,8 @@ blocks of dependent variables were solved in BLAS-3 by
 Prints a table and writes JSON. Speed is measured here, never in unit tests.
 """
 
-import argparse
-import json
 import os
 import platform
-import sys
-from pathlib import Path
 
 import numpy as np
 

@@ -24,10 +24,10 @@ waits and copies queued by the host loop.
     python benchmarks/bench_multi_gpu.py --large        # also p=10000 n=10000
     python benchmarks/bench_multi_gpu.py --spread-work 1e7 1e8
     python benchmarks/bench_multi_gpu.py --sizes 2000x8192 5000x4096 --case-repeats 3 1
-    python benchmarks/bench_multi_gpu.py --memory       # device memory per GPU (formula, no GPU)
-    python benchmarks/bench_multi_gpu.py --multi-only --sizes 10000x10000   # no one-GPU run
+    python benchmarks/bench_multi_gpu.py --mode memory  # device memory per GPU (formula, no GPU)
+    python benchmarks/bench_multi_gpu.py --mode multi-only --sizes 10000x10000  # no one-GPU run
 
-``--multi-only`` times the multi-GPU search alone, once per case, with no
+``--mode multi-only`` times the multi-GPU search alone, once per case, with no
 warm-up, one-GPU reference or phase split (for sizes where one GPU would
 take most of a call): the search time and the whole fit's wall time up to
 the search, the compilation included on the first case. Data of p > 2000
@@ -143,7 +143,7 @@ def multi_only(sizes, devices, args):
         rows.append(row)
         print(f"{row['case']}: {len(devices)} GPUs search {row['search_s']:.1f} s "
               f"(wall up to the search {wall:.1f} s)", flush=True)
-        _common.write_result(args, {"mode": "multi-only", "rows": rows})
+        _common.write_result(args, {"rows": rows})
         del X
     return rows
 
@@ -192,7 +192,8 @@ def print_memory(rows):
 
 
 def main():
-    ap = _common.parser("bench_multi_gpu", __doc__, repeats=3, gpu=True)
+    ap = _common.parser("bench_multi_gpu", __doc__, repeats=3, gpu=True,
+                        quick=f"only {' '.join(QUICK_SIZES)}", modes=("split", "memory", "multi-only"))
     ap.add_argument("--sizes", nargs="*", default=None, metavar="PxN",
                     help=f"cases as variables x samples (default: {' '.join(DEFAULT_SIZES)})")
     ap.add_argument("--devices", nargs="*", type=int, default=None,
@@ -202,16 +203,10 @@ def main():
                          "(default: the package's)")
     ap.add_argument("--case-repeats", nargs="*", type=int, default=None, metavar="N",
                     help="repeats of each case in --sizes' order (default: --repeats for all)")
-    ap.add_argument("--quick", action="store_true", help=f"only {' '.join(QUICK_SIZES)}")
     ap.add_argument("--large", action="store_true", help=f"add {' '.join(LARGE_SIZES)}")
-    ap.add_argument("--multi-only", action="store_true",
-                    help="time only the multi-GPU search, once per case (no one-GPU run)")
-    ap.add_argument("--memory", action="store_true",
-                    help="only print (and write) the device memory per GPU of "
-                         f"{' '.join(MEMORY_SIZES)} (no GPU needed)")
     args = ap.parse_args()
 
-    if args.memory:
+    if args.mode == "memory":  # the device memory per GPU of MEMORY_SIZES; no GPU needed
         rows = memory_rows(MEMORY_SIZES)
         print_memory(rows)
         _common.write_result(args, {"kind": "memory (paralingam._memory formulas)",
@@ -234,7 +229,7 @@ def main():
     peers = {f"{d}->{devices[0]}": _scheduler.peer_support(d, devices[0]) for d in devices[1:]}
     print(f"GPUs {devices}: {', '.join(names)}; peer (access, native atomics) {peers}; "
           f"medians of {args.case_repeats or args.repeats} repeats", flush=True)
-    if args.multi_only:
+    if args.mode == "multi-only":
         multi_only(sizes, devices, args)
         return
     bounds = args.spread_work or [_cuda.MULTI_SPREAD_WORK]

@@ -23,7 +23,6 @@ measured here, never in unit tests; this machine's load is recorded with it
 (``os.getloadavg``), as shared machines give noisy numbers.
 """
 
-import argparse
 import json
 import os
 import platform
@@ -45,7 +44,6 @@ import paralingam  # noqa: E402
 from paralingam.datasets import make_lingam_data  # noqa: E402
 from paralingam.lingam.estimator import DirectLiNGAM  # noqa: E402
 import _common  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
-from _common import _gpu_name  # noqa: E402
 
 PHASES = ("validate", "load", "standardise", "compile", "upload", "search", "adjacency")
 
@@ -303,12 +301,11 @@ def cuda_usable():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = _common.parser("bench_pipeline", __doc__, repeats=3, gpu=True,
+                        quick="small sizes (a 2-core VM)")
     ap.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
     ap.add_argument("--backends", nargs="*", default=None, choices=["cpu", "cuda"],
                     help="default: cpu, and cuda when usable")
-    ap.add_argument("--quick", action="store_true", help="small sizes (a 2-core VM)")
-    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-warm-up", action="store_true",
                     help="no warm-up fit before the timed ones (for long cases listed after "
                          "short ones: the kernels are compiled by then)")
@@ -317,15 +314,11 @@ def main():
     ap.add_argument("--data-dir", default=os.environ.get("PARALINGAM_DATA",
                                                          "/work/shared/data"),
                     help="folder of ecoli_core_fluxes_n10000.npz (.gpu/data on the GPU machine)")
-    ap.add_argument("--json", default="bench_pipeline.json")
     args = ap.parse_args()
     backends = args.backends or (["cpu", "cuda"] if cuda_usable() else ["cpu"])
 
-    meta = {"commit": _common.commit(), "machine": platform.node(), "processor": platform.processor(),
-            "cores": os.cpu_count(), "load_before": os.getloadavg(), "quick": args.quick,
-            "repeats": args.repeats, "python": sys.version.split()[0],
-            "numpy": np.__version__,
-            "gpu": _gpu_name() if "cuda" in backends else None}
+    meta = {"commit": _common.commit(), "machine": platform.node(), "cores": os.cpu_count(),
+            "load_before": os.getloadavg(), "quick": args.quick, "repeats": args.repeats}
     print(f"commit {meta['commit']}, {meta['machine']}, {meta['cores']} cores, load "
           f"{meta['load_before'][0]:.1f}; medians of {args.repeats} (seconds)")
     print(f"{'case':>20} {'':>4} {'p':>6} {'n':>7} {'fit':>8} "
@@ -342,10 +335,10 @@ def main():
             row = run_case(name, backend, args)
             show(row)
             rows.append(row)
-    meta["load_after"] = os.getloadavg()
-    with open(args.json, "w") as fh:
-        json.dump({"meta": meta, "rows": rows}, fh, indent=1)
-    print(f"wrote {args.json}")
+    # The provenance (commit, machine, cores, gpu, versions) is _common's; the run's own facts:
+    _common.write_result(args, {"quick": args.quick, "repeats": args.repeats,
+                                "load_before": meta["load_before"], "load_after": os.getloadavg(),
+                                "rows": rows})
 
 
 if __name__ == "__main__":

@@ -15,8 +15,6 @@ Prints a table and writes JSON (``--json``). Run on the GPU machine:
 ``python benchmarks/probe_float.py --json $OUT/probe.json``.
 """
 
-import argparse
-import json
 import statistics
 from pathlib import Path
 
@@ -186,6 +184,11 @@ def dense_rounds(mod, rng):
 
 
 def main():
+    ap = _common.parser("probe_float", __doc__, gpu=True, modes=("accuracy", "dense"))
+    ap.add_argument("--pairs", type=int, default=4000)
+    args = ap.parse_args()  # dense: one launch comparing all pairs of r rows (a round without a
+    # threshold, claims or messages) for several r and n, the section "dense"
+
     import pycuda.driver as drv
     from pycuda.compiler import SourceModule
 
@@ -194,17 +197,10 @@ def main():
 
     _cuda._context()  # the backend's context, which bench_gpu's floor kernel uses
 
-    ap = _common.parser("probe_float", __doc__, gpu=True)
-    ap.add_argument("--pairs", type=int, default=4000)
-    ap.add_argument("--dense", action="store_true",
-                    help="only time one launch comparing all pairs of r rows (a round without a "
-                         "threshold, claims or messages) for several r and n")
-    args = ap.parse_args()
-
     mod = SourceModule(SRC, no_extern_c=True, include_dirs=[str(KERNELS)],
                        options=["-O3", "-std=c++17"], arch="sm_90")
     rng = np.random.default_rng(7)
-    if args.dense:
+    if args.mode == "dense":
         report = dense_rounds(mod, rng)
         _common.write_result(args, report)
         return

@@ -7,8 +7,9 @@ tables and PNG plots into a folder, which the Sphinx build includes
 
     python benchmarks/report.py OUTDIR
 
-Every table ends with the file it came from, its commit and its machine, so
-each number in the documentation can be traced to a run.
+Every table ends with the file (and section) it came from, its commit and its
+machine, so each number in the documentation can be traced to a run; rows
+carried over from another run name their own commit.
 """
 
 import json
@@ -22,12 +23,12 @@ def _load(name):
     return json.loads((RESULTS / name).read_text())
 
 
-def _source(name, data):
+def _source(name, data, section=None):
     prov = data["provenance"]
     how = prov.get("how") or prov.get("command", "")
     machine = prov.get("gpu") or prov["machine"]
-    return (f"*Source:* ``benchmarks/results/{name}`` -- commit ``{prov['commit']}``, "
-            f"{machine}; {how}.\n")
+    where = f"``benchmarks/results/{name}``" + (f", section ``{section}``" if section else "")
+    return f"*Source:* {where} -- commit ``{prov['commit']}``, {machine}; {how}.\n"
 
 
 def _table(header, rows, widths=None):
@@ -75,7 +76,7 @@ def gpu_grid(out, plt):
 
 
 def gpu_peers(out):
-    name = "bench_gpu_peers_h100.json"
+    name = "bench_gpu_h100.json"
     d = _load(name)
     rows = []
     for e in d["peers"]:
@@ -85,7 +86,11 @@ def gpu_peers(out):
                      f"{e['lingam_same_order']} / {e['culingam_same_order']}"])
     text = _table(["case", "paralingam (GPU)", "lingam 1.13 (CPU)", "culingam (GPU)",
                    "same order (lingam / culingam)"], rows)
-    (out / "gpu_peers.rst").write_text(text + "\n" + _source(name, d))
+    runs = "; ".join(dict.fromkeys(f"commit ``{e.get('commit', d['provenance']['commit'])}``, "
+                                   f"{e.get('how', 'bench_gpu.py --peers')}" for e in d["peers"]))
+    source = (f"*Source:* ``benchmarks/results/{name}``, ``peers`` -- {d['device']}, "
+              f"its 16-core host; {runs}.\n")
+    (out / "gpu_peers.rst").write_text(text + "\n" + source)
 
 
 def cpu_vs_lingam(out):
@@ -101,8 +106,8 @@ def cpu_vs_lingam(out):
 
 
 def cpu_vector512(out):
-    name = "ab_cpu_vector512_h100host.json"
-    d = _load(name)
+    name = "bench_cpu_h100host.json"
+    d = _load(name)["builds"]
     rows = []
     for i, r in enumerate(d["head_1"]["rows"]):
         cells = [f"{r['density']} p={r['p']} n={r['n']}"]
@@ -113,13 +118,13 @@ def cpu_vector512(out):
         rows.append(cells)
     text = _table(["case", "256-bit vectors: float32 / float64 (two rounds)",
                    "512-bit vectors: float32 / float64 (two rounds)"], rows)
-    (out / "cpu_vector512.rst").write_text(text + "\n" + _source(name, d))
+    (out / "cpu_vector512.rst").write_text(text + "\n" + _source(name, d, "builds"))
 
 
 def busy_cores(out):
-    for name, key in (("bench_busy_cores_vm_2cores.json", "busy_cores_vm"),
-                      ("bench_busy_cores_h100host.json", "busy_cores_16")):
-        d = _load(name)
+    for name, key in (("bench_cpu_vm_2cores.json", "busy_cores_vm"),
+                      ("bench_cpu_h100host.json", "busy_cores_16")):
+        d = _load(name)["busy"]
         settings = list(dict.fromkeys(r["setting"] for r in d["rows"]))
         cases = list(dict.fromkeys((r["cores"], r["p"], r["n"]) for r in d["rows"]))
         rows = []
@@ -131,17 +136,17 @@ def busy_cores(out):
                 cells.append(_ms(r["search_s"]) + extra)
             rows.append(cells)
         text = _table(["cores, case", *settings], rows)
-        (out / f"{key}.rst").write_text(text + "\n" + _source(name, d))
+        (out / f"{key}.rst").write_text(text + "\n" + _source(name, d, "busy"))
 
 
 def scale(out):
-    name = "bench_scale_h100.json"
-    d = _load(name)
+    name = "bench_gpu_h100.json"
+    d = _load(name)["scale"]
     rows = [[r["case"], _ms(r["search_s"]), _ms(r["fit_s"]), f"{100 * r['saved']:.0f}%",
              f"{r['gpu_bytes'] / 2**30:.2f} GiB"] for r in d["rows"]]
     text = _table(["case", "search", "fit (with least squares)", "pairs never compared",
                    "GPU memory"], rows)
-    (out / "scale.rst").write_text(text + "\n" + _source(name, d))
+    (out / "scale.rst").write_text(text + "\n" + _source(name, d, "scale"))
 
 
 def adjacency(out):
@@ -176,8 +181,8 @@ def bootstrap(out):
 
 
 def sweep_all_pairs(out, plt):
-    name = "sweep_all_pairs_h100.json"
-    d = _load(name)
+    name = "bench_gpu_h100.json"
+    d = _load(name)["all_pairs"]
     bounds = sorted({r["bound"] for r in d["rows"]})
     cases = list(dict.fromkeys(r["case"] for r in d["rows"]))
     rows = []
@@ -189,7 +194,7 @@ def sweep_all_pairs(out, plt):
         ax.plot([b if b else 1e6 for b in bounds], [times[b] / base for b in bounds], marker="o", label=case)
     text = _table(["case", *(f"bound {b:.0e}" if b else "bound 0 (threshold rounds only)" for b in bounds)],
                   rows)
-    (out / "sweep_all_pairs.rst").write_text(text + "\n" + _source(name, d))
+    (out / "sweep_all_pairs.rst").write_text(text + "\n" + _source(name, d, "all_pairs"))
     ax.set(xscale="log", xlabel="all-pairs bound (sample pairs; 1e6 stands for 0)",
            ylabel="search time / time at bound 0")
     ax.axhline(1.0, color="grey", lw=0.8)
@@ -216,7 +221,7 @@ def min_norm(out):
     name = "bench_min_norm_vm_2cores.json"
     d = _load(name)
     rows = [[r["case"], str(r["rank"]), _ms(r["median_s"]), f"{r['worst_relative_difference']:.1e}"]
-            for r in d["results"]]
+            for r in d["results"] if "commit" not in r]  # rows of other runs: docs/design/adjacency
     text = _table(["case (p x n)", "rank", "least squares", "worst relative difference from lstsq"], rows)
     (out / "min_norm.rst").write_text(text + "\n" + _source(name, d))
 
@@ -239,57 +244,43 @@ def p_values(out):
 
 
 def pipeline(out):
-    name = "bench_pipeline_h200.json"
-    d = _load(name)
-    rows = []
-    for r in d["rows"]:
-        if "phases_s" not in r:
-            continue
-        ph = r["phases_s"]
-        search = ph["search"]
-        others = {k: v for k, v in ph.items() if k != "search" and v > 0}
-        worst = max(others, key=others.get)
-        rows.append([r["case"], f"{r['p']} x {r['n']}", _ms(r["fit_s"]), _ms(search),
-                     ", ".join(f"{k} {_ms(v)}" for k, v in others.items()),
-                     f"{worst} {100 * others[worst] / search:.0f}%", _ms(r["estimator_fit_s"])])
-    text = _table(["case", "p x n", "paralingam.fit", "search", "other phases",
-                   "largest other phase / search", "DirectLiNGAM().fit"], rows)
-    first = [r for r in d["rows"] if r["case"] == "first_fit"]
-    if first:
-        f = first[0]
-        text += (f"\nFirst fit in a fresh process (p={f['p']}, n={f['n']}, CUDA, kernels cached): "
-                 f"{f['first_fit_ms']:.0f} ms against {f['warm_fit_ms']:.1f} ms warm.\n")
-    (out / "pipeline.rst").write_text(text + "\n" + _source(name, d))
-
-
-def pipeline_h100(out):
-    """The whole job on the H100, phase by phase (bench_pipeline.py's own format)."""
+    """The whole job on the GPU machine, phase by phase (bench_pipeline.py)."""
     name = "bench_pipeline_h100.json"
     d = _load(name)
-    meta = d["meta"]
+    prov = d["provenance"]
     rows = []
     for r in d["rows"]:
+        if "phases" not in r:
+            continue
         ph = r["phases"]
         search = ph["search"]
         others = {k: v for k, v in ph.items() if k != "search" and v > 1e-4}
         worst = max(others, key=others.get) if others else None
+        run = r.get("commit", prov["commit"]) + (f" ({r['gpu'].replace('NVIDIA ', '')})" if "gpu" in r else "")
         rows.append([r["case"], r["backend"], f"{r['p']} x {r['n']}", _ms(r["fit"]), _ms(search),
                      ", ".join(f"{k} {_ms(v)}" for k, v in others.items()),
                      f"{worst} {100 * others[worst] / search:.0f}%" if worst else "-",
-                     r.get("commit", meta["commit"])])
+                     _ms(r["estimator_fit"]) if "estimator_fit" in r else "-", run])
     text = _table(["case", "backend", "p x n", "paralingam.fit", "search", "other phases",
-                   "largest other / search", "commit"], rows)
-    tall = [r for r in d["rows"] if "preparation_over_plain_pass" in r]
-    for r in tall:
-        text += (f"\n{r['case']} (p={r['p']}, n={r['n']}): input preparation "
-                 f"{r['preparation_over_plain_pass']:.2f}x one plain numpy pass "
-                 f"({_ms(r['plain_pass'])}); peak host memory of the preparation "
-                 f"{r['preparation_peak_over_input']:.2f}x the input array "
-                 f"(the CPU route: {r['preparation_peak_over_input_cpu_route']:.2f}x).\n")
-    source = (f"*Source:* ``benchmarks/results/{name}`` -- commit per row, {meta['gpu']} "
-              f"(device tool), its {meta['cores']}-core host; bench_pipeline.py --backends cuda "
-              f"--no-estimator, medians of {meta['repeats']} after a warm-up fit.\n")
-    (out / "pipeline_h100.rst").write_text(text + "\n" + source)
+                   "largest other / search", "DirectLiNGAM().fit", "commit"], rows)
+    for r in d["rows"]:
+        on = f" on the {r['gpu'].replace('NVIDIA ', '')} (commit {r['commit']})" if "gpu" in r else ""
+        if "preparation_over_plain_pass" in r:
+            cpu_route = r.get("preparation_peak_over_input_cpu_route")
+            text += (f"\n{r['case']} (p={r['p']}, n={r['n']}){on}: input preparation "
+                     f"{r['preparation_over_plain_pass']:.2f}x one plain numpy pass "
+                     f"({_ms(r['plain_pass'])}); peak host memory of the preparation "
+                     f"{r['preparation_peak_over_input']:.2f}x the input array"
+                     + (f" (the CPU route: {cpu_route:.2f}x)" if cpu_route else "") + ".\n")
+        if "first" in r:
+            text += (f"\nFirst fit in a fresh process{on} (p={r['p']}, n={r['n']}, {r['backend']}, "
+                     f"kernels cached): {_ms(r['first'])} against {_ms(r['warm'])} warm.\n")
+    gpus = sorted({r["gpu"].replace("NVIDIA ", "") for r in d["rows"] if "gpu" in r})
+    source = (f"*Source:* ``benchmarks/results/{name}`` -- commit per row, {prov['gpu']}"
+              + (f" (rows marked {', '.join(gpus)}: that GPU)" if gpus else "")
+              + f", its {prov['cores']}-core host (device tool); bench_pipeline.py --backends cuda, "
+              f"medians of {d.get('repeats', prov.get('repeats'))} after a warm-up fit.\n")
+    (out / "pipeline.rst").write_text(text + "\n" + source)
 
 
 def multi_gpu(out):
@@ -312,21 +303,25 @@ def multi_gpu(out):
 
 
 def bootstrap_dask(out):
-    """Bootstrap throughput, serial against Dask clusters (bench_bootstrap_dask.py)."""
-    name = "bench_bootstrap_dask_vm_2cores.json"
-    d = _load(name)
-    a = d["args"]
-    rows = [[r["config"], r["workers"], r["threads"] or 1, _ms(r["seconds"]),
-             f"{r['resamples_per_s']:.0f}", "-" if "identical" not in r
-             else ("yes" if r["identical"] else "NO")] for r in d["runs"]]
-    text = (f"p={a['p']}, n={a['n']}, {a['n_sampling']} resamples, backend {a['backend']}, "
-            f"adjacency {a['adjacency']}:\n\n"
-            + _table(["configuration", "workers", "threads", "time", "resamples/s",
-                      "identical to serial"], rows))
-    source = (f"*Source:* ``benchmarks/results/{name}`` -- commit ``{d['commit']}``, the 2-core "
-              f"development VM; bench_bootstrap_dask.py --p {a['p']} --n {a['n']} --n-sampling "
-              f"{a['n_sampling']} --cluster cpu:2x1 --cluster cpu:1x2 --repeats {a['repeats']}.\n")
-    (out / "bootstrap_dask.rst").write_text(text + "\n" + source)
+    """Bootstrap throughput, serial against Dask clusters (bench_bootstrap_dask.py), per machine."""
+    parts = []
+    for path in sorted(RESULTS.glob("bench_bootstrap_dask_*.json")):
+        d = _load(path.name)
+        a = d["args"]
+        rows = [[r["config"], r["workers"], r["threads"] or 1, _ms(r["seconds"]),
+                 f"{r['resamples_per_s']:.0f}", "-" if "identical" not in r
+                 else ("yes" if r["identical"] else "NO")] for r in d["runs"]]
+        # A file written before the script shared _common's provenance has its commit at the top.
+        prov = d.get("provenance") or {"commit": d["commit"], "machine": d.get("host", "?")}
+        clusters = " ".join(f"--cluster {c}" for c in a.get("cluster") or [])
+        source = (f"*Source:* ``benchmarks/results/{path.name}`` -- commit ``{prov['commit']}``, "
+                  f"{prov.get('gpu') or prov['machine']}; bench_bootstrap_dask.py --p {a['p']} "
+                  f"--n {a['n']} --n-sampling {a['n_sampling']} {clusters} --repeats {a['repeats']}.\n")
+        parts.append(f"p={a['p']}, n={a['n']}, {a['n_sampling']} resamples, backend {a['backend']}, "
+                     f"adjacency {a['adjacency']}:\n\n"
+                     + _table(["configuration", "workers", "threads", "time", "resamples/s",
+                               "identical to serial"], rows) + "\n" + source)
+    (out / "bootstrap_dask.rst").write_text("\n".join(parts))
 
 
 def var_lingam(out):
@@ -341,14 +336,14 @@ def var_lingam(out):
 
 
 def cpu_builds(out):
-    name = "cpu_builds_vm_2cores.json"
-    d = _load(name)
+    name = "bench_cpu_vm_2cores.json"
+    d = _load(name)["builds"]
     base = {(r["p"], r["n"]): r["fit_s"] for r in d["rows"] if r["build"] == "baseline"}
     rows = [[r["build"], f"{r['p']} x {r['n']}", _ms(r["fit_s"]), _ms(r["search_float64_s"]),
              f"{base[(r['p'], r['n'])] / r['fit_s']:.1f}x"] for r in d["rows"]]
     text = _table(["build", "p x n", "fit (float32 search)", "float64 search",
                    "speed-up over baseline"], rows)
-    (out / "cpu_builds.rst").write_text(text + "\n" + _source(name, d))
+    (out / "cpu_builds.rst").write_text(text + "\n" + _source(name, d, "builds"))
 
 
 def render(out):
@@ -361,7 +356,7 @@ def render(out):
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     gpu_grid(out, plt)
-    pipeline_h100(out)
+    pipeline(out)
     multi_gpu(out)
     bootstrap_dask(out)
     gpu_peers(out)
@@ -375,7 +370,6 @@ def render(out):
     phases(out)
     min_norm(out)
     p_values(out)
-    pipeline(out)
     var_lingam(out)
     cpu_builds(out)
 
