@@ -193,7 +193,8 @@ def print_memory(rows):
 
 def main():
     ap = _common.parser("bench_multi_gpu", __doc__, repeats=3, gpu=True,
-                        quick=f"only {' '.join(QUICK_SIZES)}", modes=("split", "memory", "multi-only"))
+                        quick=f"only {' '.join(QUICK_SIZES)}",
+                        modes=("split", "memory", "multi-only"))
     ap.add_argument("--sizes", nargs="*", default=None, metavar="PxN",
                     help=f"cases as variables x samples (default: {' '.join(DEFAULT_SIZES)})")
     ap.add_argument("--devices", nargs="*", type=int, default=None,

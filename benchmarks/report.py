@@ -299,17 +299,28 @@ def multi_gpu(out):
     text = _table(["case", "1 GPU", f"{len(d['gpus'])} GPUs", "speed-up",
                    "bound (rounds spread)", "bound (rounds + re-decisions)",
                    "rounds / search (1 GPU)", "same order"], rows)
-    (out / "multi_gpu.rst").write_text(text + "\n" + _source(name, d))
+    large_name = "bench_multi_gpu_h200x2.json"  # sizes timed on several GPUs only
+    large = _load(large_name)["multi_only"]
+    large_rows = [[f"p={r['p']}, n={r['n']}", len(r["devices"]), _ms(r["search_s"]),
+                   f"{r['iterations']}", f"{r['compared']:.3g}", f"{r['float64_redo']}"]
+                  for r in large["rows"]]
+    text += ("\n" + _source(name, d) + "\nSizes timed on several GPUs only (one search, no "
+             "one-GPU run):\n\n" + _table(["case", "GPUs", "search", "iterations",
+                                           "pairs compared", "float64 re-decisions"], large_rows))
+    (out / "multi_gpu.rst").write_text(text + "\n" + _source(large_name, large))
 
 
 def bootstrap_dask(out):
     """Bootstrap throughput, serial against Dask clusters (bench_bootstrap_dask.py), per machine."""
     parts = []
+    runs = []  # (file, run): a file's main run, then its sections' (other sizes)
     for path in sorted(RESULTS.glob("bench_bootstrap_dask_*.json")):
         d = _load(path.name)
+        runs += [(path, d)] + [(path, v) for v in d.values() if isinstance(v, dict) and "runs" in v]
+    for path, d in runs:
         a = d["args"]
         rows = [[r["config"], r["workers"], r["threads"] or 1, _ms(r["seconds"]),
-                 f"{r['resamples_per_s']:.0f}", "-" if "identical" not in r
+                 f"{r['resamples_per_s']:.3g}", "-" if "identical" not in r
                  else ("yes" if r["identical"] else "NO")] for r in d["runs"]]
         # A file written before the script shared _common's provenance has its commit at the top.
         prov = d.get("provenance") or {"commit": d["commit"], "machine": d.get("host", "?")}
