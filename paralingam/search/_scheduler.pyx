@@ -105,10 +105,6 @@ cdef extern from "search_state.h":
         PL_FINISHED
         PL_DEGENERATE
         PL_FAILED
-    ctypedef struct PlStatus:
-        int seq, state, iteration, r, nw, n_cand, root
-        int detail[3]
-        int n_rederived, n_order
     ctypedef struct PlControl:
         int r, done, state
     ctypedef struct PlSearch:
@@ -164,8 +160,6 @@ cdef extern from "search_state.h":
 ctypedef int CUresult
 ctypedef void *CUcontext
 ctypedef int CUdevice
-ctypedef void *CUmodule
-ctypedef void *CUfunction
 ctypedef void *CUstream
 ctypedef void *CUevent
 ctypedef unsigned long long CUdeviceptr
@@ -306,30 +300,13 @@ cdef int check(CUresult rc, const char *what) except -1 with gil:
     return 0
 
 
-# Kernels of kernels/paralingam.cu, in the order of the K_* constants.
-DEF N_KERNELS = 17
+# Kernels of kernels/paralingam.cu, in the order of the K_* constants
+# (_scheduler.pxd).
 cdef const char *KERNEL_NAMES[N_KERNELS]
 KERNEL_NAMES[:] = [b"init_search", b"standardise", b"covariance", b"prep", b"setup_f32",
                    b"setup_f64", b"worker_f32", b"worker_f64", b"select_root",
                    b"entropy64", b"pairs64", b"select64", b"update_data",
-                   b"update_cov", b"fault", b"all_pairs_f32", b"all_pairs_f64"]
-DEF K_INIT = 0
-DEF K_STANDARDISE = 1
-DEF K_COVARIANCE = 2
-DEF K_PREP = 3
-DEF K_SETUP32 = 4
-DEF K_SETUP64 = 5
-DEF K_WORKER32 = 6
-DEF K_WORKER64 = 7
-DEF K_SELECT = 8
-DEF K_ENTROPY64 = 9
-DEF K_PAIRS64 = 10
-DEF K_SELECT64 = 11
-DEF K_UPDATE_DATA = 12
-DEF K_UPDATE_COV = 13
-DEF K_FAULT = 14
-DEF K_ALL_PAIRS32 = 15
-DEF K_ALL_PAIRS64 = 16
+                   b"update_cov", b"all_pairs_f32", b"all_pairs_f64"]
 
 
 cdef class Module:
@@ -348,13 +325,7 @@ cdef class Module:
         (``pl_enter`` in the kernels). Ignored if the driver lacks
         ``cuLaunchKernelEx``.
     """
-    cdef CUmodule mod
-    cdef CUfunction fn[N_KERNELS]
-    cdef readonly int warps
-    cdef readonly bint programmatic
-    cdef readonly bytes image  # the cubin, kept alive while the module is loaded
-    # dynamic shared memory update_data may be given
-    cdef readonly unsigned int row_smem
+    # (attributes: _scheduler.pxd)
 
     def __cinit__(self, bytes cubin, int warps, bint programmatic=False):
         load_driver()
@@ -594,7 +565,7 @@ cdef int mark_phase(bint profile, cnp.uintp_t *ev, signed char *ph, int *n_event
 
 
 def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_blocks,
-           bint profile=False, str inject_fault="", candidates=None, progress=None):
+           bint profile=False, candidates=None, progress=None):
     """Run a causal-order search; the data are already on the device (X64).
 
     Parameters
@@ -613,9 +584,6 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
         Grid of the persistent worker kernel.
     profile : bool
         Time the phases with CUDA events (``stats["gpu_time"]``).
-    inject_fault : str
-        Test hook: ``"launch"`` makes a launch fail, ``"kernel"`` runs a
-        kernel that faults, during the first iteration.
     candidates : callable, optional
         Prior knowledge (``cfg["use_prior"]``): ``candidates(alive)`` gives
         two bool arrays over the remaining variables ``alive`` (ascending):
@@ -660,7 +628,6 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef int grid = worker_blocks
     cdef int tiles = (p + 15) // 16
     cdef int r_host = p, nw = p, n_cand, state = PL_RUNNING, seq = 0, it = 0, rounds = 0
-    cdef int fault_mode = 1 if inject_fault == "launch" else (2 if inject_fault == "kernel" else 0)
     cdef char label[64]
     cdef void *params[1]
     params[0] = &d_search
@@ -750,12 +717,6 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                 # float entropies
                 if not (all_pairs and use_float):
                     launch(m, k_setup, r_host, 1, 512, 1, params)
-                if fault_mode == 1 and it == 0:
-                    note_launch(KERNEL_NAMES[k_worker])
-                    check(drv.launch(m.fn[k_worker], grid, 1, 1, 4096, 1, 1, 0, NULL, params,
-                                     NULL), KERNEL_NAMES[k_worker])
-                if fault_mode == 2 and it == 0:
-                    launch(m, K_FAULT, 1, 1, 32, 1, params)
                 mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_ROUNDS)
                 while True:
                     snprintf(label, sizeof(label), b"round %d", rounds)
@@ -1377,45 +1338,3 @@ cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdevicept
     launch_updates_on(fns[0], row_smem[0], r_host, n, lparams[0])
     return 0
 
-
-def empty_launch_and_poll(Module m, dict dev, cnp.ndarray status_host, int repeats):
-    """Launch + poll round trips for tools/profile_launch.py.
-
-    Launches ``select_root`` on a finished search state (it only republishes
-    the status) and spins until the status arrives, ``repeats`` times.
-
-    Returns
-    -------
-    float
-        Seconds per launch + poll round trip.
-    """
-    import time
-    cdef CUdeviceptr d_search = dev["search"]
-    cdef void *params[1]
-    params[0] = &d_search
-    cdef PlStatus *st = <PlStatus *><uintptr_t>status_host.ctypes.data
-    cdef int seq = st.seq, k
-    t0 = time.perf_counter()
-    with nogil:
-        for k in range(repeats):
-            launch(m, K_SELECT, 1, 1, 1024, 1, params)
-            seq += 1
-            wait_status(st, seq)
-    return (time.perf_counter() - t0) / repeats
-
-
-def launch_only(Module m, dict dev, int repeats):
-    """Host cost of one ``cuLaunchKernel`` of ``select_root`` from Cython (seconds)."""
-    import time
-    cdef CUdeviceptr d_search = dev["search"]
-    cdef void *params[1]
-    params[0] = &d_search
-    cdef int k
-    t0 = time.perf_counter()
-    with nogil:
-        for k in range(repeats):
-            launch(m, K_SELECT, 1, 1, 1024, 1, params)
-    elapsed = time.perf_counter() - t0
-    with nogil:
-        check(drv.stream_sync(NULL), b"cuStreamSynchronize")
-    return elapsed / repeats
