@@ -116,6 +116,25 @@ def cpu_kernel_extension(name):
     )
 
 
+def scheduler_extension(name):
+    """``paralingam.search.<name>``: the CUDA backend's host scheduler or a module
+    over it. It binds libcuda at run time (dlopen), so it builds and imports
+    without CUDA; NVTX ranges are compiled in when the header-only NVTX3 is
+    found."""
+    return Extension(
+        f"paralingam.search.{name}",
+        [f"paralingam/search/{name}.pyx"],
+        # kernels/search_state.h: the search state shared with the kernels
+        include_dirs=[np.get_include(), "kernels"] + ([nvtx_inc] if nvtx_inc else []),
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+        + ([("PARALINGAM_NVTX", "1")] if nvtx_inc else []),
+        extra_compile_args=["-O2"],
+        libraries=["dl"] if sys.platform.startswith("linux") else [],
+        depends=["kernels/search_state.h", "kernels/pl_constants.h",
+                 "paralingam/search/_scheduler.pxd"],
+    )
+
+
 extensions = [
     cpu_kernel_extension("_cpu"),
     # Test hooks of the CPU kernels (paralingam._testing).
@@ -138,20 +157,10 @@ extensions = [
     # The rank-one Cholesky update of the minimum-norm least squares
     # (paralingam.adjacency, rank-deficient data).
     Extension("paralingam.adjacency._linalg", ["paralingam/adjacency/_linalg.pyx"], extra_compile_args=["-O3"]),
-    # Host scheduler of the CUDA backend. It binds libcuda at run time
-    # (dlopen), so it builds and imports without CUDA; NVTX ranges are
-    # compiled in when the header-only NVTX3 is found.
-    Extension(
-        "paralingam.search._scheduler",
-        ["paralingam/search/_scheduler.pyx"],
-        # kernels/search_state.h: the search state shared with the kernels
-        include_dirs=[np.get_include(), "kernels"] + ([nvtx_inc] if nvtx_inc else []),
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
-        + ([("PARALINGAM_NVTX", "1")] if nvtx_inc else []),
-        extra_compile_args=["-O2"],
-        libraries=["dl"] if sys.platform.startswith("linux") else [],
-        depends=["kernels/search_state.h", "kernels/pl_constants.h"],
-    ),
+    # Host scheduler of the CUDA backend, and its profiling hooks
+    # (paralingam._testing), which cimport its launch (_scheduler.pxd).
+    scheduler_extension("_scheduler"),
+    scheduler_extension("_scheduler_testing"),
 ]
 
 setup(

@@ -1703,10 +1703,3 @@ extern "C" __global__ void update_cov(PlSearch *s)
     }
     band_resolve(s, band);
 }
-
-// Fault injection for the error-handling tests: an illegal address.
-extern "C" __global__ void fault(PlSearch *s)
-{
-    pl_enter();
-    if (threadIdx.x == 0) *(volatile int *)(s->magic) = 1;
-}

@@ -1,20 +1,19 @@
 """Test and profiling hooks, kept off the product's call paths.
 
 No product module imports this one: the tests, ``tools/`` and the
-benchmark probes do. Where a hook's implementation must stay inside a
-compiled product module (it needs that module's C-level internals), the
-hook is reached from here, so callers have one place to look and the
-implementation can move without touching them:
+benchmark probes do. Hooks that need a compiled module's C-level internals
+are compiled apart from it and reached from here, so callers have one place
+to look:
 
 * :func:`pair_moments`: the CPU kernels' moments of one pair
   (``search/_cpu_testing.pyx``, compiled like the search);
-* :func:`search_with_fault`: a CUDA search that faults on purpose
-  (``inject_fault`` of ``search._scheduler.search`` and the ``fault`` kernel
-  of ``kernels/paralingam.cu``, which stay there while the multi-GPU
-  scheduler is rewritten);
+* :func:`search_with_fault`: a CUDA search that faults on purpose, run
+  with a module whose round kernels fail to launch or fault
+  (``kernels/testing.cu``); the product search has no fault switch;
 * :func:`launch_only` and :func:`empty_launch_and_poll`: the host cost of
-  the scheduler's launches (``tools/profile_launch.py``; they use the
-  scheduler's own launch path, so they live in ``search/_scheduler.pyx``).
+  the scheduler's launches (``tools/profile_launch.py``;
+  ``search/_scheduler_testing.pyx``, which cimports the scheduler's own
+  launch and status wait).
 """
 
 __all__ = ["pair_moments", "search_with_fault", "launch_only", "empty_launch_and_poll"]
@@ -48,30 +47,62 @@ def pair_moments(xa, xb, rho, *, use_float=False, both=True):
                                                          both=both)
 
 
-def search_with_fault(data, where, **options):
-    """``search._cuda.search`` of ``data`` that faults in its first iteration.
+# The kernels of a threshold round, which the kernel-fault variant replaces
+# by the faulting kernels of kernels/testing.cu (renamed on the command line).
+PL_TESTING_RENAMED = ("worker_f32", "worker_f64", "all_pairs_f32", "all_pairs_f64")
 
-    ``where="launch"``: a launch fails (a non-sticky error; the context stays
-    usable); ``where="kernel"``: a kernel writes an illegal address (sticky:
-    CUDA is unusable for the rest of the process). ``options``: the keywords
-    of ``search._cuda.search``.
+
+def search_with_fault(data, where, **options):
+    """``search._cuda.search`` of ``data`` that faults in its first threshold round.
+
+    ``where="launch"``: the round kernel's launch fails (more threads per
+    block than any device allows: a non-sticky error; the context stays
+    usable); ``where="kernel"``: the round kernel writes an illegal address
+    once the host waits for its status (sticky: CUDA is unusable for the
+    rest of the process). ``options``: the keywords of
+    ``search._cuda.search`` (one GPU).
+
+    The search runs as in production, with a module of its own: while it
+    runs, ``search._cuda.module`` gives that module instead of the
+    search's kernels.
     """
     if where not in ("launch", "kernel"):
         raise ValueError(f"where must be 'launch' or 'kernel'; got {where!r}")
-    from .search import _cuda
+    if options.get("devices") is not None:
+        raise ValueError("search_with_fault runs the single-GPU search (devices=None)")
+    from ._constants import kernel_text
+    from .search import _cuda, _scheduler
 
-    return _cuda.search(data, inject_fault=where, **options)
+    real = _cuda.module(options.get("threads_per_block"), options.get("min_blocks"))
+    if where == "launch":
+        # The kernels as compiled, with 128 warps (4096 threads) per worker
+        # block: the first round's launch is refused. Its own grid, as
+        # occupancy has no answer for such a block.
+        faulty = _scheduler.Module(real.image, 128, programmatic=False)
+        options.setdefault("blocks", 1)
+    else:
+        source = _cuda.kernel_source() + "\n" + kernel_text("testing.cu")
+        renames = [f"-D{name}=pl_product_{name}" for name in PL_TESTING_RENAMED]
+        cubin = _cuda.compile_kernels(source, real.warps, 0, options=renames)
+        faulty = _scheduler.Module(cubin, real.warps, programmatic=real.programmatic)
+    product_module = _cuda.module
+    _cuda.module = lambda *args, **kwargs: faulty
+    try:
+        return _cuda.search(data, **options)
+    finally:
+        _cuda.module = product_module
+        faulty.unload()  # (after a sticky fault this fails, unnoticed: the context is gone)
 
 
 def launch_only(module, dev, repeats):
     """Host cost of one ``cuLaunchKernel`` of the scheduler (seconds; ``tools/profile_launch.py``)."""
-    from .search import _scheduler
+    from .search import _scheduler_testing
 
-    return _scheduler.launch_only(module, dev, repeats)
+    return _scheduler_testing.launch_only(module, dev, repeats)
 
 
 def empty_launch_and_poll(module, dev, status_host, repeats):
     """Seconds per launch and status poll round trip of the scheduler (``tools/profile_launch.py``)."""
-    from .search import _scheduler
+    from .search import _scheduler_testing
 
-    return _scheduler.empty_launch_and_poll(module, dev, status_host, repeats)
+    return _scheduler_testing.empty_launch_and_poll(module, dev, status_host, repeats)

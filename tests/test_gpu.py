@@ -304,16 +304,22 @@ def test_cuda_problem_larger_than_memory_is_refused():
     fit(np.random.default_rng(1).laplace(size=(300, 6)))
 
 
-def test_cuda_launch_errors_name_the_kernel_and_leave_the_backend_usable(lingam_data):
+@pytest.mark.parametrize("all_pairs_work, kernel", [(None, "all_pairs_f32"), (0, "worker_f32")])
+def test_cuda_launch_errors_name_the_kernel_and_leave_the_backend_usable(lingam_data,
+                                                                         all_pairs_work, kernel):
+    # The first round's launch fails (paralingam._testing): its kernel is
+    # named, and the next fits run on the same context.
     from paralingam import _testing
-    from paralingam.search import _scheduler
+    from paralingam.search import _cuda, _scheduler
 
     X = lingam_data(12, 400, "sparse", 831)[0]
     expected = fit(X).causal_order
-    with pytest.raises(_scheduler.CudaError, match="worker_f32: CUDA_ERROR_INVALID_VALUE"):
+    product_module = _cuda.module
+    with pytest.raises(_scheduler.CudaError, match=f"^{kernel}: CUDA_ERROR_INVALID_VALUE"):
         _testing.search_with_fault(X, "launch", threshold=True, gamma0=1e-4, c=2.0,
                                    dtype="float32", collinear_tol=1e-10, explained_tol=1e-10,
-                                   drift_tol=1e-8, times={})
+                                   drift_tol=1e-8, times={}, all_pairs_work=all_pairs_work)
+    assert _cuda.module is product_module  # the hook put the search's kernels back
     assert fit(X).causal_order == expected
 
 
@@ -346,9 +352,13 @@ from paralingam import _testing
 from paralingam.search import _scheduler
 X = np.random.default_rng(3).laplace(size=(400, 8))
 expected = paralingam.fit(X, backend="cpu").causal_order
-with pytest.raises(_scheduler.CudaError, match=r"kernels \\[.*fault.*\\].*until Python restarts"):
+# found while the host waits for the round's status, named after the kernels in flight
+match = (r"^CUDA error in one of the kernels \\[[^\\]]*\\b{}\\b[^\\]]*\\]: CUDA_ERROR_\\w+; "
+         r"CUDA keeps such a fault .* until Python restarts").format(KERNEL)
+with pytest.raises(_scheduler.CudaError, match=match):
     _testing.search_with_fault(X, "kernel", threshold=True, gamma0=1e-4, c=2.0, dtype="float32",
-                               collinear_tol=1e-10, explained_tol=1e-10, drift_tol=1e-8, times={})
+                               collinear_tol=1e-10, explained_tol=1e-10, drift_tol=1e-8, times={},
+                               all_pairs_work=ALL_PAIRS_WORK)
 with pytest.raises(RuntimeError, match="kernel fault earlier in this process"):
     paralingam.fit(X, backend="cuda")
 res = paralingam.fit(X)  # auto: falls back to the CPU
@@ -357,9 +367,11 @@ print("ok")
 """
 
 
-def test_cuda_kernel_fault_is_reported_and_auto_falls_back_to_cpu():
+@pytest.mark.parametrize("all_pairs_work, kernel", [(None, "all_pairs_f32"), (0, "worker_f32")])
+def test_cuda_kernel_fault_is_reported_and_auto_falls_back_to_cpu(all_pairs_work, kernel):
     # A fault is sticky for the whole process (CUDA's rule): run it in its own.
-    out = subprocess.run([sys.executable, "-c", KERNEL_FAULT], capture_output=True, text=True)
+    code = f"ALL_PAIRS_WORK = {all_pairs_work!r}\nKERNEL = {kernel!r}\n" + KERNEL_FAULT
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().endswith("ok")
 

@@ -146,7 +146,32 @@ def test_the_lingam_drop_in_keeps_its_module_names():
 
 def test_no_product_module_imports_the_testing_hooks():
     graph = import_graph()
-    hooks = {"paralingam._testing", "paralingam.search._cpu_testing"}
+    hooks = {"paralingam._testing", "paralingam.search._cpu_testing",
+             "paralingam.search._scheduler_testing"}
     assert hooks <= set(graph)
     users = sorted(m for m, deps in graph.items() if deps & hooks and m not in hooks)
     assert users == [], f"product modules import the testing hooks: {users}"
+
+
+def test_the_cuda_search_carries_no_test_hooks():
+    # The fault injection and the launch profilers live in paralingam._testing,
+    # search/_scheduler_testing.pyx and kernels/testing.cu, not in the search.
+    import inspect
+    import re
+
+    from paralingam import _constants, _testing
+    from paralingam.search import _cuda, _scheduler, _scheduler_testing
+
+    for name in ("launch_only", "empty_launch_and_poll"):
+        assert not hasattr(_scheduler, name) and callable(getattr(_scheduler_testing, name))
+    for fn in (_cuda.search, _scheduler.search):
+        assert "inject_fault" not in inspect.signature(fn).parameters
+    product = _cuda.kernel_source()
+    testing = _constants.kernel_text("testing.cu")
+    kernels = set(re.findall(r'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\(',
+                             product))
+    assert {"prep", "update_cov", *_testing.PL_TESTING_RENAMED} <= kernels and "fault" not in kernels
+    assert "globaltimer" not in product and "#undef" not in product
+    # the testing kernels stand in for the round kernels the scheduler loads
+    assert set(re.findall(r'extern "C" __global__ void (\w+)\(', testing)) == \
+        set(_testing.PL_TESTING_RENAMED)

@@ -129,22 +129,30 @@ def _module(ctx_handle, warps, min_blocks, programmatic, peers=False):
     a module of its own, so that the single-device kernels stay as they are.
     """
     import pycuda.driver as drv
-    from pycuda.compiler import compile as nvcc_compile
 
     from . import _scheduler
 
-    major, minor = drv.Context.get_device().compute_capability()
-    options = [f"-DWARPS={warps}", f"-DMIN_BLOCKS={min_blocks}", "-std=c++17", "-O3"]
-    if peers:
-        options.append("-DPL_PEERS=1")
-    cubin = nvcc_compile(
-        kernel_source(),
-        options=options,
-        arch=f"sm_{major}{minor}",
-        no_extern_c=True,
-    )
+    cubin = compile_kernels(kernel_source(), warps, min_blocks, peers)
+    major = drv.Context.get_device().compute_capability()[0]
     # Hopper and later: programmatic dependent launches (see _scheduler.Module)
     return _scheduler.Module(cubin, warps, programmatic=programmatic and major >= 9)
+
+
+def compile_kernels(source, warps, min_blocks, peers=False, options=()):
+    """The cubin of ``source`` (``kernel_source()``) for the current device.
+
+    Compiled as the search's kernels are (``_module``), with ``options``
+    added (paralingam._testing's variants).
+    """
+    import pycuda.driver as drv
+    from pycuda.compiler import compile as nvcc_compile
+
+    major, minor = drv.Context.get_device().compute_capability()
+    flags = [f"-DWARPS={warps}", f"-DMIN_BLOCKS={min_blocks}", "-std=c++17", "-O3"]
+    if peers:
+        flags.append("-DPL_PEERS=1")
+    return nvcc_compile(source, options=flags + list(options), arch=f"sm_{major}{minor}",
+                        no_extern_c=True)
 
 
 def module(threads_per_block=None, min_blocks=None, ctx=None, peers=False):
@@ -675,7 +683,7 @@ def warps_per_pair_for(n, warps):
 
 def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, drift_tol,
            times, threads_per_block=None, blocks=None, stop_on_dependence=False,
-           profile=False, inject_fault="", min_blocks=None, candidates=None,
+           profile=False, min_blocks=None, candidates=None,
            warps_per_pair=None, all_pairs_work=None, devices=None, progress=None):
     """Causal-order search of ``data`` (n_samples, n_features) on the GPU.
 
@@ -713,8 +721,8 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     n, p = data.shape
     ld = (n + 31) // 32 * 32
     if devices is not None:
-        if profile or inject_fault:
-            raise ValueError("profile and inject_fault are single-GPU options (devices=None)")
+        if profile:
+            raise ValueError("profile is a single-GPU option (devices=None)")
         warps = (threads_per_block or DEFAULT_WARPS * 32) // 32
         if warps_per_pair is not None and (
                 warps_per_pair < 1 or warps % warps_per_pair
@@ -776,7 +784,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     t0 = time.perf_counter()
     try:
         out = _scheduler.search(mod, ws.dev, cfg, ws.status, worker_blocks=int(blocks),
-                                profile=profile, inject_fault=inject_fault, candidates=candidates,
+                                profile=profile, candidates=candidates,
                                 progress=progress)
     except _scheduler.CudaError as exc:
         try:

@@ -105,10 +105,6 @@ cdef extern from "search_state.h":
         PL_FINISHED
         PL_DEGENERATE
         PL_FAILED
-    ctypedef struct PlStatus:
-        int seq, state, iteration, r, nw, n_cand, root
-        int detail[3]
-        int n_rederived, n_order
     ctypedef struct PlControl:
         int r, done, state
     ctypedef struct PlSearch:
@@ -164,8 +160,6 @@ cdef extern from "search_state.h":
 ctypedef int CUresult
 ctypedef void *CUcontext
 ctypedef int CUdevice
-ctypedef void *CUmodule
-ctypedef void *CUfunction
 ctypedef void *CUstream
 ctypedef void *CUevent
 ctypedef unsigned long long CUdeviceptr
@@ -306,30 +300,13 @@ cdef int check(CUresult rc, const char *what) except -1 with gil:
     return 0
 
 
-# Kernels of kernels/paralingam.cu, in the order of the K_* constants.
-DEF N_KERNELS = 17
+# Kernels of kernels/paralingam.cu, in the order of the K_* constants
+# (_scheduler.pxd).
 cdef const char *KERNEL_NAMES[N_KERNELS]
 KERNEL_NAMES[:] = [b"init_search", b"standardise", b"covariance", b"prep", b"setup_f32",
                    b"setup_f64", b"worker_f32", b"worker_f64", b"select_root",
                    b"entropy64", b"pairs64", b"select64", b"update_data",
-                   b"update_cov", b"fault", b"all_pairs_f32", b"all_pairs_f64"]
-DEF K_INIT = 0
-DEF K_STANDARDISE = 1
-DEF K_COVARIANCE = 2
-DEF K_PREP = 3
-DEF K_SETUP32 = 4
-DEF K_SETUP64 = 5
-DEF K_WORKER32 = 6
-DEF K_WORKER64 = 7
-DEF K_SELECT = 8
-DEF K_ENTROPY64 = 9
-DEF K_PAIRS64 = 10
-DEF K_SELECT64 = 11
-DEF K_UPDATE_DATA = 12
-DEF K_UPDATE_COV = 13
-DEF K_FAULT = 14
-DEF K_ALL_PAIRS32 = 15
-DEF K_ALL_PAIRS64 = 16
+                   b"update_cov", b"all_pairs_f32", b"all_pairs_f64"]
 
 
 cdef class Module:
@@ -348,13 +325,7 @@ cdef class Module:
         (``pl_enter`` in the kernels). Ignored if the driver lacks
         ``cuLaunchKernelEx``.
     """
-    cdef CUmodule mod
-    cdef CUfunction fn[N_KERNELS]
-    cdef readonly int warps
-    cdef readonly bint programmatic
-    cdef readonly bytes image  # the cubin, kept alive while the module is loaded
-    # dynamic shared memory update_data may be given
-    cdef readonly unsigned int row_smem
+    # (attributes: _scheduler.pxd)
 
     def __cinit__(self, bytes cubin, int warps, bint programmatic=False):
         load_driver()
@@ -574,6 +545,67 @@ cdef fill_search(PlSearch *h, dict dev, dict cfg):
     h.magic = PL_MAGIC
 
 
+# An iteration whose pairs hold at most cfg["all_pairs_work"] sample pairs
+# compares every pair in one round (see _cuda.ALL_PAIRS_WORK); the all-pairs
+# kernels count pairs in 32 bits, hence the cap.
+cdef long long MAX_ALL_PAIRS = (1LL << 31) - 1
+
+
+cdef inline bint all_pairs_iteration(int r_now, int n, double all_pairs_work,
+                                     long long *n_pairs) noexcept nogil:
+    """Whether an iteration over at most ``r_now`` variables compares every
+    pair in one round; ``n_pairs``: its pairs."""
+    n_pairs[0] = <long long>r_now * (r_now - 1) // 2
+    return <double>n_pairs[0] * n <= all_pairs_work and n_pairs[0] <= MAX_ALL_PAIRS
+
+
+cdef int prior_statuses(CUdeviceptr d_ctl, CUdeviceptr d_alive, CUdeviceptr d_pk, candidates,
+                        int[::1] alive_host, signed char[::1] pk_host) except -1 nogil:
+    """Prior knowledge, between the two halves of ``prep`` (the first queued):
+    the remaining set from the device, ``candidates`` of it, their statuses
+    to ``d_pk``; nothing once the search is over."""
+    cdef PlControl ctl
+    check(drv.stream_sync(NULL), b"prep")
+    check(drv.dtoh(&ctl, d_ctl, sizeof(PlControl)), b"cuMemcpyDtoH(control)")
+    # (done is still set by the previous iteration's root)
+    if ctl.state != PL_FINISHED and ctl.state != PL_DEGENERATE and ctl.r > 1:
+        check(drv.dtoh(&alive_host[0], d_alive, ctl.r * sizeof(int)), b"cuMemcpyDtoH(alive)")
+        ask_candidates(candidates, alive_host, pk_host, ctl.r)
+        check(drv.htod(d_pk, &pk_host[0], ctl.r), b"cuMemcpyHtoD(prior knowledge)")
+    return 0
+
+
+cdef int ask_candidates(candidates, int[::1] alive_host, signed char[::1] pk_host,
+                        int r) except -1 with gil:
+    """pk_host[:r]: the statuses ``candidates`` gives the remaining variables alive_host[:r]."""
+    is_cand, in_vj = candidates(np.asarray(alive_host)[:r].copy())
+    np.asarray(pk_host)[:r] = np.where(is_cand, PL_CANDIDATE, np.where(in_vj, PL_IN_VJ, PL_OTHER))
+    return 0
+
+
+cdef int all_pairs_undecided(int it) except -1 with gil:
+    raise CudaError(f"the all-pairs round of iteration {it} left the root undecided; "
+                    "please report this")
+
+
+cdef int too_many_iterations(int p) except -1 with gil:
+    raise CudaError(f"the search did not finish within {p} iterations")
+
+
+cdef dict final_status(PlStatus *st, int state, int rounds, all_pairs_of):
+    """The statistics both searches return from the last status."""
+    return {
+        "state": int(state),
+        "detail": [int(st.detail[0]), int(st.detail[1]), int(st.detail[2])],
+        "iterations": int(st.iteration),
+        "r": int(st.r),
+        "n_rederived": int(st.n_rederived),
+        "n_order": int(st.n_order),
+        "rounds": rounds,
+        "all_pairs": all_pairs_of,
+    }
+
+
 # Phases timed with CUDA events when profiling.
 PHASES = ("prepare", "rounds", "redo", "update")
 cdef enum:  # indices into PHASES
@@ -593,8 +625,26 @@ cdef int mark_phase(bint profile, cnp.uintp_t *ev, signed char *ph, int *n_event
     return 0
 
 
+cdef tuple phase_times(cnp.uintp_t[::1] ev, signed char[::1] ph, int n_events):
+    """Profiling: seconds per phase (dict) and of each iteration's rounds
+    (list; each iteration starts with prepare), from the recorded events."""
+    cdef float ms
+    cdef int k
+    gpu_time = {name: 0.0 for name in PHASES}
+    gpu_rounds = []
+    for k in range(n_events - 1):
+        check(drv.event_elapsed(&ms, <CUevent>ev[k], <CUevent>ev[k + 1]), b"cuEventElapsedTime")
+        gpu_time[PHASES[ph[k]]] += ms * 1e-3
+        if ph[k] == PH_PREPARE:
+            gpu_rounds.append(0.0)
+        elif ph[k] == PH_ROUNDS and gpu_rounds:
+            # (no negative indices: this module is compiled with wraparound=False)
+            gpu_rounds[len(gpu_rounds) - 1] += ms * 1e-3
+    return gpu_time, gpu_rounds
+
+
 def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_blocks,
-           bint profile=False, str inject_fault="", candidates=None, progress=None):
+           bint profile=False, candidates=None, progress=None):
     """Run a causal-order search; the data are already on the device (X64).
 
     Parameters
@@ -613,9 +663,6 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
         Grid of the persistent worker kernel.
     profile : bool
         Time the phases with CUDA events (``stats["gpu_time"]``).
-    inject_fault : str
-        Test hook: ``"launch"`` makes a launch fail, ``"kernel"`` runs a
-        kernel that faults, during the first iteration.
     candidates : callable, optional
         Prior knowledge (``cfg["use_prior"]``): ``candidates(alive)`` gives
         two bool arrays over the remaining variables ``alive`` (ascending):
@@ -642,11 +689,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef int k_setup = K_SETUP32 if use_float else K_SETUP64
     cdef int k_worker = K_WORKER32 if use_float else K_WORKER64
     cdef int k_all_pairs = K_ALL_PAIRS32 if use_float else K_ALL_PAIRS64
-    # An iteration whose pairs hold at most this many sample pairs compares
-    # every pair in one round (see _cuda.ALL_PAIRS_WORK; the all-pairs
-    # kernels count pairs in 32 bits, hence the cap).
     cdef double all_pairs_work = cfg.get("all_pairs_work", 0.0)
-    cdef long long max_all_pairs = (1LL << 31) - 1
     cdef bint all_pairs = False
     all_pairs_of = np.zeros(p + 2, dtype=np.int8)  # per iteration, for the stats
     cdef signed char[::1] all_pairs_v = all_pairs_of
@@ -660,7 +703,6 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef int grid = worker_blocks
     cdef int tiles = (p + 15) // 16
     cdef int r_host = p, nw = p, n_cand, state = PL_RUNNING, seq = 0, it = 0, rounds = 0
-    cdef int fault_mode = 1 if inject_fault == "launch" else (2 if inject_fault == "kernel" else 0)
     cdef char label[64]
     cdef void *params[1]
     params[0] = &d_search
@@ -671,11 +713,8 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef bint use_prior = candidates is not None
     cdef CUdeviceptr d_ctl = dev["ctl"], d_alive = dev["alive"], d_pk = dev["pk_status"]
     cdef CUdeviceptr d_cov = dev["cov"], d_corr0 = dev["corr0"]
-    cdef PlControl ctl_host
-    alive_host = np.zeros(max(p, 1), dtype=np.int32)
-    pk_host = np.zeros(max(p, 1), dtype=np.int8)
-    cdef int[::1] alive_v = alive_host
-    cdef signed char[::1] pk_v = pk_host
+    cdef int[::1] alive_host = np.zeros(max(p, 1), dtype=np.int32)
+    cdef signed char[::1] pk_host = np.zeros(max(p, 1), dtype=np.int8)
     # profiling: one event per phase boundary, elapsed summed per phase
     # (two events per round, three more per iteration, a few rounds at most)
     cdef int n_events = 0, max_events = 12 * (p + 2) if profile else 0
@@ -684,7 +723,6 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef cnp.uintp_t[::1] ev = events
     cdef signed char[::1] ph = phase_of
     cdef CUevent e
-    cdef float ms
     cdef CUresult rc_end
     # Python's main thread runs the signal handlers (Ctrl-C) while it waits
     cdef bint poll = threading.current_thread() is threading.main_thread()
@@ -713,8 +751,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                 # this iteration's r is at most r_host (the last status's r)
                 # less the root that status decided
                 r_now = r_host - 1 if it > 0 else r_host
-                n_pairs = <long long>r_now * (r_now - 1) // 2
-                all_pairs = <double>n_pairs * n <= all_pairs_work and n_pairs <= max_all_pairs
+                all_pairs = all_pairs_iteration(r_now, n, all_pairs_work, &n_pairs)
                 all_pairs_v[it] = all_pairs
                 # no more blocks than engines for the pairs
                 grid_all_pairs = <int>min(<long long>grid,
@@ -728,18 +765,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     # statuses of the remaining variables, then the workers
                     prep_mode = 1
                     launch(m, K_PREP, 1, 1, 1024, 1, prep_params)
-                    check(drv.stream_sync(NULL), b"prep")
-                    check(drv.dtoh(&ctl_host, d_ctl, sizeof(PlControl)), b"cuMemcpyDtoH(control)")
-                    # (done is still set by the previous iteration's root)
-                    if ctl_host.state != PL_FINISHED and ctl_host.state != PL_DEGENERATE \
-                            and ctl_host.r > 1:
-                        check(drv.dtoh(&alive_v[0], d_alive, ctl_host.r * sizeof(int)),
-                              b"cuMemcpyDtoH(alive)")
-                        with gil:
-                            is_cand, in_vj = candidates(alive_host[:ctl_host.r].copy())
-                            pk_host[:ctl_host.r] = np.where(
-                                is_cand, PL_CANDIDATE, np.where(in_vj, PL_IN_VJ, PL_OTHER))
-                        check(drv.htod(d_pk, &pk_v[0], ctl_host.r), b"cuMemcpyHtoD(prior knowledge)")
+                    prior_statuses(d_ctl, d_alive, d_pk, candidates, alive_host, pk_host)
                     prep_mode = 2 | (PL_PREP_ALL_PAIRS if all_pairs else 0)
                     launch(m, K_PREP, 1, 1, 1024, 1, prep_params)
                 else:
@@ -750,12 +776,6 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                 # float entropies
                 if not (all_pairs and use_float):
                     launch(m, k_setup, r_host, 1, 512, 1, params)
-                if fault_mode == 1 and it == 0:
-                    note_launch(KERNEL_NAMES[k_worker])
-                    check(drv.launch(m.fn[k_worker], grid, 1, 1, 4096, 1, 1, 0, NULL, params,
-                                     NULL), KERNEL_NAMES[k_worker])
-                if fault_mode == 2 and it == 0:
-                    launch(m, K_FAULT, 1, 1, 32, 1, params)
                 mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_ROUNDS)
                 while True:
                     snprintf(label, sizeof(label), b"round %d", rounds)
@@ -780,9 +800,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     if state != PL_RUNNING:
                         break
                     if all_pairs:  # every candidate finished: select must have decided
-                        with gil:
-                            raise CudaError(f"the all-pairs round of iteration {it} left the "
-                                            "root undecided; please report this")
+                        all_pairs_undecided(it)
                     mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_ROUNDS)
                 r_host = st.r
                 nw = st.nw
@@ -808,22 +826,12 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                 PL_RANGE_POP()
                 it += 1
                 if it > p + 1:
-                    with gil:
-                        raise CudaError(f"the search did not finish within {p} iterations")
+                    too_many_iterations(p)
             mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_PREPARE)
             rc_end = drv.stream_sync(NULL)
             if rc_end != 0:
                 fail_in_flight(rc_end)
-        gpu_time = {name: 0.0 for name in PHASES}
-        gpu_rounds = []  # rounds phase of each iteration (each starts with prepare)
-        for k in range(n_events - 1):
-            check(drv.event_elapsed(&ms, <CUevent>ev[k], <CUevent>ev[k + 1]), b"cuEventElapsedTime")
-            gpu_time[PHASES[ph[k]]] += ms * 1e-3
-            if ph[k] == PH_PREPARE:
-                gpu_rounds.append(0.0)
-            elif ph[k] == PH_ROUNDS and gpu_rounds:
-                # (no negative indices: this module is compiled with wraparound=False)
-                gpu_rounds[len(gpu_rounds) - 1] += ms * 1e-3
+        gpu_time, gpu_rounds = phase_times(ev, ph, n_events)
     except BaseException as exc:
         if not isinstance(exc, CudaError):
             # Interrupted (KeyboardInterrupt from wait_status) or a callback
@@ -841,18 +849,10 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
         if profile:
             for k in range(max_events):
                 drv.event_destroy(<CUevent>ev[k])
-    return {
-        "state": int(state),
-        "detail": [int(st.detail[0]), int(st.detail[1]), int(st.detail[2])],
-        "iterations": int(st.iteration),
-        "r": int(st.r),
-        "n_rederived": int(st.n_rederived),
-        "n_order": int(st.n_order),
-        "rounds": rounds,
-        "gpu_time": gpu_time if profile else None,
-        "gpu_rounds": gpu_rounds if profile else None,
-        "all_pairs": all_pairs_of,
-    }
+    stats = final_status(st, state, rounds, all_pairs_of)
+    stats["gpu_time"] = gpu_time if profile else None
+    stats["gpu_rounds"] = gpu_rounds if profile else None
+    return stats
 
 
 # ---------------------------------------------------------------- one search on several GPUs
@@ -1105,13 +1105,12 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     cdef int k_worker = K_WORKER32 if use_float else K_WORKER64
     cdef int k_all_pairs = K_ALL_PAIRS32 if use_float else K_ALL_PAIRS64
     cdef double all_pairs_work = cfg.get("all_pairs_work", 0.0)
-    cdef long long max_all_pairs = (1LL << 31) - 1
     cdef bint all_pairs = False, spread = False, first_round
     all_pairs_of = np.zeros(p + 2, dtype=np.int8)
     cdef signed char[::1] all_pairs_v = all_pairs_of
     cdef int engines_per_block = mods[0].warps // cfg.get("group_warps", 1)
-    cdef long long n_pairs, need
-    cdef int r_now, grid_sum = 0, base, kw
+    cdef long long n_pairs
+    cdef int r_now, grid_sum = 0, kw
     cdef int wthreads = mods[0].warps * 32
     cdef int tiles = (p + 15) // 16
     cdef int r_host = p, nw = p, n_cand, state = PL_RUNNING, seq = 0, it = 0, rounds = 0
@@ -1122,11 +1121,8 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     cdef bint use_prior = candidates is not None
     cdef CUdeviceptr d_pk = devs[0]["pk_status"]
     cdef CUdeviceptr d_cov = devs[0]["cov"], d_corr0 = devs[0]["corr0"]
-    cdef PlControl ctl_host
-    alive_host = np.zeros(max(p, 1), dtype=np.int32)
-    pk_host = np.zeros(max(p, 1), dtype=np.int8)
-    cdef int[::1] alive_v = alive_host
-    cdef signed char[::1] pk_v = pk_host
+    cdef int[::1] alive_host = np.zeros(max(p, 1), dtype=np.int32)
+    cdef signed char[::1] pk_host = np.zeros(max(p, 1), dtype=np.int8)
     cdef CUresult rc_end
     cdef bint poll = threading.current_thread() is threading.main_thread()
     global inflight_len
@@ -1158,25 +1154,14 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                   b"cuMemcpyDtoDAsync(correlation)")
             while True:
                 r_now = r_host - 1 if it > 0 else r_host
-                n_pairs = <long long>r_now * (r_now - 1) // 2
-                all_pairs = <double>n_pairs * n <= all_pairs_work and n_pairs <= max_all_pairs
+                all_pairs = all_pairs_iteration(r_now, n, all_pairs_work, &n_pairs)
                 all_pairs_v[it] = all_pairs
                 spread = <double>n_pairs * n > spread_work
                 # device 0: the order, the remaining set and the workers
                 if use_prior:
                     prep_mode = 1
                     launch_on(fns[0][K_PREP], K_PREP, 1, 1, 1024, 1, prep_params)
-                    check(drv.stream_sync(NULL), b"prep")
-                    check(drv.dtoh(&ctl_host, d_ctl[0], sizeof(PlControl)), b"cuMemcpyDtoH(control)")
-                    if ctl_host.state != PL_FINISHED and ctl_host.state != PL_DEGENERATE \
-                            and ctl_host.r > 1:
-                        check(drv.dtoh(&alive_v[0], d_alive[0], ctl_host.r * sizeof(int)),
-                              b"cuMemcpyDtoH(alive)")
-                        with gil:
-                            is_cand, in_vj = candidates(alive_host[:ctl_host.r].copy())
-                            pk_host[:ctl_host.r] = np.where(
-                                is_cand, PL_CANDIDATE, np.where(in_vj, PL_IN_VJ, PL_OTHER))
-                        check(drv.htod(d_pk, &pk_v[0], ctl_host.r), b"cuMemcpyHtoD(prior knowledge)")
+                    prior_statuses(d_ctl[0], d_alive[0], d_pk, candidates, alive_host, pk_host)
                     prep_mode = 2 | (PL_PREP_ALL_PAIRS if all_pairs else 0)
                     launch_on(fns[0][K_PREP], K_PREP, 1, 1, 1024, 1, prep_params)
                 else:
@@ -1196,17 +1181,8 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                 first_round = True
                 while True:
                     # this round's worker blocks: on every device, or on device 0 alone
-                    total = grid_sum if spread else grid[0]
-                    if all_pairs:
-                        need = max(<long long>1, (n_pairs + engines_per_block - 1) // engines_per_block)
-                        total = <int>min(<long long>total, need)
-                    base = 0
-                    for d in range(n_dev):
-                        nb[d] = min(grid[d], total - base) if (spread or d == 0) else 0
-                        if nb[d] < 0:
-                            nb[d] = 0
-                        block0[d] = base
-                        base += nb[d]
+                    total = split_round(n_dev, grid, grid_sum, spread, all_pairs, n_pairs,
+                                        engines_per_block, nb, block0)
                     kw = k_all_pairs if all_pairs else k_worker
                     # (the other devices first: their first round waits on the
                     # device for device 0's prep and setup, so all start together)
@@ -1239,9 +1215,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     if state != PL_RUNNING:
                         break
                     if all_pairs:
-                        with gil:
-                            raise CudaError(f"the all-pairs round of iteration {it} left the "
-                                            "root undecided; please report this")
+                        all_pairs_undecided(it)
                 r_host = st.r
                 nw = st.nw
                 if state == PL_FINISHED or state == PL_DEGENERATE or state == PL_FAILED:
@@ -1260,13 +1234,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         # device's stream follows device 0's select_root (it
                         # waited for the round's decided event).
                         redo_spread += 1
-                        base = 0
-                        for d in range(n_dev):
-                            redo_block0[d] = base
-                            base += grid[d]
-                            redo_nb[d] = <int>(<long long>nw * base // grid_sum) - \
-                                <int>(<long long>nw * redo_block0[d] // grid_sum)
-                            redo_block0[d] = <int>(<long long>nw * redo_block0[d] // grid_sum)
+                        split_redo(n_dev, grid, grid_sum, nw, redo_nb, redo_block0)
                         for d in range(n_dev - 1, -1, -1):
                             if redo_nb[d] == 0:
                                 continue
@@ -1291,8 +1259,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                                       fns, row_smem, lparams, n, True)
                 it += 1
                 if it > p + 1:
-                    with gil:
-                        raise CudaError(f"the search did not finish within {p} iterations")
+                    too_many_iterations(p)
             rc_end = sync_all(n_dev, ctx)
             if rc_end != 0:
                 fail_in_flight(rc_end)
@@ -1316,20 +1283,44 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
         if ev_decided != NULL:
             drv.event_destroy(ev_decided)
         drv.ctx_set_current(ctx[0])
-    return {
-        "state": int(state),
-        "detail": [int(st.detail[0]), int(st.detail[1]), int(st.detail[2])],
-        "iterations": int(st.iteration),
-        "r": int(st.r),
-        "n_rederived": int(st.n_rederived),
-        "n_order": int(st.n_order),
-        "rounds": rounds,
-        "gpu_time": None,
-        "gpu_rounds": None,
-        "all_pairs": all_pairs_of,
-        "redo_spread": redo_spread,
-        "status_wait_s": wait_s,
-    }
+    stats = final_status(st, state, rounds, all_pairs_of)
+    stats.update(gpu_time=None, gpu_rounds=None, redo_spread=redo_spread, status_wait_s=wait_s)
+    return stats
+
+
+cdef int split_round(int n_dev, const int *grid, int grid_sum, bint spread, bint all_pairs,
+                     long long n_pairs, int engines_per_block, int *nb, int *block0) noexcept nogil:
+    """A threshold round's worker blocks: ``nb[d]`` on device ``d``, the
+    first of them block ``block0[d]`` of the round; every device's grid
+    (``spread``) or device 0's, and no more blocks than engines for the pairs
+    in an all-pairs round. Returns the round's blocks."""
+    cdef int total = grid_sum if spread else grid[0]
+    cdef int base = 0, d
+    cdef long long need
+    if all_pairs:
+        need = max(<long long>1, (n_pairs + engines_per_block - 1) // engines_per_block)
+        total = <int>min(<long long>total, need)
+    for d in range(n_dev):
+        nb[d] = min(grid[d], total - base) if (spread or d == 0) else 0
+        if nb[d] < 0:
+            nb[d] = 0
+        block0[d] = base
+        base += nb[d]
+    return total
+
+
+cdef void split_redo(int n_dev, const int *grid, int grid_sum, int nw, int *redo_nb,
+                     int *redo_block0) noexcept nogil:
+    """A shared float64 re-decision's ``nw`` partners: ``redo_nb[d]`` of them
+    on device ``d`` from partner ``redo_block0[d]``, in proportion to the
+    worker grids."""
+    cdef int base = 0, d
+    for d in range(n_dev):
+        redo_block0[d] = base
+        base += grid[d]
+        redo_nb[d] = <int>(<long long>nw * base // grid_sum) - \
+            <int>(<long long>nw * redo_block0[d] // grid_sum)
+        redo_block0[d] = <int>(<long long>nw * redo_block0[d] // grid_sum)
 
 
 cdef int wait_for_others(int n_dev, CUcontext *ctx, CUevent *ev_done) except -1 nogil:
@@ -1377,45 +1368,3 @@ cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdevicept
     launch_updates_on(fns[0], row_smem[0], r_host, n, lparams[0])
     return 0
 
-
-def empty_launch_and_poll(Module m, dict dev, cnp.ndarray status_host, int repeats):
-    """Launch + poll round trips for tools/profile_launch.py.
-
-    Launches ``select_root`` on a finished search state (it only republishes
-    the status) and spins until the status arrives, ``repeats`` times.
-
-    Returns
-    -------
-    float
-        Seconds per launch + poll round trip.
-    """
-    import time
-    cdef CUdeviceptr d_search = dev["search"]
-    cdef void *params[1]
-    params[0] = &d_search
-    cdef PlStatus *st = <PlStatus *><uintptr_t>status_host.ctypes.data
-    cdef int seq = st.seq, k
-    t0 = time.perf_counter()
-    with nogil:
-        for k in range(repeats):
-            launch(m, K_SELECT, 1, 1, 1024, 1, params)
-            seq += 1
-            wait_status(st, seq)
-    return (time.perf_counter() - t0) / repeats
-
-
-def launch_only(Module m, dict dev, int repeats):
-    """Host cost of one ``cuLaunchKernel`` of ``select_root`` from Cython (seconds)."""
-    import time
-    cdef CUdeviceptr d_search = dev["search"]
-    cdef void *params[1]
-    params[0] = &d_search
-    cdef int k
-    t0 = time.perf_counter()
-    with nogil:
-        for k in range(repeats):
-            launch(m, K_SELECT, 1, 1, 1024, 1, params)
-    elapsed = time.perf_counter() - t0
-    with nogil:
-        check(drv.stream_sync(NULL), b"cuStreamSynchronize")
-    return elapsed / repeats
