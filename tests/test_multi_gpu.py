@@ -382,3 +382,25 @@ def test_devices_without_a_usable_gpu_name_the_reason(monkeypatch):
     with pytest.raises(RuntimeError, match=r"devices=\[0, 1\] needs the CUDA backend.*no CUDA device"):
         paralingam.fit(X, devices=[0, 1])
     assert paralingam.fit(X).stats["backend"] == "cpu"  # (auto without devices: the CPU)
+
+
+@pytest.mark.gpu
+def test_multi_gpu_search_reports_progress_and_keeps_its_result(gpus, monkeypatch, capsys):
+    from paralingam.search import _cuda
+    from paralingam._api import DEFAULT_C, DRIFT_TOL, default_gamma0
+    from paralingam.search.policy import COLLINEAR_TOL, EXPLAINED_TOL
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # the plain line, on standard error
+    X = np.asarray(make_lingam_data(300, 2048, density="sparse", random_state=5)[0])
+    one = paralingam.fit(X, backend="cuda")
+    shown = paralingam.fit(X, backend="cuda", devices=gpus, progress=True)
+    assert "search: 300/300 variables (100%)" in capsys.readouterr().err
+    assert list(shown.causal_order) == list(one.causal_order)
+    calls = []
+    order, *_ = _cuda.search(X, threshold=True, gamma0=default_gamma0(2048), c=DEFAULT_C,
+                             dtype="float32", collinear_tol=COLLINEAR_TOL,
+                             explained_tol=EXPLAINED_TOL, drift_tol=DRIFT_TOL, times={},
+                             devices=gpus, progress=calls.append)
+    # the scheduler's callback: increasing counts of ordered variables
+    assert calls and calls == sorted(calls) and 0 <= calls[0] and calls[-1] <= 300
+    assert order == list(one.causal_order)

@@ -528,7 +528,7 @@ def replica_arrays(names=("X64", "cov")):
 
 
 def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks, candidates,
-                      times):
+                      times, progress=None):
     """Compile, allocate, upload and run a search over ``devices``; returns (workspace, out)."""
     import pycuda.driver as drv
 
@@ -575,7 +575,8 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
     try:
         out = _scheduler.search_multi(
             mods, [ctx.handle for ctx in ctxs], [part.dev for part in ws.parts], cfg, ws.status,
-            ws.status_devs, grids, candidates=candidates, spread_work=float(MULTI_SPREAD_WORK))
+            ws.status_devs, grids, candidates=candidates, spread_work=float(MULTI_SPREAD_WORK),
+            progress=progress)
     except _scheduler.CudaError as exc:
         sticky = False
         for ctx in ctxs:
@@ -777,7 +778,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         cfg["all_pairs_work"] = float("inf")
     if devices is not None:
         ws, out = _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
-                                    candidates, times)
+                                    candidates, times, progress=progress)
         return _read_result(ws, out, p, times)
     if blocks is None:
         blocks = device_properties()["multiprocessors"] * mod.worker_blocks_per_sm(use_float)

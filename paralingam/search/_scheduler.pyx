@@ -983,7 +983,8 @@ REPLICA_LOCAL = ("X32", "X64", "cov", "alive", "gone", "frac", "noise", "linked"
 
 
 def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray status_host,
-                 list status_devs, list worker_blocks, *, candidates=None, double spread_work=0.0):
+                 list status_devs, list worker_blocks, *, candidates=None, double spread_work=0.0,
+                 progress=None):
     """One causal-order search on several devices of one host (peer memory).
 
     Device 0 holds the state the threshold rounds share and alone runs
@@ -1008,7 +1009,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
         device 0's full workspace, then the replicas; each has ``"search"``
         (room for three ``PlSearch``) and ``"mirror"`` (``idx`` to ``hx_err``,
         one block of ``"mirror_bytes"`` bytes).
-    cfg, status_host, candidates
+    cfg, status_host, candidates, progress
         As for ``search``.
     status_devs : list of int
         The status word's device address in each context (portable mapped memory).
@@ -1051,6 +1052,9 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     cdef int redo_nb[MAX_DEVICES]
     cdef int redo_total = 0, redo_spread = 0
     cdef double t_wait, wait_s = 0.0  # host time spent waiting for round statuses
+    cdef bint report = progress is not None
+    cdef double next_report = 0.0
+    cdef int n_ordered
     cdef PlSearch hl[MAX_DEVICES]
     cdef PlSearch hw[MAX_DEVICES]
     cdef PlSearch hs[MAX_DEVICES]
@@ -1218,6 +1222,11 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         all_pairs_undecided(it)
                 r_host = st.r
                 nw = st.nw
+                if report and now_seconds() >= next_report:
+                    next_report = now_seconds() + PROGRESS_INTERVAL
+                    n_ordered = st.n_order
+                    with gil:
+                        progress(n_ordered)
                 if state == PL_FINISHED or state == PL_DEGENERATE or state == PL_FAILED:
                     break
                 if state == PL_REDO:
