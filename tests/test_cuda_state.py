@@ -234,7 +234,8 @@ def test_the_memory_formula_covers_every_allocation():
 
 def test_a_new_buffer_is_read_with_its_extent():
     text = HEADER.read_text().replace(
-        "    double *it_score;", "    double *it_new;        /* [p x p, device 0] */\n    double *it_score;")
+        "    double *it_score;",
+        "    double *it_new;        /* [p x p, device 0] */\n    double *it_score;")
     fields = cs.parse(text)
     names = [f.name for f in fields]
     assert names.index("it_new") == [f.name for f in cs.FIELDS].index("it_score")
@@ -304,11 +305,13 @@ def test_the_workspace_allocates_the_plan_and_fills_a_state(monkeypatch, multi, 
     assert len(cs.pack(ws.dev, cfg)) == cs.STATE_BYTES
 
 
+ALIVE = "    int *alive;            /* [p + 1]"
+
+
 @pytest.mark.parametrize("edit, message", [
-    (("    int *alive;            /* [p + 1]", "    int *alive;            /* [q + 1]"), "cannot read the tag"),
-    (("    int *alive;            /* [p + 1]", "    int *alive;            /*"), "needs its extent"),
-    (("    int *alive;            /* [p + 1]", "    int *alive;            /* [p + 1, shared]"),
-     "cannot read the tag"),
+    ((ALIVE, ALIVE.replace("[p + 1]", "[q + 1]")), "cannot read the tag"),
+    ((ALIVE, ALIVE.replace("[p + 1]", "")), "needs its extent"),
+    ((ALIVE, ALIVE.replace("[p + 1]", "[p + 1, shared]")), "cannot read the tag"),
     (("    long long p, n, ld;", "    long long p, n, ld; /* [p + 1] */"), "has an extent"),
     (("    long long p, n, ld;", "    int p, n, ld;"), "8-byte scalars only"),
     (("    int *cand;", "    short *cand;"), "not a known buffer type"),
@@ -340,3 +343,34 @@ def test_no_other_source_lists_the_buffers():
         assert '"hx_var_err"' not in text and '"final_score"' not in text, path
     sched = (ROOT / "paralingam/search/_scheduler.pyx").read_text()
     assert "h.alive" not in sched and "double *hx_var_err" not in sched
+
+
+# ---------------------------------------------------------------- on the GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_state_on_the_device_is_the_packed_layout(dtype):
+    # after a search, the PlSearch the scheduler uploaded reads back, field by
+    # field, as the workspace's addresses and the search's shape
+    import pycuda.driver as drv
+
+    import paralingam
+    from paralingam.search import _cuda
+
+    rng = np.random.default_rng(5)
+    n, p = 300, 7
+    X = rng.uniform(size=(n, p)) @ np.triu(rng.uniform(0.5, 1.5, (p, p)))
+    got_order = paralingam.fit(X, backend="cuda", dtype=dtype).causal_order
+    assert sorted(got_order) == list(range(p))
+    key = (_cuda._context().handle, p, cs.row_stride(n), dtype == "float32")
+    ws = _cuda._WORKSPACES[key]
+    raw = np.empty(cs.STATE_BYTES, np.uint8)
+    drv.memcpy_dtoh(raw, ws.dev["search"])
+    state = dict(zip([f.name for f in cs.FIELDS],
+                     struct.unpack(cs.state_format(cs.FIELDS), raw.tobytes())))
+    for f in cs.FIELDS:
+        if f.pointer:
+            assert state[f.name] == ws.dev["status_dev" if f.name == "status" else f.name], f.name
+    assert (state["p"], state["n"], state["ld"]) == (p, n, cs.row_stride(n))
+    assert (state["use_float"], state["magic"]) == (int(dtype == "float32"), cs.MAGIC)

@@ -180,7 +180,7 @@ def device_properties():
 
 
 def bytes_needed(p, n, use_float):
-    """Device memory a search of p variables and n samples allocates (``_cuda_state.device_bytes``)."""
+    """Device memory a search of p variables and n samples allocates (``_cuda_state``)."""
     return _cuda_state.device_bytes(n, p, use_float)
 
 

@@ -180,7 +180,8 @@ _TEXT = _constants.kernel_text(HEADER)
 FIELDS = parse(_TEXT)
 MAGIC = parse_magic(_TEXT)
 _STATE = struct.Struct(state_format(FIELDS))
-STATE_BYTES = _STATE.size  # sizeof(PlSearch); _scheduler.fill_search checks it against the C compiler's
+# sizeof(PlSearch); _scheduler.fill_search checks it against the C compiler's
+STATE_BYTES = _STATE.size
 BUFFERS = tuple(f for f in FIELDS if f.pointer) + OUTSIDE
 DTYPES = {f.name: f.dtype for f in BUFFERS if f.dtype is not None}
 MIRROR = tuple(f.name for f in BUFFERS if "mirror" in f.flags)
@@ -267,7 +268,7 @@ def _formula(n, p, use_float, replica):
 
 
 def device_bytes(n, p, use_float=True):
-    """Device memory of a CUDA search of p variables and n samples (one GPU, or the first of several).
+    """Device memory of a CUDA search of p variables and n samples (on one GPU or the first).
 
     The rows' and pairs' buffers exactly, the per-variable buffers and the
     fixed blocks within an allowance (``PER_VARIABLE_ROUNDING``,
