@@ -44,8 +44,8 @@ import numpy as np
 
 import _common  # benchmarks/ is on sys.path when run as a script
 import paralingam
-from paralingam import _memory
 from paralingam.datasets import make_lingam_data
+from paralingam.search import _cuda_state
 
 DEFAULT_SIZES = ["2000x8192", "5000x4096"]
 LARGE_SIZES = ["10000x10000"]
@@ -169,15 +169,15 @@ def amdahl(times, per_it, n, bound, n_dev):
 
 
 def memory_rows(sizes):
-    """Device memory of one search per GPU, from paralingam._memory's formulas."""
+    """Device memory of one search per GPU, from paralingam.search._cuda_state's formulas."""
     rows = []
     for size in sizes:
         p, n = _common.parse_size(size)
         rows.append({
             "p": p, "n": n,
-            "one_gpu_float32_bytes": _memory.cuda_device_bytes(n, p, True),
-            "one_gpu_float64_bytes": _memory.cuda_device_bytes(n, p, False),
-            "other_gpus_bytes": _memory.cuda_replica_bytes(n, p),
+            "one_gpu_float32_bytes": _cuda_state.device_bytes(n, p, True),
+            "one_gpu_float64_bytes": _cuda_state.device_bytes(n, p, False),
+            "other_gpus_bytes": _cuda_state.replica_bytes(n, p),
         })
     return rows
 
@@ -210,7 +210,7 @@ def main():
     if args.mode == "memory":  # the device memory per GPU of MEMORY_SIZES; no GPU needed
         rows = memory_rows(MEMORY_SIZES)
         print_memory(rows)
-        _common.write_result(args, {"kind": "memory (paralingam._memory formulas)",
+        _common.write_result(args, {"kind": "memory (paralingam.search._cuda_state formulas)",
                                     "memory": rows})
         return
 

@@ -1,7 +1,7 @@
 /* State of one causal-order search on the GPU.
  *
  * Shared by the CUDA kernels (kernels/paralingam.cu) and the host scheduler
- * (paralingam/_scheduler.pyx), so both see one layout. The host fills the
+ * (paralingam/search/_scheduler.pyx), so both see one layout. The host fills the
  * constants and the buffer addresses once; the kernels keep everything else
  * on the device. The host reads only PlStatus, which lives in mapped pinned
  * host memory and is published by the `select` kernel after every round.
@@ -53,11 +53,23 @@ typedef struct {
     double gamma;                      /* threshold of the current round */
 } PlControl;
 
+/* The search state. Each buffer's comment starts with its extent, which
+ * paralingam/search/_cuda_state.py reads: the device allocations, their
+ * memory formula and the host's fill of this struct all follow from it, so
+ * a buffer is added here and nowhere else. Extents: [p x ld] (rows),
+ * [p x p] (pairs), [p + 1] (one entry per variable, position, worker or
+ * iteration), [control] (the PlControl block), [host] (PlStatus, mapped host
+ * memory). Flags after the extent: "float", allocated in full only for float
+ * comparisons; "device 0", held by the first device alone in a search over
+ * several devices (the others use its copy); "mirror", copied from device 0
+ * to the others after every prep and setup. The scalars are filled from the
+ * search's settings of the same name, magic with PL_MAGIC. Every field is 8 bytes (pointers,
+ * long long, double): no padding, one layout for nvcc and the host. */
 typedef struct {
     /* constants */
-    float *X32;            /* p x ld standardised rows, float copy */
-    double *X64;           /* p x ld standardised rows */
-    double *cov;           /* p x p correlation of the rows (original indices) */
+    float *X32;            /* [p x ld] standardised rows, float copy */
+    double *X64;           /* [p x ld] standardised rows */
+    double *cov;           /* [p x p] correlation of the rows (original indices) */
     long long p, n, ld;
     double gamma0, c;      /* first threshold of an iteration (inf: no threshold), factor */
     double collinear_tol, explained_tol, drift_tol;
@@ -67,49 +79,49 @@ typedef struct {
     long long use_prior;   /* 1: pk_status gives the candidates (prior knowledge) */
     long long group_warps; /* warps that compare one pair together (divides WARPS) */
     /* per variable */
-    int *alive;            /* remaining variables, ascending (length r) */
-    int *gone;             /* 0 searching, 1 explained by the current root, 2 ordered */
-    double *frac;          /* remaining-variance fraction */
-    double *noise;         /* rounding noise of each row, in its standard deviations (paralingam.search.policy) */
-    int *linked;           /* 1: has a collinear partner among the remaining */
-    int *order;            /* causal order so far (length n_order) */
-    int *explained_by;     /* root that completed a fully explained variable, else -1 */
-    double *hx_var;        /* float entropy of each variable's row (standardise, update_data) */
-    double *hx_var_err;    /* its error bound */
-    signed char *pk_status;/* prior knowledge of each position: PL_CANDIDATE, PL_IN_VJ, PL_OTHER */
+    int *alive;            /* [p + 1] remaining variables, ascending (length r) */
+    int *gone;             /* [p + 1] 0 searching, 1 explained by the current root, 2 ordered */
+    double *frac;          /* [p + 1] remaining-variance fraction */
+    double *noise;         /* [p + 1] rounding noise of each row, in its standard deviations (paralingam.search.policy) */
+    int *linked;           /* [p + 1] 1: has a collinear partner among the remaining */
+    int *order;            /* [p + 1] causal order so far (length n_order) */
+    int *explained_by;     /* [p + 1] root that completed a fully explained variable, else -1 */
+    double *hx_var;        /* [p + 1] float entropy of each variable's row (standardise, update_data) */
+    double *hx_var_err;    /* [p + 1] its error bound */
+    signed char *pk_status; /* [p + 1] prior knowledge of each position: PL_CANDIDATE, PL_IN_VJ, PL_OTHER */
     /* per position / worker */
-    int *label;            /* collinear group (smallest position) of each position */
-    int *scratch;          /* prefix sums */
-    int *idx;              /* worker -> variable */
-    double *weight;        /* worker -> size of its collinear group */
-    int *kind;             /* worker -> prior-knowledge status (PL_CANDIDATE without prior knowledge) */
-    double *hx;            /* entropy of each worker's variable (float or double math) */
-    double *hx_err;        /* its error bound (float math) */
-    double *hx64;          /* entropy in double (re-decisions) */
-    double *score;         /* partial score (atomics) */
-    double *err;           /* partial error bound of the score (atomics) */
-    int *ndone;            /* comparisons known to each worker */
-    int *cursor;           /* next partner offset */
-    int *partner;          /* partners of each worker, by decreasing |correlation| (row stride p) */
-    unsigned int *live;    /* bit k: active[k] may still have work in this round */
-    int *active;           /* workers of this round (n_active of them) */
-    double *final_score;   /* score of a finished worker, summed in index order; -1 unfinished */
-    double *final_err;     /* its error bound */
-    int *cand;             /* PL_REDO: candidate workers, ascending */
+    int *label;            /* [p + 1] collinear group (smallest position) of each position */
+    int *scratch;          /* [p + 1] prefix sums */
+    int *idx;              /* [p + 1, mirror] worker -> variable */
+    double *weight;        /* [p + 1, mirror] worker -> size of its collinear group */
+    int *kind;             /* [p + 1, mirror] worker -> prior-knowledge status (PL_CANDIDATE without prior knowledge) */
+    double *hx;            /* [p + 1, mirror] entropy of each worker's variable (float or double math) */
+    double *hx_err;        /* [p + 1, mirror] its error bound (float math) */
+    double *hx64;          /* [p + 1] entropy in double (re-decisions) */
+    double *score;         /* [p + 1] partial score (atomics) */
+    double *err;           /* [p + 1] partial error bound of the score (atomics) */
+    int *ndone;            /* [p + 1] comparisons known to each worker */
+    int *cursor;           /* [p + 1] next partner offset */
+    int *partner;          /* [p x p] partners of each worker, by decreasing |correlation| (row stride p) */
+    unsigned int *live;    /* [p + 1] bit k: active[k] may still have work in this round */
+    int *active;           /* [p + 1] workers of this round (n_active of them) */
+    double *final_score;   /* [p + 1] score of a finished worker, summed in index order; -1 unfinished */
+    double *final_err;     /* [p + 1] its error bound */
+    int *cand;             /* [p + 1] PL_REDO: candidate workers, ascending */
     /* pairs of workers, row stride p */
-    unsigned int *lock;    /* 2 * epoch: claimed in this iteration */
-    double *stat;          /* I(a, b); stat[b, a] = -stat[a, b] */
-    double *stat_err;      /* error bound of I(a, b), a < b (float math) */
+    unsigned int *lock;    /* [p x p, device 0] 2 * epoch: claimed in this iteration */
+    double *stat;          /* [p x p, device 0] I(a, b); stat[b, a] = -stat[a, b] */
+    double *stat_err;      /* [p x p, float, device 0] error bound of I(a, b), a < b (float math) */
     /* per iteration */
-    int *it_r;
-    int *it_rounds;
-    int *it_redo;          /* candidates re-decided in double (0: none) */
-    long long *it_compared;
-    double *it_gamma;
-    double *it_score;
+    int *it_r;             /* [p + 1] */
+    int *it_rounds;        /* [p + 1] */
+    int *it_redo;          /* [p + 1] candidates re-decided in double (0: none) */
+    long long *it_compared; /* [p + 1] */
+    double *it_gamma;      /* [p + 1] */
+    double *it_score;      /* [p + 1] */
     /* control (device) and status (mapped host memory) */
-    PlControl *ctl;
-    PlStatus *status;
+    PlControl *ctl;        /* [control] */
+    PlStatus *status;      /* [host] */
     long long magic;
 } PlSearch;
 

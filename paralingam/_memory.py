@@ -206,25 +206,9 @@ def cpu_fit_search_bytes(n, p, use_float=True, n_threads=1):
 def cuda_host_bytes(n, p):
     """Host side of the CUDA search: the upload's two page-locked blocks
     (``_cuda.upload``) and the correlation read back, then the scatter matrix
-    made from it (three p x p)."""
+    made from it (three p x p). (The device side is
+    ``search._cuda_state.device_bytes``, derived from the state's layout.)"""
     return 2 * min(UPLOAD_BLOCK_BYTES, F8 * n * p) + F8 * 4 * p * p
-
-
-def cuda_device_bytes(n, p, use_float=True):
-    """Device memory of a CUDA search (its workspace in ``_cuda._Workspace``)."""
-    ld = (n + 31) // 32 * 32
-    pairs = p * p * (F4 + F4 + F8 + (F8 if use_float else 0))  # lock, partner, stat, stat_err
-    # X64 and X32, cov and its first copy, the per-variable buffers, control blocks
-    return p * ld * (F8 + F4) + 2 * F8 * p * p + pairs + p * 192 + 4096
-
-
-def cuda_replica_bytes(n, p):
-    """Device memory of each further GPU of a search over several GPUs
-    (``fit(devices=...)``): a replica of the data (X64, X32) and of the
-    correlations, the partner orders and the per-variable buffers; the other
-    pair buffers stay on the first GPU, which needs ``cuda_device_bytes``."""
-    ld = (n + 31) // 32 * 32
-    return p * ld * (F8 + F4) + (F8 + F4) * p * p + p * 192 + 4096
 
 
 def scatter_bytes(n, p):

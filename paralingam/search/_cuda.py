@@ -25,6 +25,8 @@ from importlib import resources
 import numpy as np
 
 from .. import _constants
+from . import _cuda_state
+from ._cuda_state import row_stride
 from .policy import initial_noise, noise_and_std
 
 DEFAULT_WARPS = 8  # warps per worker block (threads_per_block = 256)
@@ -186,85 +188,46 @@ def device_properties():
 
 
 def bytes_needed(p, n, use_float):
-    """Device memory a search of p variables and n samples allocates."""
-    from .._memory import cuda_device_bytes
-
-    return cuda_device_bytes(n, p, use_float)
+    """Device memory a search of p variables and n samples allocates (``_cuda_state``)."""
+    return _cuda_state.device_bytes(n, p, use_float)
 
 
 class _Workspace:
-    """Device buffers of a search, kept for the next search of the same shape."""
+    """Device buffers of a search, kept for the next search of the same shape.
 
-    # name: dtype of a buffer of p + 1 entries
-    PER_VARIABLE = {
-        "alive": np.int32, "gone": np.int32, "frac": np.float64, "noise": np.float64,
-        "linked": np.int32,
-        "order": np.int32, "explained_by": np.int32, "pk_status": np.int8,
-        "label": np.int32, "scratch": np.int32, "idx": np.int32, "weight": np.float64,
-        "kind": np.int32, "hx_var": np.float64, "hx_var_err": np.float64,
-        "hx": np.float64, "hx_err": np.float64, "hx64": np.float64, "score": np.float64,
-        "err": np.float64, "ndone": np.int32, "cursor": np.int32, "live": np.uint32,
-        "active": np.int32, "final_score": np.float64, "final_err": np.float64,
-        "cand": np.int32, "it_r": np.int32, "it_rounds": np.int32, "it_redo": np.int32,
-        "it_compared": np.int64, "it_gamma": np.float64, "it_score": np.float64,
-    }
-
-    # Buffers of a search over several devices that device 0 copies to the
-    # others after every iteration's prep and setup: one block, one copy.
-    MIRROR = ("idx", "kind", "weight", "hx", "hx_err")
+    ``dev`` maps each buffer's name to its device address: the buffers of
+    ``_cuda_state.allocations`` (the layout of ``kernels/search_state.h``),
+    and ``"status_dev"``, the status's address in mapped host memory.
+    """
 
     def __init__(self, p, ld, use_float, multi=False, replica=False):
-        """``multi``: the MIRROR buffers in one block (``dev["mirror"]``);
+        """``multi``: the mirror buffers in one block (``dev["mirror"]``);
         ``replica``: only what a replica of a multi-device search needs (of
         the pair buffers only its partner orders: the others live on device 0)."""
         import pycuda.driver as drv
 
-        from . import _scheduler
-
         self.p, self.ld = p, ld
         self.keep = []
         self.dev = {}
-
-        def alloc(name, nbytes):
-            buf = drv.mem_alloc(max(int(nbytes), 8))
+        for block in _cuda_state.allocations(p, ld, use_float, multi, replica):
+            buf = drv.mem_alloc(block.nbytes)
             self.keep.append(buf)
-            self.dev[name] = int(buf)
-
-        alloc("X64", p * ld * 8)
-        alloc("X32", p * ld * 4)
-        alloc("cov", p * p * 8)
-        alloc("partner", p * p * 4)
-        if not replica:
-            alloc("corr0", p * p * 8)  # the first correlation matrix, for least squares
-            alloc("lock", p * p * 4)
-            alloc("stat", p * p * 8)
-            alloc("stat_err", p * p * 8 if use_float else 8)
-        mirror = self.MIRROR if (multi or replica) else ()
-        for name, dt in self.PER_VARIABLE.items():
-            if name not in mirror:
-                alloc(name, (p + 1) * np.dtype(dt).itemsize)
-        if mirror:
-            sizes = [-(-(p + 1) * np.dtype(self.PER_VARIABLE[name]).itemsize // 256) * 256
-                     for name in mirror]
-            alloc("mirror", sum(sizes))
-            self.dev["mirror_bytes"] = sum(sizes)
-            at = self.dev["mirror"]
-            for name, size in zip(mirror, sizes):
-                self.dev[name] = at
-                at += size
-        alloc("ctl", 256)
-        alloc("search", (3 if replica else 2) * _scheduler.layout_size())
+            self.dev[block.name] = int(buf)
+            for name, offset in block.parts:
+                self.dev[name] = int(buf) + offset
+            if block.name == "mirror":
+                self.dev["mirror_bytes"] = block.nbytes
         self.epochs = 0
         if multi or replica:  # the search's status word is the multi workspace's
             return
-        self.status = drv.pagelocked_zeros(16, np.int32, mem_flags=drv.host_alloc_flags.DEVICEMAP)
+        self.status = drv.pagelocked_zeros(_cuda_state.STATUS_WORDS, np.int32,
+                                           mem_flags=drv.host_alloc_flags.DEVICEMAP)
         self.dev["status_dev"] = int(self.status.base.get_device_pointer())
-        self.epochs = 0
 
     def read(self, name, count):
         import pycuda.driver as drv
 
-        out = np.empty(count, dtype=self.PER_VARIABLE[name])
+        out = np.empty(count, dtype=_cuda_state.DTYPES[name])
         if count:
             drv.memcpy_dtoh(out, self.dev[name])
         return out
@@ -300,7 +263,7 @@ def check_memory(n, p, use_float):
     except ImportError:
         return
 
-    key = (_context().handle, p, (n + 31) // 32 * 32, bool(use_float))
+    key = (_context().handle, p, row_stride(n), bool(use_float))
     if key in _WORKSPACES:
         return
     needed = bytes_needed(p, n, use_float)
@@ -428,16 +391,14 @@ def _in_context(context, fn, /, *args, **kwargs):
 
 def _multi_needed(i, p, n, use_float):
     """Device memory of the i-th device of a multi-device search."""
-    from .._memory import cuda_device_bytes, cuda_replica_bytes
-
-    return cuda_device_bytes(n, p, use_float) if i == 0 else cuda_replica_bytes(n, p)
+    return _cuda_state.device_bytes(n, p, use_float) if i == 0 else _cuda_state.replica_bytes(n, p)
 
 
 def check_memory_multi(n, p, use_float, devices):
     """GPUMemoryError, before anything is allocated, when a device of ``devices`` cannot hold its part.
 
     The first device holds the whole search state, each other one a replica
-    of the data and correlations (``_memory.cuda_replica_bytes``).
+    of the data and correlations (``_cuda_state.replica_bytes``).
     """
     import pycuda.driver as drv
 
@@ -463,7 +424,7 @@ def check_memory_multi(n, p, use_float, devices):
 
 
 def _multi_key(ctxs, p, n, use_float):
-    return ("multi", tuple(ctx.handle for ctx in ctxs), p, (n + 31) // 32 * 32, bool(use_float))
+    return ("multi", tuple(ctx.handle for ctx in ctxs), p, row_stride(n), bool(use_float))
 
 
 class _MultiWorkspace:
@@ -485,7 +446,7 @@ class _MultiWorkspace:
                     buf.free()
             raise
         flags = drv.host_alloc_flags.PORTABLE | drv.host_alloc_flags.DEVICEMAP
-        self.status = drv.pagelocked_zeros(16, np.int32, mem_flags=flags)
+        self.status = drv.pagelocked_zeros(_cuda_state.STATUS_WORDS, np.int32, mem_flags=flags)
         self.status_devs = [int(_in_context(ctx, self.status.base.get_device_pointer))
                             for ctx in ctxs]
 
@@ -720,7 +681,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     use_float = dtype in (None, "float32", np.float32)
     devices = resolve_devices(devices) if devices is not None else None
     n, p = data.shape
-    ld = (n + 31) // 32 * 32
+    ld = row_stride(n)
     if devices is not None:
         if profile:
             raise ValueError("profile is a single-GPU option (devices=None)")

@@ -27,13 +27,15 @@ as Nsight Systems is attached.
 
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport uintptr_t
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 import threading
 
 import numpy as np
 cimport numpy as cnp
+
+from . import _cuda_state
 
 cnp.import_array()
 
@@ -107,54 +109,9 @@ cdef extern from "search_state.h":
         PL_FAILED
     ctypedef struct PlControl:
         int r, done, state
+    # Opaque here: its fields are filled from _cuda_state.pack (the header's layout).
     ctypedef struct PlSearch:
-        float *X32
-        double *X64
-        double *cov
-        long long p, n, ld
-        double gamma0, c, collinear_tol, explained_tol, drift_tol, moment_err
-        long long use_float, stop_on_degenerate, use_prior, group_warps
-        int *alive
-        int *gone
-        double *frac
-        double *noise
-        int *linked
-        int *order
-        int *explained_by
-        double *hx_var
-        double *hx_var_err
-        signed char *pk_status
-        int *label
-        int *scratch
-        int *idx
-        double *weight
-        int *kind
-        double *hx
-        double *hx_err
-        double *hx64
-        double *score
-        double *err
-        int *ndone
-        int *cursor
-        int *partner
-        unsigned int *live
-        int *active
-        double *final_score
-        double *final_err
-        int *cand
-        unsigned int *lock
-        double *stat
-        double *stat_err
-        int *it_r
-        int *it_rounds
-        int *it_redo
-        long long *it_compared
-        double *it_gamma
-        double *it_score
-        PlControl *ctl
-        PlStatus *status
-        long long magic
-    long long PL_MAGIC
+        pass
     int PL_PREP_ALL_PAIRS
 
 ctypedef int CUresult
@@ -486,63 +443,12 @@ def layout_size():
 
 
 cdef fill_search(PlSearch *h, dict dev, dict cfg):
-    memset(h, 0, sizeof(PlSearch))
-    h.X32 = <float *><uintptr_t>dev["X32"]
-    h.X64 = <double *><uintptr_t>dev["X64"]
-    h.cov = <double *><uintptr_t>dev["cov"]
-    h.p = cfg["p"]
-    h.n = cfg["n"]
-    h.ld = cfg["ld"]
-    h.gamma0 = cfg["gamma0"]
-    h.c = cfg["c"]
-    h.collinear_tol = cfg["collinear_tol"]
-    h.explained_tol = cfg["explained_tol"]
-    h.drift_tol = cfg["drift_tol"]
-    h.moment_err = cfg["moment_err"]
-    h.use_float = cfg["use_float"]
-    h.stop_on_degenerate = cfg["stop_on_degenerate"]
-    h.use_prior = cfg.get("use_prior", 0)
-    h.group_warps = cfg.get("group_warps", 1)
-    h.alive = <int *><uintptr_t>dev["alive"]
-    h.gone = <int *><uintptr_t>dev["gone"]
-    h.frac = <double *><uintptr_t>dev["frac"]
-    h.noise = <double *><uintptr_t>dev["noise"]
-    h.linked = <int *><uintptr_t>dev["linked"]
-    h.order = <int *><uintptr_t>dev["order"]
-    h.explained_by = <int *><uintptr_t>dev["explained_by"]
-    h.hx_var = <double *><uintptr_t>dev["hx_var"]
-    h.hx_var_err = <double *><uintptr_t>dev["hx_var_err"]
-    h.pk_status = <signed char *><uintptr_t>dev["pk_status"]
-    h.label = <int *><uintptr_t>dev["label"]
-    h.scratch = <int *><uintptr_t>dev["scratch"]
-    h.idx = <int *><uintptr_t>dev["idx"]
-    h.weight = <double *><uintptr_t>dev["weight"]
-    h.kind = <int *><uintptr_t>dev["kind"]
-    h.hx = <double *><uintptr_t>dev["hx"]
-    h.hx_err = <double *><uintptr_t>dev["hx_err"]
-    h.hx64 = <double *><uintptr_t>dev["hx64"]
-    h.score = <double *><uintptr_t>dev["score"]
-    h.err = <double *><uintptr_t>dev["err"]
-    h.ndone = <int *><uintptr_t>dev["ndone"]
-    h.cursor = <int *><uintptr_t>dev["cursor"]
-    h.partner = <int *><uintptr_t>dev["partner"]
-    h.live = <unsigned int *><uintptr_t>dev["live"]
-    h.active = <int *><uintptr_t>dev["active"]
-    h.final_score = <double *><uintptr_t>dev["final_score"]
-    h.final_err = <double *><uintptr_t>dev["final_err"]
-    h.cand = <int *><uintptr_t>dev["cand"]
-    h.lock = <unsigned int *><uintptr_t>dev["lock"]
-    h.stat = <double *><uintptr_t>dev["stat"]
-    h.stat_err = <double *><uintptr_t>dev["stat_err"]
-    h.it_r = <int *><uintptr_t>dev["it_r"]
-    h.it_rounds = <int *><uintptr_t>dev["it_rounds"]
-    h.it_redo = <int *><uintptr_t>dev["it_redo"]
-    h.it_compared = <long long *><uintptr_t>dev["it_compared"]
-    h.it_gamma = <double *><uintptr_t>dev["it_gamma"]
-    h.it_score = <double *><uintptr_t>dev["it_score"]
-    h.ctl = <PlControl *><uintptr_t>dev["ctl"]
-    h.status = <PlStatus *><uintptr_t>dev["status_dev"]
-    h.magic = PL_MAGIC
+    """``*h``: buffers from ``dev``, settings from ``cfg``, laid out by ``_cuda_state.pack``."""
+    cdef bytes state = _cuda_state.pack(dev, cfg)
+    if len(state) != sizeof(PlSearch):
+        raise RuntimeError(f"_cuda_state lays out {len(state)} bytes of PlSearch; the compiled "
+                           f"scheduler's struct has {sizeof(PlSearch)}: rebuild the extension")
+    memcpy(h, <const char *>state, sizeof(PlSearch))
 
 
 # An iteration whose pairs hold at most cfg["all_pairs_work"] sample pairs

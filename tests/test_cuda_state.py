@@ -1,0 +1,376 @@
+"""The CUDA search state's layout has one written copy: ``kernels/search_state.h``.
+
+``paralingam.search._cuda_state`` parses the header's ``PlSearch``; the
+allocations, the memory formula and the struct's fill come from it. These
+tests run without a GPU: they compile the header with the C compiler and
+compare every field's offset and type with the parsed layout, fill a state
+and read each field back at the compiler's offset, and check the workspace
+(through a stand-in for ``pycuda.driver``) and the memory formula against
+what they were before the layout had one home.
+"""
+
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from paralingam.search import _cuda_state as cs
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNELS = ROOT / "kernels"
+HEADER = KERNELS / "search_state.h"
+
+_CTYPES = ("float *", "double *", "int *", "unsigned int *", "signed char *", "long long *",
+           "PlControl *", "PlStatus *", "long long", "double")
+
+
+def _compiler():
+    for name in ("cc", "gcc", "clang"):
+        if shutil.which(name):
+            return name
+    return None
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """What the C compiler makes of search_state.h: sizes, PL_MAGIC, and each parsed
+    field's offset and type, as ``{"sizeof": ..., "fields": {name: (offset, ctype)}}``."""
+    cc = _compiler()
+    if cc is None:
+        pytest.skip("no C compiler")
+    generic = ", ".join(f"{t}: \"{t}\"" for t in _CTYPES)
+    lines = [f'    printf("field %s %zu %s\\n", "{f.name}", offsetof(PlSearch, {f.name}), '
+             f'_Generic((((PlSearch *)0)->{f.name}), {generic}, default: "?"));'
+             for f in cs.FIELDS]
+    src = "\n".join([
+        "#include <stddef.h>", "#include <stdio.h>", '#include "search_state.h"',
+        "int main(void) {",
+        '    printf("sizeof PlSearch %zu\\n", sizeof(PlSearch));',
+        '    printf("sizeof PlControl %zu\\n", sizeof(PlControl));',
+        '    printf("sizeof PlStatus %zu\\n", sizeof(PlStatus));',
+        '    printf("magic %lld\\n", (long long)PL_MAGIC);',
+        *lines, "    return 0;", "}"])
+    folder = tmp_path_factory.mktemp("layout")
+    (folder / "layout.c").write_text(src)
+    subprocess.run([cc, "-std=c11", "-Wall", "-Werror", f"-I{KERNELS}", "layout.c", "-o", "layout"],
+                   cwd=folder, check=True, capture_output=True)
+    out = subprocess.run([str(folder / "layout")], check=True, capture_output=True,
+                         text=True).stdout
+    got = {"sizeof": {}, "fields": {}}
+    for line in out.splitlines():
+        word, rest = line.split(" ", 1)
+        if word == "sizeof":
+            name, size = rest.split()
+            got["sizeof"][name] = int(size)
+        elif word == "magic":
+            got["magic"] = int(rest)
+        else:
+            name, offset, ctype = rest.split(" ", 2)
+            got["fields"][name] = (int(offset), ctype)
+    return got
+
+
+def _offsets(fmt_codes):
+    """Byte offset of each field of a native struct format, as ``struct`` lays it out."""
+    return [struct.calcsize("@" + "".join(fmt_codes[:i]) + "0" + code)
+            for i, code in enumerate(fmt_codes)]
+
+
+CODES = list(cs.state_format(cs.FIELDS)[1:])
+
+
+def test_the_parsed_layout_is_the_compilers(compiled):
+    assert compiled["sizeof"]["PlSearch"] == cs.STATE_BYTES
+    assert compiled["magic"] == cs.MAGIC
+    for f, offset in zip(cs.FIELDS, _offsets(CODES)):
+        assert compiled["fields"][f.name] == (offset, f.ctype), f.name
+    # the control block and the status words hold their structs
+    assert compiled["sizeof"]["PlControl"] <= cs.CONTROL_BYTES
+    assert compiled["sizeof"]["PlStatus"] <= 4 * cs.STATUS_WORDS
+
+
+def test_the_scheduler_is_built_against_the_same_struct():
+    from paralingam.search import _scheduler
+
+    assert _scheduler.layout_size() == cs.STATE_BYTES
+
+
+def _dev_and_cfg(rng, defaults):
+    dev = {f.name: int(rng.integers(1, 1 << 48)) * 256 for f in cs.BUFFERS}
+    dev["status_dev"] = int(rng.integers(1, 1 << 48)) * 64
+    del dev["status"]
+    cfg = {"p": 1000, "n": 8191, "ld": 8192, "gamma0": float("inf"), "c": 1.5,
+           "collinear_tol": 1e-10, "explained_tol": 3e-12, "drift_tol": 1e-6,
+           "moment_err": 5e-7, "use_float": 1, "stop_on_degenerate": 0,
+           "all_pairs_work": 1e7}  # (a setting the struct does not hold)
+    if not defaults:
+        cfg.update(use_prior=1, group_warps=4)
+    return dev, cfg
+
+
+@pytest.mark.parametrize("defaults", [True, False])
+def test_pack_fills_every_field_as_the_scheduler_did(compiled, defaults):
+    # the rules of the hand-written fill this replaces: each buffer from
+    # dev[name], the status from dev["status_dev"], each setting from cfg[name]
+    # (use_prior 0 and group_warps 1 by default), magic = PL_MAGIC
+    dev, cfg = _dev_and_cfg(np.random.default_rng(int(defaults)), defaults)
+    state = cs.pack(dev, cfg)
+    assert len(state) == compiled["sizeof"]["PlSearch"]
+    seen = 0
+    for name, (offset, ctype) in compiled["fields"].items():
+        code = "Q" if ctype.endswith("*") else {"long long": "q", "double": "d"}[ctype]
+        (value,) = struct.unpack_from("@" + code, state, offset)
+        if name == "status":
+            expected = dev["status_dev"]
+        elif ctype.endswith("*"):
+            expected = dev[name]
+        elif name == "magic":
+            expected = compiled["magic"]
+        elif name in ("use_prior", "group_warps") and defaults:
+            expected = {"use_prior": 0, "group_warps": 1}[name]
+        else:
+            expected = cfg[name]
+        assert value == expected and type(value) is type(expected), name
+        seen += struct.calcsize(code)
+    assert seen == len(state)  # no byte left unset (no padding)
+
+
+def test_pack_names_a_missing_buffer_or_setting():
+    dev, cfg = _dev_and_cfg(np.random.default_rng(2), True)
+    with pytest.raises(KeyError, match="hx_err"):
+        cs.pack({k: v for k, v in dev.items() if k != "hx_err"}, cfg)
+    with pytest.raises(KeyError, match="drift_tol"):
+        cs.pack(dev, {k: v for k, v in cfg.items() if k != "drift_tol"})
+
+
+# The hand-written workspace this replaces (_cuda._Workspace before the
+# layout had one home): the buffers and their bytes, as it allocated them.
+OLD_PER_VARIABLE = {
+    "alive": 4, "gone": 4, "frac": 8, "noise": 8, "linked": 4, "order": 4, "explained_by": 4,
+    "pk_status": 1, "label": 4, "scratch": 4, "idx": 4, "weight": 8, "kind": 4, "hx_var": 8,
+    "hx_var_err": 8, "hx": 8, "hx_err": 8, "hx64": 8, "score": 8, "err": 8, "ndone": 4,
+    "cursor": 4, "live": 4, "active": 4, "final_score": 8, "final_err": 8, "cand": 4,
+    "it_r": 4, "it_rounds": 4, "it_redo": 4, "it_compared": 8, "it_gamma": 8, "it_score": 8}
+OLD_MIRROR = ("idx", "kind", "weight", "hx", "hx_err")
+
+
+def old_workspace(p, ld, use_float, multi=False, replica=False):
+    sizes = {"X64": p * ld * 8, "X32": p * ld * 4, "cov": p * p * 8, "partner": p * p * 4}
+    if not replica:
+        sizes.update(corr0=p * p * 8, lock=p * p * 4, stat=p * p * 8,
+                     stat_err=p * p * 8 if use_float else 8)
+    mirror = OLD_MIRROR if (multi or replica) else ()
+    for name, size in OLD_PER_VARIABLE.items():
+        if name not in mirror:
+            sizes[name] = (p + 1) * size
+    if mirror:
+        sizes["mirror"] = sum(-(-(p + 1) * OLD_PER_VARIABLE[m] // 256) * 256 for m in mirror)
+    sizes["ctl"] = 256
+    sizes["search"] = (3 if replica else 2) * cs.STATE_BYTES
+    return {name: max(size, 8) for name, size in sizes.items()}
+
+
+GRID = [(p, n) for p in (1, 2, 3, 17, 100, 1000, 4097, 20000)
+        for n in (1, 2, 31, 32, 33, 1000, 8192, 10000)]
+
+
+@pytest.mark.parametrize("multi, replica", [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("use_float", [True, False])
+def test_the_allocations_are_the_workspaces_before(use_float, multi, replica):
+    for p, n in GRID:
+        ld = cs.row_stride(n)
+        plan = cs.allocations(p, ld, use_float, multi, replica)
+        assert {a.name: a.nbytes for a in plan} == old_workspace(p, ld, use_float, multi, replica)
+        assert len({a.name for a in plan}) == len(plan)
+
+
+def test_the_mirror_block_holds_its_buffers_apart():
+    p = 1000
+    (block,) = [a for a in cs.allocations(p, 1024, True, multi=True) if a.name == "mirror"]
+    assert sorted(name for name, _ in block.parts) == sorted(OLD_MIRROR) == sorted(cs.MIRROR)
+    spans = sorted((offset, offset + (p + 1) * cs.DTYPES[name].itemsize)
+                   for name, offset in block.parts)
+    assert all(start % cs.MIRROR_ALIGN == 0 for start, _ in spans)
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
+    assert spans[-1][1] <= block.nbytes
+
+
+def old_device_bytes(n, p, use_float=True):
+    """_memory.cuda_device_bytes before the layout had one home."""
+    ld = (n + 31) // 32 * 32
+    pairs = p * p * (4 + 4 + 8 + (8 if use_float else 0))
+    return p * ld * (8 + 4) + 2 * 8 * p * p + pairs + p * 192 + 4096
+
+
+def old_replica_bytes(n, p):
+    """_memory.cuda_replica_bytes before the layout had one home."""
+    ld = (n + 31) // 32 * 32
+    return p * ld * (8 + 4) + (8 + 4) * p * p + p * 192 + 4096
+
+
+def test_the_memory_formula_gives_the_numbers_it_gave():
+    for p, n in GRID:
+        for use_float in (True, False):
+            assert cs.device_bytes(n, p, use_float) == old_device_bytes(n, p, use_float), (p, n)
+        assert cs.replica_bytes(n, p) == old_replica_bytes(n, p), (p, n)
+
+
+def test_the_memory_formula_covers_every_allocation():
+    for p, n in GRID:
+        ld = cs.row_stride(n)
+        for use_float in (True, False):
+            need = cs.device_bytes(n, p, use_float)
+            for multi in (False, True):
+                assert sum(a.nbytes for a in cs.allocations(p, ld, use_float, multi)) <= need
+        replica = cs.allocations(p, ld, True, multi=True, replica=True)
+        assert sum(a.nbytes for a in replica) <= cs.replica_bytes(n, p)
+
+
+def test_a_new_buffer_is_read_with_its_extent():
+    text = HEADER.read_text().replace(
+        "    double *it_score;",
+        "    double *it_new;        /* [p x p, device 0] */\n    double *it_score;")
+    fields = cs.parse(text)
+    names = [f.name for f in fields]
+    assert names.index("it_new") == [f.name for f in cs.FIELDS].index("it_score")
+    new = fields[names.index("it_new")]
+    assert (new.extent, new.flags, new.dtype) == ("p x p", {"device 0"}, np.float64)
+    assert struct.calcsize(cs.state_format(fields)) == cs.STATE_BYTES + 8
+
+
+def _fake_pycuda():
+    """A stand-in for pycuda.driver that records allocations at increasing addresses."""
+    drv = types.ModuleType("pycuda.driver")
+    drv.allocated = []
+
+    class Buffer(int):
+        def free(self):
+            pass
+
+    def mem_alloc(nbytes):
+        addr = 1 << 32 if not drv.allocated else drv.allocated[-1][0] + 4096 + drv.allocated[-1][1]
+        drv.allocated.append((addr, nbytes))
+        return Buffer(addr)
+
+    def pagelocked_zeros(count, dtype, mem_flags=0):
+        return types.SimpleNamespace(
+            array=np.zeros(count, dtype),
+            base=types.SimpleNamespace(get_device_pointer=lambda: 0xABC000))
+
+    drv.mem_alloc = mem_alloc
+    drv.pagelocked_zeros = pagelocked_zeros
+    drv.host_alloc_flags = types.SimpleNamespace(DEVICEMAP=2, PORTABLE=1)
+    pkg = types.ModuleType("pycuda")
+    pkg.driver = drv
+    return pkg, drv
+
+
+@pytest.mark.parametrize("multi, replica", [(False, False), (True, False), (True, True)])
+def test_the_workspace_allocates_the_plan_and_fills_a_state(monkeypatch, multi, replica):
+    from paralingam.search import _cuda, _scheduler
+
+    pkg, drv = _fake_pycuda()
+    monkeypatch.setitem(sys.modules, "pycuda", pkg)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", drv)
+    p, ld = 37, 64
+    ws = _cuda._Workspace(p, ld, True, multi=multi, replica=replica)
+    plan = cs.allocations(p, ld, True, multi, replica)
+    assert [size for _, size in drv.allocated] == [a.nbytes for a in plan]
+    if not multi:
+        assert ws.dev["status_dev"] == 0xABC000
+        assert len(ws.status.array) == cs.STATUS_WORDS
+    else:
+        assert ws.dev["mirror_bytes"] == [a.nbytes for a in plan if a.name == "mirror"][0]
+        ws.dev["status_dev"] = 0xABC000  # (the multi workspace's status word)
+    held = {f.name for f in cs.BUFFERS if f.extent != "host"}
+    if replica:
+        held -= {f.name for f in cs.BUFFERS if "device 0" in f.flags}
+        # the scheduler's replica views take exactly these from the replica
+        assert set(_scheduler.REPLICA_LOCAL) == held - {"corr0"}
+        assert set(_scheduler.WORKER_LOCAL) <= held
+        # what the replica lacks, device 0's workspace provides
+        ws.dev.update({name: 1 << 40 for name in ("lock", "stat", "stat_err")})
+    assert held <= set(ws.dev)
+    # each buffer lies inside its own allocation
+    spans = sorted(drv.allocated)
+    for name in held:
+        assert any(a <= ws.dev[name] < a + size for a, size in spans), name
+    dev, cfg = _dev_and_cfg(np.random.default_rng(3), False)
+    assert len(cs.pack(ws.dev, cfg)) == cs.STATE_BYTES
+
+
+ALIVE = "    int *alive;            /* [p + 1]"
+
+
+@pytest.mark.parametrize("edit, message", [
+    ((ALIVE, ALIVE.replace("[p + 1]", "[q + 1]")), "cannot read the tag"),
+    ((ALIVE, ALIVE.replace("[p + 1]", "")), "needs its extent"),
+    ((ALIVE, ALIVE.replace("[p + 1]", "[p + 1, shared]")), "cannot read the tag"),
+    (("    long long p, n, ld;", "    long long p, n, ld; /* [p + 1] */"), "has an extent"),
+    (("    long long p, n, ld;", "    int p, n, ld;"), "8-byte scalars only"),
+    (("    int *cand;", "    short *cand;"), "not a known buffer type"),
+    (("    int *cand;", "    int *cand, *cand2;"), "cannot read"),
+    (("    int *cand;", "    int *alive;"), "declared twice"),
+    (("    long long magic;", "    long long magic[2];"), "cannot read"),
+])
+def test_the_parser_rejects_what_it_cannot_lay_out(edit, message):
+    text = HEADER.read_text()
+    assert edit[0] in text
+    with pytest.raises(ValueError, match=re.escape(message)):
+        cs.parse(text.replace(edit[0], edit[1], 1))
+
+
+def test_the_parser_names_the_line():
+    text = HEADER.read_text().replace("    int *cand;", "    short *cand;", 1)
+    line = next(i for i, raw in enumerate(text.splitlines(), 1) if "short *cand;" in raw)
+    with pytest.raises(ValueError, match=f"search_state.h line {line}:"):
+        cs.parse(text)
+
+
+def test_no_other_source_lists_the_buffers():
+    # the buffers' names and sizes were written by hand in _cuda.py, _memory.py
+    # and _scheduler.pyx's fill: now only kernels and the scheduler's
+    # multi-device views name them
+    for path in ("paralingam/search/_cuda.py", "paralingam/_memory.py"):
+        text = (ROOT / path).read_text()
+        assert "PER_VARIABLE" not in text and "p * 192" not in text, path
+        assert '"hx_var_err"' not in text and '"final_score"' not in text, path
+    sched = (ROOT / "paralingam/search/_scheduler.pyx").read_text()
+    assert "h.alive" not in sched and "double *hx_var_err" not in sched
+
+
+# ---------------------------------------------------------------- on the GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_state_on_the_device_is_the_packed_layout(dtype):
+    # after a search, the PlSearch the scheduler uploaded reads back, field by
+    # field, as the workspace's addresses and the search's shape
+    import pycuda.driver as drv
+
+    import paralingam
+    from paralingam.search import _cuda
+
+    rng = np.random.default_rng(5)
+    n, p = 300, 7
+    X = rng.uniform(size=(n, p)) @ np.triu(rng.uniform(0.5, 1.5, (p, p)))
+    got_order = paralingam.fit(X, backend="cuda", dtype=dtype).causal_order
+    assert sorted(got_order) == list(range(p))
+    key = (_cuda._context().handle, p, cs.row_stride(n), dtype == "float32")
+    ws = _cuda._WORKSPACES[key]
+    raw = np.empty(cs.STATE_BYTES, np.uint8)
+    drv.memcpy_dtoh(raw, ws.dev["search"])
+    state = dict(zip([f.name for f in cs.FIELDS],
+                     struct.unpack(cs.state_format(cs.FIELDS), raw.tobytes())))
+    for f in cs.FIELDS:
+        if f.pointer:
+            assert state[f.name] == ws.dev["status_dev" if f.name == "status" else f.name], f.name
+    assert (state["p"], state["n"], state["ld"]) == (p, n, cs.row_stride(n))
+    assert (state["use_float"], state["magic"]) == (int(dtype == "float32"), cs.MAGIC)
