@@ -10,13 +10,12 @@ back into them.
 """
 
 import contextlib
-import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import _isa, _memory, _preparation
+from . import _isa, _lapack, _memory, _preparation
 from ._progress import Progress, check_progress
 from ._result import FitResult
 from ._validation import (MAX_THREADS, _as_data_matrix, check_bool, check_choice, check_dtype,
@@ -464,32 +463,39 @@ _blas_controller_libraries = None
 
 
 def _blas_in_this_thread():
-    """A context in which numpy's BLAS runs in the calling thread only.
+    """A context in which numpy's and scipy's BLAS run in the calling thread only.
 
     After each multi-threaded call OpenBLAS's worker threads spin for about
     0.1 s before they sleep: after the covariance product they took the
     cores the CPU search's OpenMP threads need (p=200, n=1024 on 2 cores: the
     search 20% slower), and the search's own threads, spinning after it, slow
     multi-threaded BLAS in the adjacency step. The controller is made once
-    (threadpool_limits scans the loaded libraries on every call: 0.8 ms) and
-    again when scipy's linear algebra, with its own BLAS, has been loaded
-    since: it sees the libraries loaded when it was made. It does not load
-    scipy itself: that import (50-300 ms) would be most of a small first fit,
-    whose steps use numpy's BLAS alone.
+    (threadpool_limits scans the loaded libraries on every call: 0.8 ms),
+    after scipy's LAPACK module, with its own BLAS, is loaded (see
+    :func:`_blas_threads`).
     """
     return _blas_threads().limit(limits=1, user_api="blas")
 
 
 def _blas_threads():
-    """The threadpoolctl controller of the BLAS libraries loaded now (made once per set)."""
+    """The threadpoolctl controller of numpy's and scipy's BLAS (made once).
+
+    scipy's LAPACK module (``paralingam._lapack``: the module alone, not the
+    import of ``scipy.linalg``) is loaded first, although only the adjacency
+    step calls it: a controller made before it is loaded cannot limit its
+    BLAS, and loading it starts that BLAS's worker threads, which spin for
+    about 0.1 s. Loaded inside a fit's adjacency step, its workers ran
+    unlimited and spun beside the next fits' searches, which the busy-core
+    check (``search._cpu``) then ran on fewer threads. Here the first CPU
+    search's load phase loads it, before that search starts.
+    """
     global _blas_controller, _blas_controller_libraries
-    # scipy's BLAS comes with its LAPACK module (loaded alone by _lapack, or by scipy.linalg)
-    libraries = "scipy.linalg._flapack" in sys.modules
-    if _blas_controller is None or libraries != _blas_controller_libraries:
+    flapack = _lapack.flapack()  # a lookup in sys.modules once loaded
+    if _blas_controller is None or _blas_controller_libraries is not flapack:
         from threadpoolctl import ThreadpoolController
 
         _blas_controller = ThreadpoolController()
-        _blas_controller_libraries = libraries
+        _blas_controller_libraries = flapack
     return _blas_controller
 
 

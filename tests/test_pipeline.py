@@ -103,20 +103,6 @@ def test_lapack_falls_back_to_the_package_when_the_file_cannot_be_loaded(monkeyp
     assert _lapack.lapack("dpotrf")[0] is scipy.linalg.lapack.dpotrf
 
 
-def test_blas_controller_is_made_again_once_scipy_blas_is_loaded(monkeypatch):
-    from paralingam import _api
-
-    import scipy.linalg  # noqa: F401  (scipy's BLAS is loaded in this process)
-
-    first = _api._blas_threads()
-    assert _api._blas_threads() is first  # made once per set of libraries
-    # a controller made before scipy.linalg was loaded does not see its BLAS
-    monkeypatch.setattr(_api, "_blas_controller_libraries", False)
-    again = _api._blas_threads()
-    assert again is not first and _api._blas_controller_libraries is True
-    assert _api._blas_threads() is again
-
-
 # ---------------------------------------------------------------------------
 # input preparation: fewer passes, the same bits
 # ---------------------------------------------------------------------------

@@ -1,0 +1,69 @@
+"""The CPU steps' BLAS limit covers scipy's BLAS from a process's first fit on."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("threadpoolctl")
+
+# A fresh process (scipy's LAPACK not loaded yet) records the BLAS libraries'
+# threads inside its first CPU fit's adjacency step, after that step ran.
+FIRST_FIT = """
+import json, sys
+import numpy as np
+from threadpoolctl import threadpool_info
+import paralingam
+from paralingam import _api
+assert "scipy.linalg._flapack" not in sys.modules
+before = [i["filepath"] for i in threadpool_info() if i["user_api"] == "blas"]
+seen = []
+estimate = _api._estimate_adjacency
+def recording(*args, **kwargs):
+    B = estimate(*args, **kwargs)
+    seen.extend((i["filepath"], i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas")
+    return B
+_api._estimate_adjacency = recording
+X = np.random.default_rng(0).laplace(size=(300, 6))
+paralingam.fit(X, backend="cpu")
+after = [(i["filepath"], i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"]
+print(json.dumps({"before": before, "inside": seen, "after": after}))
+"""
+
+
+def test_first_fit_limits_scipy_blas_in_the_adjacency_step():
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("BLAS runs one thread on one core: no limit to observe")
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "3", "OMP_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, "-c", FIRST_FIT], capture_output=True, text=True,
+                         env=env, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    inside, after = seen["inside"], dict(seen["after"])
+    scipy_blas = set(after) - set(seen["before"])  # loaded by the fit: scipy's own
+    if not scipy_blas:
+        pytest.skip("scipy uses numpy's BLAS here: no library of its own to limit")
+    # every BLAS, scipy's too, ran on one thread in the step
+    assert {path for path, _ in inside} >= scipy_blas
+    assert all(threads == 1 for _, threads in inside), inside
+    # and scipy's is back to its default afterwards (numpy's: the same settings)
+    assert all(after[path] == after[seen["before"][0]] > 1 for path in scipy_blas), after
+
+
+def test_blas_controller_sees_scipy_blas_and_is_made_once(monkeypatch):
+    from threadpoolctl import threadpool_info
+
+    from paralingam import _api, _lapack
+
+    monkeypatch.delitem(sys.modules, _lapack.MODULE, raising=False)
+    monkeypatch.setattr(_api, "_blas_controller", None)
+    monkeypatch.setattr(_api, "_blas_controller_libraries", None)
+    first = _api._blas_threads()
+    assert _lapack.MODULE in sys.modules  # loaded before the controller was made
+    assert _api._blas_threads() is first
+    blas = {os.path.realpath(i["filepath"]) for i in threadpool_info() if i["user_api"] == "blas"}
+    assert {os.path.realpath(lib.filepath)
+            for lib in first.select(user_api="blas").lib_controllers} == blas
