@@ -156,3 +156,28 @@ def test_wide_fit_on_cuda_equals_cpu():
     np.testing.assert_array_equal(gpu.causal_order, cpu.causal_order)
     np.testing.assert_allclose(gpu.adjacency_matrix, cpu.adjacency_matrix, rtol=0,
                                atol=1e-9 * max(1.0, np.abs(cpu.adjacency_matrix).max()))
+
+
+@pytest.mark.parametrize("n, p, chunk, cols", [(2000, 6, 512, None), (1537, 40, 100, None),
+                                              (900, 30, 64, [5, 2, 29, 0]), (50, 40, 512, None)])
+def test_streaming_qr_of_the_data_equals_numpy_qr(n, p, chunk, cols):
+    # the data vectors of the minimum-norm rows: R of the centred data in
+    # causal order (its rows may differ from numpy's, its inner products not)
+    rng = np.random.default_rng(n + p)
+    X = rng.standard_normal((n, p)) * rng.uniform(0.01, 100, p) + rng.uniform(-5, 5, p)
+    X[:, 3] = X[:, 1] - 2 * X[:, 4]  # an exact combination: R has a zero pivot
+    X[:7] *= 1e3  # outlying rows
+    order = rng.permutation(p) if cols is None else np.array(cols)
+    R = _least_squares._centred_triangular_factor(X, order, chunk=chunk)
+    Xc = X[:, order] - X[:, order].mean(axis=0)
+    want = np.linalg.qr(Xc / np.sqrt(n), mode="r")
+    assert R.shape == (len(order), len(order)) and not np.tril(R, -1).any()
+    # (past the zero pivot R is not unique: only its inner products are)
+    np.testing.assert_allclose(R.T @ R, want.T @ want, rtol=0,
+                               atol=1e-12 * np.abs(want.T @ want).max())
+    # float32 input is centred in float64, as the plain copy was
+    R32 = _least_squares._centred_triangular_factor(X.astype(np.float32), order, chunk=chunk)
+    X32 = X.astype(np.float32).astype(np.float64)[:, order]
+    want32 = np.linalg.qr((X32 - X32.mean(axis=0)) / np.sqrt(n), mode="r")
+    np.testing.assert_allclose(R32.T @ R32, want32.T @ want32, rtol=0,
+                               atol=1e-12 * np.abs(want32.T @ want32).max())

@@ -18,6 +18,10 @@ from ._common import (ADJACENCY_BACKENDS, SINGULAR_TOL, _EPS, _checked_inputs, _
 from ._min_norm import _min_norm_rows
 from ._prior import SCHUR_MAX_EXCLUDED, _inverse_factor, _row_without, allowed_predictors
 
+# Rows per step of the streaming QR of the data (_centred_triangular_factor):
+# a chunk of up to a few hundred columns stays in cache.
+TSQR_CHUNK = 512
+
 
 def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatter=None):
     """Least-squares regression of each variable on all earlier ones.
@@ -155,10 +159,47 @@ def _data_vectors(X, order):
     ``p`` rows instead of ``n``).
     """
     n, p = X.shape
+    if n > p:
+        return _centred_triangular_factor(X, order)
     Xc = np.array(X[:, order], dtype=np.float64)  # one copy, centred and scaled in place
     Xc -= Xc.mean(axis=0)
     Xc /= np.sqrt(n)
-    return np.linalg.qr(Xc, mode="r") if n > p else Xc
+    return Xc
+
+
+def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK):
+    """``R`` (p x p, upper) of the QR decomposition of ``X[:, order]`` centred, over ``sqrt(n)``.
+
+    A streaming TSQR: the factor of the first rows, then each further chunk
+    of rows folded in by one triangular-pentagonal QR (LAPACK ``dtpqrt``,
+    Householder reflections as ``dgeqrf``'s, so as backward stable). A chunk
+    stays in cache where ``dgeqrf`` on all ``n`` rows streams the tall panel
+    from memory once per reflector, and no centred copy of the whole data is
+    made. ``R`` may differ from ``numpy.linalg.qr``'s (the signs of its rows;
+    past a zero pivot ``R`` is not unique), but ``R^T R``, the inner products
+    every regression uses, is the same to rounding.
+    """
+    from scipy.linalg.lapack import dtpqrt
+
+    n, p = X.shape[0], len(order)
+    mean = X.mean(axis=0, dtype=np.float64)[order]
+    scale = 1.0 / np.sqrt(n)
+
+    def rows(start, stop):  # centred, scaled rows in causal order, Fortran order for LAPACK
+        block = np.array(X[start:stop][:, order], dtype=np.float64, order="F")
+        block -= mean
+        block *= scale
+        return block
+
+    head = min(n, max(chunk, p))
+    R = np.asfortranarray(np.linalg.qr(rows(0, head), mode="r"))
+    block_size = max(1, min(32, p))
+    for start in range(head, n, chunk):
+        R, _, _, info = dtpqrt(0, block_size, R, rows(start, min(start + chunk, n)),
+                               overwrite_a=1, overwrite_b=1)
+        if info != 0:
+            raise np.linalg.LinAlgError(f"dtpqrt failed (info={info})")
+    return np.triu(R)
 
 
 def _ols_on_predecessors(gram):
