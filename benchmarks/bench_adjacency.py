@@ -25,9 +25,10 @@ import numpy as np
 import paralingam
 # the private steps, as fit and the estimator call them on checked data (the
 # public functions add the input checks, an O(n p) pass)
-from paralingam.adjacency import _adaptive_lasso_adjacency as adaptive_lasso_adjacency
-from paralingam.adjacency import _ols_adjacency as ols_adjacency
-from paralingam.adjacency import _scatter
+from paralingam.adjacency._adaptive_lasso import (
+    _adaptive_lasso_adjacency as adaptive_lasso_adjacency)
+from paralingam.adjacency._common import _scatter
+from paralingam.adjacency._least_squares import _ols_adjacency as ols_adjacency
 from paralingam.datasets import make_lingam_data
 
 import _common  # noqa: E402  (benchmarks/ is on sys.path when run as a script)

@@ -78,8 +78,8 @@ def time_adjacency_engines(X, n_threads=None):
     """One adaptive-lasso adjacency of ``X`` per engine: seconds (median of repeats)."""
     import paralingam
     # the private step, as fit runs it on checked data
-    from paralingam.adjacency import _adaptive_lasso_adjacency as adaptive_lasso_adjacency
-    from paralingam.adjacency import _compiled_lasso
+    from paralingam.adjacency._adaptive_lasso import (_adaptive_lasso_adjacency as
+                                                      adaptive_lasso_adjacency, _compiled_lasso)
 
     order = np.asarray(paralingam.fit(X, backend="cpu").causal_order, dtype=np.intp)
     runs = [("sklearn", {"engine": "sklearn"}, 1)]

@@ -16,7 +16,7 @@ ones, columns shuffled: exact combinations follow nearly dependent variables).
 ``--loop`` also times the row-by-row route for blocks of dependent variables
 (one rotation sweep of the basis factor per variable, the only route before
 blocks of dependent variables were solved in BLAS-3 by
-``adjacency._dependent_block``), on the same data in the same process.
+``adjacency._min_norm._dependent_block``), on the same data in the same process.
 Prints a table and writes JSON. Speed is measured here, never in unit tests.
 """
 
@@ -25,9 +25,10 @@ import platform
 
 import numpy as np
 
-from paralingam import adjacency
-from paralingam.adjacency import _ols_adjacency as ols_adjacency  # fit's step, on checked data
-from paralingam.adjacency import _scatter
+from paralingam.adjacency import _min_norm
+from paralingam.adjacency._common import _scatter
+# fit's step, on checked data
+from paralingam.adjacency._least_squares import _ols_adjacency as ols_adjacency
 
 import _common  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from _common import median_time  # noqa: E402
@@ -91,13 +92,13 @@ def main():
                "worst_relative_difference": worst, "worst_over_bound": worst_units}
         line = f"{case:<22} {rank:>6} {med:>12.3f} s {worst:>15.2e} {worst_units:>14.2e}"
         if args.loop:
-            blocks = adjacency._dependent_block
-            adjacency._dependent_block = lambda *a, **k: None  # the loop for every block
+            blocks = _min_norm._dependent_block
+            _min_norm._dependent_block = lambda *a, **k: None  # the loop for every block
             try:
                 loop_med, loop_times, B_loop = median_time(
                     lambda: ols_adjacency(X, order, scatter=scatter), args.repeats)
             finally:
-                adjacency._dependent_block = blocks
+                _min_norm._dependent_block = blocks
             row.update(row_by_row_median_s=loop_med, row_by_row_times_s=loop_times,
                        max_abs_difference_to_row_by_row=float(np.abs(B - B_loop).max()))
             line += f" {loop_med:>10.3f} s {row['max_abs_difference_to_row_by_row']:>10.1e}"

@@ -20,7 +20,8 @@ from ._progress import Progress, check_progress
 from ._result import FitResult
 from ._validation import (MAX_THREADS, _as_data_matrix, check_bool, check_choice, check_dtype,
                           check_int, check_positive, default_threads, user_stacklevel)
-from .adjacency import _estimate_adjacency, _scaled_back
+from .adjacency import _estimate_adjacency
+from .adjacency._common import _scaled_back
 from .search import _backends
 from .search._tuning import Tuning, check_tuning
 from .search.policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError, initial_noise

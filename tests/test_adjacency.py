@@ -6,6 +6,7 @@ from lingam_oracle import lingam_module
 from lingam_cases import lingam_adjacency, random_prior_knowledge, tutorial_data
 
 from paralingam import adjacency
+from paralingam.adjacency import _adaptive_lasso, _least_squares
 from paralingam.search import reference
 from paralingam.adjacency import (
     adaptive_lasso_adjacency,
@@ -186,9 +187,10 @@ def test_compiled_engine_hands_degenerate_targets_to_sklearn(lingam_data, monkey
     # (Weights solved per target, as the engine does without the minimum-norm
     # rows: with them this path takes no degenerate branch, see
     # test_rank_deficient.py::test_near_copies_follow_sklearn_path_on_the_same_weights.)
-    from paralingam.adjacency import AdjacencyWarning, _scatter
+    from paralingam.adjacency import AdjacencyWarning
+    from paralingam.adjacency._common import _scatter
 
-    monkeypatch.setattr(adjacency, "_min_norm_weights",
+    monkeypatch.setattr(_adaptive_lasso, "_min_norm_weights",
                         lambda X, order, std, gram, coef, rss, solved: (coef, rss, solved))
     X = np.array(lingam_data(8, 200, "sparse", 214)[0])
     X[:, 3] = X[:, 0] + 1e-9 * np.random.default_rng(0).standard_normal(200)
@@ -228,7 +230,7 @@ def _path_drops(X, order):
     """How many times sklearn's LARS paths of the adaptive lasso drop a predictor."""
     from sklearn.linear_model import lars_path_gram
 
-    from paralingam.adjacency import _scatter
+    from paralingam.adjacency._common import _scatter
 
     n = len(X)
     S = _scatter(X)[1]
@@ -264,7 +266,8 @@ def test_compiled_engine_follows_sklearn_through_drops():
 def test_compiled_engine_past_max_iter_equals_sklearn():
     # Targets with more than 500 predictors: the path stops at LassoLarsIC's
     # max_iter with 500 active predictors at most.
-    from paralingam.adjacency import _adaptive_lasso_row_sklearn, _scatter
+    from paralingam.adjacency._adaptive_lasso import _adaptive_lasso_row_sklearn
+    from paralingam.adjacency._common import _scatter
 
     p, n = 520, 1200
     X = _mixed_data(p, n, 4)[:, np.random.default_rng(4).permutation(p)]
@@ -380,8 +383,8 @@ def test_ols_under_prior_knowledge_few_exclusions_from_the_whole_factor(copy_noi
     pk[:, order[5]] = 0
     pk[order[5], order[5]] = -1
     calls = []
-    host_rows = adjacency._ols_rows_host
-    monkeypatch.setattr(adjacency, "_ols_rows_host",
+    host_rows = _least_squares._ols_rows_host
+    monkeypatch.setattr(_least_squares, "_ols_rows_host",
                         lambda *a: calls.append(1) or host_rows(*a))
     B = ols_adjacency(X, order, prior_knowledge=pk)
     if copy_noise is None:
@@ -413,8 +416,8 @@ def test_ols_under_prior_knowledge_ill_conditioned_predecessors_refuse_the_schur
     pk = -np.ones((p, p))
     pk[8, 1] = 0
     calls = []
-    host_rows = adjacency._ols_rows_host
-    monkeypatch.setattr(adjacency, "_ols_rows_host",
+    host_rows = _least_squares._ols_rows_host
+    monkeypatch.setattr(_least_squares, "_ols_rows_host",
                         lambda *a: calls.append(1) or host_rows(*a))
     B = ols_adjacency(X, np.arange(p), prior_knowledge=pk)
     assert len(calls) == 2  # the whole order, then target 8 on its own
@@ -444,7 +447,7 @@ def test_ols_under_prior_knowledge_exact_combination_of_near_copies(seed):
 
 
 def test_least_squares_on_predecessors_from_one_factor():
-    from paralingam.adjacency import _ols_on_predecessors
+    from paralingam.adjacency._least_squares import _ols_on_predecessors
 
     rng = np.random.default_rng(7)
     X = rng.standard_normal((300, 12))
@@ -462,7 +465,8 @@ def test_least_squares_on_predecessors_from_one_factor():
 
 
 def test_compiled_engine_weights_from_the_factor_equal_per_target_solves(lingam_data):
-    from paralingam.adjacency import _ols_on_predecessors, _scatter
+    from paralingam.adjacency._least_squares import _ols_on_predecessors
+    from paralingam.adjacency._common import _scatter
 
     X, _, order = lingam_data(70, 500, "dense", 216)
     X = np.asarray(X)[:, order]
@@ -508,7 +512,7 @@ def test_compiled_engine_follows_sklearn_where_the_path_drops_a_predictor(seed, 
     y = 0.3 * X @ rng.standard_normal(k) + rng.laplace(size=n)
     assert _lars_path_drops(X, y)
     data = np.column_stack([X, y])
-    lasso = adjacency._compiled_lasso()
+    lasso = _adaptive_lasso._compiled_lasso()
     fallbacks = []
 
     def recording(*args, **kwargs):
@@ -519,7 +523,7 @@ def test_compiled_engine_follows_sklearn_where_the_path_drops_a_predictor(seed, 
     class Recording:
         adaptive_lasso_rows = staticmethod(recording)
 
-    monkeypatch.setattr(adjacency, "_compiled_lasso", lambda: Recording)
+    monkeypatch.setattr(_adaptive_lasso, "_compiled_lasso", lambda: Recording)
     order = list(range(k + 1))
     got = adaptive_lasso_adjacency(data, order, engine="compiled", n_threads=1)
     assert fallbacks and not np.concatenate(fallbacks).any()

@@ -186,7 +186,7 @@ def test_gpu_adjacency_fault_falls_back_and_records_sticky_faults(monkeypatch, s
     # unusable; a non-sticky one must not. Either way the matrix comes from
     # the CPU engine, with a warning.
     from paralingam import _gpu, adjacency
-    from paralingam.adjacency import _cuda_adjacency
+    from paralingam.adjacency import _adaptive_lasso, _cuda_adjacency, _least_squares
 
     drv = _fake_driver(sticky)
     pycuda = types.ModuleType("pycuda")
@@ -210,7 +210,7 @@ def test_gpu_adjacency_fault_falls_back_and_records_sticky_faults(monkeypatch, s
 
     def host_least_squares(fns, gram, tol, blocks):
         calls.append("_ols_launch")
-        coef, rss, solved = adjacency._ols_on_predecessors(gram)
+        coef, rss, solved = _least_squares._ols_on_predecessors(gram)
         return coef, rss, solved
 
     def no_paths(fn, gram, targets, *args):
@@ -221,7 +221,7 @@ def test_gpu_adjacency_fault_falls_back_and_records_sticky_faults(monkeypatch, s
     monkeypatch.setattr(_cuda_adjacency, "_ols_launch", host_least_squares)
     monkeypatch.setattr(_cuda_adjacency, "_launch", no_paths)
     monkeypatch.setattr(_cuda_adjacency, failing, failing_launch)
-    monkeypatch.setattr(adjacency, "CUDA_LASSO_MIN_FEATURES", 0)
+    monkeypatch.setattr(_adaptive_lasso, "CUDA_LASSO_MIN_FEATURES", 0)
     step = "least squares" if failing == "_ols_launch" else "adaptive lasso"
     with pytest.warns(RuntimeWarning) as record:
         got = adjacency.adaptive_lasso_adjacency(X, list(range(6)), backend="cuda")

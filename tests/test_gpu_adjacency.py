@@ -19,9 +19,9 @@ pytestmark = pytest.mark.gpu
 @pytest.fixture(autouse=True)
 def gpu_at_every_size(monkeypatch):
     """Send every size to the GPU (by default small problems stay on the CPU)."""
-    from paralingam import adjacency
+    from paralingam.adjacency import _adaptive_lasso
 
-    monkeypatch.setattr(adjacency, "CUDA_LASSO_MIN_FEATURES", 0)
+    monkeypatch.setattr(_adaptive_lasso, "CUDA_LASSO_MIN_FEATURES", 0)
 
 
 def mixed_data(p, n, seed):
@@ -117,7 +117,8 @@ def test_estimator_on_cuda_equals_lingam(lingam_data):
                                         (333, 2000, 3)])
 def test_gpu_least_squares_factor_equals_host(p, n, seed):
     from paralingam.adjacency import _cuda_adjacency
-    from paralingam.adjacency import SINGULAR_TOL, _ols_on_predecessors
+    from paralingam.adjacency import SINGULAR_TOL
+    from paralingam.adjacency._least_squares import _ols_on_predecessors
 
     X = mixed_data(p, n, seed)
     G = X.T @ X
@@ -130,7 +131,8 @@ def test_gpu_least_squares_factor_equals_host(p, n, seed):
 
 def test_gpu_least_squares_factor_stops_at_a_singular_pivot():
     from paralingam.adjacency import _cuda_adjacency
-    from paralingam.adjacency import SINGULAR_TOL, _ols_on_predecessors
+    from paralingam.adjacency import SINGULAR_TOL
+    from paralingam.adjacency._least_squares import _ols_on_predecessors
 
     rng = np.random.default_rng(8)
     X = rng.standard_normal((500, 90))
@@ -189,7 +191,8 @@ def test_gpu_least_squares_factor_panel_edges(p, bad):
     # first of the next, and inside a single short panel: rows before it are
     # solved, the rest left to the host
     from paralingam.adjacency import _cuda_adjacency
-    from paralingam.adjacency import SINGULAR_TOL, _ols_on_predecessors
+    from paralingam.adjacency import SINGULAR_TOL
+    from paralingam.adjacency._least_squares import _ols_on_predecessors
 
     rng = np.random.default_rng(bad)
     X = rng.laplace(size=(400, p))

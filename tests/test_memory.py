@@ -8,6 +8,7 @@ import pytest
 
 import paralingam
 from paralingam import _api, _memory, _preparation, adjacency
+from paralingam.adjacency import _adaptive_lasso, _least_squares
 from paralingam.lingam import bootstrap
 from paralingam._memory import InsufficientMemoryError
 
@@ -215,9 +216,9 @@ def test_estimates_bound_the_measured_peaks(n, p, singular):
                         lambda: _api._search_cpu(data.copy(), True, 1e-4, 2.0, 1e-10, 1e-10, 1,
                                                  {}, False)),
         "ols": ratio(_memory.ols_bytes(n, p) + (_memory.min_norm_bytes(n, p) if singular else 0),
-                     lambda: adjacency._ols_adjacency(data, order)),
+                     lambda: _least_squares._ols_adjacency(data, order)),
         "lasso": ratio(_memory.adaptive_lasso_bytes(n, p, 1),
-                       lambda: adjacency._adaptive_lasso_adjacency(data, order, n_threads=1))
+                       lambda: _adaptive_lasso._adaptive_lasso_adjacency(data, order, n_threads=1))
         if n > p + 1 else 1.0,
         "total effects": ratio(_memory.total_effects_bytes(p),
                                lambda: bootstrap.total_effects(np.tril(np.ones((p, p)), -1),

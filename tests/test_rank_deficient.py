@@ -4,7 +4,7 @@ Past the first variable that is an exact combination of earlier ones, every
 target's predecessors are dependent: its least-squares weights are the
 minimum-norm solution (lingam's ``LinearRegression``, the reference engine's
 ``lstsq``). The compiled engine gets them from one Gram-Schmidt pass
-(``adjacency._min_norm_weights``) instead of handing each such target to
+(``_adaptive_lasso._min_norm_weights``) instead of handing each such target to
 scikit-learn. Targets that are themselves exactly explained have a noise
 variance of rounding size, so BIC's choice along their path is decided by
 rounding in every implementation (lingam's too): there only the fit is
@@ -16,7 +16,7 @@ import pytest
 from lingam_cases import lingam_adjacency
 
 import paralingam
-from paralingam import adjacency
+from paralingam.adjacency import _adaptive_lasso, _common, _least_squares
 from paralingam.adjacency import adaptive_lasso_adjacency
 
 pytest.importorskip("paralingam.adjacency._lasso", reason="the compiled adaptive lasso is not built")
@@ -74,13 +74,13 @@ def dependent_targets(X, order):
 def sklearn_fallbacks(monkeypatch):
     """Count the targets handed to scikit-learn's path."""
     calls = []
-    original = adjacency._adaptive_lasso_row_sklearn
+    original = _adaptive_lasso._adaptive_lasso_row_sklearn
 
     def counted(*args, **kwargs):
         calls.append(args[2])
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(adjacency, "_adaptive_lasso_row_sklearn", counted)
+    monkeypatch.setattr(_adaptive_lasso, "_adaptive_lasso_row_sklearn", counted)
     return calls
 
 
@@ -143,16 +143,16 @@ def test_dependent_predecessors_with_outliers_and_prior_knowledge(monkeypatch):
 def test_min_norm_weights_are_minimum_norm_least_squares(qr, monkeypatch):
     # Both routes (QR of the data first, or Gram-Schmidt on the n-row columns)
     # give pinv-least squares on the standardised predecessors.
-    monkeypatch.setattr(adjacency, "MIN_NORM_QR_RANK", 10 ** 6 if qr else 0)
+    monkeypatch.setattr(_adaptive_lasso, "MIN_NORM_QR_RANK", 10 ** 6 if qr else 0)
     X = rank_deficient(40, 300, 28, 331)
     order = order_of(X)
     n, p = X.shape
-    _, S = adjacency._scatter(X)
+    _, S = _common._scatter(X)
     std = np.sqrt(np.diag(S) / n)
     gram = (S / np.outer(std, std))[np.ix_(order, order)]
-    coef, rss, solved = adjacency._ols_on_predecessors(gram)
+    coef, rss, solved = _least_squares._ols_on_predecessors(gram)
     assert not solved.all()
-    coef2, rss2, filled = adjacency._min_norm_weights(X, order, std, gram, coef, rss, solved)
+    coef2, rss2, filled = _adaptive_lasso._min_norm_weights(X, order, std, gram, coef, rss, solved)
     assert filled.all()
     np.testing.assert_array_equal(coef2[solved], coef[solved])
     Z = (X - X.mean(axis=0)) / std
@@ -173,7 +173,7 @@ def test_full_rank_data_keep_the_factor_weights(monkeypatch):
     def unexpected(*args):
         raise AssertionError("minimum-norm weights on full-rank data")
 
-    monkeypatch.setattr(adjacency, "_min_norm_weights", unexpected)
+    monkeypatch.setattr(_adaptive_lasso, "_min_norm_weights", unexpected)
     got = adaptive_lasso_adjacency(X, order, engine="compiled")
     np.testing.assert_allclose(got, lingam_adjacency(X, order), rtol=0, atol=1e-8)
 
@@ -209,14 +209,15 @@ def test_near_copies_follow_sklearn_path_on_the_same_weights(monkeypatch):
     assert np.isfinite(got).all()
 
     n, p = X.shape
-    _, S = adjacency._scatter(X)
+    _, S = _common._scatter(X)
     std = np.sqrt(np.diag(S) / n)
     gram = S / np.outer(std, std)
     gram_ord = gram[np.ix_(order, order)]
-    coef, rss, solved = adjacency._ols_on_predecessors(gram_ord)
-    coef, rss, filled = adjacency._min_norm_weights(X, order, std, gram_ord, coef, rss, solved)
+    coef, rss, solved = _least_squares._ols_on_predecessors(gram_ord)
+    coef, rss, filled = _adaptive_lasso._min_norm_weights(X, order, std, gram_ord, coef, rss,
+                                                          solved)
     assert filled.all() and not solved.all()
-    solve_spd = adjacency._solve_spd
+    solve_spd = _adaptive_lasso._solve_spd
     for k in range(1, p):
         weights = iter([coef[k, :k]])  # the first solve is the weights, the next the refit
 
@@ -224,9 +225,9 @@ def test_near_copies_follow_sklearn_path_on_the_same_weights(monkeypatch):
             return next(weights, None) if len(b) == k and A.shape == (k, k) and \
                 np.array_equal(b, gram[order[:k], order[k]]) else solve_spd(A, b)
 
-        monkeypatch.setattr(adjacency, "_solve_spd", solve)
-        kept, row, _ = adjacency._adaptive_lasso_row_sklearn(gram, S, order[k], order[:k], n,
-                                                             1.0)
+        monkeypatch.setattr(_adaptive_lasso, "_solve_spd", solve)
+        kept, row, _ = _adaptive_lasso._adaptive_lasso_row_sklearn(gram, S, order[k],
+                                                                   order[:k], n, 1.0)
         expected = np.zeros(p)
         expected[kept] = row
         np.testing.assert_allclose(got[order[k]], expected, rtol=0, atol=1e-10)

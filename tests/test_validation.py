@@ -534,7 +534,7 @@ def test_adjacency_functions_of_tiny_columns_are_rescaled(name, scale):
 @pytest.mark.parametrize("name", ["ols_adjacency", "adaptive_lasso_adjacency",
                                   "estimate_adjacency"])
 def test_adjacency_functions_rescale_a_given_scatter_matrix(name):
-    from paralingam.adjacency import _scatter
+    from paralingam.adjacency._common import _scatter
 
     f, kwargs = _adjacency_functions()[name], _ONE_THREAD[name]
     X = _chain() * np.array([1.0, 1e100, 1e-100, 3.0])
@@ -702,7 +702,7 @@ def test_adjacency_functions_check_prior_knowledge_as_fit(name, value, message):
 @pytest.mark.parametrize("name", ["ols_adjacency", "adaptive_lasso_adjacency",
                                   "estimate_adjacency"])
 def test_adjacency_functions_refuse_a_scatter_that_is_not_finite(name, capfd):
-    from paralingam.adjacency import _scatter
+    from paralingam.adjacency._common import _scatter
 
     f, kwargs = _adjacency_functions()[name], _ONE_THREAD[name]
     with pytest.raises(ValueError, match=r"scatter must hold finite numbers; got NaN or "

@@ -1,11 +1,11 @@
 """Least squares on wide and rank-deficient data: the BLAS-3 routes of
-``adjacency._min_norm_rows`` against ``numpy.linalg.lstsq``, scikit-learn's
+``_min_norm._min_norm_rows`` against ``numpy.linalg.lstsq``, scikit-learn's
 ``LinearRegression`` (lingam's least squares) and the row-by-row route."""
 
 import numpy as np
 import pytest
 
-from paralingam import adjacency
+from paralingam.adjacency import _least_squares, _min_norm
 from paralingam.adjacency import ols_adjacency
 
 EPS = np.finfo(float).eps
@@ -32,7 +32,7 @@ def _wide(n, p, seed, outliers=False):
 def _spy(monkeypatch):
     """Count the calls of _dependent_block and _independent_rows, and their refusals."""
     calls = {"block": 0, "refused": 0, "lead": 0}
-    block, lead = adjacency._dependent_block, adjacency._independent_rows
+    block, lead = _min_norm._dependent_block, _min_norm._independent_rows
 
     def spy_block(*args, **kwargs):
         Y = block(*args, **kwargs)
@@ -44,8 +44,8 @@ def _spy(monkeypatch):
         calls["lead"] += 1
         return lead(*args, **kwargs)
 
-    monkeypatch.setattr(adjacency, "_dependent_block", spy_block)
-    monkeypatch.setattr(adjacency, "_independent_rows", spy_lead)
+    monkeypatch.setattr(_min_norm, "_dependent_block", spy_block)
+    monkeypatch.setattr(_min_norm, "_independent_rows", spy_lead)
     return calls
 
 
@@ -60,7 +60,7 @@ def test_wide_blocks_equal_lstsq_and_the_row_by_row_route(n, p, seed, outliers, 
     for k, want, tol in _lstsq_rows(X, order, range(1, p, 3)):
         np.testing.assert_allclose(B[order[k], order[:k]], want, rtol=0, atol=tol)
         assert not B[order[k], order[k:]].any()
-    monkeypatch.setattr(adjacency, "_dependent_block", lambda *a, **k: None)
+    monkeypatch.setattr(_min_norm, "_dependent_block", lambda *a, **k: None)
     B_loop = ols_adjacency(X, order)
     np.testing.assert_allclose(B, B_loop, rtol=0, atol=1e-9 * max(1.0, np.abs(B).max()))
 
@@ -83,8 +83,8 @@ def test_independent_run_from_one_qr_equals_lstsq(first, monkeypatch):
     # them come from one QR, the dependent ones from blocks
     X, order = _wide(40, 330, 305)
     calls = _spy(monkeypatch)
-    V = adjacency._data_vectors(X, order)
-    rows = adjacency._min_norm_rows(V, first)
+    V = _least_squares._data_vectors(X, order)
+    rows = _min_norm._min_norm_rows(V, first)
     assert calls["lead"] == 1 and calls["block"] >= 1 and calls["refused"] == 0
     for k, want, tol in _lstsq_rows(X, order, range(first, 330, 7)):
         np.testing.assert_allclose(rows[k - first, :k], want, rtol=0, atol=tol)
@@ -98,7 +98,7 @@ def test_dependent_block_equals_direct_minimum_norm_solutions():
     C0, W = rng.standard_normal((m, k0)), rng.standard_normal((m, b))
     G0 = C0 @ C0.T
     R0 = np.linalg.qr(C0.T, mode="r")
-    Y = adjacency._dependent_block(R0, G0, W)
+    Y = _min_norm._dependent_block(R0, G0, W)
     for i in range(b):
         Gk = G0 + W[:, :i] @ W[:, :i].T
         np.testing.assert_allclose(Y[:, i], np.linalg.solve(Gk, W[:, i]), rtol=0,
@@ -110,23 +110,23 @@ def test_dependent_block_refuses_a_singular_start():
     R0 = np.triu(rng.standard_normal((10, 10)))
     R0[4, 4] = 0.0  # not a factor of a positive definite matrix
     W = rng.standard_normal((10, 6))
-    assert adjacency._dependent_block(R0, R0.T @ R0, W) is None
+    assert _min_norm._dependent_block(R0, R0.T @ R0, W) is None
 
 
 def test_refused_blocks_fall_back_to_the_row_by_row_route(monkeypatch):
     # a block refused (here the first) goes to the loop; later blocks start
     # from the factor the loop updated, with the same rows as all-loop
     X, order = _wide(30, 700, 308)
-    block, seen = adjacency._dependent_block, []
+    block, seen = _min_norm._dependent_block, []
 
     def refuse_first(*args, **kwargs):
         seen.append(1)
         return None if len(seen) == 1 else block(*args, **kwargs)
 
-    monkeypatch.setattr(adjacency, "_dependent_block", refuse_first)
+    monkeypatch.setattr(_min_norm, "_dependent_block", refuse_first)
     B = ols_adjacency(X, order)
     assert len(seen) >= 2
-    monkeypatch.setattr(adjacency, "_dependent_block", lambda *a, **k: None)
+    monkeypatch.setattr(_min_norm, "_dependent_block", lambda *a, **k: None)
     B_loop = ols_adjacency(X, order)
     np.testing.assert_allclose(B, B_loop, rtol=0, atol=1e-9 * max(1.0, np.abs(B).max()))
     for k, want, tol in _lstsq_rows(X, order, range(25, 700, 23)):
@@ -156,3 +156,28 @@ def test_wide_fit_on_cuda_equals_cpu():
     np.testing.assert_array_equal(gpu.causal_order, cpu.causal_order)
     np.testing.assert_allclose(gpu.adjacency_matrix, cpu.adjacency_matrix, rtol=0,
                                atol=1e-9 * max(1.0, np.abs(cpu.adjacency_matrix).max()))
+
+
+@pytest.mark.parametrize("n, p, chunk, cols", [(2000, 6, 512, None), (1537, 40, 100, None),
+                                              (900, 30, 64, [5, 2, 29, 0]), (50, 40, 512, None)])
+def test_streaming_qr_of_the_data_equals_numpy_qr(n, p, chunk, cols):
+    # the data vectors of the minimum-norm rows: R of the centred data in
+    # causal order (its rows may differ from numpy's, its inner products not)
+    rng = np.random.default_rng(n + p)
+    X = rng.standard_normal((n, p)) * rng.uniform(0.01, 100, p) + rng.uniform(-5, 5, p)
+    X[:, 3] = X[:, 1] - 2 * X[:, 4]  # an exact combination: R has a zero pivot
+    X[:7] *= 1e3  # outlying rows
+    order = rng.permutation(p) if cols is None else np.array(cols)
+    R = _least_squares._centred_triangular_factor(X, order, chunk=chunk)
+    Xc = X[:, order] - X[:, order].mean(axis=0)
+    want = np.linalg.qr(Xc / np.sqrt(n), mode="r")
+    assert R.shape == (len(order), len(order)) and not np.tril(R, -1).any()
+    # (past the zero pivot R is not unique: only its inner products are)
+    np.testing.assert_allclose(R.T @ R, want.T @ want, rtol=0,
+                               atol=1e-12 * np.abs(want.T @ want).max())
+    # float32 input is centred in float64, as the plain copy was
+    R32 = _least_squares._centred_triangular_factor(X.astype(np.float32), order, chunk=chunk)
+    X32 = X.astype(np.float32).astype(np.float64)[:, order]
+    want32 = np.linalg.qr((X32 - X32.mean(axis=0)) / np.sqrt(n), mode="r")
+    np.testing.assert_allclose(R32.T @ R32, want32.T @ want32, rtol=0,
+                               atol=1e-12 * np.abs(want32.T @ want32).max())

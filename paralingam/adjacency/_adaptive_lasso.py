@@ -1,0 +1,429 @@
+"""lingam's adaptive-lasso adjacency matrix, from one scatter matrix.
+
+The rows of all targets run in the compiled engine (``_lasso``, OpenMP), on
+the GPU from ``CUDA_LASSO_MIN_FEATURES`` variables on
+(:func:`_adaptive_lasso_rows_cuda`), and with sklearn's LARS path
+(:func:`_adaptive_lasso_row_sklearn`) where the engine is not built or hands
+a target back. The adaptive weights are least squares on all predecessors:
+one factor for all targets (:mod:`._least_squares`), minimum-norm rows past
+a dependent variable (:func:`_min_norm_weights`).
+"""
+
+import warnings
+
+import numpy as np
+
+from .. import _memory
+from .._progress import Progress
+from .._validation import check_positive, default_threads, user_stacklevel
+from ._common import (ADJACENCY_BACKENDS, SINGULAR_TOL, AdjacencyWarning, _checked_inputs,
+                      _scaled_back, _scatter)
+from ._least_squares import _data_vectors, _least_squares_factor, _on_gpu
+from ._min_norm import _min_norm_rows
+from ._prior import allowed_predictors
+
+
+# The GPU runs the adaptive lasso (weights factor and paths) from this many
+# variables on: one block per target wins once paths are long (H100,
+# benchmarks/bench_adjacency_h100.log: p=500 0.10 s against 0.43 s on 16 host
+# cores), while at p=100 a resample's paths took ~12 ms on the GPU against
+# ~5 ms on the host (bench_bootstrap).
+CUDA_LASSO_MIN_FEATURES = 256
+
+# The adaptive lasso's minimum-norm weights reduce the data to p rows by QR
+# first (O(n p^2)) only when the rank exceeds p / MIN_NORM_QR_RANK; below it,
+# Gram-Schmidt on the n-row columns (O(n p r)) costs less.
+MIN_NORM_QR_RANK = 4
+
+# sklearn's LassoLarsIC defaults, which lingam uses unchanged.
+_LARS_MAX_ITER = 500
+
+_LARS_EPS = np.finfo(np.float64).eps
+
+
+def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0,
+                             n_threads=None, engine="auto", backend=None, scatter=None):
+    """lingam's adaptive-lasso adjacency matrix, computed from one scatter matrix.
+
+    For each variable (after the first) in the causal order, with the earlier
+    variables as predictors, on standardised data:
+
+    1. least squares gives weights ``w = |b_ols| ** gamma``;
+    2. the lasso path of the target on the weighted predictors (LARS) is
+       scored with BIC (noise variance from the least-squares fit), and the
+       predictors active at the best point are kept;
+    3. the target is regressed on the kept predictors on the original scale.
+
+    This is lingam 1.13's ``predict_adaptive_lasso`` step for step (sklearn's
+    ``LassoLarsIC(criterion="bic")`` path and criterion), but the data are
+    standardised once and every regression is solved from the scatter matrix
+    instead of from the samples: the LARS path takes the Gram matrix sklearn
+    would compute itself, and the residual sums of squares along the path come
+    from the Gram matrix too.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_samples, n_features)
+    causal_order : sequence of int
+    prior_knowledge : array-like, shape (n_features, n_features), optional
+        ``prior_knowledge[i, j] == 0`` removes ``j`` from the predictors of ``i``.
+    gamma : float
+        Exponent of the adaptive weights, a finite number > 0 (lingam's
+        default 1).
+    n_threads : int, optional
+        Threads of the compiled engine, 1..1024 (default: all cores, or
+        ``OMP_NUM_THREADS`` up to the number of cores).
+    engine : {"auto", "compiled", "sklearn"}
+        ``"compiled"``: paralingam's port of sklearn's LARS path
+        (``paralingam.adjacency._lasso``), all targets in parallel threads; the rare
+        targets where sklearn would take a degenerate branch are recomputed
+        with sklearn. ``"sklearn"``: sklearn's ``lars_path_gram`` for every
+        target (the reference). ``"auto"``: compiled when built, else sklearn.
+    backend : {None, "cpu", "cuda"}
+        ``"cuda"``: from ``CUDA_LASSO_MIN_FEATURES`` variables on, the LARS
+        paths of the compiled engine run on the GPU, one block per target
+        (``kernels/adjacency.cu``), for every target whose predictors are all
+        earlier variables; the small least-squares refits,
+        targets under prior knowledge and paths the GPU hands back run on
+        the CPU. Without a usable GPU this warns and runs on the CPU.
+    scatter : ndarray, shape (n_features, n_features), optional
+        The scatter matrix ``Xc.T @ Xc`` of the centred data when it is
+        already known (``paralingam.fit`` passes the CUDA search's); by
+        default it is computed from ``X``.
+
+    Returns
+    -------
+    B : ndarray, shape (n_features, n_features)
+
+    Raises
+    ------
+    ValueError
+        When a target has ``n_samples <= n_predictors + 1``: BIC's noise
+        variance cannot be estimated (lingam raises there too).
+    """
+    # NaN failed deep in sklearn; inf gave weights of 0 or inf, hence a zero matrix
+    gamma = check_positive("gamma", gamma)
+    X, order, scatter, exponents, names = _checked_inputs(X, causal_order, scatter, n_threads)
+    B = _adaptive_lasso_adjacency(X, order, prior_knowledge=prior_knowledge, gamma=gamma,
+                                  n_threads=n_threads, engine=engine, backend=backend,
+                                  scatter=scatter)
+    return _scaled_back(B, exponents, names)
+
+
+def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_threads=None,
+                              engine="auto", backend=None, scatter=None, progress=False):
+    """:func:`adaptive_lasso_adjacency` on checked input (float64 ``X``, ``order``
+    a permutation); ``progress``: a bar of the targets (:func:`estimate_adjacency`)."""
+    with Progress(max(X.shape[1] - 1, 0), progress, desc="adjacency", unit="target") as bar:
+        return _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine,
+                                        backend, scatter, bar)
+
+
+def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine, backend,
+                             scatter, bar):
+    """The body of :func:`_adaptive_lasso_adjacency`, counting its targets on ``bar``."""
+    if engine not in ("auto", "compiled", "sklearn"):
+        raise ValueError(f"engine must be 'auto', 'compiled' or 'sklearn'; got {engine!r}")
+    if backend not in ADJACENCY_BACKENDS:
+        raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
+    n, p = X.shape
+    threads = n_threads or default_threads()
+    _memory.require(
+        "the adjacency step (adaptive lasso)",
+        _memory.adaptive_lasso_bytes(n, p, threads, scatter_given=scatter is not None),
+        _memory.FEWER + ", fewer threads (n_threads: each holds an n_features^2 scratch), "
+        "or adjacency='ols'")
+    if scatter is None:
+        scatter = _scatter(X)[1]
+    # The Gram matrix Z.T @ Z of the standardised data Z (sklearn's StandardScaler:
+    # population std), i.e. n times the correlation matrix. The LARS path and its
+    # stopping tolerance depend on this scale. A constant column keeps scale 1, as
+    # in StandardScaler.
+    std = np.sqrt(np.diag(scatter) / n)
+    std[std == 0.0] = 1.0
+    gram = scatter / np.outer(std, std)
+    allowed = allowed_predictors(prior_knowledge, p)
+
+    # Work in causal order: target k's predictors are then positions 0..k-1
+    # (a subset of them under prior knowledge), rows of the Gram matrix the
+    # compiled engine reads as plain vectors.
+    gram_ord = np.ascontiguousarray(gram[np.ix_(order, order)])
+    scatter_ord = np.ascontiguousarray(scatter[np.ix_(order, order)])
+    targets, predictor_sets = [], []
+    for k in range(1, p):
+        predictors = np.arange(k)
+        if allowed is not None:
+            predictors = predictors[allowed[order[k], order[:k]]]
+        if len(predictors) == 0:
+            continue  # exogenous given the prior knowledge
+        if n <= len(predictors) + 1:
+            raise ValueError(
+                f"the adaptive lasso needs more samples than predictors + 1 to estimate "
+                f"the noise variance for BIC: column {order[k]} has {len(predictors)} "
+                f"predictors and there are {n} samples; use adjacency='ols'")
+        targets.append(k)
+        predictor_sets.append(predictors)
+    if targets:
+        bar.total = len(targets)  # exogenous variables are no work (drawn lazily: not yet)
+
+    B = np.zeros((p, p))
+    todo = range(len(targets))
+    lasso = _compiled_lasso() if engine != "sklearn" else None
+    if engine == "compiled" and lasso is None:
+        raise RuntimeError("the compiled adaptive lasso (paralingam.adjacency._lasso) is not built")
+    if lasso is not None and targets:
+        n_threads = n_threads or default_threads()  # OpenMP's own default is not capped
+        offsets = np.zeros(len(targets) + 1, dtype=np.intp)
+        offsets[1:] = np.cumsum([len(s) for s in predictor_sets])
+        on_gpu = backend == "cuda" and p >= CUDA_LASSO_MIN_FEATURES
+        ols_coef, ols_rss, solved = _least_squares_factor(gram_ord, on_gpu)
+        given = np.array([solved[k] and len(s) == k for k, s in zip(targets, predictor_sets)],
+                         dtype=np.uint8)
+        targets_arr = np.asarray(targets, dtype=np.intp)
+        on_cpu = np.ones(len(targets), dtype=bool)
+        B_ord = np.zeros((p, p))
+        if on_gpu and given.any():
+            B_gpu, done = _adaptive_lasso_rows_cuda(gram_ord, scatter_ord, targets_arr,
+                                                    given.astype(bool), ols_coef, ols_rss,
+                                                    n, gamma, n_threads, _ahead(bar, 0))
+            B_ord += B_gpu
+            on_cpu &= ~done
+        if on_cpu.any():
+            rows = np.flatnonzero(on_cpu)
+            sets = [predictor_sets[t] for t in rows]
+            sub_offsets = np.zeros(len(rows) + 1, dtype=np.intp)
+            sub_offsets[1:] = np.cumsum([len(s) for s in sets])
+            full = np.array([len(s) == k for k, s in zip(targets, predictor_sets)])
+            if (full & ~given.astype(bool) & on_cpu).any():
+                # predecessors linearly dependent: minimum-norm weights, as
+                # sklearn's lstsq gives them, for the compiled engine
+                ols_coef, ols_rss, filled = _min_norm_weights(X, order, std, gram_ord,
+                                                              ols_coef, ols_rss, solved)
+                given = (given.astype(bool) | (full & filled[targets_arr])).astype(np.uint8)
+            B_cpu, fallback = lasso.adaptive_lasso_rows(
+                gram_ord, scatter_ord, targets_arr[rows], sub_offsets,
+                np.concatenate(sets).astype(np.intp), float(n), float(gamma),
+                n_threads, ols_coef, ols_rss, given[rows],
+                progress=_ahead(bar, len(targets) - len(rows)))
+            B_ord += B_cpu
+            todo = rows[fallback]
+        else:
+            todo = []
+        B[np.ix_(order, order)] = B_ord
+
+    degenerate = []
+    report = _ahead(bar, len(targets) - len(todo))
+    for i, t in enumerate(todo):
+        if report is not None:
+            report(i)
+        target, predictors = order[targets[t]], order[predictor_sets[t]]
+        B[target] = 0.0
+        kept, coef, warned = _adaptive_lasso_row_sklearn(gram, scatter, target, predictors,
+                                                         n, gamma)
+        B[target, kept] = coef
+        if warned:
+            degenerate.append(int(target))
+    if degenerate:
+        warnings.warn(
+            f"adaptive lasso: the LARS path of columns {degenerate} stopped early or "
+            "dropped a regressor (nearly collinear predictors); their coefficients come "
+            "from the shortened path, as in lingam.",
+            AdjacencyWarning,
+            stacklevel=user_stacklevel(),
+        )
+    if targets and bar.enabled:
+        bar.update_to(bar.total)
+    return B
+
+
+def _ahead(bar, base):
+    """``progress(done)`` moving ``bar`` to ``base + done`` (never back); None when disabled."""
+    if not bar.enabled:
+        return None
+
+    def report(done):
+        done = min(base + done, bar.total)
+        if done > bar.n:
+            bar.update_to(done)
+
+    return report
+
+
+def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, n, gamma,
+                              n_threads, progress=None):
+    """LARS paths of the ``given`` targets on the GPU, refit on the host.
+
+    Returns the rows computed (in ``gram``'s positions) and, per target,
+    whether it was done here; the others (not given, or a path the GPU hands
+    back) go to the CPU engine. When the GPU cannot run, nothing is done here
+    and a warning says why.
+    """
+    from . import _cuda_adjacency
+    from .. import _isa
+
+    _lasso = _isa.load("adjacency._lasso")
+    p = gram.shape[0]
+    done = np.zeros(len(targets), dtype=bool)
+    out = _on_gpu(lambda: _cuda_adjacency.lars_supports(gram, targets[given], ols_coef, ols_rss,
+                                                        n, gamma, progress=progress),
+                  "adaptive lasso", "it")
+    if out is None:
+        return np.zeros((p, p)), done
+    kept, ok = out
+    rows = np.flatnonzero(given)[ok]
+    B, failed = _lasso.refit_rows(scatter, targets[rows], kept, n_threads)
+    for t in targets[rows[failed]]:
+        B[t] = 0.0
+    done[rows[~failed]] = True
+    return B, done
+
+
+def _min_norm_weights(X, order, std, gram, coef, rss, solved):
+    """Least squares of every variable on all before it, past the Cholesky factor's rows.
+
+    :func:`_ols_on_predecessors` solves the rows up to the first dependent
+    variable (``solved``); every later row gets the minimum-norm solution over
+    its predecessors on the standardised scale -- what least squares through
+    the pseudo-inverse (``np.linalg.lstsq``, sklearn's ``LinearRegression``)
+    gives -- from one Gram-Schmidt pass over the data (:func:`_min_norm_rows`)
+    instead of a factorisation per target. The residual sum of squares is
+    ``yy - g.b`` in ``gram``'s scale, as :func:`_adaptive_lasso_row_sklearn`
+    computes it.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_samples, p)
+    order : ndarray of int
+    std : ndarray, shape (p,)
+        The columns' population standard deviations (1 for a constant column).
+    gram : ndarray, shape (p, p)
+        The standardised Gram matrix in causal order.
+    coef, rss, solved : ndarray
+        :func:`_ols_on_predecessors` of ``gram``.
+
+    Returns
+    -------
+    coef, rss : ndarray
+        Copies with the rows after the solved ones filled in.
+    filled : ndarray of bool, shape (p,)
+        Rows (positions in causal order) that hold.
+    """
+    p = gram.shape[0]
+    filled = solved.copy()
+    m = int(np.argmin(solved)) if not solved.all() else p  # rows 0..m-1 hold
+    if m == p:
+        return coef, rss, filled
+    _memory.require("the adaptive lasso's minimum-norm least squares (dependent columns)",
+                    _memory.min_norm_bytes(X.shape[0], p), _memory.FEWER)
+    # rows 0..m-1 hold: their pivots 0..m-2 keep more than SINGULAR_TOL
+    first = max(m - 1, 0)
+    n = X.shape[0]
+    if n > p and MIN_NORM_QR_RANK * _gram_rank(gram) > p:
+        V = _data_vectors(X, order)
+    else:
+        # low rank: Gram-Schmidt on the centred columns, O(n p r), costs less
+        # than reducing them to p rows by QR first, O(n p^2)
+        V = np.array(X[:, order], dtype=np.float64)
+        V -= V.mean(axis=0)
+        V /= np.sqrt(n)
+    V /= std[order]  # the standardised variables' vectors: lstsq's scale
+    first = min(first, V.shape[0])
+    rows = _min_norm_rows(V, first)[m - first:]
+    coef, rss = coef.copy(), rss.copy()
+    coef[m:] = rows
+    rss[m:] = np.diag(gram)[m:] - np.einsum("ij,ij->i", rows, gram[m:])
+    filled[m:] = np.isfinite(rows).all(axis=1) & np.isfinite(rss[m:])
+    return coef, rss, filled
+
+
+def _gram_rank(gram):
+    """Numerical rank of ``gram`` (pivoted Cholesky, pivots above ``SINGULAR_TOL``
+    of the largest diagonal entry), O(p^2 r): only to choose a route, the
+    rows themselves do not depend on it."""
+    from scipy.linalg.lapack import dpstrf
+
+    top = float(np.max(np.diag(gram), initial=0.0))
+    if not top > 0.0:
+        return 0
+    _, _, rank, _ = dpstrf(gram, tol=SINGULAR_TOL * top, lower=1)
+    return int(rank)
+
+
+def _compiled_lasso():
+    from .. import _isa
+
+    try:
+        return _isa.load("adjacency._lasso")
+    except ImportError:  # not built: sklearn's path for every target
+        return None
+
+
+def _adaptive_lasso_row_sklearn(gram, scatter, target, predictors, n, gamma):
+    """One target with sklearn's LARS path: ``(kept, coef, warned)``."""
+    # Lazy: sklearn is heavy to import.
+    from sklearn import config_context
+    from sklearn.linear_model import lars_path_gram
+
+    m = len(predictors)
+    G = gram[np.ix_(predictors, predictors)]
+    g = gram[predictors, target]
+    yy = gram[target, target]
+
+    # 1. adaptive weights from least squares on the standardised data
+    b_ols = _solve_spd(G, g)
+    weight = np.abs(b_ols) ** gamma
+
+    # 2. lasso path of the weighted problem, scored by BIC
+    Gw = G * np.outer(weight, weight)
+    gw = g * weight
+    # The inputs are ours and valid: skip sklearn's per-call parameter checks.
+    with warnings.catch_warnings(record=True) as caught, \
+            config_context(skip_parameter_validation=True):
+        warnings.simplefilter("always")
+        _, _, path = lars_path_gram(
+            gw, Gw, n_samples=n, max_iter=_LARS_MAX_ITER, alpha_min=0.0,
+            method="lasso", eps=_LARS_EPS)
+    rss_path = yy - 2.0 * (gw @ path) + np.einsum("ik,ij,jk->k", path, Gw, path)
+    # Noise variance of the least-squares fit (sklearn: fit on the centred
+    # data, divided by n - m - 1); floored so an exact fit stays finite.
+    rss_ols = max(yy - g @ b_ols, _LARS_EPS * yy)
+    noise_var = rss_ols / (n - m - 1)
+    dof = (np.abs(path) > _LARS_EPS).sum(axis=0)
+    # a constant target (yy = 0) has no noise: every BIC is NaN and argmin
+    # takes the path's start, no predictor, as it should
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bic = n * np.log(2.0 * np.pi * noise_var) + rss_path / noise_var + np.log(n) * dof
+    best = path[:, np.argmin(bic)]
+    kept = predictors[np.abs(best * weight) > 0.0]
+
+    # 3. least squares on the kept predictors, original scale
+    coef = np.zeros(0)
+    if len(kept):
+        coef = _solve_spd(scatter[np.ix_(kept, kept)], scatter[kept, target])
+    return kept, coef, bool(caught)
+
+
+def _solve_spd(A, b):
+    """Solve ``A x = b`` for a covariance-like ``A``; min-norm least squares if singular.
+
+    ``A`` counts as singular when a Cholesky pivot keeps no more than
+    ``SINGULAR_TOL`` of its diagonal entry: some variable is, to rounding, a
+    linear combination of the others, and the Cholesky solution would be
+    noise. (The compiled engine applies the same bound.)
+    """
+    from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+    try:
+        factor = cho_factor(A, lower=True, check_finite=False)
+        pivots = np.diag(factor[0]) ** 2
+        if (pivots > SINGULAR_TOL * np.diag(A)).all():
+            x = cho_solve(factor, b, check_finite=False)
+            if np.isfinite(x).all():
+                return x
+    except LinAlgError:
+        pass
+    return _lstsq(A, b)
+
+
+def _lstsq(A, b):
+    return np.linalg.lstsq(A, b, rcond=None)[0]

@@ -1,0 +1,146 @@
+"""Names every route of the adjacency step shares, and the checks of its input.
+
+The public functions (:func:`~paralingam.adjacency.estimate_adjacency`,
+:func:`~paralingam.adjacency.ols_adjacency`,
+:func:`~paralingam.adjacency.adaptive_lasso_adjacency`) check their input as
+``paralingam.fit`` does (a 2-D table of finite numbers; constant columns are
+allowed here) and that ``causal_order`` lists every column once, with errors
+that name the problem; ``fit`` and the estimator call the private ones on
+checked data. Like ``fit``, they regress on columns rescaled by powers of two
+(exactly, see :func:`_column_exponents`) and scale the coefficients back
+(:func:`_scaled_back`), so that tiny data (``|x|`` ~ 1e-170, whose squares
+underflow) give the coefficients of the same data at ordinary scale.
+"""
+
+import numpy as np
+
+from .._preparation import column_exponents
+from .._validation import MAX_THREADS, _list, _name, as_data_matrix, check_int, check_order
+
+
+ADJACENCY_METHODS = ("adaptive_lasso", "ols")
+
+# The public functions rescale columns within 2**SHARED_SCALE_SPAN of the
+# largest by its power of two (see _column_exponents): after scaling, their
+# centred values (a spread of at least 8 eps of their maximum, else they are
+# constant) stay above 2**-450 and their squares above 2**-900, clear of
+# float64's smallest normal number, 2**-1022.
+SHARED_SCALE_SPAN = 400
+
+# Backends of the adjacency step: "cuda" factorises the covariance (least
+# squares, the adaptive lasso's weights) and runs the LARS paths on the GPU.
+ADJACENCY_BACKENDS = (None, "cpu", "cuda")
+
+# Least-squares systems whose Cholesky pivot keeps no more than this fraction
+# of its diagonal (1 - R^2 of a predictor on the others) are solved as
+# minimum-norm least squares instead: the same bound as the order search's
+# collinear_tol (paralingam.search.policy).
+SINGULAR_TOL = 1e-10
+
+_EPS = np.finfo(np.float64).eps
+
+
+class AdjacencyWarning(UserWarning):
+    """A regression of the adjacency step was numerically degenerate."""
+
+
+def _checked_inputs(X, causal_order, scatter, n_threads=None):
+    """Checked input of the public functions, with ``X``'s columns rescaled.
+
+    The public functions take user input; ``paralingam.fit`` and the
+    estimator pass data they have already checked (and rescaled) to the
+    private ones. Constant columns are accepted here: as predictors they get
+    coefficient zero, as targets a zero row. ``n_threads``, where given, must
+    be an integer in 1..``MAX_THREADS``.
+
+    Returns
+    -------
+    data : ndarray of float64
+        ``X`` with column ``j`` scaled by ``2**-exponents[j]`` (exactly; see
+        :func:`_column_exponents`): the scatter matrix of columns ~1e-170
+        would underflow to zero, and with it every coefficient.
+    order : ndarray of intp
+        ``causal_order``, a permutation of the columns.
+    scatter : ndarray or None
+        The given scatter matrix, rescaled as ``data``.
+    exponents : ndarray of int
+        For :func:`_scaled_back`.
+    names : list of str or None
+        The column names, for messages.
+    """
+    if n_threads is not None:  # 0 or -1 would be OpenMP's default, 10**6 a crash
+        check_int("n_threads", n_threads, high=MAX_THREADS)
+    data, names = as_data_matrix(X, allow_constant=True)
+    order = check_order(causal_order, data.shape[1])
+    if scatter is not None:
+        scatter = _checked_scatter(scatter, data.shape[1])
+    exponents = _column_exponents(data)
+    data = np.ldexp(data, -exponents, out=data)  # as_data_matrix's copy: ours to change
+    if scatter is not None:
+        scatter = np.ldexp(scatter, -(exponents[:, None] + exponents[None, :]))
+    return data, order, scatter, exponents, names
+
+
+def _checked_scatter(scatter, p):
+    """A given scatter matrix as float64, checked to be (p, p) and finite."""
+    try:
+        S = np.asarray(scatter, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"scatter must be a numeric (n_features, n_features) matrix: "
+                         f"{exc}") from None
+    if S.shape != (p, p):
+        raise ValueError(f"scatter must have shape (n_features, n_features) = "
+                         f"({p}, {p}); got {S.shape}")
+    # NaN reached LAPACK: a LinAlgError, and a "DLASCL" line on stderr
+    bad = ~np.isfinite(S)
+    if bad.any():
+        where = [f"[{i}, {j}] = {float(S[i, j])!r}" for i, j in zip(*np.nonzero(bad))]
+        raise ValueError(f"scatter must hold finite numbers; got NaN or infinite entries at "
+                         f"{_list(where)}")
+    return S
+
+
+def _column_exponents(X):
+    """Per column ``e``: ``X[:, j] * 2**-e[j]`` is ``X`` rescaled without underflow.
+
+    Scaling by powers of two is exact. ``paralingam.fit`` scales every column
+    to a maximum in [0.5, 1); here all columns within
+    ``2**SHARED_SCALE_SPAN`` of the largest share its exponent, because one
+    power of two for all changes no least-squares solution, while separate
+    ones change the minimum-norm rows of rank-deficient (wide) data, whose
+    norm depends on the columns' relative scales and which
+    :func:`ols_adjacency` matches to ``numpy.linalg.lstsq`` on the data. Only
+    smaller columns, whose squares would underflow, get their own exponent.
+    """
+    own = column_exponents(X)  # max |X[:, j]| * 2**-own[j] in [0.5, 1)
+    if own.size == 0:
+        return own
+    shared = own.max()
+    return np.where(own >= shared - SHARED_SCALE_SPAN, shared, own)
+
+
+def _scaled_back(B, exponents, names):
+    """Coefficients on rescaled columns (:func:`_checked_inputs`) on the data's scale.
+
+    Raises
+    ------
+    ValueError
+        When a coefficient exceeds float64 (columns whose scales are more
+        than float64's range apart), naming the two columns.
+    """
+    with np.errstate(over="ignore"):
+        B = np.ldexp(B, exponents[:, None] - exponents[None, :])
+    if not np.isfinite(B).all():
+        i, j = np.argwhere(~np.isfinite(B))[0]
+        raise ValueError(
+            f"the edge weight of {_name(names, j)} on {_name(names, i)} exceeds float64: their "
+            "scales differ by more than float64's range; rescale them")
+    return B
+
+
+def _scatter(X):
+    """Column means and the scatter matrix ``Xc.T @ Xc`` of the centred data."""
+    mean = X.mean(axis=0)
+    Xc = X - mean
+    S = Xc.T @ Xc
+    return mean, 0.5 * (S + S.T)

@@ -1,0 +1,280 @@
+"""Least squares of every variable on the variables before it in the causal order.
+
+All rows come from one Cholesky factorisation of the covariance in causal
+order (:func:`_ols_on_predecessors`), on the GPU where asked
+(:func:`_least_squares_factor`); past the first dependent variable, from the
+data (:mod:`._min_norm`); under prior knowledge, from the whole order's
+inverse factor or a factorisation per restricted target (:mod:`._prior`).
+"""
+
+import warnings
+
+import numpy as np
+
+from .. import _memory
+from .._validation import user_stacklevel
+from ._common import (ADJACENCY_BACKENDS, SINGULAR_TOL, _EPS, _checked_inputs, _scaled_back,
+                      _scatter)
+from ._min_norm import _min_norm_rows
+from ._prior import SCHUR_MAX_EXCLUDED, _inverse_factor, _row_without, allowed_predictors
+
+# Rows per step of the streaming QR of the data (_centred_triangular_factor):
+# a chunk of up to a few hundred columns stays in cache.
+TSQR_CHUNK = 512
+
+
+def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatter=None):
+    """Least-squares regression of each variable on all earlier ones.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_samples, n_features)
+    causal_order : sequence of int
+    prior_knowledge : array-like, shape (n_features, n_features), optional
+        ``prior_knowledge[i, j] == 0`` removes ``j`` from the predictors of
+        ``i`` (lingam's convention).
+    backend : {None, "cpu", "cuda"}
+        ``"cuda"``: the Cholesky factor and the rows come from the GPU
+        (``kernels/adjacency.cu``); when a pivot is singular to
+        ``SINGULAR_TOL``, or the GPU cannot run (a warning says why), the
+        host computes them. The O(n p^2) part, the scatter matrix, can come
+        from the GPU search through ``scatter``.
+    scatter : ndarray, shape (n_features, n_features), optional
+        The scatter matrix ``Xc.T @ Xc`` of the centred data when it is
+        already known (``paralingam.fit`` passes the one the CUDA backend
+        computed); by default it is computed from ``X``.
+
+    Returns
+    -------
+    B : ndarray, shape (n_features, n_features)
+        ``B[i, j]`` the coefficient of column ``j`` in the regression of
+        column ``i``; zero where ``j`` is not before ``i``.
+
+    Notes
+    -----
+    With the covariance in causal order factorised as ``L D L^T`` (unit lower
+    ``L``), the regressions of all variables on their predecessors are
+    ``I - L^{-1}``: one Cholesky factorisation gives every row. Rank-deficient
+    data (a variable that is an exact combination of earlier ones: its pivot
+    keeps no more than ``SINGULAR_TOL`` of its variance, as with wide data
+    after n - 1 variables) has no Cholesky factor; then each row is the
+    minimum-norm least-squares solution, all rows from one in-order basis of
+    the data in O(p^2 r) for rank r (:func:`_min_norm_rows`).
+    Targets whose predictors prior knowledge restricts take their row from
+    the whole order's inverse factor when few predictors are excluded
+    (:func:`_row_without`), else as the last row of the same computation on
+    their kept predictors.
+    """
+    X, order, scatter, exponents, names = _checked_inputs(X, causal_order, scatter)
+    B = _ols_adjacency(X, order, prior_knowledge=prior_knowledge, backend=backend,
+                       scatter=scatter)
+    return _scaled_back(B, exponents, names)
+
+
+def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None):
+    """:func:`ols_adjacency` on checked input (float64 ``X``, ``order`` a permutation)."""
+    if backend not in ADJACENCY_BACKENDS:
+        raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
+    n, p = X.shape
+    _memory.require("the adjacency step (least squares)",
+                    _memory.ols_bytes(n, p, scatter_given=scatter is not None), _memory.FEWER)
+    if scatter is None:
+        scatter = _scatter(X)[1]
+    cov = scatter[np.ix_(order, order)] / X.shape[0]
+    B_ord = None
+    if backend == "cuda":  # the factor on the GPU; any failed pivot: the host's path
+        coef, rss, solved = _least_squares_factor(cov, True)
+        if solved.all() and (rss > _pivot_noise(cov, coef)).all():
+            B_ord = coef
+    if B_ord is None:
+        B_ord = _ols_rows_host(cov, X, order)
+    B = np.zeros((p, p))
+    B[np.ix_(order, order)] = B_ord
+
+    allowed = allowed_predictors(prior_knowledge, p)
+    if allowed is not None:
+        W = _inverse_factor(cov, B_ord)
+        for k in range(1, p):
+            target, earlier = order[k], order[:k]
+            kept = allowed[target, earlier]
+            if kept.all():
+                continue  # nothing excluded: the Cholesky row stands
+            B[target, :] = 0.0
+            keep = earlier[kept]
+            excluded = np.flatnonzero(~kept)
+            if not len(keep):
+                continue
+            row = None
+            if k <= len(W) and len(excluded) <= k * SCHUR_MAX_EXCLUDED:
+                row = _row_without(W[:k, :k], cov[:k, :k], cov[:k, k], excluded)
+            if row is not None:
+                B[target, keep] = row[kept]
+            else:  # the last row of the same solve on keep + [target]
+                cols = np.append(keep, target)
+                rows = _ols_rows_host(scatter[np.ix_(cols, cols)] / X.shape[0], X, cols)
+                B[target, keep] = rows[-1, :-1]
+    return B
+
+
+def _ols_rows_host(cov, X, order):
+    """Row ``k``: least squares of variable ``k`` on ``0..k-1`` (``cov`` in causal order).
+
+    One Cholesky factorisation of ``cov`` gives the rows up to the first
+    dependent variable; the rows after it, where the predecessors are rank
+    deficient, come from the data (:func:`_min_norm_rows`).
+    """
+    p = cov.shape[0]
+    coef, rss, solved = _ols_on_predecessors(cov)
+    rows = int(np.argmin(solved)) if not solved.all() else p
+    noise = _pivot_noise(cov[:rows, :rows], coef[:rows, :rows])
+    ok = rss[:rows] > np.maximum(noise, SINGULAR_TOL * np.diag(cov)[:rows])
+    first = rows if ok.all() else int(np.argmin(ok))
+    if first < p:
+        _memory.require("the adjacency step's minimum-norm least squares (dependent columns)",
+                        _memory.min_norm_bytes(X.shape[0], p), _memory.FEWER)
+        V = _data_vectors(X, order)
+        first = min(first, V.shape[0])  # no more independent columns than rows
+        coef[first:] = _min_norm_rows(V, first)
+    return coef
+
+
+def _pivot_noise(gram, coef):
+    """Rounding error of each Cholesky pivot of ``gram`` (rows ``coef`` of the regressions).
+
+    The pivot of an exact combination ``x_k = X a`` is not zero but the
+    rounding of ``gram``, about ``eps (|x_k| + sum_i |a_i| |x_i|)^2`` per term:
+    with ill-conditioned predecessors (large ``a``) that exceeds
+    ``SINGULAR_TOL`` of the variance, and such a pivot must count as zero.
+    """
+    sd = np.sqrt(np.diag(gram))
+    terms = np.abs(np.tril(coef, -1)) @ sd  # row k: sum over i < k of |a_i| |x_i|
+    return np.maximum(np.arange(len(sd)), 1) * _EPS * (sd + terms) ** 2
+
+
+def _data_vectors(X, order):
+    """Columns whose inner products are the covariance of ``X[:, order]``.
+
+    The centred data over ``sqrt(n)``, or, with more samples than variables,
+    the triangular factor of their QR decomposition (same inner products,
+    ``p`` rows instead of ``n``).
+    """
+    n, p = X.shape
+    if n > p:
+        return _centred_triangular_factor(X, order)
+    Xc = np.array(X[:, order], dtype=np.float64)  # one copy, centred and scaled in place
+    Xc -= Xc.mean(axis=0)
+    Xc /= np.sqrt(n)
+    return Xc
+
+
+def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK):
+    """``R`` (p x p, upper) of the QR decomposition of ``X[:, order]`` centred, over ``sqrt(n)``.
+
+    A streaming TSQR: the factor of the first rows, then each further chunk
+    of rows folded in by one triangular-pentagonal QR (LAPACK ``dtpqrt``,
+    Householder reflections as ``dgeqrf``'s, so as backward stable). A chunk
+    stays in cache where ``dgeqrf`` on all ``n`` rows streams the tall panel
+    from memory once per reflector, and no centred copy of the whole data is
+    made. ``R`` may differ from ``numpy.linalg.qr``'s (the signs of its rows;
+    past a zero pivot ``R`` is not unique), but ``R^T R``, the inner products
+    every regression uses, is the same to rounding.
+    """
+    from scipy.linalg.lapack import dtpqrt
+
+    n, p = X.shape[0], len(order)
+    mean = X.mean(axis=0, dtype=np.float64)[order]
+    scale = 1.0 / np.sqrt(n)
+
+    def rows(start, stop):  # centred, scaled rows in causal order, Fortran order for LAPACK
+        block = np.array(X[start:stop][:, order], dtype=np.float64, order="F")
+        block -= mean
+        block *= scale
+        return block
+
+    head = min(n, max(chunk, p))
+    R = np.asfortranarray(np.linalg.qr(rows(0, head), mode="r"))
+    block_size = max(1, min(32, p))
+    for start in range(head, n, chunk):
+        R, _, _, info = dtpqrt(0, block_size, R, rows(start, min(start + chunk, n)),
+                               overwrite_a=1, overwrite_b=1)
+        if info != 0:
+            raise np.linalg.LinAlgError(f"dtpqrt failed (info={info})")
+    return np.triu(R)
+
+
+def _ols_on_predecessors(gram):
+    """Least squares of every variable on all variables before it, from one factor.
+
+    With ``gram = L L^T`` (lower Cholesky), the regression of variable ``k`` on
+    variables ``0..k-1`` has coefficients ``L[k, :k] @ inv(L[:k, :k])``, which
+    is ``-L[k, k] * inv(L)[k, :k]`` (row ``k`` of ``L @ inv(L) = I``), and
+    residual sum of squares ``L[k, k] ** 2``: one O(p^3) factorisation and
+    triangular inverse replace a k x k solve per target.
+
+    Returns
+    -------
+    coef : ndarray, shape (p, p)
+        Row ``k``: the coefficients of variable ``k`` on ``0..k-1``.
+    rss : ndarray, shape (p,)
+    solved : ndarray of bool, shape (p,)
+        Rows that hold: every pivot before ``k`` keeps more than
+        ``SINGULAR_TOL`` of its diagonal (as a per-target Cholesky requires) and
+        row ``k`` of the factor exists. Other targets solve their own system.
+    """
+    # scipy's LAPACK, not numpy's: the adaptive lasso's paths past max_iter
+    # flip supports on rounding-level changes of these weights, so the factor
+    # and inverse stay the routines every result so far was computed with
+    # (loaded without the import of scipy.linalg: paralingam._lapack).
+    from .._lapack import lapack
+
+    dpotrf, dtrtri = lapack("dpotrf", "dtrtri")
+
+    p = gram.shape[0]
+    coef, rss, solved = np.zeros((p, p)), np.zeros(p), np.zeros(p, dtype=bool)
+    L, info = dpotrf(gram, lower=1, clean=1)
+    rows = p if info == 0 else max(info - 1, 0)  # rows of the factor LAPACK completed
+    pivots = np.diag(L)[:rows] ** 2
+    bad = ~(pivots > SINGULAR_TOL * np.diag(gram)[:rows]) | ~np.isfinite(pivots)
+    good = int(np.argmax(bad)) if bad.any() else rows  # pivots 0..good-1 hold
+    m = min(good + 1, rows)  # targets 0..m-1 have a valid row and valid earlier pivots
+    if m <= 1:
+        return coef, rss, solved
+    Lm = L[:m, :m]
+    Linv, info = dtrtri(Lm, lower=1)
+    if info != 0 or not np.isfinite(Linv).all():
+        return coef, rss, solved
+    coef[:m, :m] = np.tril(Linv, -1) * -np.diag(Lm)[:, None]
+    rss[:m] = np.diag(Lm) ** 2
+    solved[:m] = np.isfinite(coef[:m]).all(axis=1)
+    return coef, rss, solved
+
+
+def _least_squares_factor(gram, on_gpu):
+    """:func:`_ols_on_predecessors`, on the GPU when asked and usable, else on the host."""
+    if on_gpu:
+        from . import _cuda_adjacency
+
+        out = _on_gpu(lambda: _cuda_adjacency.ols_on_predecessors(gram, SINGULAR_TOL),
+                      "least squares", "them")
+        if out is not None:
+            return out
+    return _ols_on_predecessors(gram)
+
+
+def _on_gpu(call, step, pronoun):
+    """``call()`` when the CUDA backend is usable; else None and a RuntimeWarning.
+
+    The warning reads "<step> on the GPU failed (<why>); computing <pronoun> on
+    the CPU" and points at the user's code (the first frame outside paralingam).
+    """
+    from .. import _gpu
+
+    reason = _gpu.unavailable_reason()
+    if reason is None:
+        try:
+            return call()
+        except Exception as exc:  # out of memory, or a fault (recorded by _cuda_adjacency)
+            reason = f"{type(exc).__name__}: {exc}"
+    warnings.warn(f"{step} on the GPU failed ({reason}); computing {pronoun} on the CPU",
+                  RuntimeWarning, stacklevel=user_stacklevel())
+    return None

@@ -1,0 +1,295 @@
+"""Minimum-norm least squares of each variable on its predecessors (dependent columns).
+
+Once a variable is an exact linear combination of earlier ones (rank-deficient
+or wide data), the predecessors of the variables after it have no Cholesky
+factor; their rows are the minimum-norm least-squares solutions, which
+:func:`_min_norm_rows` computes for all of them from one in-order
+Gram-Schmidt basis of the data in O(p^2 r) for rank r.
+"""
+
+import numpy as np
+
+from ._common import SINGULAR_TOL
+
+
+# Refinement steps of a block of dependent variables (_dependent_block): each
+# multiplies the error by about eps * cond of the block start's factor.
+MIN_NORM_REFINEMENTS = 3
+
+MIN_NORM_REFINED = 1e-12
+
+
+def _min_norm_rows(V, first, block=256):
+    """Minimum-norm least squares of each variable from ``first`` on its predecessors.
+
+    The variables are the columns of ``V`` (in causal order); a variable whose
+    residual on the variables before it keeps no more than ``SINGULAR_TOL`` of
+    its squared norm is *dependent*, an exact combination of the *basis*: the
+    independent variables before it. Gram-Schmidt in causal order (twice, as
+    one pass loses orthogonality) gives the basis orthonormal vectors ``U``
+    and each variable ``j`` its coordinates ``l_j = U^T v_j``. With ``C_k``
+    the coordinates of the variables before ``k`` as columns, the regression
+    of ``k`` on them is ``pinv(C_k) l_k = C_k^T y_k`` with
+    ``(C_k C_k^T) y_k = l_k``; ``C_k C_k^T`` gains ``l_j l_j^T`` with each
+    variable, so its Cholesky factor is updated by Givens rotations
+    (``_linalg.cholesky_add``) instead of refactorised. All rows cost
+    O(p^2 r + d p r) for rank r, where a least-squares solve per target costs
+    O(p^4) (p=1000, n=100: 300 s that way on two cores, under a second this
+    way).
+
+    The basis comes from the data, not from the covariance: the residual of
+    an exact combination ``x_k = X a`` is then at ``eps |a| |X|``, where a
+    covariance pivot is at its square and, after a nearly dependent variable,
+    reaches ``SINGULAR_TOL`` (benchmarks/NOTES.md).
+
+    Parameters
+    ----------
+    V : ndarray, shape (d, p)
+        Vectors of the variables in causal order (:func:`_data_vectors`).
+    first : int
+        The variables before ``first`` are independent (their rows are known).
+    block : int
+        Variables projected on the basis at once (one BLAS-3 product).
+
+    Returns
+    -------
+    coef : ndarray, shape (p - first, p)
+        Row ``i``: the coefficients of variable ``first + i`` on the
+        variables before it.
+    """
+    from ._linalg import cholesky_add
+
+    d, p = V.shape
+    sq_norm = np.einsum("ij,ij->j", V, V)
+    lead, lead_rows = first, None
+    if first:
+        # one QR past `first`: the independent variables that follow (the
+        # loop's test on the QR's diagonal) get their rows from its factor,
+        # in BLAS-3, instead of one rotation sweep each
+        end = min(d, p, 2 * first + block)
+        Q, T = np.linalg.qr(V[:, :end])
+        diag2 = np.diag(T) ** 2
+        joins = (diag2 > SINGULAR_TOL * sq_norm[:end]) & np.isfinite(diag2)
+        joins[:first] = True  # the caller's word
+        lead = int(np.argmin(joins)) if not joins.all() else end
+        if lead > first:
+            lead_rows = _independent_rows(T[:lead, :lead], first)
+            if lead_rows is None:
+                lead = first
+    cap = max(lead, min(p, d, 64))
+    U = np.zeros((d, cap))    # orthonormal basis, in the order its variables came
+    C = np.zeros((cap, p))    # column j: l_j, the coordinates of variable j
+    R = np.zeros((cap, cap))  # upper, R^T R = C_k C_k^T
+    Y = np.zeros((p, cap))    # row k: y_k
+    m = lead
+    direct = {}  # rows solved by lstsq where the factor R is singular
+    G = None     # C_k C_k^T at a block's start, for _dependent_block
+    if lead:
+        U[:, :lead], C[:lead, :lead] = Q[:, :lead], T[:lead, :lead]
+        R[:lead, :lead] = np.linalg.qr(C[:lead, :lead].T, mode="r")
+    k0 = lead
+    while k0 < p:
+        cols = np.arange(k0, min(k0 + block, p))
+        m0 = m
+        A = V[:, cols].copy()
+        L = np.zeros((m0, len(cols)))
+        for _ in range(2):  # the block on the basis as it stands
+            step = U[:, :m0].T @ A
+            A -= U[:, :m0] @ step
+            L += step
+        if m0 and not direct:
+            # no variable of the block would join the basis (the test of the
+            # loop below, before any vector is added): all its rows at once
+            res2 = np.einsum("ij,ij->j", A, A)
+            joins = (m0 < d) & (res2 > SINGULAR_TOL * sq_norm[cols]) & np.isfinite(res2)
+            Yb = None
+            if not joins.any():
+                if G is None or len(G) != m0:  # C_k C_k^T, kept while the basis stands
+                    G = C[:m0, :k0] @ C[:m0, :k0].T
+                Yb = _dependent_block(R[:m0, :m0], G, L)
+            if Yb is not None:
+                C[:m0, cols] = L
+                Y[cols, :m0] = Yb.T
+                G += L @ L.T
+                k0 += len(cols)
+                if k0 < p:  # the next block's factor
+                    R[:m0, :m0] = _factor_add_rows(R[:m0, :m0], L.T)
+                continue
+            if joins.any():
+                # the variables after the last that may join are dependent:
+                # the next block starts there (a variable's residual only
+                # shrinks on the vectors the loop adds before it)
+                last = int(np.flatnonzero(joins)[-1]) + 1
+                cols, A, L = cols[:last], A[:, :last], L[:, :last]
+        G = None  # the loop below changes C_k C_k^T variable by variable
+        k0 += len(cols)
+        for i, k in enumerate(cols):
+            a = A[:, i]
+            l = np.zeros(cap)
+            l[:m0] = L[:, i]
+            for _ in range(2):  # on the basis vectors added inside this block
+                step = U[:, m0:m].T @ a
+                a -= U[:, m0:m] @ step
+                l[m0:m] += step
+            if m:
+                try:
+                    w = _solve_upper(R[:m, :m], l[:m], trans="T")
+                    Y[k, :m] = _solve_upper(R[:m, :m], w)
+                except np.linalg.LinAlgError:
+                    # R lost rank in floating point (predecessors whose scales
+                    # differ by ~1e16 or more): pinv(C_k) l_k directly
+                    direct[k] = np.linalg.lstsq(C[:m, :k], l[:m], rcond=None)[0]
+            res2 = a @ a
+            if m < d and res2 > SINGULAR_TOL * sq_norm[k] and np.isfinite(res2):
+                if m == cap:
+                    cap = min(2 * cap, p, d)
+                    U, C = _grown(U, (d, cap)), _grown(C, (cap, p))
+                    R, Y, l = _grown(R, (cap, cap)), _grown(Y, (p, cap)), _grown(l, (cap,))
+                l[m] = np.sqrt(res2)
+                U[:, m] = a / l[m]
+                m += 1
+            C[:m, k] = l[:m]
+            cholesky_add(R, l, m)
+    # row k: C_k^T y_k, the columns before k of Y C (one BLAS-3 product per chunk)
+    coef = np.zeros((p - first, p))
+    for r0 in range(first, p, 1024):
+        r1 = min(r0 + 1024, p)
+        coef[r0 - first:r1 - first] = np.tril(Y[r0:r1] @ C, r0 - 1)
+    for k, row in direct.items():
+        coef[k - first, :k] = row
+    if lead_rows is not None:
+        coef[:lead - first, :lead] = lead_rows
+    return coef
+
+
+def _independent_rows(T, first):
+    """Least squares of variables ``first..k-1`` on their predecessors, from ``V = Q T``.
+
+    With ``T`` upper triangular and nonsingular (independent variables),
+    ``T^T`` is a Cholesky factor of their Gram matrix, and the rows follow
+    as in :func:`_ols_on_predecessors`: row ``k`` is ``-T[k, k] inv(T)[:k, k]``.
+    None if the inverse is not finite.
+    """
+    from scipy.linalg.lapack import dtrtri
+
+    Tinv, info = dtrtri(T, lower=0)
+    if info != 0 or not np.isfinite(Tinv).all():
+        return None
+    return np.tril(Tinv.T[first:], first - 1) * -np.diag(T)[first:, None]
+
+
+def _dependent_block(R0, G0, W, refinements=MIN_NORM_REFINEMENTS):
+    """``y_k`` of :func:`_min_norm_rows` for a block of dependent variables, in BLAS-3.
+
+    The block's variables ``k0 + i`` (coordinates ``W[:, i]``) are all exact
+    combinations of a basis that stays as it is. Their systems
+    ``G_k y = l_k`` share ``G_k = R0^T R0 + W_<i W_<i^T`` (``W_<i``: the
+    block's columns before ``i``), which the loop of :func:`_min_norm_rows`
+    updates by one rotation sweep per variable, O(m^2) each from memory. With
+    ``What = R0^{-T} W``, the Woodbury form reduces every system to the
+    regression of a column of ``[What; I]`` on the columns before it (a
+    ridge regression on a matrix whose eigenvalues are >= 1): one Cholesky
+    factor of ``What^T What + I`` and its inverse give all of them, and
+    ``y = R0^{-1} (h_hat - What_<i c)``. That carries the conditioning of
+    ``R0`` (the block's start), which can be far worse than ``G_k``'s, so the
+    solutions are refined against the residuals ``l_k - G_k y`` computed
+    from ``G0 = C_k0 C_k0^T`` and ``W`` themselves: each step multiplies the
+    error by about ``eps cond(R0^T R0)``, down to the rounding of the
+    residuals, which is that of the loop's normal equations.
+
+    Parameters
+    ----------
+    R0 : ndarray, shape (m, m)
+        Upper triangular, ``R0^T R0 = G0`` (to rounding: it only
+        preconditions).
+    G0 : ndarray, shape (m, m)
+        ``C_k0 C_k0^T``, the coordinates of the variables before the block.
+    W : ndarray, shape (m, b)
+        Coordinates of the block's variables.
+    refinements : int
+        Most refinement steps.
+
+    Returns
+    -------
+    Y : ndarray, shape (m, b) or None
+        Column ``i``: ``y`` of variable ``k0 + i``. None when the block's
+        systems are too ill-conditioned for this route (``R0`` singular, or
+        the refinement does not converge): the caller then takes the loop.
+    """
+    from scipy.linalg import LinAlgError
+
+    try:
+        with np.errstate(all="ignore"):
+            return _dependent_block_solve(R0, G0, W, refinements)
+    except LinAlgError:  # R0 singular: the loop's own treatment
+        return None
+
+
+def _dependent_block_solve(R0, G0, W, refinements):
+    """:func:`_dependent_block` (which catches LinAlgError and floating-point states)."""
+    from scipy.linalg import cholesky, solve_triangular
+
+    b = W.shape[1]
+    What = solve_triangular(R0, W, trans="T", check_finite=False)
+    if not np.isfinite(What).all():
+        return None
+    ridge = What.T @ What
+    ridge[np.diag_indices(b)] += 1.0
+    Lg = cholesky(ridge, lower=True, check_finite=False)  # LinAlgError: the caller's
+    Linv = solve_triangular(Lg, np.eye(b), lower=True, check_finite=False)
+
+    def solve(H):  # approximately G_k y_i = H[:, i], every i
+        Hh = solve_triangular(R0, H, trans="T", check_finite=False)
+        T = np.triu(Linv @ np.triu(What.T @ Hh, 1), 1)
+        c = np.triu(Linv.T @ T, 1)  # column i: the ridge row over columns < i
+        return solve_triangular(R0, Hh - What @ c, check_finite=False)
+
+    def residual(Y):  # H - G_k y_i from the coordinates
+        return W - G0 @ Y - W @ np.triu(W.T @ Y, 1)
+
+    Y = solve(W)
+    sizes = []
+    for _ in range(refinements):
+        if not np.isfinite(Y).all():
+            return None
+        step = solve(residual(Y))
+        if not np.isfinite(step).all():
+            return None
+        sizes.append(np.max(np.abs(step).max(axis=0)
+                            / np.maximum(np.abs(Y).max(axis=0), np.finfo(float).tiny)))
+        Y += step
+        # done: the last step was tiny (the error left is that times the
+        # contraction), or the steps stall at the residuals' rounding
+        if sizes[-1] <= MIN_NORM_REFINED or (len(sizes) > 1
+                                             and sizes[-1] > 0.1 * sizes[-2]):
+            break
+    # a step of 1e-10 or more that did not shrink 1000-fold: not converging
+    if sizes and sizes[-1] > max(MIN_NORM_REFINED, 1e-3 * sizes[0], 1e-10):
+        return None
+    return Y
+
+
+def _factor_add_rows(R, X):
+    """Upper ``R'`` with ``R'^T R' = R^T R + X^T X`` (one QR of ``[R; X]``, O(m^2 b))."""
+    from scipy.linalg.lapack import dtpqrt
+
+    m = R.shape[0]
+    Rn, _, _, info = dtpqrt(0, max(1, min(64, m)), np.array(R, order="F"),
+                            np.array(X, order="F"))
+    if info != 0:
+        raise np.linalg.LinAlgError(f"dtpqrt failed (info={info})")
+    return np.triu(Rn)
+
+
+def _solve_upper(R, b, trans="N"):
+    """``R^{-1} b`` (or ``R^{-T} b``) for upper triangular ``R``."""
+    from scipy.linalg import solve_triangular
+
+    return solve_triangular(R, b, trans=trans, check_finite=False)
+
+
+def _grown(A, shape):
+    """``A`` in the leading corner of a larger zero array."""
+    out = np.zeros(shape)
+    out[tuple(slice(0, s) for s in A.shape)] = A
+    return out
