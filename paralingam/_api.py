@@ -194,9 +194,11 @@ def fit(
                                      warps_per_pair=warps_per_pair)
     times = {}
     t0 = time.perf_counter()
-    # The checked copy of the data comes with its columns rescaled exactly
-    # (column_exponents, scale_columns: one pass, no unscaled copy).
-    data, names, exponents = _as_data_matrix(X, feature_names, scaled=True)
+    # The data's columns are rescaled exactly (column_exponents); float input
+    # comes as a ScaledData over the input itself, which the search reads
+    # scaled block by block: the scaled copy that least squares needs is made
+    # after the search, when the search's rows are gone (peak host memory).
+    data, names, exponents = _as_data_matrix(X, feature_names, scaled="deferred")
     settings = check_settings(
         data.shape[1], names, backend=backend, threshold=threshold, gamma0=gamma0, c=c,
         dtype=dtype, collinear_tol=collinear_tol, explained_tol=explained_tol,
@@ -204,10 +206,31 @@ def fit(
         apply_prior_knowledge_softly=apply_prior_knowledge_softly, on_collinear=on_collinear,
         progress=progress, devices=devices, tuning=tuning, n_samples=data.shape[0])
     search_data, exponents = prepare(data, None, settings, exponents=exponents)
+    del data
+    if not _reads_scaled(search_data, settings):
+        search_data = search_data.copy()
     times["validate"] = time.perf_counter() - t0
     found = search(search_data, settings, names, times)
+    if isinstance(search_data, _preparation.ScaledData):
+        t0 = time.perf_counter()
+        search_data = search_data.copy()  # the search's rows are freed: least squares' copy
+        times["validate"] += time.perf_counter() - t0
     B = adjacency(search_data, found, settings, exponents, names, times)
     return fit_result(found, B, names, settings, times)
+
+
+def _reads_scaled(data, settings):
+    """Whether the search reads ``data``, a ScaledData, as it is (else it needs the copy).
+
+    The CPU search and a single GPU's upload (which scales the blocks on the
+    device, exactly) do, where the scaling is a product by powers of two;
+    the multi-GPU search copies the whole array.
+    """
+    if not isinstance(data, _preparation.ScaledData):
+        return True
+    if settings.backend == "cpu":
+        return True
+    return settings.devices is None and data.factors is not None
 
 
 @dataclass(frozen=True)
