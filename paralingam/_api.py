@@ -354,7 +354,8 @@ def prepare(data, absmax, settings, *, adjacency="ols", adjacency_threads=1, exp
     scaled by powers of two (the same result, no underflow); the
     coefficients are scaled back at the end. With ``exponents`` given,
     ``data`` come rescaled by them already (``_as_data_matrix(...,
-    scaled=True)``) and are returned as they are.
+    scaled=True)``, or a ``ScaledData`` with ``scaled="deferred"``) and are
+    returned as they are.
 
     Returns
     -------
