@@ -19,8 +19,9 @@ import numpy as np
 from . import _isa, _memory, _preparation
 from ._progress import Progress, check_progress
 from ._result import FitResult
-from ._validation import (MAX_THREADS, _as_data_matrix, check_bool, check_choice, check_dtype,
-                          check_int, check_positive, default_threads, user_stacklevel)
+from ._validation import (MAX_THREADS, _as_data_matrix, _by_rows, check_bool, check_choice,
+                          check_dtype, check_int, check_positive, default_threads,
+                          user_stacklevel)
 from .adjacency import _estimate_adjacency, _scaled_back
 from .search import _backends
 from .search._tuning import Tuning, check_tuning
@@ -208,12 +209,12 @@ def fit(
     search_data, exponents = prepare(data, None, settings, exponents=exponents)
     del data
     if not _reads_scaled(search_data, settings):
-        search_data = search_data.copy()
+        search_data = search_data.copy(_by_rows)
     times["validate"] = time.perf_counter() - t0
     found = search(search_data, settings, names, times)
     if isinstance(search_data, _preparation.ScaledData):
         t0 = time.perf_counter()
-        search_data = search_data.copy()  # the search's rows are freed: least squares' copy
+        search_data = search_data.copy(_by_rows)  # the search's rows are gone: least squares' copy
         times["validate"] += time.perf_counter() - t0
     B = adjacency(search_data, found, settings, exponents, names, times)
     return fit_result(found, B, names, settings, times)

@@ -91,12 +91,22 @@ class ScaledData:
         out[...] = block
         return np.ldexp(out, -self.exponents[j0:j1], out=out)
 
-    def copy(self):
-        """The whole product: a new C-ordered float64 array (on threads for large data)."""
-        from ._validation import _by_rows
+    def copy(self, by_rows=None):
+        """The whole product: a new C-ordered float64 array.
 
+        ``by_rows(work, source)``, where given, runs ``work(r0, r1)`` over
+        ranges of rows that cover them (``_validation._by_rows``: on threads
+        for large data); by default one range.
+        """
         data = np.empty(self.shape)
-        _by_rows(lambda r0, r1: self.rows(r0, r1, out=data[r0:r1]), self.source)
+
+        def work(r0, r1):
+            self.rows(r0, r1, out=data[r0:r1])
+
+        if by_rows is None:
+            work(0, self.shape[0])
+        else:
+            by_rows(work, self.source)
         return data
 
     def transposed(self):

@@ -152,7 +152,7 @@ def _as_data_matrix(X, names=None, *, allow_constant=False, scaled=False):
     product = ScaledData(src, exponents)
     if scaled == "deferred":
         return product, names, exponents
-    return product.copy(), names, exponents
+    return product.copy(_by_rows), names, exponents
 
 
 # Bytes of rows whose column maxima and minima are taken together, while they
