@@ -163,10 +163,13 @@ def plain_pass(X, repeats):
 def preparation_peak(X, backend):
     """Peak host memory (numpy's allocations) of ``fit``'s preparation of X, in bytes.
 
-    Both backends: the checked, scaled copy and the rows' rounding noise;
-    the CPU backend also its standardised rows and their covariance. (The
-    CUDA upload's two page-locked blocks, at most 2 x
-    ``_cuda.UPLOAD_BLOCK_BYTES``, are pycuda's allocations, not numpy's.)
+    As ``fit`` prepares float input: checked without a copy, read scaled
+    block by block (``_preparation.ScaledData``) for the rows' rounding
+    noise and, on the CPU backend, its standardised rows and their
+    covariance (the scaled copy for least squares comes after the search:
+    ``bench_prep_memory.py`` measures that step). (The CUDA upload's two
+    page-locked blocks, at most 2 x ``_cuda.UPLOAD_BLOCK_BYTES``, are
+    pycuda's allocations, not numpy's.)
     """
     from paralingam._preparation import standardise_rows
     from paralingam._validation import _as_data_matrix
@@ -174,7 +177,7 @@ def preparation_peak(X, backend):
 
     tracemalloc.start()
     tracemalloc.reset_peak()
-    data, _, _ = _as_data_matrix(X, scaled=True)
+    data, _, _ = _as_data_matrix(X, scaled="deferred")
     if backend == "cpu":
         standardise_rows(data)
     initial_noise(data)

@@ -16,17 +16,26 @@
 // that both the reads (along a sample row) and the writes (along a variable's
 // row) are coalesced; the extra column avoids bank conflicts of the
 // transposed reads.
+//
+// With `scale` (p factors, powers of two), column c is multiplied by scale[c]
+// on the way: the exact rescaling of the columns (paralingam._preparation),
+// rounded as the host's product rounds (IEEE double, no flush to zero), so
+// that float32 input is sent as it is, at half the bytes of a float64 copy.
 template <typename T>
 __device__ __forceinline__ void transpose_block(const T *__restrict__ src, int rows, int p,
                                                 double *__restrict__ dst, long long ld,
-                                                long long row0)
+                                                long long row0,
+                                                const double *__restrict__ scale = nullptr)
 {
     __shared__ double tile[TILE][TILE + 1];
     const int c0 = blockIdx.x * TILE, r0 = blockIdx.y * TILE;
     const int tx = threadIdx.x, ty = threadIdx.y;
     for (int k = ty; k < TILE; k += TILE_ROWS) {
         const int r = r0 + k, c = c0 + tx;
-        if (r < rows && c < p) tile[k][tx] = (double)src[(size_t)r * p + c];
+        if (r < rows && c < p) {
+            const double v = (double)src[(size_t)r * p + c];
+            tile[k][tx] = scale ? __dmul_rn(v, scale[c]) : v;
+        }
     }
     __syncthreads();
     for (int k = ty; k < TILE; k += TILE_ROWS) {
@@ -45,4 +54,18 @@ extern "C" __global__ void __launch_bounds__(TILE * TILE_ROWS)
 transpose_f32(const float *src, int rows, int p, double *dst, long long ld, long long row0)
 {
     transpose_block(src, rows, p, dst, ld, row0);
+}
+
+extern "C" __global__ void __launch_bounds__(TILE * TILE_ROWS)
+transpose_scaled_f64(const double *src, int rows, int p, double *dst, long long ld,
+                     long long row0, const double *scale)
+{
+    transpose_block(src, rows, p, dst, ld, row0, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(TILE * TILE_ROWS)
+transpose_scaled_f32(const float *src, int rows, int p, double *dst, long long ld,
+                     long long row0, const double *scale)
+{
+    transpose_block(src, rows, p, dst, ld, row0, scale);
 }

@@ -18,8 +18,9 @@ import numpy as np
 from . import _isa, _lapack, _memory, _preparation
 from ._progress import Progress, check_progress
 from ._result import FitResult
-from ._validation import (MAX_THREADS, _as_data_matrix, check_bool, check_choice, check_dtype,
-                          check_int, check_positive, default_threads, user_stacklevel)
+from ._validation import (MAX_THREADS, _as_data_matrix, _by_rows, check_bool, check_choice,
+                          check_dtype, check_int, check_positive, default_threads,
+                          user_stacklevel)
 from .adjacency import _estimate_adjacency
 from .adjacency._common import _scaled_back
 from .search import _backends
@@ -194,9 +195,11 @@ def fit(
                                      warps_per_pair=warps_per_pair)
     times = {}
     t0 = time.perf_counter()
-    # The checked copy of the data comes with its columns rescaled exactly
-    # (column_exponents, scale_columns: one pass, no unscaled copy).
-    data, names, exponents = _as_data_matrix(X, feature_names, scaled=True)
+    # The data's columns are rescaled exactly (column_exponents); float input
+    # comes as a ScaledData over the input itself, which the search reads
+    # scaled block by block: the scaled copy that least squares needs is made
+    # after the search, when the search's rows are gone (peak host memory).
+    data, names, exponents = _as_data_matrix(X, feature_names, scaled="deferred")
     settings = check_settings(
         data.shape[1], names, backend=backend, threshold=threshold, gamma0=gamma0, c=c,
         dtype=dtype, collinear_tol=collinear_tol, explained_tol=explained_tol,
@@ -204,10 +207,33 @@ def fit(
         apply_prior_knowledge_softly=apply_prior_knowledge_softly, on_collinear=on_collinear,
         progress=progress, devices=devices, tuning=tuning, n_samples=data.shape[0])
     search_data, exponents = prepare(data, None, settings, exponents=exponents)
+    del data
+    if not _reads_scaled(search_data, settings):
+        search_data = search_data.copy(_by_rows)
     times["validate"] = time.perf_counter() - t0
     found = search(search_data, settings, names, times)
+    if isinstance(search_data, _preparation.ScaledData):
+        t0 = time.perf_counter()
+        search_data = search_data.copy(_by_rows)  # the search's rows are gone: least squares' copy
+        times["validate"] += time.perf_counter() - t0
     B = adjacency(search_data, found, settings, exponents, names, times)
     return fit_result(found, B, names, settings, times)
+
+
+def _reads_scaled(data, settings):
+    """Whether the search reads ``data``, a ScaledData, as it is (else it needs the copy).
+
+    The CPU search does; so does a single GPU's upload (which scales the
+    blocks on the device, exactly) of float64 or float32 input whose scaling
+    is a product by normal powers of two. The multi-GPU search sends a whole
+    array.
+    """
+    if not isinstance(data, _preparation.ScaledData):
+        return True
+    if settings.backend == "cpu":
+        return True
+    return (settings.devices is None and data.factors is not None
+            and data.source.dtype in (np.float64, np.float32))
 
 
 @dataclass(frozen=True)
@@ -329,7 +355,8 @@ def prepare(data, absmax, settings, *, adjacency="ols", adjacency_threads=1, exp
     scaled by powers of two (the same result, no underflow); the
     coefficients are scaled back at the end. With ``exponents`` given,
     ``data`` come rescaled by them already (``_as_data_matrix(...,
-    scaled=True)``) and are returned as they are.
+    scaled=True)``, or a ``ScaledData`` with ``scaled="deferred"``) and are
+    returned as they are.
 
     Returns
     -------

@@ -42,8 +42,89 @@ def scale_columns(X, exponents):
     return np.ldexp(X, -exponents, out=X)
 
 
+def scale_factors(exponents):
+    """``2**-exponents`` as float64, or None where some factor is not a normal float64.
+
+    A product by these factors is rounded as ``np.ldexp(x, -exponents)``
+    rounds (:func:`scale_columns`); with None, ``ldexp`` itself must be used.
+    """
+    exponents = np.asarray(exponents)
+    if exponents.size and np.abs(exponents).max() >= 1000:
+        return None
+    return np.ldexp(1.0, -exponents)
+
+
+class ScaledData:
+    """Data with column ``j`` multiplied by ``2**-exponents[j]``, without holding the product.
+
+    The product is formed block by block where it is read: the standardised
+    rows (:func:`standardise_rows`), the rounding noise
+    (``paralingam.search.policy.noise_and_std``) and the GPU upload read it
+    this way, and :meth:`copy` makes the whole array when a step needs it
+    (least squares). Every value is the one of ``copy()``: the product by
+    a power of two does not depend on the layout or the block.
+
+    Parameters
+    ----------
+    source : ndarray, shape (n_samples, n_features)
+        Checked float data (float64 or narrower), any layout; read only.
+    exponents : ndarray of int, shape (n_features,)
+    """
+
+    def __init__(self, source, exponents):
+        self.source = source
+        self.exponents = np.asarray(exponents)
+        self.factors = scale_factors(self.exponents)
+        self.shape = source.shape
+        self.size = source.size
+        self.nbytes = source.size * 8  # of the float64 product
+        self.dtype = np.dtype(np.float64)
+
+    def rows(self, r0, r1, j0=0, j1=None, out=None):
+        """The scaled rows ``r0:r1`` of columns ``j0:j1``, float64, C-ordered (``out`` if given)."""
+        j1 = self.shape[1] if j1 is None else j1
+        block = self.source[r0:r1, j0:j1]
+        if out is None:
+            out = np.empty(block.shape)
+        if self.factors is not None:
+            return np.multiply(block, self.factors[j0:j1], out=out)
+        out[...] = block
+        return np.ldexp(out, -self.exponents[j0:j1], out=out)
+
+    def copy(self, by_rows=None):
+        """The whole product: a new C-ordered float64 array.
+
+        ``by_rows(work, source)``, where given, runs ``work(r0, r1)`` over
+        ranges of rows that cover them (``_validation._by_rows``: on threads
+        for large data); by default one range.
+        """
+        data = np.empty(self.shape)
+
+        def work(r0, r1):
+            self.rows(r0, r1, out=data[r0:r1])
+
+        if by_rows is None:
+            work(0, self.shape[0])
+        else:
+            by_rows(work, self.source)
+        return data
+
+    def transposed(self):
+        """The product transposed (one variable per row): :func:`transposed_copy` of :meth:`copy`."""
+        n, p = self.shape
+        Z = np.empty((p, n))
+        buf = np.empty((min(n, TRANSPOSE_ROWS), p))
+        for r0 in range(0, n, TRANSPOSE_ROWS):
+            block = self.rows(r0, min(n, r0 + TRANSPOSE_ROWS), out=buf[:min(n - r0, TRANSPOSE_ROWS)])
+            Z[:, r0:r0 + TRANSPOSE_ROWS] = block.T
+        return Z
+
+
 def standardise_rows(X):
     """Population-standardised copy of ``X`` with one variable per row.
+
+    ``X``: an array, or :class:`ScaledData` (the rows are then made from
+    its source, scaled on the way, with no copy of the whole product).
 
     Returns
     -------
@@ -51,7 +132,7 @@ def standardise_rows(X):
     cov : ndarray, shape (n_features, n_features)
         ``Z @ Z.T / n``: the correlation matrix, unit diagonal.
     """
-    Z = transposed_copy(X)
+    Z = X.transposed() if isinstance(X, ScaledData) else transposed_copy(X)
     # Centre, square and scale by blocks of rows, each block while it is in
     # the cache: numpy computes each contiguous row's mean and sum of squares
     # alone, so every row gets the numbers the whole-array expressions give,

@@ -66,7 +66,11 @@ def _as_data_matrix(X, names=None, *, allow_constant=False, scaled=False):
     ``2**-e[j]`` (exact), where ``max |X[:, j]| * 2**-e[j]`` lies in [0.5, 1)
     (``paralingam._preparation.column_exponents``), and the third item is ``e``
     instead of the maxima: float input is then read once for the checks and
-    once for the scaled copy, with no unscaled copy in between.
+    once for the scaled copy, with no unscaled copy in between. With
+    ``scaled="deferred"``, float input up to double comes as a
+    :class:`paralingam._preparation.ScaledData` over the input itself (no
+    copy: the steps read it scaled, block by block; ``.copy()`` gives the
+    array ``scaled=True`` returns); other input as that array.
     """
     given = names
     names = labels = None
@@ -140,18 +144,15 @@ def _as_data_matrix(X, names=None, *, allow_constant=False, scaled=False):
         raise ValueError(f"constant columns (zero variance): {_list(bad)}")
     if not scaled:
         return (_to_float64(arr, names) if data is None else data), names, absmax
-    exponents = np.frexp(absmax)[1]
-    if data is None:
-        data = np.empty((n, p))
-        if exponents.size and np.abs(exponents).max() < 1000:
-            # a product by a power of two, rounded as ldexp rounds (see _preparation.scale_columns)
-            factors = np.ldexp(1.0, -exponents)
-            _by_rows(lambda r0, r1: np.multiply(src[r0:r1], factors, out=data[r0:r1]), src)
-            return data, names, exponents
-        data[...] = src
-    from ._preparation import scale_columns
+    from ._preparation import ScaledData, scale_columns
 
-    return scale_columns(data, exponents), names, exponents
+    exponents = np.frexp(absmax)[1]
+    if data is not None:  # our own float64 copy: scaled in place
+        return scale_columns(data, exponents), names, exponents
+    product = ScaledData(src, exponents)
+    if scaled == "deferred":
+        return product, names, exponents
+    return product.copy(_by_rows), names, exponents
 
 
 # Bytes of rows whose column maxima and minima are taken together, while they

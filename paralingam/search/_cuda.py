@@ -569,11 +569,14 @@ def _prepare_kernels(ctx_handle):
     cubin = nvcc_compile(src, options=["-std=c++17", "-O3"], arch=f"sm_{major}{minor}",
                          no_extern_c=True)
     mod = drv.module_from_buffer(cubin)
-    kernels = {"module": mod}
+    kernels = {"module": mod, "scaled": {}}
     for dtype, name in ((np.float64, "transpose_f64"), (np.float32, "transpose_f32")):
         fn = mod.get_function(name)
         fn.prepare("PiiPqq")
         kernels[np.dtype(dtype)] = fn
+        fn = mod.get_function(name.replace("transpose", "transpose_scaled"))
+        fn.prepare("PiiPqqP")
+        kernels["scaled"][np.dtype(dtype)] = fn
     return kernels
 
 
@@ -589,12 +592,26 @@ def upload(ws, data):
 
     The device-side blocks use the float rows (X32), which the search writes
     only later, when it standardises X64: no extra device memory.
+
+    ``data`` may be a :class:`paralingam._preparation.ScaledData` whose
+    factors are powers of two (``factors`` not None): its source is sent as
+    it is (float32 at half the bytes of a float64 copy) and the columns are
+    scaled on the device, exactly as the host scales them, so that X64
+    holds exactly ``data.copy().T``.
     """
     import pycuda.driver as drv
 
+    from .._preparation import ScaledData
+
+    factors = None
+    if isinstance(data, ScaledData):
+        if data.factors is None:
+            raise ValueError("upload scales columns by normal powers of two only; this "
+                             "ScaledData needs ldexp: upload its copy()")
+        data, factors = data.source, data.factors
     data = np.asarray(data)
     kernels = _prepare_kernels(_context().handle)
-    if data.ndim != 2 or data.dtype not in kernels:
+    if data.ndim != 2 or data.dtype not in kernels["scaled"]:
         raise ValueError(f"upload needs a 2-D float64 or float32 array; got {data.dtype} "
                          f"of shape {data.shape}")
     n, p = data.shape
@@ -616,21 +633,31 @@ def upload(ws, data):
                    [drv.Event() for _ in range(2)])
         ws._upload_staging = staging
     _, hosts, done = staging
-    fn = kernels[data.dtype]
-    for k, r0 in enumerate(range(0, n, rows)):
-        b = k % 2
-        count = min(rows, n - r0)
-        if k >= 2:
-            done[b].synchronize()  # this host buffer's last copy has left
-        host = hosts[b][:count * row_bytes].view(data.dtype).reshape(count, p)
-        np.copyto(host, data[r0:r0 + count])
-        dev = ws.dev["X32"] + b * half
-        drv.memcpy_htod_async(dev, host, stream)
-        fn.prepared_async_call(((p + 31) // 32, (count + 31) // 32), (32, 8, 1), stream,
-                               dev, np.int32(count), np.int32(p), ws.dev["X64"],
-                               np.int64(ld), np.int64(r0))
-        done[b].record(stream)
-    stream.synchronize()
+    scale = None
+    if factors is None:
+        fn, extra = kernels[data.dtype], ()
+    else:
+        scale = drv.mem_alloc(max(1, p) * 8)
+        drv.memcpy_htod(scale, np.ascontiguousarray(factors, dtype=np.float64))
+        fn, extra = kernels["scaled"][data.dtype], (int(scale),)
+    try:
+        for k, r0 in enumerate(range(0, n, rows)):
+            b = k % 2
+            count = min(rows, n - r0)
+            if k >= 2:
+                done[b].synchronize()  # this host buffer's last copy has left
+            host = hosts[b][:count * row_bytes].view(data.dtype).reshape(count, p)
+            np.copyto(host, data[r0:r0 + count])
+            dev = ws.dev["X32"] + b * half
+            drv.memcpy_htod_async(dev, host, stream)
+            fn.prepared_async_call(((p + 31) // 32, (count + 31) // 32), (32, 8, 1), stream,
+                                   dev, np.int32(count), np.int32(p), ws.dev["X64"],
+                                   np.int64(ld), np.int64(r0), *extra)
+            done[b].record(stream)
+    finally:
+        stream.synchronize()  # (the factors stay until the last block is scaled)
+        if scale is not None:
+            scale.free()
 
 
 def warps_per_pair_for(n, warps):
@@ -683,6 +710,10 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     n, p = data.shape
     ld = row_stride(n)
     if devices is not None:
+        from .._preparation import ScaledData
+
+        if isinstance(data, ScaledData):  # the multi-GPU upload sends a whole array
+            data = data.copy()
         if profile:
             raise ValueError("profile is a single-GPU option (devices=None)")
         warps = (threads_per_block or DEFAULT_WARPS * 32) // 32

@@ -122,10 +122,21 @@ def initial_noise(X, n_threads=None):
 
 
 def noise_and_std(X, n_threads=None):
-    """:func:`initial_noise` of ``X`` and ``X.std(axis=0)`` (the same bits), from the same sums."""
-    X = np.asarray(X, dtype=np.float64)
+    """:func:`initial_noise` of ``X`` and ``X.std(axis=0)`` (the same bits), from the same sums.
+
+    ``X`` may be a :class:`paralingam._preparation.ScaledData`: large data
+    are then read scaled, block by block, with the bits of its ``copy()``.
+    """
+    from .._preparation import ScaledData
+
+    product = isinstance(X, ScaledData)
+    if not product:
+        X = np.asarray(X, dtype=np.float64)
     n, p = X.shape
-    if not X.flags.c_contiguous or p < 2 or X.nbytes <= NOISE_BLOCK_BYTES:
+    if product and (p < 2 or X.nbytes <= NOISE_BLOCK_BYTES):
+        X = X.copy()  # small, or one column: the formula below on the whole product
+        product = False
+    if not product and (not X.flags.c_contiguous or p < 2 or X.nbytes <= NOISE_BLOCK_BYTES):
         mean = X.mean(axis=0)
         rms = np.sqrt((X * X).mean(axis=0))
         std = X.std(axis=0)
@@ -159,24 +170,44 @@ def _noise_sums(X, j0, j1):
     inside ``X.std(axis=0)`` give: numpy sums the columns of such a block of
     a C-ordered array row after row (two or more columns; a single column is
     summed pairwise), so summing each block of rows after a first row that
-    holds the sums so far continues exactly those sums.
+    holds the sums so far continues exactly those sums. ``X`` a C-ordered
+    array, or a ``ScaledData`` whose rows are scaled block by block (its
+    means then come from such continued sums too, over n as numpy's mean).
     """
-    cols = X[:, j0:j1]
-    n, k = cols.shape
-    mean = cols.mean(axis=0)
+    n, k = X.shape[0], j1 - j0
     rows = max(64, NOISE_BLOCK_BYTES // (8 * k))
     buf = np.empty((rows + 1, k))
+    if isinstance(X, np.ndarray):
+        cols = X[:, j0:j1]
+        mean = cols.mean(axis=0)
+
+        def block(r0):
+            return cols[r0:r0 + rows]
+    else:
+        scaled = np.empty((rows, k))
+
+        def block(r0):
+            r1 = min(n, r0 + rows)
+            return X.rows(r0, r1, j0, j1, out=scaled[:r1 - r0])
+
+        total = block(0).sum(axis=0)  # numpy's sum starts from the first row, as here
+        for r0 in range(rows, n, rows):
+            b = block(r0)
+            buf[0] = total
+            buf[1:b.shape[0] + 1] = b
+            total = buf[:b.shape[0] + 1].sum(axis=0)
+        mean = total / n
     sq = np.zeros(k)  # all terms are squares (>= +0): starting from +0 changes no sum
     dev = np.zeros(k)
     for r0 in range(0, n, rows):
-        block = cols[r0:r0 + rows]
-        m = block.shape[0]
+        block_rows = block(r0)
+        m = block_rows.shape[0]
         body = buf[1:m + 1]
         buf[0] = sq
-        np.multiply(block, block, out=body)
+        np.multiply(block_rows, block_rows, out=body)
         sq = buf[:m + 1].sum(axis=0)
         buf[0] = dev
-        np.subtract(block, mean, out=body)
+        np.subtract(block_rows, mean, out=body)
         np.multiply(body, body, out=body)
         dev = buf[:m + 1].sum(axis=0)
     return mean, sq, dev
