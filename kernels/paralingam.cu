@@ -574,66 +574,78 @@ __device__ void stop_degenerate(PlSearch *s, int kind, int a, int b)
 
 __device__ __forceinline__ void take_entropy32(PlSearch *s, int w);
 
-// mode 1: steps 1-2 (order, remaining set); mode 2: steps 3-5 (workers);
-// mode 3: both. With prior knowledge the host runs mode 1, reads the
-// remaining set, writes pk_status and runs mode 2. With PL_PREP_ALL_PAIRS
-// the iteration compares every pair in one round (see all_pairs_body); with
-// float comparisons prep then also takes the workers' entropies, so the host
-// skips setup_f32, which would only sort partners nobody walks.
-extern "C" __global__ void __launch_bounds__(1024) prep(PlSearch *s, int mode)
-{
-    pl_enter();
-    PlControl *c = s->ctl;
-    __shared__ int s_first_explained, s_stop;
-    if (threadIdx.x == 0) s_stop = (c->state == PL_DEGENERATE) || (!(mode & 1) && c->state == PL_FINISHED);
-    __syncthreads();
-    if (s_stop) return;  // keep the final report for the host
-    int r = c->r;
-    if (!(mode & 1)) goto workers;
-    {
+// The phases of prep, in the order it runs them. Each gets the control
+// block c from prep (reloading s->ctl after a store to the search state
+// would be a second load) and is inlined, so prep compiles as one body: the
+// same machine code as the kernel written in one piece (check a change with
+// tools/same_single_gpu_cubin.sh).
 
-    // 1. The previous root and the variables it explained join the order.
+// Step 1a: the previous root, then the variables it explained (gone == 1),
+// join the order at base = c->n_order; they leave the search (gone = 2).
+// Returns the number explained (c->n_order is left to the caller);
+// first_explained (shared) gets the first of them, or -1.
+__device__ __forceinline__ int join_order(PlSearch *s, PlControl *c, int r, int root, int *flag,
+                                          int *pos, int &base, int &first_explained)
+{
+    for (int k = threadIdx.x; k < r; k += blockDim.x) {
+        const int v = s->alive[k];
+        flag[k] = (v != root && s->gone[v] == 1);
+    }
+    __syncthreads();
+    const int n_expl = block_scan(flag, pos, r);
+    base = c->n_order;
+    if (threadIdx.x == 0) {
+        s->order[base] = root;
+        s->gone[root] = 2;
+        first_explained = -1;
+    }
+    __syncthreads();
+    for (int k = threadIdx.x; k < r; k += blockDim.x) {
+        if (!flag[k]) continue;
+        const int v = s->alive[k];
+        s->order[base + 1 + pos[k]] = v;
+        s->explained_by[v] = root;
+        s->gone[v] = 2;
+        if (pos[k] == 0) first_explained = v;
+    }
+    __syncthreads();
+    return n_expl;
+}
+
+// Step 1b: compact alive[0..r) to the variables still searching (gone ==
+// 0), order preserved. Returns their number.
+__device__ __forceinline__ int compact_alive(PlSearch *s, int r, int *flag, int *pos)
+{
+    for (int k = threadIdx.x; k < r; k += blockDim.x) flag[k] = (s->gone[s->alive[k]] == 0);
+    __syncthreads();
+    const int r_new = block_scan(flag, pos, r);
+    int *tmp = s->label;
+    for (int k = threadIdx.x; k < r; k += blockDim.x)
+        if (flag[k]) tmp[pos[k]] = s->alive[k];
+    __syncthreads();
+    for (int k = threadIdx.x; k < r_new; k += blockDim.x) s->alive[k] = tmp[k];
+    return r_new;
+}
+
+// Step 1: the previous root (if any) and the variables it explained join
+// the order, and the next iteration starts on the rest (r is updated).
+// Returns false when the search stopped: a root explained a variable and
+// degenerate data stop the search.
+__device__ __forceinline__ bool retire_root(PlSearch *s, PlControl *c, int &r, int &first_explained)
+{
     const int root = c->root;
     if (root >= 0) {
-        int *flag = s->cursor, *pos = s->scratch;
-        for (int k = threadIdx.x; k < r; k += blockDim.x) {
-            const int v = s->alive[k];
-            flag[k] = (v != root && s->gone[v] == 1);
-        }
-        __syncthreads();
-        const int n_expl = block_scan(flag, pos, r);
-        const int base = c->n_order;
-        if (threadIdx.x == 0) {
-            s->order[base] = root;
-            s->gone[root] = 2;
-            s_first_explained = -1;
-        }
-        __syncthreads();
-        for (int k = threadIdx.x; k < r; k += blockDim.x) {
-            if (!flag[k]) continue;
-            const int v = s->alive[k];
-            s->order[base + 1 + pos[k]] = v;
-            s->explained_by[v] = root;
-            s->gone[v] = 2;
-            if (pos[k] == 0) s_first_explained = v;
-        }
-        __syncthreads();
+        int *flag = s->cursor, *pos = s->scratch;  // free until the workers are reset
+        int base;
+        const int n_expl = join_order(s, c, r, root, flag, pos, base, first_explained);
         if (s->stop_on_degenerate && n_expl > 0) {
             if (threadIdx.x == 0) {
                 c->n_order = base + 1 + n_expl;  // order: ..., root, the variables it explained
-                stop_degenerate(s, PL_DEP_EXPLAINED, s_first_explained, root);
+                stop_degenerate(s, PL_DEP_EXPLAINED, first_explained, root);
             }
-            return;
+            return false;
         }
-        // compact alive: keep variables still searching (order preserved)
-        for (int k = threadIdx.x; k < r; k += blockDim.x) flag[k] = (s->gone[s->alive[k]] == 0);
-        __syncthreads();
-        const int r_new = block_scan(flag, pos, r);
-        int *tmp = s->label;
-        for (int k = threadIdx.x; k < r; k += blockDim.x)
-            if (flag[k]) tmp[pos[k]] = s->alive[k];
-        __syncthreads();
-        for (int k = threadIdx.x; k < r_new; k += blockDim.x) s->alive[k] = tmp[k];
+        const int r_new = compact_alive(s, r, flag, pos);
         if (threadIdx.x == 0) {
             c->n_order = base + 1 + n_expl;
             c->r = r_new;
@@ -643,26 +655,36 @@ extern "C" __global__ void __launch_bounds__(1024) prep(PlSearch *s, int mode)
         __syncthreads();
         r = r_new;
     }
-    if (threadIdx.x == 0) s->it_r[c->iteration] = r;
-    // 2. Done?
+    return true;
+}
+
+// Step 2: with at most one variable left the search is finished (the last
+// one joins the order). Returns whether it is.
+__device__ __forceinline__ bool finish_if_done(PlSearch *s, PlControl *c, int r)
+{
     if (r <= 1) {
         if (threadIdx.x == 0) {
             if (r == 1) { s->order[c->n_order] = s->alive[0]; s->gone[s->alive[0]] = 2; c->n_order += 1; c->r = 0; }
             c->done = 1;
             c->state = PL_FINISHED;
         }
-        return;
+        return true;
     }
-    if (!(mode & 2)) return;
-    }
-workers:
-    // 3. Collinear groups (one worker per group: its first member).
+    return false;
+}
+
+// Step 3: label[k] = the first position of k's collinear group (k itself
+// when no pair is collinear). Returns false when the search stopped: a
+// collinear pair with on_collinear="error" (the host reads the first group
+// from label).
+__device__ __forceinline__ bool label_groups(PlSearch *s, PlControl *c, int r)
+{
     for (int k = threadIdx.x; k < r; k += blockDim.x) s->label[k] = k;
     __syncthreads();
     if (c->collinear) {
         collinear_groups(s, r);
         __syncthreads();
-        if (s->stop_on_degenerate) {  // the host reads the first group from label
+        if (s->stop_on_degenerate) {
             __shared__ int pair[2];
             pair[0] = -1;
             __syncthreads();
@@ -670,12 +692,17 @@ workers:
             __syncthreads();
             if (threadIdx.x == 0 && pair[0] >= 0) stop_degenerate(s, PL_DEP_COLLINEAR, pair[0], pair[1]);
             __syncthreads();
-            if (pair[0] >= 0) return;
+            if (pair[0] >= 0) return false;
         }
     }
-    // 4. Workers: one per group, its first member (every variable when no
-    // pair is collinear), with the group's size as weight and the group's
-    // prior-knowledge status.
+    return true;
+}
+
+// Step 4: the workers, one per group, its first member (every variable
+// when no pair is collinear), with the group's size as weight and the
+// group's prior-knowledge status. Returns their number.
+__device__ __forceinline__ int make_workers(PlSearch *s, PlControl *c, int r)
+{
     int nw = r;
     if (c->collinear) {
         int *is_rep = s->cursor, *wnum = s->scratch;
@@ -698,14 +725,21 @@ workers:
         }
     }
     __syncthreads();
-    // 5. Reset the workers; every candidate works in the first round.
+    return nw;
+}
+
+// Step 5a: reset the nw workers' scores and counters and list the
+// candidates as active (every candidate works in the first round); in an
+// all-pairs float iteration also take their entropies. Clears the
+// collinearity flags of the r variables. Returns the number active.
+__device__ __forceinline__ int reset_workers(PlSearch *s, int r, int nw, bool all_pairs)
+{
     int *flag = s->scratch, *pos = s->label;
     for (int w = threadIdx.x; w < nw; w += blockDim.x) {
         s->score[w] = 0.0; s->err[w] = 0.0; s->ndone[w] = 0; s->cursor[w] = 0;
         s->final_score[w] = -1.0; s->final_err[w] = 0.0;
         flag[w] = s->kind[w] == PL_CANDIDATE;
     }
-    const bool all_pairs = (mode & PL_PREP_ALL_PAIRS) != 0;
     if (all_pairs && s->use_float)
         for (int w = threadIdx.x; w < nw; w += blockDim.x) take_entropy32(s, w);
     __syncthreads();
@@ -715,17 +749,54 @@ workers:
     set_live(s, n_active);
     for (int k = threadIdx.x; k < r; k += blockDim.x) s->linked[s->alive[k]] = 0;
     __syncthreads();
-    if (threadIdx.x == 0) {
-        c->all_pairs = all_pairs;
-        c->nw = nw; c->epoch += 1; c->gamma = s->gamma0; c->n_active = n_active;
-        c->rounds = 0; c->compared = 0; c->drift_bits = 0; c->collinear = 0; c->n_cand = 0;
-        c->done = 0; c->state = PL_RUNNING;
-        if (n_active == 1) {  // one candidate group: it is the root, no comparison needed
-            c->done = 1; c->state = PL_DECIDED; c->root = s->idx[s->active[0]];
-            s->it_score[c->iteration] = 0.0; s->it_gamma[c->iteration] = s->gamma0;
-            s->it_rounds[c->iteration] = 0; s->it_compared[c->iteration] = 0; s->it_redo[c->iteration] = 0;
-        }
+    return n_active;
+}
+
+// Step 5b (thread 0): the control block of the new iteration. One
+// candidate group is the root at once, with no comparison.
+__device__ __forceinline__ void start_iteration(PlSearch *s, PlControl *c, int nw, int n_active,
+                                                bool all_pairs)
+{
+    c->all_pairs = all_pairs;
+    c->nw = nw; c->epoch += 1; c->gamma = s->gamma0; c->n_active = n_active;
+    c->rounds = 0; c->compared = 0; c->drift_bits = 0; c->collinear = 0; c->n_cand = 0;
+    c->done = 0; c->state = PL_RUNNING;
+    if (n_active == 1) {
+        c->done = 1; c->state = PL_DECIDED; c->root = s->idx[s->active[0]];
+        s->it_score[c->iteration] = 0.0; s->it_gamma[c->iteration] = s->gamma0;
+        s->it_rounds[c->iteration] = 0; s->it_compared[c->iteration] = 0; s->it_redo[c->iteration] = 0;
     }
+}
+
+// mode 1: steps 1-2 (order, remaining set); mode 2: steps 3-5 (workers);
+// mode 3: both. With prior knowledge the host runs mode 1, reads the
+// remaining set, writes pk_status and runs mode 2. With PL_PREP_ALL_PAIRS
+// the iteration compares every pair in one round (see all_pairs_body); with
+// float comparisons prep then also takes the workers' entropies, so the host
+// skips setup_f32, which would only sort partners nobody walks.
+extern "C" __global__ void __launch_bounds__(1024) prep(PlSearch *s, int mode)
+{
+    pl_enter();
+    PlControl *c = s->ctl;
+    __shared__ int s_first_explained, s_stop;
+    if (threadIdx.x == 0) {  // (both tests taken, no branch: they are cheap)
+        const int state = c->state;
+        s_stop = (state == PL_DEGENERATE) | (!(mode & 1) & (state == PL_FINISHED));
+    }
+    __syncthreads();
+    if (s_stop) return;  // keep the final report for the host
+    int r = c->r;
+    if (mode & 1) {
+        if (!retire_root(s, c, r, s_first_explained)) return;   // 1.
+        if (threadIdx.x == 0) s->it_r[c->iteration] = r;
+        if (finish_if_done(s, c, r)) return;                    // 2.
+        if (!(mode & 2)) return;
+    }
+    if (!label_groups(s, c, r)) return;                         // 3.
+    const int nw = make_workers(s, c, r);                       // 4.
+    const bool all_pairs = (mode & PL_PREP_ALL_PAIRS) != 0;
+    const int n_active = reset_workers(s, r, nw, all_pairs);    // 5.
+    if (threadIdx.x == 0) start_iteration(s, c, nw, n_active, all_pairs);
 }
 
 // Bucket of a partner with correlation rho: |rho| in PL_ORDER_BUCKETS steps,
