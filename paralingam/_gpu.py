@@ -20,8 +20,8 @@ import threading
 
 from ._memory import GPUMemoryError  # noqa: F401  (re-exported for the GPU steps)
 
-__all__ = ["GPUMemoryError", "unavailable_reason", "context", "register_cache", "clear_caches",
-           "note_fault", "guarded"]
+__all__ = ["GPUMemoryError", "unavailable_reason", "context", "exclusive", "register_cache",
+           "clear_caches", "note_fault", "guarded"]
 
 # Set after a kernel fault: CUDA keeps such errors (illegal address, trap)
 # for the rest of the process, so the backend is unusable until a restart.
@@ -105,6 +105,21 @@ def context(device=0):
         ctx.push()
         pushed.contexts.append(ctx)
     return ctx
+
+
+# One GPU step at a time in a process: the steps keep their device buffers
+# between fits (one workspace per problem shape), which the fits of two
+# threads would otherwise share mid-run.
+_STEP_LOCK = threading.RLock()
+
+
+def exclusive(step):
+    """Decorator: ``step`` runs alone among the process's GPU steps (other threads wait)."""
+    @functools.wraps(step)
+    def run_alone(*args, **kwargs):
+        with _STEP_LOCK:
+            return step(*args, **kwargs)
+    return run_alone
 
 
 def register_cache(clear):

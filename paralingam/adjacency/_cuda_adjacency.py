@@ -54,6 +54,7 @@ def _blocks_for(p):
     return max(1, min(p - 1, sms * MIN_BLOCKS))
 
 
+@_gpu.exclusive
 def ols_on_predecessors(gram, tol):
     """Least squares of every variable on all earlier ones, on the GPU.
 
@@ -216,6 +217,7 @@ def clear_cache(after_fault=False):
     _BUFFERS.clear()
 
 
+@_gpu.exclusive
 def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma, progress=None):
     """Predictors kept by the adaptive lasso of each target, on the GPU.
 

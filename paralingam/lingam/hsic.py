@@ -24,6 +24,7 @@ import threading
 
 import numpy as np
 
+from .. import _gpu
 from .._progress import Progress as _Progress
 from .._progress import check_progress
 
@@ -549,8 +550,6 @@ def _gpu_bytes_needed(n, q):
 def _gpu_check_memory(n, q):
     import pycuda.driver as drv
 
-    from .. import _gpu
-
     _gpu.context()
     free, _ = drv.mem_get_info()
     need = _gpu_bytes_needed(n, q) + (64 << 20)
@@ -561,6 +560,7 @@ def _gpu_check_memory(n, q):
             f"or fewer samples.")
 
 
+@_gpu.exclusive
 def _sums_cuda(Z, progress):
     """Statistics, variance sums and null means of all pairs, on the GPU.
 
@@ -569,8 +569,6 @@ def _sums_cuda(Z, progress):
     square over the strict upper triangle (``b > a``) for each pair; the
     diagonal is added here and the mirror image counted twice.
     """
-    from .. import _gpu
-
     ctx = _gpu.context()
     fns = _gpu_kernels(ctx.handle)
     return _gpu.guarded(_cuda_launches, fns, np.ascontiguousarray(Z), progress)

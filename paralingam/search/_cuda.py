@@ -670,6 +670,7 @@ def warps_per_pair_for(n, warps):
     return g
 
 
+@_gpu.exclusive
 def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, drift_tol,
            times, threads_per_block=None, blocks=None, stop_on_dependence=False,
            profile=False, min_blocks=None, candidates=None,
