@@ -360,7 +360,7 @@ def test_cuda_fits_on_other_threads_equal_the_main_threads():
         with ThreadPoolExecutor(workers) as pool:
             models = list(pool.map(lambda _: DirectLiNGAM(backend="cuda").fit(X), range(4)))
         for m in models:
-            assert list(m.causal_order_) == list(main.causal_order_)
+            assert list(m.causal_order_) == list(main.causal_order_), f"{workers} thread(s)"
             np.testing.assert_array_equal(m.adjacency_matrix_, main.adjacency_matrix_)
 
 

@@ -54,11 +54,13 @@ if [ "$mode" = "ab" ]; then
         CASES="30 1024 --backend cpu;100 1024 --backend cpu;200 2048 --backend cpu" \
         timeout 200 bash tools/ab_builds.sh 2>&1 | tee "$out/ab_cpu.log" | grep -v Warning | tail -20
 elif [ "$mode" = "pipeline" ]; then
-    timeout 330 python3 benchmarks/bench_pipeline.py --backends cuda --repeats 3 --data-dir .gpu/data \
+    timeout 220 python3 benchmarks/bench_pipeline.py --backends cuda --repeats 3 --data-dir .gpu/data \
         --cases first_fit_cold first_fit typical ecoli sachs_p_values rank_deficient_300 \
-        rank_deficient_1000 tall --json "$out/bench_pipeline_cuda.json" 2>&1 \
-        | tee "$out/bench_pipeline.log" | tail -40
-    timeout 200 python3 benchmarks/bench_pipeline.py --backends cuda --repeats 1 --no-warm-up \
+        rank_deficient_1000 --json "$out/bench_pipeline_cuda.json" 2>&1 \
+        | tee "$out/bench_pipeline.log" | tail -30
+    timeout 150 python3 benchmarks/bench_pipeline.py --backends cuda --repeats 1 --cases tall \
+        --json "$out/bench_pipeline_tall.json" 2>&1 | tee "$out/bench_pipeline_tall.log" | tail -6
+    timeout 150 python3 benchmarks/bench_pipeline.py --backends cuda --repeats 1 --no-warm-up \
         --no-estimator --cases wide_5000 --json "$out/bench_pipeline_wide.json" 2>&1 \
         | tee "$out/bench_pipeline_wide.log" | tail -6
 elif [ "$mode" = "estimator" ]; then
