@@ -30,10 +30,8 @@ else
     git log -1 --format='commit %H %s (from the device copy of .git: may be stale)' 2>/dev/null \
         | tee -a "$out/gpu.txt"
 fi
-if [ "$mode" != "ab" ]; then  # (ab builds both trees itself)
-    python3 -m pip install -q --no-build-isolation --no-deps -e . > "$out/build.log" 2>&1 \
-        || { tail -30 "$out/build.log"; exit 1; }
-fi
+python3 -m pip install -q --no-build-isolation --no-deps -e . > "$out/build.log" 2>&1 \
+    || { tail -30 "$out/build.log"; exit 1; }
 status=0
 if [ "$mode" != "bench" ] && [ "$mode" != "ab" ] && [ "$mode" != "pipeline" ] && [ "$mode" != "wide" ]; then
     timeout 420 python3 -m pytest -q -m gpu tests/ ${kexpr:+-k "$kexpr"} -p no:cacheprovider 2>&1 \
@@ -76,8 +74,6 @@ elif [ "$mode" != "tests" ]; then
     fi
 fi
 if [ "$mode" = "wide" ] || [ "$mode" = "ab" ]; then  # (after ab: one search of about 80 s)
-    # ab: the head build of ab_builds.sh
-    [ "$mode" = "ab" ] && export PYTHONPATH="${AB_DIR:-/tmp/paralingam-ab}/head/site${PYTHONPATH:+:$PYTHONPATH}"
     timeout 150 python3 benchmarks/bench_pipeline.py --backends cuda --repeats 1 --no-warm-up \
         --no-estimator --cases wide_5000 --json "$out/bench_pipeline_wide.json" 2>&1 \
         | tee "$out/bench_pipeline_wide.log" | tail -6
