@@ -12,8 +12,16 @@ Cholesky factor and rows on ``--backend``, for ``cuda`` also on the host), media
 share of the whole fit. ``--lingam-sizes`` also times lingam 1.13's
 ``predict_adaptive_lasso`` loop on the same order and checks the matrices agree.
 Prints a table and writes JSON. Speed is measured here, never in unit tests.
+
+``--mode blas-threads`` times the host least squares (``_ols_adjacency`` on
+the host) of rank-deficient and wide data with every BLAS unlimited, with
+scipy's own BLAS (where its wheel ships one) on one thread, and with every
+BLAS on one thread (``bench_pipeline``'s data; a random order):
+
+    python benchmarks/bench_adjacency.py --mode blas-threads --data-dir .gpu/data
 """
 
+import contextlib
 import os
 import platform
 import statistics
@@ -50,15 +58,56 @@ def parse_size(text):
     return p, n
 
 
+def blas_threads(args):
+    """The host least squares with each BLAS thread setting (see the module docstring)."""
+    import scipy
+    from threadpoolctl import ThreadpoolController
+
+    import bench_pipeline as bp
+
+    ctl = ThreadpoolController()
+    root = os.path.realpath(os.path.dirname(scipy.__file__))
+    own = [lib.filepath for lib in ctl.lib_controllers
+           if lib.user_api == "blas" and os.path.realpath(lib.filepath).startswith(root)]
+    scipy_only = ctl.select(filepath=own)
+    cases = [("ecoli", lambda: bp.ecoli(args.data_dir), 7),
+             ("rank_deficient_300", lambda: bp.rank_deficient(300, 2048, 277, 9), 7),
+             ("rank_deficient_1000", lambda: bp.rank_deficient(1000, 8192, 924, 8), 3),
+             ("wide", lambda: bp.synthetic(2000, 1500, 5), 3)]
+    rows = []
+    for name, make, k in cases[:2] if args.quick else cases:
+        X = np.ascontiguousarray(make(), dtype=np.float64)
+        order = np.random.default_rng(0).permutation(X.shape[1])
+        settings = {"unlimited": lambda: None, "scipy_blas_1_thread": lambda: scipy_only.limit(limits=1),
+                    "all_blas_1_thread": lambda: ctl.limit(limits=1, user_api="blas")}
+        row = {"case": name, "p": X.shape[1], "n": X.shape[0]}
+        for label, limit in settings.items():
+            def run(limit=limit):
+                with limit() or contextlib.nullcontext():
+                    ols_adjacency(X, order, backend="cpu")
+            run()
+            row[label + "_s"] = median_time(run, k)[0]
+        rows.append(row)
+        print(f"{name} p={row['p']} n={row['n']}: host least squares " + "  ".join(
+            f"{label} {row[label + '_s'] * 1e3:.1f} ms" for label in settings), flush=True)
+    _common.write_result(args, {"scipy_own_blas": own, "rows": rows})
+
+
 def main():
-    ap = _common.parser("bench_adjacency", __doc__)
+    ap = _common.parser("bench_adjacency", __doc__, modes=("steps", "blas-threads"),
+                        quick="blas-threads: the two small cases only")
     ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--sizes", nargs="*", default=["100x1024", "200x2048", "500x4096", "1000x8192"],
                     metavar="PxN")
     ap.add_argument("--lingam-sizes", nargs="*", default=["100x1024"], metavar="PxN",
                     help="sizes on which lingam's adaptive lasso runs too (it is slow)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--data-dir", default=os.environ.get("PARALINGAM_DATA", "/work/shared/data"),
+                    help="folder of ecoli_core_fluxes_n10000.npz (blas-threads)")
     args = ap.parse_args()
+    if args.mode == "blas-threads":
+        blas_threads(args)
+        return
 
     rows = []
     print(f"host {platform.node()}, {os.cpu_count()} cores, search on {args.backend}", flush=True)

@@ -440,8 +440,10 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
     """
     t0 = time.perf_counter()
     with np.errstate(over="ignore"):
-        # BLAS beside the CPU search's spinning threads: see _blas_in_this_thread
-        with _blas_in_this_thread() if settings.backend == "cpu" else contextlib.nullcontext():
+        # BLAS beside the CPU search's spinning threads: see _blas_in_this_thread;
+        # after the CUDA search, see _scipy_blas_in_this_thread
+        with (_blas_in_this_thread() if settings.backend == "cpu"
+              else _scipy_blas_in_this_thread()):
             B = _estimate_adjacency(search_data, found.order, method=method,
                                     prior_knowledge=prior_knowledge, backend=settings.backend,
                                     n_threads=n_threads, scatter=found.scatter,
@@ -503,6 +505,40 @@ def _blas_in_this_thread():
     :func:`_blas_threads`).
     """
     return _blas_threads().limit(limits=1, user_api="blas")
+
+
+def _scipy_blas_in_this_thread():
+    """A context in which scipy's own BLAS (where it ships one) runs in the calling thread only.
+
+    numpy's and scipy's wheels each bring an OpenBLAS, each with its own
+    worker threads, which spin after a call: the least squares of
+    rank-deficient data alternates between them (numpy's QR and products,
+    scipy's triangular solves and ``dtpqrt``), and each library's workers
+    then compete with the other's for the cores. On the H100's 16-core
+    host, E. coli's host least squares took 88 ms, and 22 ms with scipy's
+    BLAS on one thread (20 ms with both on one); p=1000, n=8192 with 924
+    explained variables 1.5 s and 0.58 s (0.70 s); p=2000, n=1500 1.6 s
+    and 0.90 s (1.5 s) (docs/design/adjacency.rst). numpy's BLAS keeps its
+    threads for the large products. Where scipy uses numpy's BLAS (one
+    library), this limits nothing.
+    """
+    controller = _blas_threads()
+    global _scipy_blas, _scipy_blas_of
+    if _scipy_blas_of is not controller:
+        import os
+
+        import scipy
+
+        root = os.path.realpath(os.path.dirname(scipy.__file__))
+        own = [lib.filepath for lib in controller.lib_controllers
+               if lib.user_api == "blas" and os.path.realpath(lib.filepath).startswith(root)]
+        _scipy_blas = controller.select(filepath=own) if own else None
+        _scipy_blas_of = controller
+    return _scipy_blas.limit(limits=1) if _scipy_blas is not None else contextlib.nullcontext()
+
+
+_scipy_blas = None
+_scipy_blas_of = None
 
 
 def _blas_threads():
