@@ -272,15 +272,22 @@ def pipeline(out):
                      f"({_ms(r['plain_pass'])}); peak host memory of the preparation "
                      f"{r['preparation_peak_over_input']:.2f}x the input array"
                      + (f" (the CPU route: {cpu_route:.2f}x)" if cpu_route else "") + ".\n")
-        if "first" in r:
+        if "cold_first" in r:
+            text += (f"\nFirst fit on a machine{on} (p={r['p']}, n={r['n']}, {r['backend']}, an empty "
+                     f"kernel cache): {_ms(r['cold_first'])}, of which compiling the kernels "
+                     f"{_ms(r['cold_compile'])}; later processes load the compiled kernels in "
+                     f"{_ms(r['cached_compile'])} (their first fit's compile phase).\n")
+        elif "first" in r:
             text += (f"\nFirst fit in a fresh process{on} (p={r['p']}, n={r['n']}, {r['backend']}, "
                      f"kernels cached): {_ms(r['first'])} against {_ms(r['warm'])} warm.\n")
     gpus = sorted({r["gpu"].replace("NVIDIA ", "") for r in d["rows"] if "gpu" in r})
     source = (f"*Source:* ``benchmarks/results/{name}`` -- commit per row, {prov['gpu']}"
               + (f" (rows marked {', '.join(gpus)}: that GPU)" if gpus else "")
               + f", its {prov['cores']}-core host (device tool); bench_pipeline.py --backends cuda, "
-              f"medians of {d.get('repeats', prov.get('repeats'))} after a warm-up fit.\n")
-    (out / "pipeline.rst").write_text(text + "\n" + source)
+              f"medians of {d.get('repeats', prov.get('repeats'))} after a warm-up fit (rows with "
+              "their own ``repeats``: that many).\n")
+    note = prov.get("commit_note")
+    (out / "pipeline.rst").write_text(text + "\n" + source + (f"\n*Note:* {note}\n" if note else ""))
 
 
 def multi_gpu(out):
@@ -357,6 +364,32 @@ def cpu_builds(out):
     (out / "cpu_builds.rst").write_text(text + "\n" + _source(name, d, "builds"))
 
 
+def ab_baseline(out):
+    """The same-call A/B against the baseline commit 0cb7114 (tools/gpu_check.sh ab)."""
+    rows, parts = [], []
+    for name, backend in (("bench_gpu_h100.json", "cuda, H100"),
+                          ("bench_cpu_h100host.json", "cpu, H100 host (16 cores)"),
+                          ("bench_cpu_vm_2cores.json", "cpu, 2-core VM")):
+        d = _load(name)["ab_0cb7114"]
+        rows += [[backend, c["case"], f"{c['base_ms']:.1f} ms", f"{c['head_ms']:.1f} ms",
+                  d["provenance"]["commit"], f"{100 * (c['head_over_base'] - 1):+.0f}%"]
+                 for c in d["cases"]]
+        parts.append(_source(name, d, "ab_0cb7114"))
+    text = _table(["backend", "case", "0cb7114", "later tree", "its commit", "change"], rows)
+    (out / "ab_baseline.rst").write_text(text + "\n" + "\n".join(parts))
+
+
+def adjacency_blas(out):
+    """The host least squares with each BLAS thread setting (bench_adjacency.py --mode blas-threads)."""
+    name = "bench_adjacency_h100.json"
+    d = _load(name)["blas_threads"]
+    rows = [[r["case"], f"{r['p']} x {r['n']}", _ms(r["unlimited_s"]), _ms(r["scipy_blas_1_thread_s"]),
+             _ms(r["all_blas_1_thread_s"])] for r in d["rows"]]
+    text = _table(["case", "p x n", "every BLAS unlimited", "scipy's BLAS on one thread",
+                   "every BLAS on one thread"], rows)
+    (out / "adjacency_blas.rst").write_text(text + "\n" + _source(name, d, "blas_threads"))
+
+
 def render(out):
     """Write every table (``*.rst``) and plot (``*.png``) into the folder ``out``."""
     import matplotlib
@@ -383,6 +416,8 @@ def render(out):
     p_values(out)
     var_lingam(out)
     cpu_builds(out)
+    ab_baseline(out)
+    adjacency_blas(out)
 
 
 if __name__ == "__main__":
