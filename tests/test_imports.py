@@ -14,7 +14,8 @@ import pytest
 
 import paralingam
 
-PACKAGE = Path(paralingam.__file__).parent
+# The sources in this checkout (an installed wheel need not carry the .pyx files).
+PACKAGE = Path(__file__).resolve().parents[1] / "paralingam"
 # A Python-level import line of a .pyx (cimport lines are compile-time only).
 PYX_IMPORT = re.compile(r"^[ \t]*(from[ \t]+[.\w]+[ \t]+import[ \t]+[^\n]+|import[ \t]+[.\w, \t]+)$",
                         re.M)

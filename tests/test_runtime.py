@@ -365,7 +365,7 @@ def test_cuda_fits_on_other_threads_equal_the_main_threads():
 
 
 @pytest.mark.gpu
-def test_a_thread_that_used_the_gpu_ends_without_aborting_the_process():
+def test_a_thread_that_used_the_gpu_ends_without_aborting_the_process(tmp_path):
     script = textwrap.dedent("""
         import threading
         import paralingam
@@ -382,8 +382,11 @@ def test_a_thread_that_used_the_gpu_ends_without_aborting_the_process():
         assert orders[0] == orders[1] == orders[2], orders
         print("done")
     """)
+    env = dict(os.environ)  # the paralingam this test imports, from outside the checkout
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(paralingam.__file__).resolve().parents[1])] + env.get("PYTHONPATH", "").split(os.pathsep))
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=600, cwd=Path(__file__).resolve().parents[1])
+                         timeout=600, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "done" in out.stdout
     assert "context was still active" not in out.stderr
