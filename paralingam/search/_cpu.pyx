@@ -133,9 +133,8 @@ pl_register_fork_handler()
 # dtype float32: a pair's residuals are formed in double and their exp and log
 # taken in float (pl_moments_f32, faster than the double loop:
 # docs/design/cpu_search.rst, "Float32 comparisons with certified roots").
-# Each mean
-# moment (mean log cosh u, mean u exp(-u^2/2)) is then off by at most
-# PL_MOMENT_ERR_CPU (kernels/pl_constants.h says why). Every
+# Each mean moment (mean log cosh u, mean u exp(-u^2/2)) is then off by at
+# most PL_MOMENT_ERR_CPU (kernels/pl_constants.h says why). Every
 # statistic carries the bound it implies, every score the sum of its terms'
 # bounds, and an iteration whose float scores cannot separate the root from
 # a rival within them is re-decided in double for the rivals only, so the
