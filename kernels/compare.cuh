@@ -53,9 +53,9 @@ __device__ __forceinline__ void pl_terms(float u, float &a, float &l, float &g)
 // (each factor in (1, 2]), and the caller takes one lg2 of the product of 8
 // factors (at most 2^8) per chunk: 2 + 1/8 special-function operations per
 // residual sample instead of 3. The product adds at most 7 roundings of
-// 2^-24 relative (< 6e-7 in log2 units per chunk, against 8 lg2.approx
-// errors of ~2^-22.6 absolute per chunk before); tools/probe_float.py
-// measures the moments against double.
+// 2^-24 relative (< 6e-7 in log2 units per chunk, less than the 8 lg2.approx
+// errors of ~2^-22.6 absolute per chunk it replaces); benchmarks/probe_float.py
+// measures the moments against double (docs/design/gpu_search.rst).
 __device__ __forceinline__ void pl_terms_deferred(float u, float &a, float &p, float &g)
 {
     const float au = fabsf(u);

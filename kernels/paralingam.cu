@@ -1,8 +1,8 @@
 // ParaLiNGAM on the GPU (paper Sec. 5), compiled at run time by PyCUDA.
 //
-// Every kernel takes the search state (kernels/search_state.h) and keeps it
-// on the device; the Cython host scheduler (paralingam/_scheduler.pyx) only
-// launches kernels and, after each threshold round, waits for the status
+// Every kernel takes the search state (kernels/search_state.h) and keeps it on
+// the device; the Cython host scheduler (paralingam/search/_scheduler.pyx)
+// only launches kernels and, after each threshold round, waits for the status
 // that `select_root` publishes in mapped host memory. One iteration:
 //
 //   prep          append the last root (and the variables it explained) to the
@@ -103,7 +103,7 @@ __device__ __forceinline__ unsigned dynamic_smem_bytes()
 }
 
 // Programmatic dependent launch (sm_90 and later; the host asks for it, see
-// paralingam/_scheduler.pyx): a kernel may be launched while its
+// paralingam/search/_scheduler.pyx): a kernel may be launched while its
 // predecessor in the stream still runs, so its blocks are resident when the
 // predecessor ends instead of being launched then. Every kernel starts with
 // pl_enter: let the successor be launched now (it waits in turn), then wait
@@ -800,7 +800,7 @@ extern "C" __global__ void __launch_bounds__(1024) prep(PlSearch *s, int mode)
 }
 
 // Bucket of a partner with correlation rho: |rho| in PL_ORDER_BUCKETS steps,
-// bucket 0 the largest (paralingam/_cpu_kernels.h, pl_order_bucket).
+// bucket 0 the largest (paralingam/search/_cpu_kernels.h, pl_order_bucket).
 __device__ __forceinline__ int order_bucket(double rho)
 {
     const double q = fabs(rho) * PL_ORDER_BUCKETS;

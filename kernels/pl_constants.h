@@ -1,6 +1,6 @@
 /* Constants of the causal-order search, written once for every language.
  *
- * Read by the CPU extension (paralingam/_cpu_kernels.h, _cpu.pyx), the CUDA
+ * Read by the CPU extension (paralingam/search/_cpu_kernels.h, _cpu.pyx), the CUDA
  * kernels (kernels/compare.cuh, search_state.h, paralingam.cu: inlined into
  * the source that PyCUDA compiles, so they are part of its cache key) and
  * Python (paralingam/_constants.py parses this file at import: each value

@@ -33,11 +33,9 @@ DEFAULT_C = 2.0
 MIN_C = 1.000001
 DRIFT_TOL = 1e-8
 # CPU searches with fewer sample-variable products than this run on one
-# thread unless n_threads says otherwise: two threads do not speed them up
-# (2 cores, back-to-back fits: p=10, n=1024 0.53 ms on one, 0.49 on two;
-# from p=12 two win: 0.93 and 0.73 ms), and their many short parallel regions
-# stall when another process holds a core (a 50-resample bootstrap of p=10,
-# n=500 with one core busy: 0.21 s on two threads, 0.05 s on one).
+# thread unless n_threads says otherwise: two threads do not speed them up,
+# and their many short parallel regions stall when another process holds a
+# core (docs/design/cpu_search.rst, "Busy cores").
 SMALL_SEARCH = 12288
 ON_COLLINEAR = ("warn", "ignore", "error")
 
@@ -47,9 +45,8 @@ def default_gamma0(n_samples):
 
     ``DEFAULT_GAMMA0`` up to 1024 samples, scaled by ``1024 / n_samples``
     above: the root's score (the noise in its statistics) shrinks as n grows,
-    and a threshold near it stops the other workers soonest. With 8192
-    samples it saved 26% of the CPU search at p=200 (4.63 -> 3.40 s; the
-    GPU's in benchmarks/NOTES.md).
+    and a threshold near it stops the other workers soonest
+    (docs/design/gpu_search.rst, "Workers": first threshold).
     """
     return DEFAULT_GAMMA0 * min(1.0, 1024.0 / max(1, n_samples))
 
@@ -497,12 +494,12 @@ def _blas_in_this_thread():
 
     After each multi-threaded call OpenBLAS's worker threads spin for about
     0.1 s before they sleep: after the covariance product they took the
-    cores the CPU search's OpenMP threads need (p=200, n=1024 on 2 cores: the
-    search 20% slower), and the search's own threads, spinning after it, slow
-    multi-threaded BLAS in the adjacency step. The controller is made once
-    (threadpool_limits scans the loaded libraries on every call: 0.8 ms),
-    after scipy's LAPACK module, with its own BLAS, is loaded (see
-    :func:`_blas_threads`).
+    cores the CPU search's OpenMP threads need, and the search's own threads,
+    spinning after it, slow multi-threaded BLAS in the adjacency step
+    (docs/design/cpu_search.rst, "The pair loop"). The controller is made once
+    (threadpool_limits scans the loaded libraries on every call, a cost of
+    the order of a small search), after scipy's LAPACK module, with its own
+    BLAS, is loaded (see :func:`_blas_threads`).
     """
     return _blas_threads().limit(limits=1, user_api="blas")
 
@@ -514,12 +511,10 @@ def _scipy_blas_in_this_thread():
     worker threads, which spin after a call: the least squares of
     rank-deficient data alternates between them (numpy's QR and products,
     scipy's triangular solves and ``dtpqrt``), and each library's workers
-    then compete with the other's for the cores. On the H100's 16-core
-    host, E. coli's host least squares took 88 ms, and 22 ms with scipy's
-    BLAS on one thread (20 ms with both on one); p=1000, n=8192 with 924
-    explained variables 1.5 s and 0.58 s (0.70 s); p=2000, n=1500 1.6 s
-    and 0.90 s (1.5 s) (docs/design/adjacency.rst). numpy's BLAS keeps its
-    threads for the large products. Where scipy uses numpy's BLAS (one
+    then compete with the other's for the cores, which made the host least
+    squares after a CUDA search several times slower on a many-core host
+    (docs/design/adjacency.rst, "Two BLAS libraries after a CUDA search").
+    numpy's BLAS keeps its threads for the large products. Where scipy uses numpy's BLAS (one
     library), this limits nothing.
     """
     controller = _blas_threads()

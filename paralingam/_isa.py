@@ -6,8 +6,8 @@ the portable x86-64 baseline and, on x86-64, also for the micro-architecture
 levels x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512) as modules of their own
 (``_cpu_x86_64_v4`` ...; see ``setup.py``). :func:`load` imports the best
 build the processor runs, so one installation (a wheel too) is portable and
-still uses the wide vectors the float32 search's exp and log need: on a
-2-core AVX-512 VM the baseline build's search was 7.6x slower at p=100
+still uses the wide vectors the float32 search's exp and log need: without
+them the baseline build's search is several times slower
 (docs/design/cpu_builds.rst). ``PARALINGAM_CPU_BUILD`` (``baseline``,
 ``x86_64_v3`` or ``x86_64_v4``) forces a build, for tests and comparisons.
 

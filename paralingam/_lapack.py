@@ -1,9 +1,9 @@
 """scipy's LAPACK routines without the import of ``scipy.linalg``.
 
-Importing ``scipy.linalg`` costs 50-300 ms (scipy's array-API layer imports
-most of numpy's submodules, ``numpy.f2py`` and ``numpy.testing`` included),
-most of a first small fit, whose least squares need two LAPACK routines
-only. Those routines live in the compiled module ``scipy.linalg._flapack``;
+Importing ``scipy.linalg`` costs most of a first small fit (scipy's
+array-API layer imports most of numpy's submodules, ``numpy.f2py`` and
+``numpy.testing`` included; docs/design/pipeline.rst, "The first fit without
+scipy.linalg"), whose least squares need two LAPACK routines only. Those routines live in the compiled module ``scipy.linalg._flapack``;
 loading that file alone gives the very objects that
 ``scipy.linalg.lapack.dpotrf`` etc. are: Python keeps one copy of such a
 module per process, and ``scipy.linalg``, when imported later, finds it

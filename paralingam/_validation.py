@@ -376,8 +376,9 @@ def _as_array(X):
 def _is_masked(X):
     """``isinstance(X, np.ma.MaskedArray)`` without importing ``numpy.ma``.
 
-    numpy loads ``numpy.ma`` on first use (15-20 ms, most of a small first
-    fit); no masked array exists before it is loaded.
+    numpy loads ``numpy.ma`` on first use, which costs most of a small first
+    fit (docs/design/pipeline.rst, "The first fit without scipy.linalg"); no
+    masked array exists before it is loaded.
     """
     ma = sys.modules.get("numpy.ma")
     return ma is not None and isinstance(X, ma.MaskedArray)
@@ -635,8 +636,8 @@ def default_threads():
     # OMP_NUM_THREADS=100000 had OpenMP start 100000 threads: a segfault. Past
     # the usable cores, threads only slow the steps down: each parallel step
     # ends when its slowest thread does, and a thread without a core waits for
-    # one (on 2 cores, p=10, n=2000: 1.9 ms on 2 threads, 4.2 ms on 8, 14 ms
-    # on 64, 260 ms on 1024). A number given as n_threads is used as given.
+    # one (docs/design/cpu_search.rst, "Busy cores"). A number given as
+    # n_threads is used as given.
     return max(1, min(openmp, cores, MAX_THREADS))
 
 

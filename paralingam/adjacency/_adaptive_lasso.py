@@ -24,10 +24,9 @@ from ._prior import allowed_predictors
 
 
 # The GPU runs the adaptive lasso (weights factor and paths) from this many
-# variables on: one block per target wins once paths are long (H100,
-# benchmarks/bench_adjacency_h100.log: p=500 0.10 s against 0.43 s on 16 host
-# cores), while at p=100 a resample's paths took ~12 ms on the GPU against
-# ~5 ms on the host (bench_bootstrap).
+# variables on: one block per target wins once paths are long, while for
+# fewer variables the host's paths are faster (docs/design/adjacency.rst,
+# "On the GPU").
 CUDA_LASSO_MIN_FEATURES = 256
 
 # The adaptive lasso's minimum-norm weights reduce the data to p rows by QR

@@ -34,13 +34,14 @@ def _min_norm_rows(V, first, block=256):
     variable, so its Cholesky factor is updated by Givens rotations
     (``_linalg.cholesky_add``) instead of refactorised. All rows cost
     O(p^2 r + d p r) for rank r, where a least-squares solve per target costs
-    O(p^4) (p=1000, n=100: 300 s that way on two cores, under a second this
-    way).
+    O(p^4) (docs/design/adjacency.rst, "Rank-deficient data: minimum-norm
+    rows").
 
     The basis comes from the data, not from the covariance: the residual of
     an exact combination ``x_k = X a`` is then at ``eps |a| |X|``, where a
     covariance pivot is at its square and, after a nearly dependent variable,
-    reaches ``SINGULAR_TOL`` (benchmarks/NOTES.md).
+    reaches ``SINGULAR_TOL`` (docs/design/adjacency.rst, "Rank-deficient
+    data: minimum-norm rows").
 
     Parameters
     ----------

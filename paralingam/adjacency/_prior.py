@@ -90,6 +90,6 @@ def _row_without(W, C, c, excluded):
     residual = C @ b - c
     residual[excluded] = 0.0
     rounding = len(c) * _EPS * (np.abs(C) @ np.abs(b) + np.abs(c))
-    # benign data: at most ~0.03 of the rounding bound; near copies across E
-    # and K: 1e9 of it (benchmarks/NOTES.md)
+    # benign data stay well inside the rounding bound and near copies across
+    # E and K land orders of magnitude outside it (docs/design/adjacency.rst)
     return b if (np.abs(residual) <= rounding).all() else None

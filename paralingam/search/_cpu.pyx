@@ -131,9 +131,10 @@ pl_register_fork_handler()
 # The same band as paralingam.search.reference.verify_band.
 
 # dtype float32: a pair's residuals are formed in double and their exp and log
-# taken in float (pl_moments_f32, about 2-3x the double loop). Each mean
-# moment (mean log cosh u, mean u exp(-u^2/2)) is then off by at most
-# PL_MOMENT_ERR_CPU (kernels/pl_constants.h says why). Every
+# taken in float (pl_moments_f32, faster than the double loop:
+# docs/design/cpu_search.rst, "Float32 comparisons with certified roots").
+# Each mean moment (mean log cosh u, mean u exp(-u^2/2)) is then off by at
+# most PL_MOMENT_ERR_CPU (kernels/pl_constants.h says why). Every
 # statistic carries the bound it implies, every score the sum of its terms'
 # bounds, and an iteration whose float scores cannot separate the root from
 # a rival within them is re-decided in double for the rivals only, so the
@@ -142,14 +143,14 @@ pl_register_fork_handler()
 # Threads held up by other work. OpenMP's regions end at a barrier, so when
 # another process (or another thread pool of this one) takes a core from one
 # of the search's threads, the region waits until the thread gets it back:
-# with one of 2 cores busy, most iterations of p=100, n=1024 ran as on idle
-# cores and about one in ten stalled for ~25 ms (a time slice of the other
-# process), and the search took 250-375 ms on two threads against 100 ms on
-# one (benchmarks/NOTES.md, "Busy cores"). With ``adapt_threads`` the search clocks its
+# with a core busy, most iterations run as on idle cores and a few stall for
+# a time slice of the other process, enough to make two threads slower than
+# one (docs/design/cpu_search.rst, "Busy cores"). With ``adapt_threads`` the
+# search clocks its
 # parallel regions (run_region): their wall time W against the CPU time C its
 # threads spent on tasks, which is what one thread would have needed. The
 # iterations of all searches of the process (less the first BUSY_SKIP of
-# each, which start the threads: 20 ms in a new process) are judged in
+# each, which start the threads in a new process) are judged in
 # windows of BUSY_WINDOW on one thread count. A window with W > BUSY_RATIO C
 # + BUSY_MARGIN per iteration halves the threads for a quiet period
 # (BUSY_QUIET_FACTOR times the time lost per iteration, at least
@@ -158,15 +159,13 @@ pl_register_fork_handler()
 # back to all threads, where each clean window halves the quiet period
 # until it falls under BUSY_QUIET_MIN and the episode ends. During an
 # episode, on trial or on all threads, a single iteration that loses more
-# than BUSY_STALL fails at once (a stall costs ~25 ms; an idle machine's
-# hiccups mostly stay under 5 ms). Iterations on one thread are not judged.
-# On idle cores W / C is about 0.55 on 2 cores, rarely above 1 per
-# iteration after the first two; a stall of the busy case adds 14-26 ms to
-# an iteration. The constants trade the idle cost (120 random fits on 2
-# idle cores: 0.7% slower than 2 fixed threads) against the busy one (16
-# cores, one busy: 1.6-1.7x a fixed 8 threads, 1/20-1/7 of 16):
-# benchmarks/NOTES.md, "Busy cores". The order never depends on the thread
-# count.
+# than BUSY_STALL fails at once (a stall costs a time slice of the other
+# process, longer than an idle machine's hiccups). Iterations on one thread
+# are not judged. On idle cores W / C stays under 1 per iteration after the
+# first two. The constants trade the cost on idle cores (trials and false
+# alarms) against the cost on busy ones (iterations on too many threads):
+# docs/design/cpu_search.rst, "Busy cores", has the measurements that set
+# them. The order never depends on the thread count.
 cdef double BUSY_RATIO = 1.5
 cdef double BUSY_MARGIN = 1e-3
 cdef int BUSY_WINDOW = 4
@@ -206,7 +205,8 @@ class _BusyCores:
             self.window_threads = nt
         self.window.append((wall, cpu))
         # During an episode, on trial or on all threads, one stalled
-        # iteration is enough: a stall costs ~25 ms, the window three more.
+        # iteration is enough: waiting for a full window would cost three
+        # more stalls.
         lost_now = wall - BUSY_RATIO * cpu
         if self.quiet > 0.0 and (self.trial or nt >= nthreads) and lost_now > BUSY_STALL:
             self._slow(nt, lost_now, now)

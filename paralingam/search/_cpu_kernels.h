@@ -22,8 +22,8 @@
  * of log(1 + e), e in (0, 1], take one log per PL_FACTORS terms: the factors
  * 1 + e of a chunk are multiplied lane by lane (at most 2^PL_FACTORS, no
  * overflow) and each lane's product takes one log. libmvec's log costs about
- * four exps, so the pair loop runs 2x faster than with a log1p per term
- * (benchmarks/NOTES.md); each product or 1 + e rounds by eps/2 relative, an
+ * four exps, so one log per chunk instead of a log1p per term is what makes
+ * the pair loop fast (docs/design/cpu_search.rst, "The pair loop"); each product or 1 + e rounds by eps/2 relative, an
  * absolute error of about eps per term, the order of the sum's own rounding. */
 #define PL_LANES 8
 #define PL_FACTORS 8
@@ -168,8 +168,9 @@ static PL_ONE_COPY double pl_score_f64(const double *stat, const double *weight,
  *
  * The residual u is formed in double from the double rows and rounded once
  * to float; sum |u| stays in double. exp and log run in float, 16 lanes at a
- * time, inline (pl_expf_neg, pl_lane_log_sum_f32): 2.0-2.4x the double
- * loop's speed in a micro-benchmark (benchmarks/NOTES.md). Each lane multiplies PL_FACTORS
+ * time, inline (pl_expf_neg, pl_lane_log_sum_f32), faster than the double
+ * loop (docs/design/cpu_search.rst, "Float32 comparisons with certified
+ * roots"). Each lane multiplies PL_FACTORS
  * factors 1 + exp(-2|u|) and sums PL_FACTORS terms u exp(-u^2 / 2) in float;
  * the lanes' logs and sums are added in double. Worst case per term, in
  * absolute value: the log part (rounding of u, the exp's error of a few
@@ -181,8 +182,8 @@ static PL_ONE_COPY double pl_score_f64(const double *stat, const double *weight,
 #define PL_FCHUNK (PL_FLANES * PL_FACTORS)
 
 /* exp(x) in float for x <= 0, inline so that the chunk loop vectorises
- * without calls (a call to libmvec's expf spills every vector register and
- * held the loop to 1.3x the double loop). x = k ln 2 + r with k = rint(x /
+ * without calls (a call to libmvec's expf spills every vector register,
+ * which loses most of float's gain). x = k ln 2 + r with k = rint(x /
  * ln 2) and r in [-0.347, 0.347] (ln 2 split in two for the subtraction),
  * exp(r) by its Taylor polynomial of degree 7 (truncation under 8e-9
  * relative; Horner's roundings about 1 ulp), times 2^k from the exponent
@@ -208,7 +209,7 @@ static inline __attribute__((always_inline)) float pl_expf_neg(float x)
 }
 
 /* sum(log(p[j])) over the PL_FLANES lanes' products p[j] in [1, 2^8], inline
- * (a call to logf per lane took a third of the loop): p = 2^e m with m in
+ * (GCC leaves a logf call per lane scalar): p = 2^e m with m in
  * [sqrt(1/2), sqrt(2)), log m = 2 atanh(s), s = (m - 1) / (m + 1), |s| <=
  * 0.172, by its series to s^9 (truncation under 1e-9). The integer parts
  * are summed exactly and scaled by log 2 in double. */
@@ -478,8 +479,8 @@ static inline double pl_thread_seconds(void)
  * |correlation| is quantised to PL_ORDER_BUCKETS steps and the partners,
  * taken in index order, are placed by one stable counting pass: O(r), and
  * the order of the CUDA backend (kernels/paralingam.cu, order_partners).
- * Finer steps compare no fewer pairs: 2^-18 instead of 1/256 gave the same
- * counts to 0.3% (sparse p=200 and 300, dense p=200, 2 cores). */
+ * Finer steps compare no fewer pairs, and with 256 buckets one counting pass
+ * is a stable sort (docs/design/cpu_search.rst, "Partner order"). */
 
 static inline unsigned pl_order_bucket(double rho)
 {

@@ -32,17 +32,15 @@ from .policy import initial_noise, noise_and_std
 DEFAULT_WARPS = 8  # warps per worker block (threads_per_block = 256)
 # Worker blocks per SM the register allocation must allow (0: compiler's
 # choice). 4: 64 registers, the float worker's allocation before groups of
-# warps shared a pair (the compiler alone now takes 80: 3 blocks per SM).
-# Before the groups, the sweep in tools/bench_gpu.py found no difference
-# between 0, 4 and 5 at p=1000, n=8192 (benchmarks/NOTES.md).
+# warps shared a pair (the compiler alone now takes 80: 3 blocks per SM); an
+# occupancy sweep found no bound better than another (docs/design/gpu_search.rst,
+# "Workers").
 DEFAULT_MIN_BLOCKS = 4
 # Samples per warp a pair should keep when several warps share it: the
 # default warps per pair is n // PAIR_SAMPLES_PER_WARP (a power of two, at
-# most 4), so each of the 32 lanes of a warp sums at least 32 samples. H100
-# (benchmarks/ab_warps_per_pair_h100.log, sparse, medians of 4): 1, 2, 4 warps
-# per pair took 55.6, 52.0, 54.8 ms at p=500 n=2048; 75.7, 66.1, 63.2 ms at
-# p=500 n=4096; 295.8, 275.5, 288.1 ms at p=1000 n=4096; 471.8, 416.4,
-# 400.1 ms at p=1000 n=8192.
+# most 4), so each of the 32 lanes of a warp sums at least 32 samples: more
+# warps per pair cut the threshold's overshoot at large n, fewer keep more
+# pairs in flight at small n (docs/design/gpu_search.rst, "Workers").
 PAIR_SAMPLES_PER_WARP = 1024
 # An iteration whose r (r - 1) / 2 pairs hold at most this many sample pairs
 # (pairs times n) compares every pair in one round without a threshold
@@ -52,15 +50,11 @@ PAIR_SAMPLES_PER_WARP = 1024
 # The order is the same either way (scores are index-ordered sums). With
 # threshold=False every iteration takes an all-pairs round; 0 keeps the
 # threshold rounds' engine throughout (with threshold=False, its claims walk
-# the partners cyclically). H100, tools/sweep_all_pairs.py (sparse, medians
-# of 5, bounds alternated; benchmarks/sweep_all_pairs_h100.log), bound 0 /
-# 1e7 / 4e7: p=100 n=1024 5.58 / 4.35 / 4.30 ms, p=200 n=2048 12.64 / 11.98 /
-# 15.17, p=500 n=1024 52.29 / 50.25 / 52.13, p=500 n=4096 49.67 / 49.15 /
-# 51.38, p=1000 n=2048 182.8 / 182.1 / 181.5, p=1000 n=8192 247.5 / 246.9 /
-# 247.5 (a second sweep at 5789cee within 1%): a threshold round saves more
-# pairs than an all-pairs round saves per-pair cost once the pairs pass
-# ~1e7 sample pairs, so the all-pairs round wins where threshold rounds are
-# mostly fixed cost (benchmarks/NOTES.md, "All-pairs rounds").
+# the partners cyclically). Past about this bound a threshold round saves
+# more pairs than an all-pairs round saves per-pair cost, so the all-pairs
+# round is kept for iterations where threshold rounds are mostly fixed cost
+# (docs/design/gpu_search.rst, "All-pairs rounds"; benchmarks/bench_gpu.py
+# --mode all-pairs measures the bounds).
 ALL_PAIRS_WORK = 1e7
 # kernels/ headers that paralingam.cu includes, directly or through another
 HEADERS = ("compare.cuh", "search_state.h", "pl_constants.h")
@@ -72,9 +66,11 @@ from .._memory import UPLOAD_BLOCK_BYTES  # noqa: E402
 # has one row of 32 x 32 tiles per 32 samples (gridDim.y <= 65535).
 UPLOAD_GRID_ROWS = 65535 * 32
 # Launch each kernel so that it is scheduled while its predecessor still runs
-# (programmatic dependent launch, compute capability >= 9.0): 3-6% off a
-# search at p <= 500 on the H100 (benchmarks/ab_pdl_h100.log). The kernels
-# are correct either way; False gives plain stream-ordered launches.
+# (programmatic dependent launch, compute capability >= 9.0): the next
+# kernel's blocks are resident when its predecessor ends, which shortens the
+# gaps between the short kernels of small searches (docs/design/gpu_search.rst,
+# "The iteration's other kernels"). The kernels are correct either way; False
+# gives plain stream-ordered launches.
 PROGRAMMATIC_LAUNCH = True
 # One search on several GPUs (devices=...): an iteration whose pairs hold at
 # most this many sample pairs runs its rounds on the first device alone (its
