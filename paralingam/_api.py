@@ -10,6 +10,7 @@ back into them.
 """
 
 import contextlib
+import sys
 import time
 from dataclasses import dataclass
 
@@ -436,6 +437,7 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
     (:func:`paralingam.adjacency.estimate_adjacency`).
     """
     t0 = time.perf_counter()
+    _lapack.flapack()  # scipy's LAPACK and BLAS, loaded before the limits below (_blas_threads)
     with np.errstate(over="ignore"):
         # BLAS beside the CPU search's spinning threads: see _blas_in_this_thread;
         # after the CUDA search, see _scipy_blas_in_this_thread
@@ -537,19 +539,19 @@ _scipy_blas_of = None
 
 
 def _blas_threads():
-    """The threadpoolctl controller of numpy's and scipy's BLAS (made once).
+    """The threadpoolctl controller of numpy's and scipy's BLAS (made again once scipy's is loaded).
 
-    scipy's LAPACK module (``paralingam._lapack``: the module alone, not the
-    import of ``scipy.linalg``) is loaded first, although only the adjacency
-    step calls it: a controller made before it is loaded cannot limit its
-    BLAS, and loading it starts that BLAS's worker threads, which spin for
-    about 0.1 s. Loaded inside a fit's adjacency step, its workers ran
-    unlimited and spun beside the next fits' searches, which the busy-core
-    check (``search._cpu``) then ran on fewer threads. Here the first CPU
-    search's load phase loads it, before that search starts.
+    A controller made before scipy's LAPACK module (``paralingam._lapack``,
+    with scipy's own BLAS where its wheel ships one) is loaded cannot limit
+    that BLAS, so the controller is made again once the module is loaded.
+    The module is loaded by the adjacency step, before its limits
+    (:func:`adjacency`), not earlier: loading it starts that BLAS's worker
+    threads, which spin for about 0.1 s, and beside the first search's
+    OpenMP threads they made the first fit on 2 cores 5 times slower
+    (docs/design/cpu_search.rst).
     """
     global _blas_controller, _blas_controller_libraries
-    flapack = _lapack.flapack()  # a lookup in sys.modules once loaded
+    flapack = sys.modules.get(_lapack.MODULE)  # None until the adjacency step loads it
     if _blas_controller is None or _blas_controller_libraries is not flapack:
         from threadpoolctl import ThreadpoolController
 

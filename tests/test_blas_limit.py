@@ -59,7 +59,7 @@ def test_first_fit_limits_scipy_blas_in_the_adjacency_step(tmp_path):
     assert all(after[path] == after[seen["before"][0]] > 1 for path in scipy_blas), after
 
 
-def test_blas_controller_sees_scipy_blas_and_is_made_once(monkeypatch):
+def test_blas_controller_is_made_again_once_scipy_lapack_is_loaded(monkeypatch):
     from threadpoolctl import threadpool_info
 
     from paralingam import _api, _lapack
@@ -68,8 +68,11 @@ def test_blas_controller_sees_scipy_blas_and_is_made_once(monkeypatch):
     monkeypatch.setattr(_api, "_blas_controller", None)
     monkeypatch.setattr(_api, "_blas_controller_libraries", None)
     first = _api._blas_threads()
-    assert _lapack.MODULE in sys.modules  # loaded before the controller was made
-    assert _api._blas_threads() is first
+    assert _lapack.MODULE not in sys.modules  # the controller does not load it (its threads spin)
+    assert _api._blas_threads() is first  # made once while nothing changes
+    _lapack.flapack()
+    second = _api._blas_threads()
+    assert second is not first and _api._blas_threads() is second
     blas = {os.path.realpath(i["filepath"]) for i in threadpool_info() if i["user_api"] == "blas"}
     assert {os.path.realpath(lib.filepath)
-            for lib in first.select(user_api="blas").lib_controllers} == blas
+            for lib in second.select(user_api="blas").lib_controllers} == blas
