@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam import _api
 from paralingam._preparation import ScaledData
 from paralingam._validation import _as_data_matrix
 from paralingam.datasets import make_lingam_data
+from test_scaled_data import _fit_as_before, _rank_deficient
 
 pytestmark = pytest.mark.gpu
 
@@ -73,22 +73,6 @@ def test_scaled_upload_refuses_factors_beyond_normal_powers_of_two(monkeypatch):
     assert product.factors is None
     with pytest.raises(ValueError, match="ldexp"):
         _device_rows(product, 1 << 25, monkeypatch)
-
-
-def _fit_as_before(X, **kw):
-    """fit's phases on the host's scaled float64 copy (the route before ScaledData)."""
-    times = {}
-    data, names, exponents = _as_data_matrix(X, None, scaled=True)
-    settings = _api.check_settings(data.shape[1], names, n_samples=data.shape[0], **kw)
-    data, exponents = _api.prepare(data, None, settings, exponents=exponents)
-    found = _api.search(data, settings, names, times)
-    B = _api.adjacency(data, found, settings, exponents, names, times)
-    return _api.fit_result(found, B, names, settings, times)
-
-
-def _rank_deficient(n, seed):
-    X = make_lingam_data(6, n, random_state=seed)[0]
-    return np.column_stack([X, X[:, 0] - 2 * X[:, 3]])
 
 
 FITS = {
