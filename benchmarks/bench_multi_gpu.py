@@ -44,7 +44,7 @@ import numpy as np
 
 import _common  # benchmarks/ is on sys.path when run as a script
 import paralingam
-from paralingam.datasets import make_lingam_data
+from paralingam.datasets import _draw_model, make_lingam_data
 from paralingam.search import _cuda_state
 
 DEFAULT_SIZES = ["2000x8192", "5000x4096"]
@@ -96,16 +96,8 @@ def blocked_lingam_data(p, n, seed, block=256):
     blocks is one matrix product. The rounding differs from
     ``make_lingam_data``'s, so the values are not the same."""
     rng = np.random.default_rng(seed)
-    lo, hi = 1, max(1, int(0.2 * p))
-    B = np.zeros((p, p))
-    for i in range(1, p):
-        k = min(i, int(rng.integers(lo, hi + 1)))
-        parents = rng.choice(i, size=k, replace=False)
-        B[i, parents] = rng.choice([-1.0, 1.0], size=k) * rng.uniform(0.5, 0.95, size=k)
-    q = np.where(rng.random(p) < 0.5, rng.uniform(0.5, 0.8, p), rng.uniform(1.2, 2.0, p))
-    X = rng.standard_normal((n, p))
-    X = np.sign(X) * np.abs(X) ** q  # the noise, replaced column by column by the variables
-    X = np.asfortranarray(X)
+    B, X = _draw_model(rng, p, n, "sparse")
+    X = np.asfortranarray(X)  # the noise, replaced column by column by the variables
     for b0 in range(0, p, block):
         b1 = min(p, b0 + block)
         if b0:

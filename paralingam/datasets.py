@@ -31,16 +31,7 @@ def make_lingam_data(n_features, n_samples, *, density="sparse", random_state=No
         raise ValueError(f"density must be 'sparse' or 'dense', got {density!r}")
     rng = np.random.default_rng(random_state)
     p = n_features
-    lo, hi = (1, max(1, int(0.2 * p))) if density == "sparse" else (
-        max(1, int(0.25 * p)), max(1, int(0.5 * p)))
-    B = np.zeros((p, p))
-    for i in range(1, p):
-        k = min(i, int(rng.integers(lo, hi + 1)))
-        parents = rng.choice(i, size=k, replace=False)
-        B[i, parents] = rng.choice([-1.0, 1.0], size=k) * rng.uniform(0.5, 0.95, size=k)
-    q = np.where(rng.random(p) < 0.5, rng.uniform(0.5, 0.8, p), rng.uniform(1.2, 2.0, p))
-    e = rng.standard_normal((n_samples, p))
-    noise = np.sign(e) * np.abs(e) ** q
+    B, noise = _draw_model(rng, p, n_samples, density)
     X = np.zeros((n_samples, p))
     for i in range(p):
         X[:, i] = X @ B[i] + noise[:, i]
@@ -53,3 +44,22 @@ def make_lingam_data(n_features, n_samples, *, density="sparse", random_state=No
     perm = rng.permutation(p)  # column perm[k] of the model becomes column k
     inverse = np.argsort(perm)
     return X[:, perm], B[np.ix_(perm, perm)], inverse[np.arange(p)]
+
+
+def _draw_model(rng, p, n, density):
+    """The random draws of :func:`make_lingam_data`, in its order, from ``rng``.
+
+    Returns the weights ``B`` (in causal order, before any scaling) and the
+    noise, shape (n, p); the caller then builds the variables in order and
+    permutes them with ``rng.permutation(p)``.
+    """
+    lo, hi = (1, max(1, int(0.2 * p))) if density == "sparse" else (
+        max(1, int(0.25 * p)), max(1, int(0.5 * p)))
+    B = np.zeros((p, p))
+    for i in range(1, p):
+        k = min(i, int(rng.integers(lo, hi + 1)))
+        parents = rng.choice(i, size=k, replace=False)
+        B[i, parents] = rng.choice([-1.0, 1.0], size=k) * rng.uniform(0.5, 0.95, size=k)
+    q = np.where(rng.random(p) < 0.5, rng.uniform(0.5, 0.8, p), rng.uniform(1.2, 2.0, p))
+    e = rng.standard_normal((n, p))
+    return B, np.sign(e) * np.abs(e) ** q
