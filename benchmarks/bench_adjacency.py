@@ -60,16 +60,12 @@ def parse_size(text):
 
 def blas_threads(args):
     """The host least squares with each BLAS thread setting (see the module docstring)."""
-    import scipy
-    from threadpoolctl import ThreadpoolController
-
     import bench_pipeline as bp
+    from paralingam import _api, _lapack
 
-    ctl = ThreadpoolController()
-    root = os.path.realpath(os.path.dirname(scipy.__file__))
-    own = [lib.filepath for lib in ctl.lib_controllers
-           if lib.user_api == "blas" and os.path.realpath(lib.filepath).startswith(root)]
-    scipy_only = ctl.select(filepath=own)
+    _lapack.flapack()  # scipy's BLAS loaded, so that the controllers see it (as fit does)
+    own = _api._scipy_blas()
+    own = [] if own is None else [lib.filepath for lib in own.lib_controllers]
     cases = [("ecoli", lambda: bp.ecoli(args.data_dir), 7),
              ("rank_deficient_300", lambda: bp.rank_deficient(300, 2048, 277, 9), 7),
              ("rank_deficient_1000", lambda: bp.rank_deficient(1000, 8192, 924, 8), 3),
@@ -78,12 +74,14 @@ def blas_threads(args):
     for name, make, k in cases[:2] if args.quick else cases:
         X = np.ascontiguousarray(make(), dtype=np.float64)
         order = np.random.default_rng(0).permutation(X.shape[1])
-        settings = {"unlimited": lambda: None, "scipy_blas_1_thread": lambda: scipy_only.limit(limits=1),
-                    "all_blas_1_thread": lambda: ctl.limit(limits=1, user_api="blas")}
+        # the contexts of fit's adjacency step: after a CUDA search, after a CPU search
+        settings = {"unlimited": contextlib.nullcontext,
+                    "scipy_blas_1_thread": _api._scipy_blas_in_this_thread,
+                    "all_blas_1_thread": _api._blas_in_this_thread}
         row = {"case": name, "p": X.shape[1], "n": X.shape[0]}
         for label, limit in settings.items():
             def run(limit=limit):
-                with limit() or contextlib.nullcontext():
+                with limit():
                     ols_adjacency(X, order, backend="cpu")
             run()
             row[label + "_s"] = median_time(run, k)[0]

@@ -519,8 +519,14 @@ def _scipy_blas_in_this_thread():
     numpy's BLAS keeps its threads for the large products. Where scipy uses numpy's BLAS (one
     library), this limits nothing.
     """
+    own = _scipy_blas()
+    return own.limit(limits=1) if own is not None else contextlib.nullcontext()
+
+
+def _scipy_blas():
+    """The controller of scipy's own BLAS libraries (``_blas_threads``'s), or None where it has none."""
+    global _scipy_blas_controller, _scipy_blas_of
     controller = _blas_threads()
-    global _scipy_blas, _scipy_blas_of
     if _scipy_blas_of is not controller:
         import os
 
@@ -529,12 +535,12 @@ def _scipy_blas_in_this_thread():
         root = os.path.realpath(os.path.dirname(scipy.__file__))
         own = [lib.filepath for lib in controller.lib_controllers
                if lib.user_api == "blas" and os.path.realpath(lib.filepath).startswith(root)]
-        _scipy_blas = controller.select(filepath=own) if own else None
+        _scipy_blas_controller = controller.select(filepath=own) if own else None
         _scipy_blas_of = controller
-    return _scipy_blas.limit(limits=1) if _scipy_blas is not None else contextlib.nullcontext()
+    return _scipy_blas_controller
 
 
-_scipy_blas = None
+_scipy_blas_controller = None
 _scipy_blas_of = None
 
 
