@@ -4,11 +4,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-import paralingam
+from child_process import child_env
 
 pytest.importorskip("threadpoolctl")
 
@@ -39,11 +38,8 @@ print(json.dumps({"before": before, "inside": seen, "after": after}))
 def test_first_fit_limits_scipy_blas_in_the_adjacency_step(tmp_path):
     if (os.cpu_count() or 1) < 2:
         pytest.skip("BLAS runs one thread on one core: no limit to observe")
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "3", "OMP_NUM_THREADS": "2"}
-    # (run outside the checkout: the child imports the paralingam this test
-    # imports, not the source tree, which an installed package leaves unbuilt)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(paralingam.__file__).resolve().parents[1])] + env.get("PYTHONPATH", "").split(os.pathsep))
+    # (run outside the checkout, on the paralingam this test imports)
+    env = child_env(OPENBLAS_NUM_THREADS="3", OMP_NUM_THREADS="2")
     out = subprocess.run([sys.executable, "-c", FIRST_FIT], capture_output=True, text=True,
                          env=env, cwd=tmp_path, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -1,7 +1,6 @@
 """MultiGroupDirectLiNGAM against lingam 1.13, and its compiled search against numpy's."""
 
 import multiprocessing as mp
-import os
 import signal
 import subprocess
 import sys
@@ -14,10 +13,10 @@ import pytest
 from lingam_oracle import lingam_module
 
 import paralingam
-from paralingam.search import reference
 from paralingam.lingam.multi_group import (MultiGroupDirectLiNGAM, multi_group_causal_order,
                                     multi_group_scores)
 from paralingam.prior import PriorKnowledge
+from child_process import child_env
 
 lingam = lingam_module("lingam", __name__)
 
@@ -304,9 +303,7 @@ CHILD = textwrap.dedent('''
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGINT semantics of Linux")
 def test_ctrl_c_interrupts_the_compiled_search():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(Path(paralingam.__file__).resolve().parents[1]) + os.pathsep \
-        + env.get("PYTHONPATH", "")
+    env = child_env()
     # cwd: "python -c" puts the working folder first on sys.path (a source
     # checkout without compiled extensions, in CI)
     proc = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE,

@@ -11,6 +11,7 @@ import paralingam
 from paralingam import _progress
 from paralingam._progress import Progress
 from paralingam.datasets import make_lingam_data
+from child_process import child_env
 
 
 class FakeTqdm:
@@ -356,11 +357,7 @@ def _cli_stderr(args, tty, tmp_path):
 
     code = ("import sys, paralingam._progress as p; p.AUTO_DELAY_S = 0.0; "
             "from paralingam.cli import main; sys.exit(main(sys.argv[1:]))")
-    from pathlib import Path
-
-    # the folder holding the paralingam this process imported (an installed
-    # package has its compiled extensions; a bare source tree would not)
-    env = dict(os.environ, PYTHONPATH=str(Path(paralingam.__file__).resolve().parents[1]))
+    env = child_env()  # the paralingam this process imported
     if not tty:
         done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
                               cwd=tmp_path, env=env, timeout=300)

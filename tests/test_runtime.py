@@ -33,6 +33,7 @@ from paralingam.search import reference
 from paralingam.adjacency import adaptive_lasso_adjacency
 from paralingam.datasets import make_lingam_data
 from paralingam.lingam.estimator import DirectLiNGAM
+from child_process import child_env
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="fork and SIGINT semantics of Linux")
@@ -265,9 +266,8 @@ CHILD = textwrap.dedent('''
 
 def _interrupt(step, where, ready_timeout=300):
     """Run CHILD for ``step``, SIGINT it a second after "ready"; check its report."""
-    env = dict(os.environ)
+    env = child_env()
     root = str(Path(paralingam.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     # cwd: "python -c" puts the working folder first on sys.path, and a source
     # checkout there (pytest's folder in CI) has no compiled extensions
     proc = subprocess.Popen([sys.executable, "-c", CHILD, step], stdout=subprocess.PIPE,
@@ -382,9 +382,7 @@ def test_a_thread_that_used_the_gpu_ends_without_aborting_the_process(tmp_path):
         assert orders[0] == orders[1] == orders[2], orders
         print("done")
     """)
-    env = dict(os.environ)  # the paralingam this test imports, from outside the checkout
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(paralingam.__file__).resolve().parents[1])] + env.get("PYTHONPATH", "").split(os.pathsep))
+    env = child_env()  # the paralingam this test imports, from outside the checkout
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=600, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
