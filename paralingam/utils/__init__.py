@@ -40,7 +40,7 @@ from ._graph import (
 )
 from ._graph import _check_path, _check_path_color, _cycle_edges, _reach, _simple_path_edges
 from ._graph import _topological_order
-from ._graph import _graphviz, _path_node_names
+from ._graph import _add_nodes, _graphviz, _path_node_names
 from ._rcd import extract_ancestors
 from ._stats import (
     bic_select_logistic_l1,
@@ -348,14 +348,7 @@ def make_dot(adjacency_matrix, labels=None, lower_limit=0.01,
     cycle_edges = _cycle_edges(idx.T) if detect_cycle is True else set()
 
     dot = _graphviz().Digraph(engine="dot")
-    for name in names:
-        kwargs = {}
-        if path is not None:
-            if name in path_nodes:
-                kwargs.update(fontcolor=path_color, color=path_color)
-            if name == names[path_start] or name == names[path_end]:
-                kwargs["peripheries"] = "2"
-        dot.node(name, **kwargs)
+    _add_nodes(dot, names, None if path is None else (path_nodes, path_start, path_end, path_color))
     for to, frm in zip(*np.nonzero(idx)):
         kwargs = {}
         if (frm, to) in path_edges:

@@ -213,6 +213,20 @@ def _path_node_names(path_edges, names):
     return [names[node] for node in nodes]
 
 
+def _add_nodes(dot, names, path=None):
+    """Add ``names`` to ``dot``; ``path``: ``(path_nodes, start, end, colour)``, whose
+    nodes take the colour and whose two ends a double border (lingam's make_dot)."""
+    for name in names:
+        kwargs = {}
+        if path is not None:
+            path_nodes, start, end, colour = path
+            if name in path_nodes:
+                kwargs.update(fontcolor=colour, color=colour)
+            if name == names[start] or name == names[end]:
+                kwargs["peripheries"] = "2"
+        dot.node(name, **kwargs)
+
+
 def make_dot_highlight(adjacency_matrix, node_index, labels=None, max_dsc=None, max_anc=None,
                        lower_limit=None, cmap=None, draw_others=True, detect_cycle=False,
                        path=None, path_color=None, vmargin=2, hmargin=2):
@@ -669,14 +683,7 @@ def make_dot_for_nan_probability_matrix(adjacency_matrix, labels=None, lower_lim
         path_nodes = _path_node_names(path_edges, names)
 
     d = _graphviz().Digraph(engine="dot")
-    for name in names:
-        kwargs = {}
-        if path is not None:
-            if name in path_nodes:
-                kwargs.update(fontcolor=path_color, color=path_color)
-            if name == names[path_start] or name == names[path_end]:
-                kwargs["peripheries"] = "2"
-        d.node(name, **kwargs)
+    _add_nodes(d, names, None if path is None else (path_nodes, path_start, path_end, path_color))
     for to, frm in zip(*np.nonzero(np.tril(idx))):
         if frm == to or B[frm, to] != B[to, frm]:
             continue
