@@ -16,6 +16,7 @@ import paralingam
 from paralingam._preparation import ScaledData
 from paralingam._validation import _as_data_matrix
 from paralingam.datasets import make_lingam_data
+from test_gpu_upload import _device_rows as upload_rows
 from test_scaled_data import _fit_as_before, _rank_deficient
 
 pytestmark = pytest.mark.gpu
@@ -23,24 +24,7 @@ pytestmark = pytest.mark.gpu
 
 def _device_rows(data, block_bytes, monkeypatch):
     """X64 as the upload of ``data`` (an array or a ScaledData) leaves it: shape (p, ld)."""
-    import pycuda.driver as drv
-
-    from paralingam.search import _cuda
-
-    monkeypatch.setattr(_cuda, "UPLOAD_BLOCK_BYTES", block_bytes)
-    _cuda._context()
-    n, p = data.shape
-    ld = (n + 31) // 32 * 32
-    ws = _cuda._Workspace(p, ld, True)
-    try:
-        drv.memset_d32(ws.dev["X64"], 0xFFFFFFFF, p * ld * 2)  # NaNs: all must be written
-        _cuda.upload(ws, data)
-        rows = np.empty((p, ld))
-        drv.memcpy_dtoh(rows, ws.dev["X64"])
-    finally:
-        for buf in ws.keep:
-            buf.free()
-    return rows
+    return upload_rows(data, block_bytes, monkeypatch)[0]
 
 
 def _inputs(rng, n, p, dtype):
