@@ -83,7 +83,16 @@ def load(name):
     ImportError
         When not even the baseline build exists.
     """
-    chosen = level()
+    return _load(name, level())
+
+
+@functools.lru_cache(maxsize=None)
+def _load(name, chosen):
+    """The module :func:`load` gives for level ``chosen``, remembered.
+
+    A fit asks for its extension each time, and a failed import of a missing
+    level (a native build has none) searches the import path again each time.
+    """
     if chosen != BASELINE:
         try:
             return importlib.import_module(f"paralingam.{name}_{chosen}")

@@ -34,6 +34,7 @@ def build(monkeypatch):
         _isa.level.cache_clear()
     yield use
     _isa.level.cache_clear()
+    _isa._load.cache_clear()
 
 
 def test_the_best_build_the_processor_runs_is_chosen(monkeypatch):
@@ -95,4 +96,5 @@ def test_missing_level_build_falls_back_to_the_baseline(build, monkeypatch):
         return real(name, *args)
 
     monkeypatch.setattr(_isa.importlib, "import_module", without_levels)
+    _isa._load.cache_clear()
     assert _isa.load("search._cpu").__name__ == "paralingam.search._cpu"

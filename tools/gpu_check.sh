@@ -10,9 +10,9 @@
 # search, bootstrap on CUDA); ab: the GPU grid and E. coli, this tree against
 # the tar of the base commit in $AB_BASE (default .gpu/base.tar; make it with
 # `git archive 0cb7114 > .gpu/base.tar`), with tools/ab_builds.sh, then the
-# CPU backend's cases the same way; pipeline: benchmarks/bench_pipeline.py
-# on the CUDA backend (the issue-21 cases but wide_5000, which ab and wide
-# run last, without its warm-up fit or the estimator).
+# CPU backend's cases the same way (plus this tree built native); pipeline:
+# benchmarks/bench_pipeline.py on the CUDA backend (the issue-21 cases but the
+# wide ones); wide: wide_5000 and wide_10000, without warm-up fit or estimator.
 # Each step has a time limit, so a hang cannot take the whole call. Logs and
 # JSON go to $OUT (the device tool brings them back). The full E. coli sample
 # is read from .gpu/data/ (copy ../shared/data/*.npz there first).
@@ -30,8 +30,10 @@ else
     git log -1 --format='commit %H %s (from the device copy of .git: may be stale)' 2>/dev/null \
         | tee -a "$out/gpu.txt"
 fi
-python3 -m pip install -q --no-build-isolation --no-deps -e . > "$out/build.log" 2>&1 \
-    || { tail -30 "$out/build.log"; exit 1; }
+if [ "$mode" != "ab" ]; then  # (ab installs each build it compares on its own)
+    python3 -m pip install -q --no-build-isolation --no-deps -e . > "$out/build.log" 2>&1 \
+        || { tail -30 "$out/build.log"; exit 1; }
+fi
 status=0
 if [ "$mode" != "bench" ] && [ "$mode" != "ab" ] && [ "$mode" != "pipeline" ] && [ "$mode" != "wide" ]; then
     timeout 420 python3 -m pytest -q -m gpu tests/ ${kexpr:+-k "$kexpr"} -p no:cacheprovider 2>&1 \
@@ -46,11 +48,14 @@ estimator_benchmarks() {
         2>&1 | tee "$out/bench_bootstrap_cuda.log" | tail -20
 }
 if [ "$mode" = "ab" ]; then
-    BUILDS="base:${AB_BASE:-.gpu/base.tar} head:." ROUNDS="${ROUNDS:-2}" REPEATS="${REPEATS:-5}" \
-        timeout 330 bash tools/ab_builds.sh 2>&1 | tee "$out/ab_grid.log" | grep -v Warning | tail -40
-    AB_KEEP=1 BUILDS="base:${AB_BASE:-.gpu/base.tar} head:." ROUNDS=2 REPEATS=7 \
+    # AB_MORE: more name:source builds between base and head (e.g. "prev:.gpu/prev.tar ")
+    BUILDS="base:${AB_BASE:-.gpu/base.tar} ${AB_MORE:-}head:." ROUNDS="${ROUNDS:-2}" REPEATS="${REPEATS:-5}" \
+        timeout 400 bash tools/ab_builds.sh 2>&1 | tee "$out/ab_grid.log" | grep -v Warning | tail -40
+    # The CPU backend: the default builds (0cb7114's is -march=native, later
+    # trees' portable with run-time dispatch) and this tree built native.
+    AB_KEEP=1 PARALINGAM_NATIVE=1 BUILDS="base:${AB_BASE:-.gpu/base.tar} head:. native:." ROUNDS=2 REPEATS=7 \
         CASES="30 1024 --backend cpu;100 1024 --backend cpu;200 2048 --backend cpu" \
-        timeout 200 bash tools/ab_builds.sh 2>&1 | tee "$out/ab_cpu.log" | grep -v Warning | tail -20
+        timeout 170 bash tools/ab_builds.sh 2>&1 | tee "$out/ab_cpu.log" | grep -v Warning | tail -20
 elif [ "$mode" = "pipeline" ]; then
     timeout 220 python3 benchmarks/bench_pipeline.py --backends cuda --repeats 3 --data-dir .gpu/data \
         --cases first_fit_cold first_fit typical ecoli sachs_p_values rank_deficient_300 \
@@ -73,9 +78,11 @@ elif [ "$mode" != "tests" ]; then
             | tee "$out/bench_gpu.log" | tail -20
     fi
 fi
-if [ "$mode" = "wide" ] || [ "$mode" = "ab" ]; then  # (after ab: one search of about 80 s)
-    timeout 150 python3 benchmarks/bench_pipeline.py --backends cuda --repeats 1 --no-warm-up \
-        --no-estimator --cases wide_5000 --json "$out/bench_pipeline_wide.json" 2>&1 \
-        | tee "$out/bench_pipeline_wide.log" | tail -6
+if [ "$mode" = "wide" ]; then  # one search of about 80 s each
+    for case in wide_5000 wide_10000; do
+        timeout 240 python3 benchmarks/bench_pipeline.py --backends cuda --repeats 1 --no-warm-up \
+            --no-estimator --cases "$case" --json "$out/bench_pipeline_$case.json" 2>&1 \
+            | tee "$out/bench_pipeline_$case.log" | tail -6
+    done
 fi
 exit $status
