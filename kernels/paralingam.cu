@@ -1631,10 +1631,9 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
     }
     if ((n & 1) && threadIdx.x == 0) {  // odd n: the last sample
         const double a = x[n - 1], b = xr[n - 1];
-        if (cached) reinterpret_cast<double *>(xs2)[n - 1] = a;
         sum[0] += a; sum[1] += b; sum[2] += a * b; sum[3] += a * a; sum[4] += b * b;
     }
-    block_sums(sum, sh);  // every thread gets the same sums (and sees the cached row)
+    block_sums(sum, sh);  // every thread gets the same sums
     const double rho = corr_from_sums(sum[0], sum[1], sum[2], sum[3], sum[4], n);
     if (threadIdx.x == 0) {
         s->cov[(size_t)i * p + root] = rho;
@@ -1642,15 +1641,10 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
     }
     double f = fmax(0.0, 1.0 - rho * rho);
     if (f <= verify_band(s)) {  // 1 - rho^2 is too coarse here: measure it (block-uniform)
-        // Two more passes over the row, from the block's copy where it has
-        // one; unrolled so that several loads are in flight, as the passes
-        // above (each thread still sums its own samples in the same order).
-        const double *xa = cached ? reinterpret_cast<const double *>(xs2) : x;
         const double ma = sum[0] / n, mb = sum[1] / n;
         double cs[3] = {0.0, 0.0, 0.0};  // ab, aa, bb (centred)
-#pragma unroll 4
         for (int q = threadIdx.x; q < n; q += blockDim.x) {
-            const double a = xa[q] - ma, b = __ldg(xr + q) - mb;
+            const double a = x[q] - ma, b = xr[q] - mb;
             cs[0] += a * b; cs[1] += a * a; cs[2] += b * b;
         }
         block_sums(cs, sh);
@@ -1661,9 +1655,8 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
         } else {
             const double beta = cs[0] / cs[2];
             double see[1] = {0.0};
-#pragma unroll 4
             for (int q = threadIdx.x; q < n; q += blockDim.x) {
-                const double e = (xa[q] - ma) - beta * (__ldg(xr + q) - mb);
+                const double e = (x[q] - ma) - beta * (xr[q] - mb);
                 see[0] += e * e;
             }
             block_sums(see, sh);
