@@ -172,6 +172,36 @@ def write_result(args, payload):
     return path
 
 
+# The paper's synthetic grid. A size's data have the seed 100 + its position
+# here (7 off the grid), in every tool that times grid cases.
+GRID = [(p, n) for p in (100, 200, 500, 1000) for n in (1024, 2048, 4096, 8192)]
+
+
+def grid_data(p, n, density="sparse"):
+    """The grid's data of size (p, n): an (n, p) array.
+
+    Uses only ``paralingam.datasets.make_lingam_data``, which every tree
+    since 0cb7114 has, so that fit_case.py times older trees in A/B runs.
+    """
+    from paralingam.datasets import make_lingam_data
+
+    seed = 100 + GRID.index((p, n)) if (p, n) in GRID else 7
+    return make_lingam_data(p, n, density=density, random_state=seed)[0]
+
+
+def ecoli_full():
+    """The E. coli core flux sample (n=10,000) and its label, or the tests' subset where it is missing."""
+    import numpy as np
+
+    for path in (ROOT / ".gpu" / "data" / "ecoli_core_fluxes_n10000.npz",
+                 ROOT.parent / "shared" / "data" / "ecoli_core_fluxes_n10000.npz"):
+        if path.exists():
+            with np.load(path, allow_pickle=False) as f:
+                return np.array(f["X"], dtype=np.float64), "n=10000"
+    with np.load(ROOT / "tests" / "data" / "ecoli_core_subset.npz") as f:
+        return np.array(f["X"], dtype=np.float64), "n=1000 (subset: the full sample is missing)"
+
+
 def best_time(func, repeats):
     """Least wall time of ``repeats`` calls of ``func()``, and the last result."""
     _, times, out = median_time(func, repeats)

@@ -35,28 +35,16 @@ import platform
 import statistics
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 
 import _common  # benchmarks/ is on sys.path when run as a script
+from _common import GRID, ecoli_full, grid_data
 import paralingam
 from paralingam.search import _cuda
 from paralingam.datasets import make_lingam_data
 
 from bench_cpu import lingam_order  # benchmarks/ is on sys.path when run as a script
-
-ROOT = Path(__file__).resolve().parents[1]
-
-# The paper's synthetic grid. A size's data have the seed 100 + its position
-# here (7 off the grid), in every tool that times grid cases.
-GRID = [(p, n) for p in (100, 200, 500, 1000) for n in (1024, 2048, 4096, 8192)]
-
-
-def grid_data(p, n, density="sparse"):
-    """The grid's data of size (p, n): an (n, p) array."""
-    seed = 100 + GRID.index((p, n)) if (p, n) in GRID else 7
-    return make_lingam_data(p, n, density=density, random_state=seed)[0]
 
 FLOOR_SRC = r"""
 __device__ __forceinline__ float ex2(float x) { float y; asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
@@ -113,16 +101,6 @@ def run_case(X, repeats, threshold=True):
         "float64_redo": int(sum(st["float64_redo"])), "order": results[0].causal_order,
         "deterministic": all(r.causal_order == results[0].causal_order for r in results),
     }
-
-
-def ecoli_full():
-    for path in (ROOT / ".gpu" / "data" / "ecoli_core_fluxes_n10000.npz",
-                 ROOT.parent / "shared" / "data" / "ecoli_core_fluxes_n10000.npz"):
-        if path.exists():
-            with np.load(path, allow_pickle=False) as f:
-                return np.array(f["X"], dtype=np.float64), "n=10000"
-    with np.load(ROOT / "tests" / "data" / "ecoli_core_subset.npz") as f:
-        return np.array(f["X"], dtype=np.float64), "n=1000 (subset: the full sample is missing)"
 
 
 def all_pairs(args):

@@ -23,7 +23,7 @@ import warnings
 
 import paralingam
 
-from bench_gpu import ecoli_full, grid_data  # benchmarks/ is on sys.path when run as a script
+from _common import ecoli_full, grid_data  # benchmarks/ is on sys.path when run as a script
 
 
 def main():
