@@ -242,11 +242,11 @@ __device__ __forceinline__ bool is_collinear(double rho) { return rho * rho >= 1
 
 // Samples each lane of a warp loads at once in the strided loops below. One
 // warp walking n samples is bound by memory latency (E. coli's tiles hold
-// up to 240 pairs near collinearity, 30 per warp, each walked 3 times), so
-// the loads of a batch are issued together; each lane still adds its
-// samples k = lane, lane + 32, ... one at a time in that order, so the sums
-// are bitwise those of the plain loop.
-#define PL_WARP_BATCH 8
+// up to 240 pairs near collinearity, each walked 3 times), so the loads of
+// a batch are issued together; each lane still adds its samples k = lane,
+// lane + 32, ... one at a time in that order, so the sums are bitwise those
+// of the plain loop, whatever the batch.
+#define PL_WARP_BATCH 16
 
 // Sums of rows xa, xb by one warp (lane: the caller's lane): t = (sum a,
 // sum b, sum ab, sum aa, sum bb), every lane gets them.
@@ -458,7 +458,8 @@ extern "C" __global__ void standardise(PlSearch *s) { pl_enter(); standardise_va
 // cov[i, j] = <x_i, x_j> / n for the remaining variables i, j (positions
 // alive[0..r)), one 16 x 16 tile of positions per block; rows that left the
 // search (gone != 0, or `skip`) are left alone. Used for the first covariance
-// and to re-derive it after drift.
+// and to re-derive it after drift. Blocks of more than 16 rows of threads
+// (update_cov's, see there): the rows past 16 only help decide the band.
 __device__ void covariance_tile(PlSearch *s, int r, int skip)
 {
     __shared__ double ta[16][17], tb[16][17];
@@ -466,22 +467,27 @@ __device__ void covariance_tile(PlSearch *s, int r, int skip)
     const int bi = blockIdx.y * 16, bj = blockIdx.x * 16;
     if (bj + 15 < bi) return;  // lower triangle: mirrored
     const int ty = threadIdx.y, tx = threadIdx.x, n = (int)s->n;
+    const bool in_tile = ty < 16;
     if (tx == 0 && ty == 0) band.count = 0;  // (the loop's barriers order it)
     const size_t ld = s->ld;
-    const int ra = bi + ty < r ? s->alive[bi + ty] : -1;
-    const int rb = bj + ty < r ? s->alive[bj + ty] : -1;
+    const int ra = in_tile && bi + ty < r ? s->alive[bi + ty] : -1;
+    const int rb = in_tile && bj + ty < r ? s->alive[bj + ty] : -1;
     double acc = 0.0;
     for (int k0 = 0; k0 < n; k0 += 16) {
         const int kk = k0 + tx;
-        ta[ty][tx] = (ra >= 0 && kk < n) ? s->X64[ra * ld + kk] : 0.0;
-        tb[ty][tx] = (rb >= 0 && kk < n) ? s->X64[rb * ld + kk] : 0.0;
+        if (in_tile) {
+            ta[ty][tx] = (ra >= 0 && kk < n) ? s->X64[ra * ld + kk] : 0.0;
+            tb[ty][tx] = (rb >= 0 && kk < n) ? s->X64[rb * ld + kk] : 0.0;
+        }
         __syncthreads();
+        if (in_tile) {
 #pragma unroll
-        for (int q = 0; q < 16; ++q) acc += ta[ty][q] * tb[tx][q];
+            for (int q = 0; q < 16; ++q) acc += ta[ty][q] * tb[tx][q];
+        }
         __syncthreads();
     }
     const int i = bi + ty, j = bj + tx;
-    if (i < r && j < r && j >= i) {
+    if (in_tile && i < r && j < r && j >= i) {
         const int vi = s->alive[i], vj = s->alive[j];
         if (vi != skip && vj != skip && !s->gone[vi] && !s->gone[vj]) {
             const double v = acc / n;
@@ -1745,7 +1751,12 @@ extern "C" __global__ void update_data(PlSearch *s)
 // 16 x 16 tiles of remaining positions: the covariance of the updated rows,
 // by the update algebra (Alg. 6) or, after drift, from the data; and the
 // collinear scan. (The first covariance, kernel `covariance`, scans too.)
-extern "C" __global__ void update_cov(PlSearch *s)
+// A block has 16 rows of threads, one per row of its tile, or a multiple
+// of 16 when the tiles are too few to fill the GPU (the scheduler's
+// update_cov_rows): the band pairs, each a walk over the samples by a warp,
+// are then shared by more warps, which is where near-copies of variables
+// (E. coli) spend the search's time.
+extern "C" __global__ void __launch_bounds__(1024) update_cov(PlSearch *s)
 {
     pl_enter();
     __shared__ BandPairs band;
@@ -1761,7 +1772,7 @@ extern "C" __global__ void update_cov(PlSearch *s)
     if (threadIdx.x == 0 && threadIdx.y == 0) band.count = 0;
     __syncthreads();
     const int k = blockIdx.y * 16 + threadIdx.y, j = blockIdx.x * 16 + threadIdx.x;
-    if (k < r && j < r && j > k) {
+    if (threadIdx.y < 16 && k < r && j < r && j > k) {
         const int ia = s->alive[k], ib = s->alive[j];
         if (ia != root && ib != root && !s->gone[ia] && !s->gone[ib]) {
             const size_t p = s->p;

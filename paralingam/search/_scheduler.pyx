@@ -359,6 +359,23 @@ cpdef unsigned int row_cache_bytes(int n, unsigned int cap) noexcept nogil:
     return n * 8 if <unsigned int>n * 8 <= cap else 0
 
 
+cpdef unsigned int update_cov_rows(int r) noexcept nogil:
+    """Rows of 16 threads in each block of ``update_cov`` over ``r`` positions.
+
+    One row per row of the block's 16 x 16 tile; when the tiles that hold
+    pairs are too few to fill the GPU, 2 or 4 times as many rows, whose
+    extra warps share the tile's band pairs (kernels/paralingam.cu,
+    update_cov, whose __launch_bounds__ allow 1024 threads a block).
+    """
+    cdef int tiles = (r + 15) // 16
+    cdef int active = tiles * (tiles + 1) // 2
+    if active <= 64:
+        return 64
+    if active <= 256:
+        return 32
+    return 16
+
+
 cdef int launch_updates(Module m, int r, int n, void **params) except -1 nogil:
     """UpdateData (with re-standardisation after drift) and UpdateCovMat over ``r`` positions.
 
@@ -366,7 +383,7 @@ cdef int launch_updates(Module m, int r, int n, void **params) except -1 nogil:
     skips positions at or past the device's own r.
     """
     launch(m, K_UPDATE_DATA, r, 1, 256, 1, params, row_cache_bytes(n, m.row_smem))
-    launch(m, K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16, 16, params)
+    launch(m, K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16, update_cov_rows(r), params)
     return 0
 
 
@@ -869,7 +886,8 @@ cdef int launch_updates_on(CUfunction *fn, unsigned int row_smem, int r, int n,
                            void **params) except -1 nogil:
     """launch_updates with one device's kernels (current context)."""
     launch_on(fn[K_UPDATE_DATA], K_UPDATE_DATA, r, 1, 256, 1, params, row_cache_bytes(n, row_smem))
-    launch_on(fn[K_UPDATE_COV], K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16, 16, params)
+    launch_on(fn[K_UPDATE_COV], K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16,
+              update_cov_rows(r), params)
     return 0
 
 
