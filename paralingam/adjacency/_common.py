@@ -153,14 +153,15 @@ def _scatter(X):
 def _column_means(X):
     """The columns' means of ``X`` (an array or a :class:`~paralingam._preparation.ScaledData`).
 
-    An array's are ``X.mean(axis=0, dtype=float64)``. A ScaledData's are
-    summed block by block in row order, each block's sum starting from the
-    previous total (the rows' order of numpy's own sum over the first axis
-    of a C-ordered array), so that they are the means of its ``copy()``
-    without the copy (tests/test_adjacency_memory.py checks the bits).
+    A C-ordered float64 array's are ``X.mean(axis=0)``. Other forms are read
+    as float64 blocks of rows, summed in row order, each block's sum
+    starting from the previous total: the order of numpy's own sum over the
+    first axis of a C-ordered array, so that the same values give the same
+    means in any form (a ScaledData those of its ``copy()``, without the
+    copy; tests/test_adjacency_memory.py checks the bits).
     """
-    if not isinstance(X, ScaledData):
-        return X.mean(axis=0, dtype=np.float64)
+    if isinstance(X, np.ndarray) and X.dtype == np.float64 and X.flags.c_contiguous:
+        return X.mean(axis=0)
     n, p = X.shape
     rows = scatter_rows(n, p)
     buf = np.empty((rows + 1, p))
@@ -168,10 +169,10 @@ def _column_means(X):
     for r0 in range(0, n, rows):
         r1 = min(n, r0 + rows)
         if total is None:
-            total = np.add.reduce(X.rows(r0, r1, out=buf[:r1 - r0]), axis=0)
+            total = np.add.reduce(float_rows(X, r0, r1, out=buf[:r1 - r0]), axis=0)
         else:
             buf[0] = total
-            X.rows(r0, r1, out=buf[1:r1 - r0 + 1])
+            float_rows(X, r0, r1, out=buf[1:r1 - r0 + 1])
             total = np.add.reduce(buf[:r1 - r0 + 1], axis=0)
     if total is None:
         total = np.zeros(p)
