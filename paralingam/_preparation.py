@@ -65,10 +65,11 @@ class ScaledData:
 
     The product is formed block by block where it is read: the standardised
     rows (:func:`standardise_rows`), the rounding noise
-    (``paralingam.search.policy.noise_and_std``) and the GPU upload read it
-    this way, and :meth:`copy` makes the whole array when a step needs it
-    (least squares). Every value is the one of ``copy()``: the product by
-    a power of two does not depend on the layout or the block.
+    (``paralingam.search.policy.noise_and_std``), the GPU upload and least
+    squares (:func:`float_rows`) read it this way, and :meth:`copy` makes
+    the whole array when a step needs it (the adaptive lasso, several GPUs).
+    Every value is the one of ``copy()``: the product by a power of two does
+    not depend on the layout or the block.
 
     Parameters
     ----------
