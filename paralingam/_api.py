@@ -194,9 +194,8 @@ def fit(
     times = {}
     t0 = time.perf_counter()
     # The data's columns are rescaled exactly (column_exponents); float input
-    # comes as a ScaledData over the input itself, which the search reads
-    # scaled block by block: the scaled copy that least squares needs is made
-    # after the search, when the search's rows are gone (peak host memory).
+    # comes as a ScaledData over the input itself, which the search and
+    # least squares read scaled block by block: no scaled copy (peak host memory).
     data, names, exponents = _as_data_matrix(X, feature_names, scaled="deferred")
     settings = check_settings(
         data.shape[1], names, backend=backend, threshold=threshold, gamma0=gamma0, c=c,
@@ -210,10 +209,7 @@ def fit(
         search_data = search_data.copy(_by_rows)
     times["validate"] = time.perf_counter() - t0
     found = search(search_data, settings, names, times)
-    if isinstance(search_data, _preparation.ScaledData):
-        t0 = time.perf_counter()
-        search_data = search_data.copy(_by_rows)  # the search's rows are gone: least squares' copy
-        times["validate"] += time.perf_counter() - t0
+    # least squares reads a ScaledData block by block too (no copy of the data)
     B = adjacency(search_data, found, settings, exponents, names, times)
     return fit_result(found, B, names, settings, times)
 
@@ -437,6 +433,8 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
     (:func:`paralingam.adjacency.estimate_adjacency`).
     """
     t0 = time.perf_counter()
+    if method != "ols" and isinstance(search_data, _preparation.ScaledData):
+        search_data = search_data.copy(_by_rows)  # the adaptive lasso reads whole columns
     _lapack.flapack()  # scipy's LAPACK and BLAS, loaded before the limits below (_blas_threads)
     with np.errstate(over="ignore"):
         # BLAS beside the CPU search's spinning threads: see _blas_in_this_thread;

@@ -226,13 +226,21 @@ def min_norm_bytes(n, p):
     return F8 * (3 * n * p + d * p + d * cap + 2 * cap * p + cap * cap + 2 * p * p)
 
 
+def scatter_by_blocks_bytes(n, p):
+    """``adjacency._scatter_by_blocks``: one block of rows (and the running
+    sum's row), the product of a block with itself, the sum and its symmetrised copy."""
+    from ._preparation import scatter_rows
+
+    return F8 * ((min(n, scatter_rows(n, p)) + 1) * p + 3 * p * p)
+
+
 def ols_bytes(n, p, scatter_given=False):
     """Least squares on the causal order (``adjacency._ols_adjacency``): the
-    scatter matrix unless given, the covariance in causal order, the Cholesky
-    factor, its inverse and the coefficient rows with their temporaries, the
-    result; plus the minimum-norm rows where the covariance is singular
-    (always when n <= p)."""
-    own = 0 if scatter_given else scatter_bytes(n, p)
+    scatter matrix unless given (by blocks of rows), the covariance in causal
+    order, the Cholesky factor, its inverse and the coefficient rows with
+    their temporaries, the result; plus the minimum-norm rows where the
+    covariance is singular (always when n <= p)."""
+    own = 0 if scatter_given else scatter_by_blocks_bytes(n, p)
     need = own + F8 * 8 * p * p
     if n <= p + 1:
         need += min_norm_bytes(n, p)

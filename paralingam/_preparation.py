@@ -13,6 +13,12 @@ import numpy as np
 STANDARDISE_BLOCK = 1 << 15
 # Rows of the data transposed at a time (transposed_copy).
 TRANSPOSE_ROWS = 256
+# Entries of the data read at a time by the adjacency step's means and
+# scatter matrix (scatter_rows: 4 MiB of float64, at most a sixteenth of
+# the data), and the fewest rows per block, so that each product of a
+# block with itself stays an efficient BLAS call.
+SCATTER_BLOCK = 1 << 19
+SCATTER_MIN_ROWS = 256
 
 
 def column_exponents(X, absmax=None):
@@ -59,10 +65,11 @@ class ScaledData:
 
     The product is formed block by block where it is read: the standardised
     rows (:func:`standardise_rows`), the rounding noise
-    (``paralingam.search.policy.noise_and_std``) and the GPU upload read it
-    this way, and :meth:`copy` makes the whole array when a step needs it
-    (least squares). Every value is the one of ``copy()``: the product by
-    a power of two does not depend on the layout or the block.
+    (``paralingam.search.policy.noise_and_std``), the GPU upload and least
+    squares (:func:`float_rows`) read it this way, and :meth:`copy` makes
+    the whole array when a step needs it (the adaptive lasso, several GPUs).
+    Every value is the one of ``copy()``: the product by a power of two does
+    not depend on the layout or the block.
 
     Parameters
     ----------
@@ -118,6 +125,35 @@ class ScaledData:
             block = self.rows(r0, min(n, r0 + TRANSPOSE_ROWS), out=buf[:min(n - r0, TRANSPOSE_ROWS)])
             Z[:, r0:r0 + TRANSPOSE_ROWS] = block.T
         return Z
+
+
+def scatter_rows(n, p):
+    """Rows per block of the adjacency step's pass over ``n x p`` data (``adjacency._common``).
+
+    All rows at once for data of up to ``SCATTER_BLOCK`` entries; else about
+    ``SCATTER_BLOCK`` entries, no more than a sixteenth of the rows, and no
+    fewer than ``SCATTER_MIN_ROWS`` rows. It depends on the shape only, so
+    that every layout and dtype of the same values gives the same sums.
+    """
+    if n * p <= SCATTER_BLOCK:
+        return max(n, 1)
+    return min(n, max(SCATTER_MIN_ROWS, min(SCATTER_BLOCK // max(p, 1), -(-n // 16))))
+
+
+def float_rows(X, r0, r1, out=None):
+    """Rows ``r0:r1`` of ``X`` (an array or :class:`ScaledData`) as float64.
+
+    A float64 array's rows are a view unless ``out`` is given; other
+    arrays' are converted (exactly: float32 and narrower widen without
+    rounding), a ScaledData's scaled (:meth:`ScaledData.rows`).
+    """
+    if isinstance(X, ScaledData):
+        return X.rows(r0, r1, out=out)
+    block = X[r0:r1]
+    if out is None:
+        return block if block.dtype == np.float64 else block.astype(np.float64)
+    np.copyto(out, block, casting="safe")
+    return out
 
 
 def standardise_rows(X):

@@ -14,7 +14,7 @@ underflow) give the coefficients of the same data at ordinary scale.
 
 import numpy as np
 
-from .._preparation import column_exponents
+from .._preparation import ScaledData, column_exponents, float_rows, scatter_rows
 from .._validation import MAX_THREADS, _list, _name, as_data_matrix, check_int, check_order
 
 
@@ -139,8 +139,64 @@ def _scaled_back(B, exponents, names):
 
 
 def _scatter(X):
-    """Column means and the scatter matrix ``Xc.T @ Xc`` of the centred data."""
+    """Column means and the scatter matrix ``Xc.T @ Xc`` of the centred data.
+
+    With a centred copy of the whole data (the adaptive lasso's route);
+    least squares uses :func:`_scatter_by_blocks`.
+    """
     mean = X.mean(axis=0)
     Xc = X - mean
     S = Xc.T @ Xc
+    return mean, 0.5 * (S + S.T)
+
+
+def _column_means(X):
+    """The columns' means of ``X`` (an array or a :class:`~paralingam._preparation.ScaledData`).
+
+    A C-ordered float64 array's are ``X.mean(axis=0)``. Other forms are read
+    as float64 blocks of rows, summed in row order, each block's sum
+    starting from the previous total: the order of numpy's own sum over the
+    first axis of a C-ordered array, so that the same values give the same
+    means in any form (a ScaledData those of its ``copy()``, without the
+    copy; tests/test_adjacency_memory.py checks the bits).
+    """
+    if isinstance(X, np.ndarray) and X.dtype == np.float64 and X.flags.c_contiguous:
+        return X.mean(axis=0)
+    n, p = X.shape
+    rows = scatter_rows(n, p)
+    buf = np.empty((rows + 1, p))
+    total = None
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        if total is None:
+            total = np.add.reduce(float_rows(X, r0, r1, out=buf[:r1 - r0]), axis=0)
+        else:
+            buf[0] = total
+            float_rows(X, r0, r1, out=buf[1:r1 - r0 + 1])
+            total = np.add.reduce(buf[:r1 - r0 + 1], axis=0)
+    if total is None:
+        total = np.zeros(p)
+    return total / n
+
+
+def _scatter_by_blocks(X):
+    """Column means and the scatter matrix ``Xc.T @ Xc``, without a centred copy of the data.
+
+    ``X``: an array (any float dtype and layout) or a
+    :class:`~paralingam._preparation.ScaledData`. The rows are read in
+    blocks of :func:`~paralingam._preparation.scatter_rows`, centred into
+    one buffer and their products summed: the step holds one block besides
+    the data (:func:`_scatter`'s centred copy was as large as the data).
+    Every centred value is that of ``X - mean``; only the order of the
+    products' sums differs, so ``S`` is :func:`_scatter`'s to rounding.
+    """
+    n, p = X.shape
+    mean = _column_means(X)
+    rows = scatter_rows(n, p)
+    buf = np.empty((min(rows, n), p))
+    S = np.zeros((p, p))
+    for r0 in range(0, n, rows):
+        block = float_rows(X, r0, min(n, r0 + rows), out=buf[:min(n, r0 + rows) - r0])
+        block -= mean
+        S += block.T @ block  # numpy's symmetric product (syrk): exactly symmetric
     return mean, 0.5 * (S + S.T)

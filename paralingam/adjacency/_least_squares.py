@@ -13,8 +13,9 @@ import numpy as np
 
 from .. import _memory
 from .._validation import user_stacklevel
-from ._common import (ADJACENCY_BACKENDS, SINGULAR_TOL, _EPS, _checked_inputs, _scaled_back,
-                      _scatter)
+from .._preparation import float_rows
+from ._common import (ADJACENCY_BACKENDS, SINGULAR_TOL, _EPS, _checked_inputs, _column_means,
+                      _scaled_back, _scatter_by_blocks)
 from ._min_norm import _min_norm_rows
 from ._prior import SCHUR_MAX_EXCLUDED, _inverse_factor, _row_without, allowed_predictors
 
@@ -72,14 +73,23 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
 
 
 def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None):
-    """:func:`ols_adjacency` on checked input (float64 ``X``, ``order`` a permutation)."""
+    """:func:`ols_adjacency` on checked input (``order`` a permutation).
+
+    ``X``: float64 data, or a :class:`~paralingam._preparation.ScaledData`
+    (``paralingam.fit`` passes the input with its columns' scaling, read
+    block by block: no copy of the data). The data are read by blocks of
+    rows (:func:`._common._scatter_by_blocks`; the minimum-norm rows'
+    :func:`_centred_triangular_factor`): beyond the data the step holds one
+    block and p x p matrices, and the same values give the same bits in
+    either form.
+    """
     if backend not in ADJACENCY_BACKENDS:
         raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
     n, p = X.shape
     _memory.require("the adjacency step (least squares)",
                     _memory.ols_bytes(n, p, scatter_given=scatter is not None), _memory.FEWER)
     if scatter is None:
-        scatter = _scatter(X)[1]
+        scatter = _scatter_by_blocks(X)[1]
     cov = scatter[np.ix_(order, order)] / X.shape[0]
     B_ord = None
     if backend == "cuda":  # the factor on the GPU; any failed pivot: the host's path
@@ -156,12 +166,15 @@ def _data_vectors(X, order):
 
     The centred data over ``sqrt(n)``, or, with more samples than variables,
     the triangular factor of their QR decomposition (same inner products,
-    ``p`` rows instead of ``n``).
+    ``p`` rows instead of ``n``). ``X``: an array or a
+    :class:`~paralingam._preparation.ScaledData`, read by blocks of rows.
     """
     n, p = X.shape
     if n > p:
         return _centred_triangular_factor(X, order)
-    Xc = np.array(X[:, order], dtype=np.float64)  # one copy, centred and scaled in place
+    Xc = np.empty((n, len(order)))  # one copy in causal order, centred and scaled in place
+    for r0 in range(0, n, TSQR_CHUNK):
+        Xc[r0:r0 + TSQR_CHUNK] = float_rows(X, r0, min(n, r0 + TSQR_CHUNK))[:, order]
     Xc -= Xc.mean(axis=0)
     Xc /= np.sqrt(n)
     return Xc
@@ -182,11 +195,12 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK):
     from scipy.linalg.lapack import dtpqrt
 
     n, p = X.shape[0], len(order)
-    mean = X.mean(axis=0, dtype=np.float64)[order]
+    mean = (X.mean(axis=0, dtype=np.float64) if isinstance(X, np.ndarray)
+            else _column_means(X))[order]
     scale = 1.0 / np.sqrt(n)
 
     def rows(start, stop):  # centred, scaled rows in causal order, Fortran order for LAPACK
-        block = np.array(X[start:stop][:, order], dtype=np.float64, order="F")
+        block = np.array(float_rows(X, start, stop)[:, order], order="F")
         block -= mean
         block *= scale
         return block
