@@ -465,6 +465,13 @@ cdef inline bint all_pairs_iteration(int r_now, int n, double all_pairs_work,
     return <double>n_pairs[0] * n <= all_pairs_work and n_pairs[0] <= MAX_ALL_PAIRS
 
 
+cdef inline int all_pairs_grid(int grid, long long n_pairs, int engines_per_block) noexcept nogil:
+    """An all-pairs round's worker blocks: at most ``grid``, and no more than
+    engines for its ``n_pairs`` pairs (at least one)."""
+    return <int>min(<long long>grid,
+                    max(<long long>1, (n_pairs + engines_per_block - 1) // engines_per_block))
+
+
 cdef int prior_statuses(CUdeviceptr d_ctl, CUdeviceptr d_alive, CUdeviceptr d_pk, candidates,
                         int[::1] alive_host, signed char[::1] pk_host) except -1 nogil:
     """Prior knowledge, between the two halves of ``prep`` (the first queued):
@@ -691,9 +698,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                 r_now = r_host - 1 if it > 0 else r_host
                 all_pairs = all_pairs_iteration(r_now, loop.n, loop.all_pairs_work, &n_pairs)
                 all_pairs_v[it] = all_pairs
-                # no more blocks than engines for the pairs
-                grid_all_pairs = <int>min(<long long>grid,
-                                          max(<long long>1, (n_pairs + loop.engines_per_block - 1) // loop.engines_per_block))
+                grid_all_pairs = all_pairs_grid(grid, n_pairs, loop.engines_per_block)
                 snprintf(label, sizeof(label), b"iteration %d (r<=%d%s)", it, r_now,
                          ALL_PAIRS_NOTE if all_pairs else NO_NOTE)
                 PL_RANGE_PUSH(label)
@@ -1223,10 +1228,8 @@ cdef int split_round(int n_dev, const int *grid, int grid_sum, bint spread, bint
     in an all-pairs round. Returns the round's blocks."""
     cdef int total = grid_sum if spread else grid[0]
     cdef int base = 0, d
-    cdef long long need
     if all_pairs:
-        need = max(<long long>1, (n_pairs + engines_per_block - 1) // engines_per_block)
-        total = <int>min(<long long>total, need)
+        total = all_pairs_grid(total, n_pairs, engines_per_block)
     for d in range(n_dev):
         nb[d] = min(grid[d], total - base) if (spread or d == 0) else 0
         if nb[d] < 0:
