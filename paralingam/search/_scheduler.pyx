@@ -1079,7 +1079,8 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                 # every replica standardises and correlates its own copy of the data
                 launch_on(fns[d][K_INIT], K_INIT, (loop.p + 255) // 256, 1, 256, 1, lparams[d])
                 launch_on(fns[d][K_STANDARDISE], K_STANDARDISE, loop.p, 1, 256, 1, lparams[d])
-                launch_on(fns[d][K_COVARIANCE], K_COVARIANCE, loop.tiles, loop.tiles, 16, 16, lparams[d])
+                launch_on(fns[d][K_COVARIANCE], K_COVARIANCE, loop.tiles, loop.tiles, 16, 16,
+                          lparams[d])
             set_ctx(ctx[0])
             check(drv.dtod(d_corr0, d_cov, <size_t>loop.p * loop.p * sizeof(double), NULL),
                   b"cuMemcpyDtoDAsync(correlation)")
@@ -1124,7 +1125,8 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         if d > 0 and first_round:
                             check(drv.stream_wait_event(NULL, ev_ready, 0), b"cuStreamWaitEvent")
                             if not (all_pairs and loop.use_float):
-                                launch_on(fns[d][loop.k_setup], loop.k_setup, r_host, 1, 512, 1, sparams[d])
+                                launch_on(fns[d][loop.k_setup], loop.k_setup, r_host, 1, 512, 1,
+                                          sparams[d])
                         launch_on(fns[d][kw], kw, nb[d], 1, loop.wthreads, 1, wparams[d])
                     first_round = False
                     # Device 0 selects the root (or the next round's workers) in
