@@ -12,14 +12,12 @@ of these small problems really runs on every GPU. Run them with
 The CPU tests check the argument ``devices`` without a GPU.
 """
 
-import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,10 +25,9 @@ import pytest
 import paralingam
 from paralingam.search import reference
 from paralingam.datasets import make_lingam_data
+from child_process import child_env
 from test_cpu_backend import near_copy, planted_degenerate_data
 from test_runtime import INTERRUPT_BOUND
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _gpu_count():
@@ -309,10 +306,11 @@ CHILD = textwrap.dedent('''
 @pytest.mark.gpu
 @pytest.mark.skipif(sys.platform != "linux", reason="SIGINT semantics of Linux")
 def test_multi_gpu_search_stops_on_ctrl_c_and_the_next_fit_is_right(gpus, tmp_path):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env = child_env()  # the paralingam this test imports
+    # cwd: "python -c" puts the working folder first on sys.path, and a source
+    # checkout there has no compiled extensions where the package is installed
     proc = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=str(ROOT))
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     try:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()[-3000:]
         time.sleep(1.0)

@@ -482,6 +482,13 @@ cdef inline bint all_pairs_iteration(int r_now, int n, double all_pairs_work,
     return <double>n_pairs[0] * n <= all_pairs_work and n_pairs[0] <= MAX_ALL_PAIRS
 
 
+cdef inline int all_pairs_grid(int grid, long long n_pairs, int engines_per_block) noexcept nogil:
+    """An all-pairs round's worker blocks: at most ``grid``, and no more than
+    engines for its ``n_pairs`` pairs (at least one)."""
+    return <int>min(<long long>grid,
+                    max(<long long>1, (n_pairs + engines_per_block - 1) // engines_per_block))
+
+
 cdef int prior_statuses(CUdeviceptr d_ctl, CUdeviceptr d_alive, CUdeviceptr d_pk, candidates,
                         int[::1] alive_host, signed char[::1] pk_host) except -1 nogil:
     """Prior knowledge, between the two halves of ``prep`` (the first queued):
@@ -527,6 +534,51 @@ cdef dict final_status(PlStatus *st, int state, int rounds, all_pairs_of):
         "rounds": rounds,
         "all_pairs": all_pairs_of,
     }
+
+
+cdef struct LoopSettings:
+    # what both searches' loops read of their settings, module and callbacks
+    int p, n
+    bint use_float
+    int k_setup, k_worker, k_all_pairs  # the kernels of the precision
+    double all_pairs_work  # the bound of an all-pairs iteration (all_pairs_iteration)
+    int engines_per_block  # pair engines per worker block
+    int wthreads  # threads per worker block
+    int tiles  # 16 x 16 tiles per side of the correlation matrix
+    bint use_prior  # candidates given
+    bint poll  # Python's main thread: it runs the signal handlers (Ctrl-C) while it waits
+    bint report  # progress given
+
+
+cdef int loop_settings(LoopSettings *s, dict cfg, Module m, candidates, progress) except -1:
+    """``*s`` from the search's settings ``cfg``, its (device 0's) module and callbacks."""
+    s.p = cfg["p"]
+    s.n = cfg["n"]
+    s.use_float = cfg["use_float"]
+    s.k_setup = K_SETUP32 if s.use_float else K_SETUP64
+    s.k_worker = K_WORKER32 if s.use_float else K_WORKER64
+    s.k_all_pairs = K_ALL_PAIRS32 if s.use_float else K_ALL_PAIRS64
+    s.all_pairs_work = cfg.get("all_pairs_work", 0.0)
+    s.engines_per_block = m.warps // cfg.get("group_warps", 1)
+    s.wthreads = m.warps * 32
+    s.tiles = (s.p + 15) // 16
+    s.use_prior = candidates is not None
+    s.poll = threading.current_thread() is threading.main_thread()
+    s.report = progress is not None
+    return 0
+
+
+cdef int report_progress(const LoopSettings *s, progress, const PlStatus *st,
+                         double *next_report) except -1 nogil:
+    """``progress(n_ordered)`` from the last status, unless the last call was
+    less than PROGRESS_INTERVAL ago (``*next_report``: when the next may come)."""
+    cdef int n_ordered
+    if s.report and now_seconds() >= next_report[0]:
+        next_report[0] = now_seconds() + PROGRESS_INTERVAL
+        n_ordered = st.n_order
+        with gil:
+            progress(n_ordered)
+    return 0
 
 
 # Phases timed with CUDA events when profiling.
@@ -606,26 +658,18 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     fill_search(&h, dev, cfg)
     cdef CUdeviceptr d_search = dev["search"]
     cdef PlStatus *st = <PlStatus *><uintptr_t>status_host.ctypes.data
-    cdef int p = cfg["p"]
-    cdef int n = cfg["n"]
-    cdef bint use_float = cfg["use_float"]
-    cdef int k_setup = K_SETUP32 if use_float else K_SETUP64
-    cdef int k_worker = K_WORKER32 if use_float else K_WORKER64
-    cdef int k_all_pairs = K_ALL_PAIRS32 if use_float else K_ALL_PAIRS64
-    cdef double all_pairs_work = cfg.get("all_pairs_work", 0.0)
+    cdef LoopSettings loop
+    loop_settings(&loop, cfg, m, candidates, progress)
     cdef bint all_pairs = False
-    all_pairs_of = np.zeros(p + 2, dtype=np.int8)  # per iteration, for the stats
+    all_pairs_of = np.zeros(loop.p + 2, dtype=np.int8)  # per iteration, for the stats
     cdef signed char[::1] all_pairs_v = all_pairs_of
-    cdef int engines_per_block = m.warps // cfg.get("group_warps", 1)
     cdef long long n_pairs
     cdef int r_now
     cdef int grid_all_pairs
     cdef const char *ALL_PAIRS_NOTE = b", all pairs"
     cdef const char *NO_NOTE = b""
-    cdef int wthreads = m.warps * 32
     cdef int grid = worker_blocks
-    cdef int tiles = (p + 15) // 16
-    cdef int r_host = p, nw = p, n_cand, state = PL_RUNNING, seq = 0, it = 0, rounds = 0
+    cdef int r_host = loop.p, nw = loop.p, n_cand, state = PL_RUNNING, seq = 0, it = 0, rounds = 0
     cdef char label[64]
     cdef void *params[1]
     params[0] = &d_search
@@ -633,25 +677,20 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef void *prep_params[2]
     prep_params[0] = &d_search
     prep_params[1] = &prep_mode
-    cdef bint use_prior = candidates is not None
     cdef CUdeviceptr d_ctl = dev["ctl"], d_alive = dev["alive"], d_pk = dev["pk_status"]
     cdef CUdeviceptr d_cov = dev["cov"], d_corr0 = dev["corr0"]
-    cdef int[::1] alive_host = np.zeros(max(p, 1), dtype=np.int32)
-    cdef signed char[::1] pk_host = np.zeros(max(p, 1), dtype=np.int8)
+    cdef int[::1] alive_host = np.zeros(max(loop.p, 1), dtype=np.int32)
+    cdef signed char[::1] pk_host = np.zeros(max(loop.p, 1), dtype=np.int8)
     # profiling: one event per phase boundary, elapsed summed per phase
     # (two events per round, three more per iteration, a few rounds at most)
-    cdef int n_events = 0, max_events = 12 * (p + 2) if profile else 0
+    cdef int n_events = 0, max_events = 12 * (loop.p + 2) if profile else 0
     events = np.zeros(max(max_events, 1), dtype=np.uintp)
     phase_of = np.zeros(max(max_events, 1), dtype=np.int8)
     cdef cnp.uintp_t[::1] ev = events
     cdef signed char[::1] ph = phase_of
     cdef CUevent e
     cdef CUresult rc_end
-    # Python's main thread runs the signal handlers (Ctrl-C) while it waits
-    cdef bint poll = threading.current_thread() is threading.main_thread()
-    cdef bint report = progress is not None
     cdef double next_report = 0.0
-    cdef int n_ordered
     gpu_rounds = None
     global inflight_len
     inflight_len = 0
@@ -664,26 +703,24 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     try:
         with nogil:
             check(drv.htod(d_search, &h, sizeof(PlSearch)), b"cuMemcpyHtoD(search state)")
-            launch(m, K_INIT, (p + 255) // 256, 1, 256, 1, params)
-            launch(m, K_STANDARDISE, p, 1, 256, 1, params)
-            launch(m, K_COVARIANCE, tiles, tiles, 16, 16, params)
+            launch(m, K_INIT, (loop.p + 255) // 256, 1, 256, 1, params)
+            launch(m, K_STANDARDISE, loop.p, 1, 256, 1, params)
+            launch(m, K_COVARIANCE, loop.tiles, loop.tiles, 16, 16, params)
             # keep the first correlation matrix: the updates overwrite cov
-            check(drv.dtod(d_corr0, d_cov, <size_t>p * p * sizeof(double), NULL),
+            check(drv.dtod(d_corr0, d_cov, <size_t>loop.p * loop.p * sizeof(double), NULL),
                   b"cuMemcpyDtoDAsync(correlation)")
             while True:
                 # this iteration's r is at most r_host (the last status's r)
                 # less the root that status decided
                 r_now = r_host - 1 if it > 0 else r_host
-                all_pairs = all_pairs_iteration(r_now, n, all_pairs_work, &n_pairs)
+                all_pairs = all_pairs_iteration(r_now, loop.n, loop.all_pairs_work, &n_pairs)
                 all_pairs_v[it] = all_pairs
-                # no more blocks than engines for the pairs
-                grid_all_pairs = <int>min(<long long>grid,
-                                          max(<long long>1, (n_pairs + engines_per_block - 1) // engines_per_block))
+                grid_all_pairs = all_pairs_grid(grid, n_pairs, loop.engines_per_block)
                 snprintf(label, sizeof(label), b"iteration %d (r<=%d%s)", it, r_now,
                          ALL_PAIRS_NOTE if all_pairs else NO_NOTE)
                 PL_RANGE_PUSH(label)
                 mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_PREPARE)
-                if use_prior:
+                if loop.use_prior:
                     # order and remaining set, then the host's prior-knowledge
                     # statuses of the remaining variables, then the workers
                     prep_mode = 1
@@ -697,27 +734,27 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                 # a block per worker: entropies (double) and partner orders; an
                 # all-pairs round walks no partner order, and prep took the
                 # float entropies
-                if not (all_pairs and use_float):
-                    launch(m, k_setup, r_host, 1, 512, 1, params)
+                if not (all_pairs and loop.use_float):
+                    launch(m, loop.k_setup, r_host, 1, 512, 1, params)
                 mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_ROUNDS)
                 while True:
                     snprintf(label, sizeof(label), b"round %d", rounds)
                     PL_RANGE_PUSH(label)
                     # (the worker kernel's last block selects the root)
                     if all_pairs:
-                        launch(m, k_all_pairs, grid_all_pairs, 1, wthreads, 1, params)
+                        launch(m, loop.k_all_pairs, grid_all_pairs, 1, loop.wthreads, 1, params)
                     else:
-                        launch(m, k_worker, grid, 1, wthreads, 1, params)
+                        launch(m, loop.k_worker, grid, 1, loop.wthreads, 1, params)
                     mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_UPDATE)
                     # Speculative: the update kernels run only if the round
                     # decided the root (they check the state on the device), so
                     # the GPU updates the data while the host is still polling
                     # the status. r_host (the last status's r) bounds this
                     # iteration's r, and the kernels skip positions past it.
-                    launch_updates(m, r_host, n, params)
+                    launch_updates(m, r_host, loop.n, params)
                     seq += 1
                     rounds += 1
-                    wait_status(st, seq, poll)
+                    wait_status(st, seq, loop.poll)
                     PL_RANGE_POP()
                     state = st.state
                     if state != PL_RUNNING:
@@ -727,11 +764,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_ROUNDS)
                 r_host = st.r
                 nw = st.nw
-                if report and now_seconds() >= next_report:
-                    next_report = now_seconds() + PROGRESS_INTERVAL
-                    n_ordered = st.n_order
-                    with gil:
-                        progress(n_ordered)
+                report_progress(&loop, progress, st, &next_report)
                 if state == PL_FINISHED or state == PL_DEGENERATE or state == PL_FAILED:
                     PL_RANGE_POP()
                     break
@@ -744,12 +777,12 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     launch(m, K_PAIRS64, nw, n_cand, 256, 1, params)
                     launch(m, K_SELECT64, 1, 1, 1024, 1, params)
                     mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_UPDATE)
-                    launch_updates(m, r_host, n, params)
+                    launch_updates(m, r_host, loop.n, params)
                 # (PL_DECIDED: the speculative updates are already queued)
                 PL_RANGE_POP()
                 it += 1
-                if it > p + 1:
-                    too_many_iterations(p)
+                if it > loop.p + 1:
+                    too_many_iterations(loop.p)
             mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_PREPARE)
             rc_end = drv.stream_sync(NULL)
             if rc_end != 0:
@@ -976,9 +1009,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     cdef int redo_nb[MAX_DEVICES]
     cdef int redo_total = 0, redo_spread = 0
     cdef double t_wait, wait_s = 0.0  # host time spent waiting for round statuses
-    cdef bint report = progress is not None
     cdef double next_report = 0.0
-    cdef int n_ordered
     cdef PlSearch hl[MAX_DEVICES]
     cdef PlSearch hw[MAX_DEVICES]
     cdef PlSearch hs[MAX_DEVICES]
@@ -1026,33 +1057,23 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
         rparams[d][1] = &redo_block0[d]
         rparams[d][2] = &redo_total
     cdef PlStatus *st = <PlStatus *><uintptr_t>status_host.ctypes.data
-    cdef int p = cfg["p"]
-    cdef int n = cfg["n"]
-    cdef bint use_float = cfg["use_float"]
-    cdef int k_setup = K_SETUP32 if use_float else K_SETUP64
-    cdef int k_worker = K_WORKER32 if use_float else K_WORKER64
-    cdef int k_all_pairs = K_ALL_PAIRS32 if use_float else K_ALL_PAIRS64
-    cdef double all_pairs_work = cfg.get("all_pairs_work", 0.0)
+    cdef LoopSettings loop
+    loop_settings(&loop, cfg, mods[0], candidates, progress)
     cdef bint all_pairs = False, spread = False, first_round
-    all_pairs_of = np.zeros(p + 2, dtype=np.int8)
+    all_pairs_of = np.zeros(loop.p + 2, dtype=np.int8)
     cdef signed char[::1] all_pairs_v = all_pairs_of
-    cdef int engines_per_block = mods[0].warps // cfg.get("group_warps", 1)
     cdef long long n_pairs
     cdef int r_now, grid_sum = 0, kw
-    cdef int wthreads = mods[0].warps * 32
-    cdef int tiles = (p + 15) // 16
-    cdef int r_host = p, nw = p, n_cand, state = PL_RUNNING, seq = 0, it = 0, rounds = 0
+    cdef int r_host = loop.p, nw = loop.p, n_cand, state = PL_RUNNING, seq = 0, it = 0, rounds = 0
     cdef int prep_mode = 3
     cdef void *prep_params[2]
     prep_params[0] = &d_local[0]
     prep_params[1] = &prep_mode
-    cdef bint use_prior = candidates is not None
     cdef CUdeviceptr d_pk = devs[0]["pk_status"]
     cdef CUdeviceptr d_cov = devs[0]["cov"], d_corr0 = devs[0]["corr0"]
-    cdef int[::1] alive_host = np.zeros(max(p, 1), dtype=np.int32)
-    cdef signed char[::1] pk_host = np.zeros(max(p, 1), dtype=np.int8)
+    cdef int[::1] alive_host = np.zeros(max(loop.p, 1), dtype=np.int32)
+    cdef signed char[::1] pk_host = np.zeros(max(loop.p, 1), dtype=np.int8)
     cdef CUresult rc_end
-    cdef bint poll = threading.current_thread() is threading.main_thread()
     global inflight_len
     inflight_len = 0
     for d in range(n_dev):
@@ -1074,19 +1095,20 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     check(drv.htod(d_setup[d], &hs[d], sizeof(PlSearch)),
                           b"cuMemcpyHtoD(setup view)")
                 # every replica standardises and correlates its own copy of the data
-                launch_on(fns[d][K_INIT], K_INIT, (p + 255) // 256, 1, 256, 1, lparams[d])
-                launch_on(fns[d][K_STANDARDISE], K_STANDARDISE, p, 1, 256, 1, lparams[d])
-                launch_on(fns[d][K_COVARIANCE], K_COVARIANCE, tiles, tiles, 16, 16, lparams[d])
+                launch_on(fns[d][K_INIT], K_INIT, (loop.p + 255) // 256, 1, 256, 1, lparams[d])
+                launch_on(fns[d][K_STANDARDISE], K_STANDARDISE, loop.p, 1, 256, 1, lparams[d])
+                launch_on(fns[d][K_COVARIANCE], K_COVARIANCE, loop.tiles, loop.tiles, 16, 16,
+                          lparams[d])
             set_ctx(ctx[0])
-            check(drv.dtod(d_corr0, d_cov, <size_t>p * p * sizeof(double), NULL),
+            check(drv.dtod(d_corr0, d_cov, <size_t>loop.p * loop.p * sizeof(double), NULL),
                   b"cuMemcpyDtoDAsync(correlation)")
             while True:
                 r_now = r_host - 1 if it > 0 else r_host
-                all_pairs = all_pairs_iteration(r_now, n, all_pairs_work, &n_pairs)
+                all_pairs = all_pairs_iteration(r_now, loop.n, loop.all_pairs_work, &n_pairs)
                 all_pairs_v[it] = all_pairs
-                spread = <double>n_pairs * n > spread_work
+                spread = <double>n_pairs * loop.n > spread_work
                 # device 0: the order, the remaining set and the workers
-                if use_prior:
+                if loop.use_prior:
                     prep_mode = 1
                     launch_on(fns[0][K_PREP], K_PREP, 1, 1, 1024, 1, prep_params)
                     prior_statuses(d_ctl[0], d_alive[0], d_pk, candidates, alive_host, pk_host)
@@ -1104,14 +1126,14 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         check(drv.memcpy_peer_async(d_mirror[d], ctx[d], d_mirror[0], ctx[0],
                                                     mirror_bytes, NULL), b"cuMemcpyPeerAsync(workers)")
                     check(drv.event_record(ev_ready, NULL), b"cuEventRecord")
-                if not (all_pairs and use_float):
-                    launch_on(fns[0][k_setup], k_setup, r_host, 1, 512, 1, lparams[0])
+                if not (all_pairs and loop.use_float):
+                    launch_on(fns[0][loop.k_setup], loop.k_setup, r_host, 1, 512, 1, lparams[0])
                 first_round = True
                 while True:
                     # this round's worker blocks: on every device, or on device 0 alone
                     total = split_round(n_dev, grid, grid_sum, spread, all_pairs, n_pairs,
-                                        engines_per_block, nb, block0)
-                    kw = k_all_pairs if all_pairs else k_worker
+                                        loop.engines_per_block, nb, block0)
+                    kw = loop.k_all_pairs if all_pairs else loop.k_worker
                     # (the other devices first: their first round waits on the
                     # device for device 0's prep and setup, so all start together)
                     for d in range(n_dev - 1, -1, -1):
@@ -1120,9 +1142,10 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         set_ctx(ctx[d])
                         if d > 0 and first_round:
                             check(drv.stream_wait_event(NULL, ev_ready, 0), b"cuStreamWaitEvent")
-                            if not (all_pairs and use_float):
-                                launch_on(fns[d][k_setup], k_setup, r_host, 1, 512, 1, sparams[d])
-                        launch_on(fns[d][kw], kw, nb[d], 1, wthreads, 1, wparams[d])
+                            if not (all_pairs and loop.use_float):
+                                launch_on(fns[d][loop.k_setup], loop.k_setup, r_host, 1, 512, 1,
+                                          sparams[d])
+                        launch_on(fns[d][kw], kw, nb[d], 1, loop.wthreads, 1, wparams[d])
                     first_round = False
                     # Device 0 selects the root (or the next round's workers) in
                     # its own memory once every device's workers have finished
@@ -1133,11 +1156,11 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     # the round decided the root (the kernels check the state),
                     # from device 0's control block and remaining set.
                     sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided, fns,
-                                  row_smem, lparams, n, False)
+                                  row_smem, lparams, loop.n, False)
                     seq += 1
                     rounds += 1
                     t_wait = now_seconds()
-                    wait_status_multi(st, seq, poll, n_dev, ctx)
+                    wait_status_multi(st, seq, loop.poll, n_dev, ctx)
                     wait_s += now_seconds() - t_wait
                     state = st.state
                     if state != PL_RUNNING:
@@ -1146,11 +1169,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         all_pairs_undecided(it)
                 r_host = st.r
                 nw = st.nw
-                if report and now_seconds() >= next_report:
-                    next_report = now_seconds() + PROGRESS_INTERVAL
-                    n_ordered = st.n_order
-                    with gil:
-                        progress(n_ordered)
+                report_progress(&loop, progress, st, &next_report)
                 if state == PL_FINISHED or state == PL_DEGENERATE or state == PL_FAILED:
                     break
                 if state == PL_REDO:
@@ -1179,7 +1198,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         wait_for_others(n_dev, ctx, ev_worker)
                         launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
                         sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided,
-                                      fns, row_smem, lparams, n, False)
+                                      fns, row_smem, lparams, loop.n, False)
                     else:
                         # device 0 alone (after every device's workers: its
                         # stream waited for them)
@@ -1189,10 +1208,10 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         launch_on(fns[0][K_PAIRS64], K_PAIRS64, nw, n_cand, 256, 1, rparams[0])
                         launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
                         sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided,
-                                      fns, row_smem, lparams, n, True)
+                                      fns, row_smem, lparams, loop.n, True)
                 it += 1
-                if it > p + 1:
-                    too_many_iterations(p)
+                if it > loop.p + 1:
+                    too_many_iterations(loop.p)
             rc_end = sync_all(n_dev, ctx)
             if rc_end != 0:
                 fail_in_flight(rc_end)
@@ -1229,10 +1248,8 @@ cdef int split_round(int n_dev, const int *grid, int grid_sum, bint spread, bint
     in an all-pairs round. Returns the round's blocks."""
     cdef int total = grid_sum if spread else grid[0]
     cdef int base = 0, d
-    cdef long long need
     if all_pairs:
-        need = max(<long long>1, (n_pairs + engines_per_block - 1) // engines_per_block)
-        total = <int>min(<long long>total, need)
+        total = all_pairs_grid(total, n_pairs, engines_per_block)
     for d in range(n_dev):
         nb[d] = min(grid[d], total - base) if (spread or d == 0) else 0
         if nb[d] < 0:
