@@ -352,11 +352,14 @@ __device__ __forceinline__ void band_add(BandPairs &band, int a, int b)
     band.b[slot] = b;
 }
 
-// Every thread of the (16 x 16) block calls it, after the listing.
+// Every thread of the block (16 x 16, or more rows: update_cov) calls it,
+// after the listing. A tile with band pairs records the iteration, which the
+// status passes to the host (update_cov_rows).
 __device__ void band_resolve(PlSearch *s, BandPairs &band)
 {
     __syncthreads();
     const int tid = threadIdx.y * blockDim.x + threadIdx.x, lane = tid & 31;
+    if (tid == 0 && band.count > 0) s->ctl->band_at = s->ctl->iteration;
     const int nwarp = (blockDim.x * blockDim.y) >> 5;
     const size_t ld = s->ld;
     for (int q = tid >> 5; q < band.count; q += nwarp) {
@@ -398,7 +401,7 @@ extern "C" __global__ void init_search(PlSearch *s)
         c->r = p; c->nw = 0; c->epoch = 0; c->iteration = 0; c->n_order = 0;
         c->done = 0; c->state = PL_RUNNING; c->root = -1; c->n_cand = 0; c->rounds = 0;
         c->collinear = 0; c->n_rederived = 0; c->seq = 0; c->ordered = 0; c->blocks_done = 0;
-        c->workers_done = 0; c->all_pairs = 0;
+        c->workers_done = 0; c->all_pairs = 0; c->band_at = -1000;
         c->drift_bits = 0; c->compared = 0; c->gamma = s->gamma0;
         c->n_active = 0;
     }
@@ -1330,6 +1333,7 @@ __device__ void publish(PlSearch *s)
     st->root = (c->state == PL_DECIDED) ? c->root : -1;
     st->n_rederived = c->n_rederived;
     st->n_order = c->n_order;
+    st->band_at = c->band_at;
     __threadfence_system();  // the fields reach the host before the sequence number
     c->seq += 1;
     *(volatile int *)&st->seq = c->seq;
@@ -1752,10 +1756,10 @@ extern "C" __global__ void update_data(PlSearch *s)
 // by the update algebra (Alg. 6) or, after drift, from the data; and the
 // collinear scan. (The first covariance, kernel `covariance`, scans too.)
 // A block has 16 rows of threads, one per row of its tile, or a multiple
-// of 16 when the tiles are too few to fill the GPU (the scheduler's
-// update_cov_rows): the band pairs, each a walk over the samples by a warp,
-// are then shared by more warps, which is where near-copies of variables
-// (E. coli) spend the search's time.
+// of 16 when a recent pass listed band pairs and the tiles are too few to
+// fill the GPU (the scheduler's update_cov_rows): the band pairs, each a
+// walk over the samples by a warp, are then shared by more warps, which is
+// where near-copies of variables (E. coli) spend the search's time.
 extern "C" __global__ void __launch_bounds__(1024) update_cov(PlSearch *s)
 {
     pl_enter();

@@ -36,6 +36,7 @@ typedef struct {
     int detail[3];  /* PL_DEGENERATE: PL_DEP_* and two variables (or -1) */
     int n_rederived;/* covariance re-derivations after drift, so far */
     int n_order;    /* variables ordered so far */
+    int band_at;    /* iteration of the last covariance pass with pairs decided on the data */
 } PlStatus;
 
 typedef struct {
@@ -51,6 +52,7 @@ typedef struct {
     unsigned long long drift_bits;     /* largest drift of the last data update (double bits) */
     unsigned long long compared;       /* comparisons done in this iteration */
     double gamma;                      /* threshold of the current round */
+    int band_at;                       /* iteration of the last covariance pass with band pairs */
 } PlControl;
 
 /* The search state. Each buffer's comment starts with its extent, which

@@ -6,7 +6,7 @@ cdef extern from "search_state.h":
     ctypedef struct PlStatus:
         int seq, state, iteration, r, nw, n_cand, root
         int detail[3]
-        int n_rederived, n_order
+        int n_rederived, n_order, band_at
 
 ctypedef void *CUmodule
 ctypedef void *CUfunction

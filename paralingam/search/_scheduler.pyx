@@ -359,16 +359,20 @@ cpdef unsigned int row_cache_bytes(int n, unsigned int cap) noexcept nogil:
     return n * 8 if <unsigned int>n * 8 <= cap else 0
 
 
-cpdef unsigned int update_cov_rows(int r) noexcept nogil:
+cpdef unsigned int update_cov_rows(int r, bint band) noexcept nogil:
     """Rows of 16 threads in each block of ``update_cov`` over ``r`` positions.
 
-    One row per row of the block's 16 x 16 tile; when the tiles that hold
-    pairs are too few to fill the GPU, 2 or 4 times as many rows, whose
-    extra warps share the tile's band pairs (kernels/paralingam.cu,
-    update_cov, whose __launch_bounds__ allow 1024 threads a block).
+    One row per row of the block's 16 x 16 tile. When a recent covariance
+    pass decided pairs on the data (``band``, :func:`recent_band`) and the
+    tiles that hold pairs are too few to fill the GPU, 2 or 4 times as many
+    rows, whose extra warps share the tile's band pairs (kernels/paralingam.cu,
+    update_cov, whose __launch_bounds__ allow 1024 threads a block); on other
+    data the extra warps would only cost their launch.
     """
     cdef int tiles = (r + 15) // 16
     cdef int active = tiles * (tiles + 1) // 2
+    if not band:
+        return 16
     if active <= 64:
         return 64
     if active <= 256:
@@ -376,14 +380,19 @@ cpdef unsigned int update_cov_rows(int r) noexcept nogil:
     return 16
 
 
-cdef int launch_updates(Module m, int r, int n, void **params) except -1 nogil:
+cdef inline bint recent_band(const PlStatus *st) noexcept nogil:
+    """A covariance pass of the last two iterations listed band pairs (the status's ``band_at``)."""
+    return st.iteration - st.band_at <= 2
+
+
+cdef int launch_updates(Module m, int r, int n, void **params, bint band) except -1 nogil:
     """UpdateData (with re-standardisation after drift) and UpdateCovMat over ``r`` positions.
 
     Each kernel does nothing unless the device state is PL_DECIDED, and
     skips positions at or past the device's own r.
     """
     launch(m, K_UPDATE_DATA, r, 1, 256, 1, params, row_cache_bytes(n, m.row_smem))
-    launch(m, K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16, update_cov_rows(r), params)
+    launch(m, K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16, update_cov_rows(r, band), params)
     return 0
 
 
@@ -751,7 +760,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     # the GPU updates the data while the host is still polling
                     # the status. r_host (the last status's r) bounds this
                     # iteration's r, and the kernels skip positions past it.
-                    launch_updates(m, r_host, loop.n, params)
+                    launch_updates(m, r_host, loop.n, params, recent_band(st))
                     seq += 1
                     rounds += 1
                     wait_status(st, seq, loop.poll)
@@ -777,7 +786,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     launch(m, K_PAIRS64, nw, n_cand, 256, 1, params)
                     launch(m, K_SELECT64, 1, 1, 1024, 1, params)
                     mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_UPDATE)
-                    launch_updates(m, r_host, loop.n, params)
+                    launch_updates(m, r_host, loop.n, params, recent_band(st))
                 # (PL_DECIDED: the speculative updates are already queued)
                 PL_RANGE_POP()
                 it += 1
@@ -916,11 +925,11 @@ cdef int wait_status_multi(PlStatus *st, int seq, bint poll, int n_dev,
 
 
 cdef int launch_updates_on(CUfunction *fn, unsigned int row_smem, int r, int n,
-                           void **params) except -1 nogil:
+                           void **params, bint band) except -1 nogil:
     """launch_updates with one device's kernels (current context)."""
     launch_on(fn[K_UPDATE_DATA], K_UPDATE_DATA, r, 1, 256, 1, params, row_cache_bytes(n, row_smem))
     launch_on(fn[K_UPDATE_COV], K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16,
-              update_cov_rows(r), params)
+              update_cov_rows(r, band), params)
     return 0
 
 
@@ -1156,7 +1165,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     # the round decided the root (the kernels check the state),
                     # from device 0's control block and remaining set.
                     sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided, fns,
-                                  row_smem, lparams, loop.n, False)
+                                  row_smem, lparams, loop.n, False, recent_band(st))
                     seq += 1
                     rounds += 1
                     t_wait = now_seconds()
@@ -1198,7 +1207,8 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         wait_for_others(n_dev, ctx, ev_worker)
                         launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
                         sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided,
-                                      fns, row_smem, lparams, loop.n, False)
+                                      fns, row_smem, lparams, loop.n, False,
+                                      recent_band(st))
                     else:
                         # device 0 alone (after every device's workers: its
                         # stream waited for them)
@@ -1208,7 +1218,8 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         launch_on(fns[0][K_PAIRS64], K_PAIRS64, nw, n_cand, 256, 1, rparams[0])
                         launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
                         sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided,
-                                      fns, row_smem, lparams, loop.n, True)
+                                      fns, row_smem, lparams, loop.n, True,
+                                      recent_band(st))
                 it += 1
                 if it > loop.p + 1:
                     too_many_iterations(loop.p)
@@ -1289,7 +1300,7 @@ cdef int wait_for_others(int n_dev, CUcontext *ctx, CUevent *ev_done) except -1 
 cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdeviceptr *d_alive,
                        int r_host, CUevent *ev_done, CUevent ev_decided,
                        CUfunction (*fns)[N_KERNELS], unsigned int *row_smem,
-                       void *(*lparams)[1], int n, bint wait_others) except -1 nogil:
+                       void *(*lparams)[1], int n, bint wait_others, bint band) except -1 nogil:
     """Device 0's control block and remaining set to every replica, then the
     update kernels on every device (device 0's context current after).
 
@@ -1313,8 +1324,8 @@ cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdevicept
     for d in range(1, n_dev):
         set_ctx(ctx[d])
         check(drv.stream_wait_event(NULL, ev_decided, 0), b"cuStreamWaitEvent")
-        launch_updates_on(fns[d], row_smem[d], r_host, n, lparams[d])
+        launch_updates_on(fns[d], row_smem[d], r_host, n, lparams[d], band)
     set_ctx(ctx[0])
-    launch_updates_on(fns[0], row_smem[0], r_host, n, lparams[0])
+    launch_updates_on(fns[0], row_smem[0], r_host, n, lparams[0], band)
     return 0
 
