@@ -29,11 +29,6 @@ from ._prior import allowed_predictors
 # "On the GPU").
 CUDA_LASSO_MIN_FEATURES = 256
 
-# The adaptive lasso's minimum-norm weights reduce the data to p rows by QR
-# first (O(n p^2)) only when the rank exceeds p / MIN_NORM_QR_RANK; below it,
-# Gram-Schmidt on the n-row columns (O(n p r)) costs less.
-MIN_NORM_QR_RANK = 4
-
 # sklearn's LassoLarsIC defaults, which lingam uses unchanged.
 _LARS_MAX_ITER = 500
 
@@ -314,17 +309,13 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved):
         return coef, rss, filled
     _memory.require("the adaptive lasso's minimum-norm least squares (dependent columns)",
                     _memory.min_norm_bytes(X.shape[0], p), _memory.FEWER)
-    # rows 0..m-1 hold: their pivots 0..m-2 keep more than SINGULAR_TOL
+    # rows 0..m-1 hold: their pivots 0..m-2 keep more than SINGULAR_TOL.
+    # The data's vectors as the least squares take them (p rows from a
+    # streaming QR when n > p): _min_norm_rows works in the vectors' length
+    # (a QR of its leading columns, projections on the basis), so fewer rows
+    # cost less at any rank
     first = max(m - 1, 0)
-    n = X.shape[0]
-    if n > p and MIN_NORM_QR_RANK * _gram_rank(gram) > p:
-        V = _data_vectors(X, order)
-    else:
-        # low rank: Gram-Schmidt on the centred columns, O(n p r), costs less
-        # than reducing them to p rows by QR first, O(n p^2)
-        V = np.array(X[:, order], dtype=np.float64)
-        V -= V.mean(axis=0)
-        V /= np.sqrt(n)
+    V = _data_vectors(X, order)
     V /= std[order]  # the standardised variables' vectors: lstsq's scale
     first = min(first, V.shape[0])
     rows = _min_norm_rows(V, first)[m - first:]
@@ -333,19 +324,6 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved):
     rss[m:] = np.diag(gram)[m:] - np.einsum("ij,ij->i", rows, gram[m:])
     filled[m:] = np.isfinite(rows).all(axis=1) & np.isfinite(rss[m:])
     return coef, rss, filled
-
-
-def _gram_rank(gram):
-    """Numerical rank of ``gram`` (pivoted Cholesky, pivots above ``SINGULAR_TOL``
-    of the largest diagonal entry), O(p^2 r): only to choose a route, the
-    rows themselves do not depend on it."""
-    from scipy.linalg.lapack import dpstrf
-
-    top = float(np.max(np.diag(gram), initial=0.0))
-    if not top > 0.0:
-        return 0
-    _, _, rank, _ = dpstrf(gram, tol=SINGULAR_TOL * top, lower=1)
-    return int(rank)
 
 
 def _compiled_lasso():
