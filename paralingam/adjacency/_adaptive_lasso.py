@@ -29,6 +29,9 @@ from ._prior import allowed_predictors
 # "On the GPU").
 CUDA_LASSO_MIN_FEATURES = 256
 
+# Flags of the compiled engine's targets (paralingam.adjacency._lasso).
+WARNED, SINGULAR_REFIT = 2, 4
+
 # sklearn's LassoLarsIC defaults, which lingam uses unchanged.
 _LARS_MAX_ITER = 500
 
@@ -162,6 +165,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
 
     B = np.zeros((p, p))
     todo = range(len(targets))
+    degenerate = []  # (position in the order, column): paths on which sklearn warns
     lasso = _compiled_lasso() if engine != "sklearn" else None
     if engine == "compiled" and lasso is None:
         raise RuntimeError("the compiled adaptive lasso (paralingam.adjacency._lasso) is not built")
@@ -194,18 +198,20 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
                 ols_coef, ols_rss, filled = _min_norm_weights(X, order, std, gram_ord,
                                                               ols_coef, ols_rss, solved)
                 given = (given.astype(bool) | (full & filled[targets_arr])).astype(np.uint8)
+            flags = np.zeros(len(rows), dtype=np.uint8)
             B_cpu, fallback = lasso.adaptive_lasso_rows(
                 gram_ord, scatter_ord, targets_arr[rows], sub_offsets,
                 np.concatenate(sets).astype(np.intp), float(n), float(gamma),
                 n_threads, ols_coef, ols_rss, given[rows],
-                progress=_ahead(bar, len(targets) - len(rows)))
+                progress=_ahead(bar, len(targets) - len(rows)), flags=flags)
+            _singular_refits(B_cpu, scatter_ord, targets_arr[rows][flags & SINGULAR_REFIT > 0])
             B_ord += B_cpu
             todo = rows[fallback]
+            degenerate += [(k, int(order[k])) for k in targets_arr[rows][flags & WARNED > 0]]
         else:
             todo = []
         B[np.ix_(order, order)] = B_ord
 
-    degenerate = []
     report = _ahead(bar, len(targets) - len(todo))
     for i, t in enumerate(todo):
         if report is not None:
@@ -216,8 +222,9 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
                                                          n, gamma)
         B[target, kept] = coef
         if warned:
-            degenerate.append(int(target))
+            degenerate.append((targets[t], int(target)))
     if degenerate:
+        degenerate = [column for _, column in sorted(degenerate)]
         warnings.warn(
             f"adaptive lasso: the LARS path of columns {degenerate} stopped early or "
             "dropped a regressor (nearly collinear predictors); their coefficients come "
@@ -228,6 +235,20 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
     if targets and bar.enabled:
         bar.update_to(bar.total)
     return B
+
+
+def _singular_refits(B, scatter, targets):
+    """Step 3 of the targets whose kept predictors are singular, in place.
+
+    The compiled engine marks their kept predictors with NaN in the row
+    (``flags=``); their least squares on the original scale is the
+    minimum-norm one, :func:`_solve_spd` as :func:`_adaptive_lasso_row_sklearn`
+    solves it.
+    """
+    for t in targets:
+        kept = np.flatnonzero(np.isnan(B[t]))
+        B[t] = 0.0
+        B[t, kept] = _solve_spd(scatter[np.ix_(kept, kept)], scatter[kept, t])
 
 
 def _ahead(bar, base):
