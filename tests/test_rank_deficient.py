@@ -282,7 +282,7 @@ def _sklearn_row(gram, S, order, k, weights, rss, n, rng=None):
     return row
 
 
-@pytest.mark.parametrize("order_seed", [None, 0, 1])
+@pytest.mark.parametrize("order_seed", [None, 0, 1, 4])
 def test_compiled_engine_runs_sklearn_branches_on_dependent_predictors(ecoli, order_seed,
                                                                        monkeypatch):
     # E. coli fluxes (rank 24 of 87): the paths on the minimum-norm weights
