@@ -182,11 +182,14 @@ def test_compiled_engine_on_tutorial_resamples():
 
 def test_compiled_engine_hands_degenerate_targets_to_sklearn(lingam_data, monkeypatch):
     # Column 3 copies column 0 up to 1e-9: least squares on both is singular to
-    # rounding and sklearn's LARS drops a degenerate regressor, branches the port
-    # does not take. Those targets are flagged and recomputed by the Python path.
+    # rounding, so the engine's own Cholesky solve of the weights fails. Those
+    # targets are flagged and recomputed by the Python path, where sklearn's
+    # LARS also drops a degenerate regressor (the AdjacencyWarning).
     # (Weights solved per target, as the engine does without the minimum-norm
     # rows: with them this path takes no degenerate branch, see
-    # test_rank_deficient.py::test_near_copies_follow_sklearn_path_on_the_same_weights.)
+    # test_rank_deficient.py::test_near_copies_follow_sklearn_path_on_the_same_weights;
+    # the engine's own degenerate branches:
+    # test_rank_deficient.py::test_compiled_engine_runs_sklearn_branches_on_dependent_predictors.)
     from paralingam.adjacency import AdjacencyWarning
     from paralingam.adjacency._common import _scatter
 

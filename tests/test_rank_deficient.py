@@ -11,6 +11,8 @@ rounding in every implementation (lingam's too): there only the fit is
 checked, not the support.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 from lingam_cases import lingam_adjacency
@@ -112,11 +114,13 @@ def test_dependent_predecessors_run_compiled_and_equal_the_reference(p, n, expla
     assert_rows_fit(X, ref, exact)
 
 
-@pytest.mark.parametrize("p, n, explained, seed", [(15, 300, 6, 311), (25, 200, 15, 312)])
-def test_dependent_predecessors_equal_lingam_where_defined(p, n, explained, seed):
+@pytest.mark.parametrize("p, n, explained, seed, outliers", [
+    (15, 300, 6, 311, None), (25, 200, 15, 312, None), (20, 300, 10, 313, 5),
+])
+def test_dependent_predecessors_equal_lingam_where_defined(p, n, explained, seed, outliers):
     # a random order: the search puts the free variables first, and only a
     # wrong order gives unexplained targets dependent predecessors here
-    X = rank_deficient(p, n, explained, seed)
+    X = rank_deficient(p, n, explained, seed, noise=outliers)
     order = np.random.default_rng(seed).permutation(p)
     exact = explained_targets(X, order)
     assert (dependent_targets(X, order) & ~exact).any()
@@ -139,12 +143,11 @@ def test_dependent_predecessors_with_outliers_and_prior_knowledge(monkeypatch):
     assert_rows_fit(X, got, exact & (np.arange(40) != order[-1]))
 
 
-@pytest.mark.parametrize("qr", [True, False])
-def test_min_norm_weights_are_minimum_norm_least_squares(qr, monkeypatch):
-    # Both routes (QR of the data first, or Gram-Schmidt on the n-row columns)
-    # give pinv-least squares on the standardised predecessors.
-    monkeypatch.setattr(_adaptive_lasso, "MIN_NORM_QR_RANK", 10 ** 6 if qr else 0)
-    X = rank_deficient(40, 300, 28, 331)
+@pytest.mark.parametrize("n, outliers", [(300, None), (30, None), (300, 4)])
+def test_min_norm_weights_are_minimum_norm_least_squares(n, outliers):
+    # Both vector routes (the QR factor of tall data, the centred columns of
+    # wide data) give pinv-least squares on the standardised predecessors.
+    X = rank_deficient(40, n, 28, 331, noise=outliers)
     order = order_of(X)
     n, p = X.shape
     _, S = _common._scatter(X)
@@ -246,3 +249,119 @@ def test_constant_column_among_dependent_predecessors(monkeypatch):
         assert np.isfinite(got).all() and not got[4].any() and not got[:, 4].any()
         np.testing.assert_allclose(got[~exact], ref[~exact], rtol=0, atol=1e-8)
         assert_rows_fit(X, got, exact)
+
+
+# --------------------------------------------------------------------------
+# scikit-learn's branches on dependent predictors, in the compiled engine
+# --------------------------------------------------------------------------
+
+def _sklearn_row(gram, S, order, k, weights, rss, n, rng=None):
+    """The reference engine's row of target ``order[k]`` on the given weights and rss;
+    with ``rng``, its Gram inputs perturbed by a few units of rounding."""
+    from sklearn.linear_model import lars_path_gram
+
+    eps = np.finfo(float).eps
+    pred, target = order[:k], order[k]
+    Gw = gram[np.ix_(pred, pred)] * np.outer(weights, weights)
+    gw = gram[pred, target] * weights
+    if rng is not None:
+        E = rng.standard_normal(Gw.shape)
+        Gw = Gw * (1 + 2 * eps * (E + E.T))
+        gw = gw * (1 + 4 * eps * rng.standard_normal(k))
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")  # sklearn's degenerate-path warnings
+        _, _, path = lars_path_gram(gw, Gw, n_samples=n, max_iter=500, alpha_min=0.0,
+                                    method="lasso", eps=eps)
+        yy = gram[target, target]
+        rss_path = yy - 2.0 * (gw @ path) + np.einsum("ik,ij,jk->k", path, Gw, path)
+        noise = max(rss, eps * yy) / (n - k - 1)
+        dof = (np.abs(path) > eps).sum(axis=0)
+        bic = n * np.log(2 * np.pi * noise) + rss_path / noise + np.log(n) * dof
+    kept = pred[np.abs(path[:, np.argmin(bic)] * weights) > 0]
+    row = np.zeros(len(order))
+    if len(kept):
+        row[kept] = _adaptive_lasso._solve_spd(S[np.ix_(kept, kept)], S[kept, target])
+    return row
+
+
+@pytest.mark.parametrize("order_seed", [None, 0, 1, 4])
+def test_compiled_engine_runs_sklearn_branches_on_dependent_predictors(ecoli, order_seed,
+                                                                       monkeypatch):
+    # E. coli fluxes (rank 24 of 87): the paths on the minimum-norm weights
+    # meet degenerate regressors (sklearn drops them "for good", and the
+    # correlations no longer match their positions), alphas that grow
+    # through rounding (sklearn stops the path) and kept predictors that are
+    # singular (the minimum-norm refit). The compiled engine takes all three
+    # itself: no target goes to scikit-learn, and every row equals sklearn's
+    # path on the same weights wherever sklearn's own row is decided by more
+    # than rounding (unchanged when its Gram inputs move by a few units of
+    # rounding) and the target is not exactly explained (its BIC then
+    # compares rounding-sized residuals).
+    from paralingam.adjacency import AdjacencyWarning, _lasso
+
+    X = ecoli[0]
+    n, p = X.shape
+    order = (order_of(X) if order_seed is None
+             else np.random.default_rng(order_seed).permutation(p))
+    _, S = _common._scatter(X)
+    std = np.sqrt(np.diag(S) / n)
+    gram = S / np.outer(std, std)
+    g = np.ascontiguousarray(gram[np.ix_(order, order)])
+    coef, rss, solved = _least_squares._ols_on_predecessors(g)
+    coef, rss, filled = _adaptive_lasso._min_norm_weights(X, order, std, g, coef, rss, solved)
+    assert filled.all()
+    targets = np.arange(1, p, dtype=np.intp)
+    offsets = np.concatenate([[0], np.cumsum(targets)]).astype(np.intp)
+    predictors = np.concatenate([np.arange(k) for k in targets]).astype(np.intp)
+    flags = np.zeros(p - 1, dtype=np.uint8)
+    _lasso.adaptive_lasso_rows(g, np.ascontiguousarray(S[np.ix_(order, order)]), targets,
+                               offsets, predictors, float(n), 1.0, 1, coef, rss,
+                               np.ones(p - 1, dtype=np.uint8), flags=flags)
+    assert not (flags & 1).any()
+    warned = np.zeros(p, dtype=bool)
+    warned[order[1:]] = flags & _adaptive_lasso.WARNED > 0
+    singular = np.zeros(p, dtype=bool)
+    singular[order[1:]] = flags & _adaptive_lasso.SINGULAR_REFIT > 0
+
+    calls = sklearn_fallbacks(monkeypatch)
+    with pytest.warns(AdjacencyWarning, match="stopped early or dropped") as record:
+        got = adaptive_lasso_adjacency(X, order, engine="compiled")
+    assert calls == [] and np.isfinite(got).all()
+    columns = sorted((int(c) for c in np.flatnonzero(warned)), key=list(order).index)
+    assert f"columns {columns} stopped" in str(record[0].message)
+
+    exact = explained_targets(X, order)
+    rng = np.random.default_rng(5)
+    compared = np.zeros(p, dtype=bool)
+    for k in range(1, p):
+        target = order[k]
+        if exact[target]:
+            continue
+        weights = np.abs(coef[k, :k])
+        want = _sklearn_row(gram, S, order, k, weights, rss[k], n)
+        scale = max(1.0, np.abs(want).max())
+        if any(np.abs(_sklearn_row(gram, S, order, k, weights, rss[k], n, rng) - want).max()
+               > 1e-9 * scale for _ in range(3)):
+            continue  # sklearn's own row is decided by rounding
+        compared[target] = True
+        np.testing.assert_allclose(got[target], want, rtol=0, atol=1e-9 * scale)
+    assert (compared & warned).any()  # the comparison covers the ported branches
+
+    # singular kept predictors: the minimum-norm refit, as the reference
+    # engine's (and the same fitted values as lingam's LinearRegression)
+    assert singular.any()
+    Xc = X - X.mean(axis=0)
+    for target in np.flatnonzero(singular):
+        kept = np.flatnonzero(got[target])
+        assert kept.size and set(kept) <= set(order[:list(order).index(target)])
+        A = S[np.ix_(kept, kept)]
+        np.testing.assert_allclose(got[target, kept], _adaptive_lasso._solve_spd(A, S[kept, target]),
+                                   rtol=0, atol=1e-9 * max(1.0, np.abs(got[target]).max()))
+        with pytest.raises(np.linalg.LinAlgError):  # singular to SINGULAR_TOL
+            L = np.linalg.cholesky(A)
+            if (np.diag(L) ** 2 > _common.SINGULAR_TOL * np.diag(A)).all():
+                raise AssertionError("kept predictors not singular")
+            raise np.linalg.LinAlgError
+        b = np.linalg.lstsq(Xc[:, kept], Xc[:, target], rcond=None)[0]
+        np.testing.assert_allclose(Xc[:, kept] @ got[target, kept], Xc[:, kept] @ b, rtol=0,
+                                   atol=1e-6 * np.linalg.norm(Xc[:, target]) / np.sqrt(n))

@@ -29,10 +29,8 @@ from ._prior import allowed_predictors
 # "On the GPU").
 CUDA_LASSO_MIN_FEATURES = 256
 
-# The adaptive lasso's minimum-norm weights reduce the data to p rows by QR
-# first (O(n p^2)) only when the rank exceeds p / MIN_NORM_QR_RANK; below it,
-# Gram-Schmidt on the n-row columns (O(n p r)) costs less.
-MIN_NORM_QR_RANK = 4
+# Flags of the compiled engine's targets (paralingam.adjacency._lasso).
+WARNED, SINGULAR_REFIT = 2, 4
 
 # sklearn's LassoLarsIC defaults, which lingam uses unchanged.
 _LARS_MAX_ITER = 500
@@ -167,6 +165,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
 
     B = np.zeros((p, p))
     todo = range(len(targets))
+    degenerate = []  # (position in the order, column): paths on which sklearn warns
     lasso = _compiled_lasso() if engine != "sklearn" else None
     if engine == "compiled" and lasso is None:
         raise RuntimeError("the compiled adaptive lasso (paralingam.adjacency._lasso) is not built")
@@ -199,18 +198,20 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
                 ols_coef, ols_rss, filled = _min_norm_weights(X, order, std, gram_ord,
                                                               ols_coef, ols_rss, solved)
                 given = (given.astype(bool) | (full & filled[targets_arr])).astype(np.uint8)
+            flags = np.zeros(len(rows), dtype=np.uint8)
             B_cpu, fallback = lasso.adaptive_lasso_rows(
                 gram_ord, scatter_ord, targets_arr[rows], sub_offsets,
                 np.concatenate(sets).astype(np.intp), float(n), float(gamma),
                 n_threads, ols_coef, ols_rss, given[rows],
-                progress=_ahead(bar, len(targets) - len(rows)))
+                progress=_ahead(bar, len(targets) - len(rows)), flags=flags)
+            _singular_refits(B_cpu, scatter_ord, targets_arr[rows][flags & SINGULAR_REFIT > 0])
             B_ord += B_cpu
             todo = rows[fallback]
+            degenerate += [(k, int(order[k])) for k in targets_arr[rows][flags & WARNED > 0]]
         else:
             todo = []
         B[np.ix_(order, order)] = B_ord
 
-    degenerate = []
     report = _ahead(bar, len(targets) - len(todo))
     for i, t in enumerate(todo):
         if report is not None:
@@ -221,8 +222,9 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
                                                          n, gamma)
         B[target, kept] = coef
         if warned:
-            degenerate.append(int(target))
+            degenerate.append((targets[t], int(target)))
     if degenerate:
+        degenerate = [column for _, column in sorted(degenerate)]
         warnings.warn(
             f"adaptive lasso: the LARS path of columns {degenerate} stopped early or "
             "dropped a regressor (nearly collinear predictors); their coefficients come "
@@ -233,6 +235,20 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
     if targets and bar.enabled:
         bar.update_to(bar.total)
     return B
+
+
+def _singular_refits(B, scatter, targets):
+    """Step 3 of the targets whose kept predictors are singular, in place.
+
+    The compiled engine marks their kept predictors with NaN in the row
+    (``flags=``); their least squares on the original scale is the
+    minimum-norm one, :func:`_solve_spd` as :func:`_adaptive_lasso_row_sklearn`
+    solves it.
+    """
+    for t in targets:
+        kept = np.flatnonzero(np.isnan(B[t]))
+        B[t] = 0.0
+        B[t, kept] = _solve_spd(scatter[np.ix_(kept, kept)], scatter[kept, t])
 
 
 def _ahead(bar, base):
@@ -314,17 +330,13 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved):
         return coef, rss, filled
     _memory.require("the adaptive lasso's minimum-norm least squares (dependent columns)",
                     _memory.min_norm_bytes(X.shape[0], p), _memory.FEWER)
-    # rows 0..m-1 hold: their pivots 0..m-2 keep more than SINGULAR_TOL
+    # rows 0..m-1 hold: their pivots 0..m-2 keep more than SINGULAR_TOL.
+    # The data's vectors as the least squares take them (p rows from a
+    # streaming QR when n > p): _min_norm_rows works in the vectors' length
+    # (a QR of its leading columns, projections on the basis), so fewer rows
+    # cost less at any rank
     first = max(m - 1, 0)
-    n = X.shape[0]
-    if n > p and MIN_NORM_QR_RANK * _gram_rank(gram) > p:
-        V = _data_vectors(X, order)
-    else:
-        # low rank: Gram-Schmidt on the centred columns, O(n p r), costs less
-        # than reducing them to p rows by QR first, O(n p^2)
-        V = np.array(X[:, order], dtype=np.float64)
-        V -= V.mean(axis=0)
-        V /= np.sqrt(n)
+    V = _data_vectors(X, order)
     V /= std[order]  # the standardised variables' vectors: lstsq's scale
     first = min(first, V.shape[0])
     rows = _min_norm_rows(V, first)[m - first:]
@@ -333,19 +345,6 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved):
     rss[m:] = np.diag(gram)[m:] - np.einsum("ij,ij->i", rows, gram[m:])
     filled[m:] = np.isfinite(rows).all(axis=1) & np.isfinite(rss[m:])
     return coef, rss, filled
-
-
-def _gram_rank(gram):
-    """Numerical rank of ``gram`` (pivoted Cholesky, pivots above ``SINGULAR_TOL``
-    of the largest diagonal entry), O(p^2 r): only to choose a route, the
-    rows themselves do not depend on it."""
-    from scipy.linalg.lapack import dpstrf
-
-    top = float(np.max(np.diag(gram), initial=0.0))
-    if not top > 0.0:
-        return 0
-    _, _, rank, _ = dpstrf(gram, tol=SINGULAR_TOL * top, lower=1)
-    return int(rank)
 
 
 def _compiled_lasso():

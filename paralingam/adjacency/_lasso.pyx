@@ -28,12 +28,18 @@ The scikit-learn developers; licence text in ``LICENSES/scikit-learn.txt``). It
 follows that code's decisions step for step because lingam's adjacency matrix
 is defined by scikit-learn's path, and only the same path reproduces it.
 
-Targets run in parallel (OpenMP), largest first, without the GIL. Whenever
-scikit-learn would take one of its rare branches (a degenerate regressor, alpha
-growing through rounding, an ill-conditioned direction, two coefficients
-crossing zero at once) or a matrix is not positive definite, the target is
-flagged and the caller recomputes it with scikit-learn itself, so results never
-depend on a port of those branches.
+Targets run in parallel (OpenMP), largest first, without the GIL. The two
+branches scikit-learn takes with a warning on linearly dependent predictors
+are ported as it runs them: a degenerate regressor is "dropped for good" and
+an alpha that grows through rounding ends the path; such a target is flagged
+``WARNED``. Where the kept predictors are singular to ``SINGULAR_TOL``, the
+caller can take the refit itself (``mark_singular``: the row holds NaN at the
+kept predictors, flag ``SINGULAR_REFIT``), as it needs the minimum-norm
+least squares. Whenever scikit-learn would take one of its remaining rare
+branches (an ill-conditioned direction, two coefficients crossing zero at
+once) or a matrix is not positive definite, the target is flagged
+``FALLBACK`` and the caller recomputes it with scikit-learn itself, so results
+never depend on a port of those branches.
 """
 
 import threading
@@ -45,7 +51,7 @@ from cpython.exc cimport PyErr_Fetch, PyErr_Restore
 from cpython.ref cimport PyObject, Py_XDECREF
 from cython.parallel cimport parallel
 from libc.float cimport DBL_MAX, DBL_EPSILON, FLT_EPSILON, FLT_MIN
-from libc.math cimport fabs, hypot, isfinite, log, pow, rint, sqrt, M_PI
+from libc.math cimport NAN, fabs, hypot, isfinite, log, pow, rint, sqrt, M_PI
 from libc.stdlib cimport calloc, free
 
 
@@ -87,9 +93,12 @@ cdef double SINGULAR_TOL = 1e-10
 # Below this many variables the targets run on one thread (threads cost more).
 cdef Py_ssize_t SERIAL_BELOW_P = 64
 
-# Flags returned per target.
+# Flags returned per target (bits).
 DEF OK = 0
-DEF FALLBACK = 1
+DEF FALLBACK = 1         # not computed: the caller runs scikit-learn's path
+DEF WARNED = 2           # the path took a branch on which scikit-learn warns
+DEF SINGULAR_REFIT = 4   # kept predictors singular: the row marks them with NaN
+DEF DEGENERATE = 8       # lars_add: the candidate was dropped for good (internal)
 
 
 cdef struct Problem:
@@ -278,6 +287,10 @@ cdef struct Lars:
     double gamma_           # the step length
     Py_ssize_t ii           # the active position that crosses zero (drop)
     bint drop
+    # after a degenerate regressor the correlations no longer match their
+    # positions (sklearn's state, ported as is), so the active set's equal
+    # correlation is not C - gamma * AA: rss from the quadratic form instead
+    bint quad_rss
 
 
 cdef void lars_start(Lars* t, const Problem* P, const double* w, double* work,
@@ -306,6 +319,7 @@ cdef void lars_start(Lars* t, const Problem* P, const double* w, double* work,
     t.n_fw = 0
     t.n_active = 0
     t.drop = False
+    t.quad_rss = False
     for i in range(k):
         t.gw[i] = gram_y(P, i) * w[i]
         t.cov[i] = t.gw[i]
@@ -370,7 +384,19 @@ cdef inline int lars_add(Lars* t) noexcept nogil:
         diag = DBL_EPSILON
     L[n_active * m + n_active] = diag
     if diag < 1e-7:
-        return FALLBACK  # degenerate regressor: sklearn drops it for good
+        # A degenerate regressor: sklearn "drops it for good" (with a
+        # warning) by zeroing its correlation and swapping the correlations
+        # back, while its permutation of the predictors (indices here, its
+        # Gram copy there) stays swapped. The correlation at position
+        # n_active then belongs, by position, to the candidate, and the zero
+        # to the predictor it swapped with; the path goes on from that state
+        # exactly as sklearn's does. The row written to L is overwritten by
+        # the next addition.
+        cov[n_active] = 0.0
+        temp = cov[nn]
+        cov[nn] = cov[n_active]
+        cov[n_active] = temp
+        return DEGENERATE
     t.n_active = n_active + 1
     return OK
 
@@ -470,12 +496,29 @@ cdef inline int lars_step_length(Lars* t) noexcept nogil:
     return OK
 
 
+cdef double active_quadratic_form(const Lars* t, const double* b) noexcept nogil:
+    """``b.G_w.b`` over the active predictors (``b`` zero elsewhere, original order)."""
+    cdef const Problem* P = t.P
+    cdef const double* w = t.w
+    cdef const Py_ssize_t* indices = t.indices
+    cdef Py_ssize_t a, c, i
+    cdef double q = 0.0, s
+    for a in range(t.n_active):
+        i = indices[a]
+        s = 0.0
+        for c in range(t.n_active):
+            s += gram_at(P, i, indices[c]) * w[indices[c]] * b[indices[c]]
+        q += w[i] * b[i] * s
+    return q
+
+
 cdef inline double lars_move(Lars* t, double yy, Py_ssize_t* dof_out) noexcept nogil:
     """Step to the next point ``new_coef``; its residual sum of squares and degrees of freedom.
 
     The new point is zero outside the active set of this step. With c = G_w
     b - g_w the residual correlations, rss = yy - g_w.b - c.b, and every
-    active c equals sign * (C - gamma * AA) after the step.
+    active c equals sign * (C - gamma * AA) after the step (unless
+    ``quad_rss``: then rss = yy - 2 g_w.b + b.G_w.b, O(active^2)).
     """
     cdef const double* gw = t.gw
     cdef const double* coef = t.coef
@@ -501,7 +544,10 @@ cdef inline double lars_move(Lars* t, double yy, Py_ssize_t* dof_out) noexcept n
         sdot += sign_active[i] * new_coef[j]
         if fabs(new_coef[j]) > DBL_EPSILON:
             dof += 1
-    rss = yy - lin - (t.C - gamma_ * t.AA) * sdot
+    if t.quad_rss:
+        rss = yy - 2.0 * lin + active_quadratic_form(t, new_coef)
+    else:
+        rss = yy - lin - (t.C - gamma_ * t.AA) * sdot
     for j in range(k - n_active):
         cov[n_active + j] -= gamma_ * corr[j]
     if t.drop:
@@ -547,11 +593,14 @@ cdef int lars_bic(const Problem* P, const double* w, double yy, double n, double
     Positions ``0..n_active-1`` of ``indices`` are the active predictors, the
     rest inactive, permuted exactly as sklearn permutes its Gram matrix.
     ``m`` bounds the active set (``min(k, MAX_ITER)``). ``work`` holds
-    ``m * m + 9 * k + 4 * m`` doubles. Returns FALLBACK on sklearn's rare branches.
+    ``m * m + 9 * k + 4 * m`` doubles. Returns FALLBACK on sklearn's rare
+    branches not ported, else OK or WARNED (a branch on which sklearn warns:
+    a degenerate regressor dropped, or the path stopped as alpha grew).
     """
     cdef Lars t
     cdef Py_ssize_t i, dof
     cdef Py_ssize_t n_iter = 0
+    cdef int added, warned = OK
     cdef double alpha, rss, temp, best_bic
     cdef double prev_alpha = 0.0
     cdef double* swap_ptr
@@ -566,10 +615,17 @@ cdef int lars_bic(const Problem* P, const double* w, double yy, double n, double
             break
         if n_iter >= MAX_ITER or t.n_active >= t.k:
             break
-        if not t.drop and lars_add(&t) != OK:
-            return FALLBACK
+        if not t.drop:
+            added = lars_add(&t)
+            if added == DEGENERATE:
+                # sklearn's `continue`: the next candidate, from the top
+                # (n_iter, prev_alpha and drop unchanged)
+                warned = WARNED
+                t.quad_rss = True
+                continue
         if n_iter > 0 and prev_alpha < alpha:
-            return FALLBACK  # sklearn stops with a warning
+            warned = WARNED  # sklearn stops with a warning; the path so far stands
+            break
         if lars_direction(&t) != OK:
             return FALLBACK
         lars_inactive_corr(&t)
@@ -590,24 +646,28 @@ cdef int lars_bic(const Problem* P, const double* w, double yy, double n, double
         swap_ptr = t.coef
         t.coef = t.new_coef
         t.new_coef = swap_ptr
-    return OK
+    return warned
 
 
 cdef int one_target(const double* gram, const double* scatter, Py_ssize_t p,
                     const Py_ssize_t* pred, Py_ssize_t k, Py_ssize_t target, double n,
                     double gamma, const double* ols_b, double ols_rss,
-                    double* B) noexcept nogil:
+                    double* B, bint mark_singular) noexcept nogil:
     """Adaptive-lasso row of ``target`` with predictors ``pred[:k]`` into ``B`` (p x p).
 
     ``ols_b`` (length k) and ``ols_rss`` are the least-squares coefficients and
     residual sum of squares of the target on its predictors in the Gram
-    matrix's scale, or NULL to solve them here.
+    matrix's scale, or NULL to solve them here. Returns the target's flags
+    (FALLBACK, or WARNED and SINGULAR_REFIT); with ``mark_singular``, kept
+    predictors singular to SINGULAR_TOL leave NaN in their entries of the row
+    for the caller's minimum-norm refit, else the target falls back.
     """
     cdef Problem P
     cdef Py_ssize_t m = k if k < MAX_ITER else MAX_ITER
     cdef Py_ssize_t i, j, kept
     cdef double yy, rss, noise_var
     cdef int status = OK
+    cdef int warned = OK
     cdef double* mem
     cdef double* w
     cdef double* b
@@ -670,6 +730,9 @@ cdef int one_target(const double* gram, const double* scatter, Py_ssize_t p,
         noise_var = rss / (n - k - 1)
         # 2. LARS path of the weighted problem, scored by BIC
         status = lars_bic(&P, w, yy, n, noise_var, best, work, m)
+        if status == WARNED:
+            warned = WARNED
+            status = OK
 
     if status == OK:
         # 3. least squares on the kept predictors, original scale
@@ -679,9 +742,13 @@ cdef int one_target(const double* gram, const double* scatter, Py_ssize_t p,
                 keep[kept] = pred[i]
                 kept += 1
         status = refit(scatter, p, keep, kept, target, b, B)
+        if status != OK and mark_singular:
+            for i in range(kept):
+                B[target * p + keep[i]] = NAN
+            status = SINGULAR_REFIT
     free(keep)
     free(mem)
-    return status
+    return status if status == FALLBACK else status | warned
 
 
 cdef int thread_count(int n_threads, Py_ssize_t p):
@@ -715,6 +782,7 @@ cdef struct Job:
     Py_ssize_t ols_ld          # row stride of ols_coef
     const double* ols_rss
     const unsigned char* ols_given
+    bint mark_singular         # SINGULAR_REFIT instead of FALLBACK (one_target)
     double* B
     unsigned char* flag        # per target: FALLBACK / failed
     Py_ssize_t next_task
@@ -736,7 +804,7 @@ cdef void run_target(Job* j, Py_ssize_t r) noexcept nogil:
     j.flag[t] = one_target(
         j.gram, j.scatter, j.p, j.predictors + j.offsets[t], j.offsets[t + 1] - j.offsets[t],
         target, j.n_samples, j.gamma, j.ols_coef + target * j.ols_ld if given else NULL,
-        j.ols_rss[target] if given else 0.0, j.B)
+        j.ols_rss[target] if given else 0.0, j.B, j.mark_singular)
 
 
 # progress(done) is called at most this often, by the caller's thread
@@ -888,6 +956,7 @@ def refit_rows(const double[:, ::1] scatter, const Py_ssize_t[::1] targets,
     if n_targets == 0 or p == 0:
         return B_arr, failed_arr.astype(bool)
     job.what = REFIT_ROWS
+    job.mark_singular = False
     job.progress = NULL
     job.n_targets = n_targets
     job.scatter = &scatter[0, 0]
@@ -905,7 +974,7 @@ def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
                         const Py_ssize_t[::1] predictors, double n_samples, double gamma,
                         int n_threads=0, const double[:, ::1] ols_coef=None,
                         const double[::1] ols_rss=None, const unsigned char[::1] ols_given=None,
-                        progress=None):
+                        progress=None, unsigned char[::1] flags=None):
     """Adaptive-lasso rows of ``B`` for many targets at once.
 
     Parameters
@@ -936,6 +1005,13 @@ def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
     progress : callable, optional
         ``progress(done)``: targets finished so far, called from this thread
         at most every 0.1 s while the targets run.
+    flags : ndarray of uint8, shape (n_targets,), optional
+        Filled with each target's flags: 1 not computed (``fallback``), 2 the
+        path took a branch on which scikit-learn warns (a degenerate
+        regressor dropped, or alpha grew and the path stopped), 4 the kept
+        predictors are singular to ``SINGULAR_TOL``: the row holds NaN at
+        them, for the caller's minimum-norm refit. Without ``flags`` such a
+        target falls back instead.
 
     Returns
     -------
@@ -953,6 +1029,8 @@ def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
     if given and (ols_coef is None or ols_rss is None or ols_given.shape[0] != n_targets
                   or ols_coef.shape[0] != p or ols_rss.shape[0] != p):
         raise ValueError("ols_coef (p x p), ols_rss (p) and ols_given (targets) go together")
+    if flags is not None and flags.shape[0] != n_targets:
+        raise ValueError("flags must have one entry per target")
     B_arr = np.zeros((p, p))
     fallback_arr = np.zeros(n_targets, dtype=np.uint8)
     cdef double[:, ::1] B = B_arr
@@ -962,6 +1040,7 @@ def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
     if n_targets == 0:
         return B_arr, fallback_arr.astype(bool)
     job.what = LASSO_ROWS
+    job.mark_singular = flags is not None
     job.n_targets = n_targets
     job.gram = &gram[0, 0]
     job.scatter = &scatter[0, 0]
@@ -979,4 +1058,6 @@ def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
     job.flag = &fallback[0]
     job.progress = <PyObject*>progress if progress is not None else NULL
     run_job(&job, threads)
-    return B_arr, fallback_arr.astype(bool)
+    if flags is not None:
+        flags[:] = fallback
+    return B_arr, (fallback_arr & FALLBACK).astype(bool)
