@@ -363,10 +363,18 @@ def prepare(data, absmax, settings, *, adjacency="ols", adjacency_threads=1, exp
     if settings.backend != "cpu":  # pragma: no cover - needs a GPU
         from .search import _cuda
 
+        from . import _gpu
+        from .adjacency import _cuda_adjacency
+
         if settings.devices is None:
             _cuda.check_memory(n, p, settings.use_float)
         else:
             _cuda.check_memory_multi(n, p, settings.use_float, settings.devices)
+        # The first fit on a machine compiles every GPU step's kernels: the
+        # upload's and the adjacency step's compile on threads while the
+        # search's compile in this one (once per process; later, file reads).
+        _cuda._context()
+        _gpu.compile_soon(_cuda.kernel_jobs() + _cuda_adjacency.kernel_jobs(), _gpu.arch())
     _memory.require_all(_memory.fit_plan(
         n, p, backend=settings.backend, use_float=settings.use_float, adjacency=adjacency,
         n_threads=max(settings.n_threads or 1, adjacency_threads)))

@@ -10,18 +10,23 @@ instead of failing obscurely, and drops every kept device buffer.
 
 Each GPU step keeps device buffers between fits (bootstrap resamples reuse
 them) and registers the function that frees them with
-:func:`register_cache`; :func:`clear_caches` frees them all. This module
-imports no GPU step: they import it, so the import graph has no circle.
+:func:`register_cache`; :func:`clear_caches` frees them all. Every kernel
+source is compiled through :func:`cubin` (PyCUDA's compile and its disk
+cache, keyed by the source, the options and the compiler), and
+:func:`compile_soon` starts compiles on threads ahead of their step. This
+module imports no GPU step: they import it, so the import graph has no
+circle.
 """
 
 import atexit
+import concurrent.futures
 import functools
 import threading
 
 from ._memory import GPUMemoryError  # noqa: F401  (re-exported for the GPU steps)
 
 __all__ = ["GPUMemoryError", "unavailable_reason", "context", "exclusive", "register_cache",
-           "clear_caches", "note_fault", "guarded"]
+           "clear_caches", "note_fault", "guarded", "arch", "cubin", "compile_soon"]
 
 # Set after a kernel fault: CUDA keeps such errors (illegal address, trap)
 # for the rest of the process, so the backend is unusable until a restart.
@@ -158,3 +163,66 @@ def guarded(launch, *args):
         except drv.Error:
             note_fault(exc)  # sticky: the CUDA backend is unusable from now on
         raise
+
+
+def arch():
+    """The current context's device as nvcc names its architecture (``"sm_90"``)."""
+    import pycuda.driver as drv
+
+    major, minor = drv.Context.get_device().compute_capability()
+    return f"sm_{major}{minor}"
+
+
+# Compiles started by compile_soon, by (source, options, arch): their futures.
+_COMPILES = {}
+_COMPILES_LOCK = threading.Lock()
+
+
+def _nvcc(source, options, arch):
+    from pycuda.compiler import compile as nvcc_compile
+
+    return nvcc_compile(source, options=list(options), arch=arch, no_extern_c=True)
+
+
+def cubin(source, options, arch):
+    """The cubin of the CUDA ``source`` compiled with ``options`` for ``arch``.
+
+    PyCUDA's compile, whose disk cache makes it a file read after the first
+    process on a machine; or the result of the same compile that
+    :func:`compile_soon` started (waited for).
+    """
+    key = (source, tuple(options), arch)
+    with _COMPILES_LOCK:
+        future = _COMPILES.get(key)
+    if future is not None:
+        try:
+            return future.result()
+        except Exception:
+            pass  # compiled again here, where its error is raised
+    return _nvcc(source, options, arch)
+
+
+def compile_soon(jobs, arch):
+    """Start compiling each ``(source, options)`` of ``jobs`` for ``arch`` on a thread of its own.
+
+    The first fit on a machine compiles every GPU step's kernels, several
+    seconds each (docs/user_guide/gpu.rst); started together they take about
+    as long as the longest. :func:`cubin` then waits for the one it needs. A
+    job is started once per process; with a warm disk cache it is a file read.
+    The threads are not daemons: a process that ends soon after waits for its
+    compiles, so that no cache file is left half written.
+    """
+    for source, options in jobs:
+        key = (source, tuple(options), arch)
+        with _COMPILES_LOCK:
+            if key in _COMPILES:
+                continue
+            future = _COMPILES[key] = concurrent.futures.Future()
+
+        def run(future=future, source=source, options=options):
+            try:
+                future.set_result(_nvcc(source, options, arch))
+            except BaseException as exc:  # (raised again by cubin's own compile)
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="paralingam-nvcc").start()

@@ -29,16 +29,19 @@ _BUFFERS = {}
 
 
 @functools.lru_cache(maxsize=None)
+def kernel_jobs():
+    """This step's kernels, as :func:`paralingam._gpu.compile_soon` takes them."""
+    return ((resources.files("paralingam.kernels").joinpath("adjacency.cu").read_text(),
+             (f"-DLARS_MIN_BLOCKS={MIN_BLOCKS}", "-std=c++17", "-O3")),)
+
+
+@functools.lru_cache(maxsize=None)
 def _kernels(ctx_handle):
     """The compiled kernels for one context, prepared for launches."""
     import pycuda.driver as drv
-    from pycuda.compiler import compile as nvcc_compile
 
-    src = resources.files("paralingam.kernels").joinpath("adjacency.cu").read_text()
-    major, minor = drv.Context.get_device().compute_capability()
-    cubin = nvcc_compile(src, options=[f"-DLARS_MIN_BLOCKS={MIN_BLOCKS}", "-std=c++17", "-O3"],
-                         arch=f"sm_{major}{minor}", no_extern_c=True)
-    mod = drv.module_from_buffer(cubin)
+    (src, options), = kernel_jobs()
+    mod = drv.module_from_buffer(_gpu.cubin(src, options, _gpu.arch()))
     fns = {"module": mod}
     for name, sig in (("lars_paths", "PiPiPPddiPPPPP"), ("chol_panel", "PiiPdP"),
                       ("chol_trailing", "PiiP"), ("ols_rows", "PiPPPPP")):

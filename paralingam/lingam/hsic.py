@@ -529,12 +529,9 @@ def _gpu_kernels(ctx_handle):
     from importlib import resources
 
     import pycuda.driver as drv
-    from pycuda.compiler import compile as nvcc_compile
 
     src = resources.files("paralingam.kernels").joinpath("hsic.cu").read_text()
-    major, minor = drv.Context.get_device().compute_capability()
-    cubin = nvcc_compile(src, options=["-O3"], arch=f"sm_{major}{minor}", no_extern_c=True)
-    mod = drv.module_from_buffer(cubin)
+    mod = drv.module_from_buffer(_gpu.cubin(src, ["-O3"], _gpu.arch()))
     fns = {"module": mod}
     for name, sig in (("hsic_row_sums", "PiiP"), ("hsic_pair_sums", "PPPiPPiiPP")):
         fns[name] = mod.get_function(name)

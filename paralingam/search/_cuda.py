@@ -142,15 +142,10 @@ def compile_kernels(source, warps, min_blocks, peers=False, options=()):
     Compiled as the search's kernels are (``_module``), with ``options``
     added (paralingam._testing's variants).
     """
-    import pycuda.driver as drv
-    from pycuda.compiler import compile as nvcc_compile
-
-    major, minor = drv.Context.get_device().compute_capability()
     flags = [f"-DWARPS={warps}", f"-DMIN_BLOCKS={min_blocks}", "-std=c++17", "-O3"]
     if peers:
         flags.append("-DPL_PEERS=1")
-    return nvcc_compile(source, options=flags + list(options), arch=f"sm_{major}{minor}",
-                        no_extern_c=True)
+    return _gpu.cubin(source, flags + list(options), _gpu.arch())
 
 
 def module(threads_per_block=None, min_blocks=None, ctx=None, peers=False):
@@ -554,17 +549,26 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
     return ws.parts[0], out
 
 
+PREPARE_OPTIONS = ("-std=c++17", "-O3")
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_jobs():
+    """The upload's kernels, as :func:`paralingam._gpu.compile_soon` takes them.
+
+    (The search's own depend on the block shape: they compile when it starts.)
+    """
+    return ((resources.files("paralingam.kernels").joinpath("prepare.cu").read_text(),
+             PREPARE_OPTIONS),)
+
+
 @functools.lru_cache(maxsize=None)
 def _prepare_kernels(ctx_handle):
     """The upload's transposing kernels (``kernels/prepare.cu``) for one context, by input dtype."""
     import pycuda.driver as drv
-    from pycuda.compiler import compile as nvcc_compile
 
-    src = resources.files("paralingam.kernels").joinpath("prepare.cu").read_text()
-    major, minor = drv.Context.get_device().compute_capability()
-    cubin = nvcc_compile(src, options=["-std=c++17", "-O3"], arch=f"sm_{major}{minor}",
-                         no_extern_c=True)
-    mod = drv.module_from_buffer(cubin)
+    (src, options), = kernel_jobs()
+    mod = drv.module_from_buffer(_gpu.cubin(src, options, _gpu.arch()))
     kernels = {"module": mod, "scaled": {}}
     for dtype, name in ((np.float64, "transpose_f64"), (np.float32, "transpose_f32")):
         fn = mod.get_function(name)
