@@ -372,10 +372,13 @@ def ab_baseline(out):
                           ("bench_cpu_vm_2cores.json", "cpu, 2-core VM")):
         d = _load(name)["ab_0cb7114"]
         rows += [[backend, c["case"], f"{c['base_ms']:.1f} ms", f"{c['head_ms']:.1f} ms",
-                  d["provenance"]["commit"], f"{100 * (c['head_over_base'] - 1):+.0f}%"]
+                  d["provenance"]["commit"], f"{100 * (c['head_over_base'] - 1):+.0f}%",
+                  (f"{c['native_ms']:.1f} ms ({100 * (c['native_ms'] / c['base_ms'] - 1):+.0f}%)"
+                   if "native_ms" in c else "-")]
                  for c in d["cases"]]
         parts.append(_source(name, d, "ab_0cb7114"))
-    text = _table(["backend", "case", "0cb7114", "later tree", "its commit", "change"], rows)
+    text = _table(["backend", "case", "0cb7114", "later tree", "its commit", "change",
+                   "later tree built native"], rows)
     (out / "ab_baseline.rst").write_text(text + "\n" + "\n".join(parts))
 
 
