@@ -36,35 +36,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import paralingam  # noqa: E402
-from paralingam import _api  # noqa: E402
+from paralingam import _api, _testing  # noqa: E402
 from paralingam.datasets import make_lingam_data  # noqa: E402
 import _common  # noqa: E402
 
 
 def fit_peaks(X, backend):
     """(peak before the adjacency step, peak during it) of one fit, in bytes."""
-    peaks = {}
-    adjacency = _api.adjacency
-
-    def traced(*args, **kwargs):
-        peaks["before_adjacency"] = tracemalloc.get_traced_memory()[1]
-        tracemalloc.reset_peak()
-        out = adjacency(*args, **kwargs)
-        peaks["adjacency"] = tracemalloc.get_traced_memory()[1]
-        return out
-
-    _api.adjacency = traced
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tracemalloc.start()
-            tracemalloc.reset_peak()
-            paralingam.fit(X, backend=backend, on_collinear="ignore")
-            tracemalloc.stop()
-    finally:
-        _api.adjacency = adjacency
-    return peaks
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _testing.fit_memory_peaks(X, backend=backend, on_collinear="ignore")
 
 
 def adjacency_routes(X):

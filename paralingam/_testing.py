@@ -13,10 +13,51 @@ to look:
 * :func:`launch_only` and :func:`empty_launch_and_poll`: the host cost of
   the scheduler's launches (``tools/profile_launch.py``;
   ``search/_scheduler_testing.pyx``, which cimports the scheduler's own
-  launch and status wait).
+  launch and status wait);
+* :func:`fit_memory_peaks`: the traced host memory of a fit before and
+  during its adjacency step (tests/test_adjacency_memory.py,
+  ``benchmarks/bench_prep_memory.py``).
 """
 
-__all__ = ["pair_moments", "search_with_fault", "launch_only", "empty_launch_and_poll"]
+__all__ = ["pair_moments", "search_with_fault", "launch_only", "empty_launch_and_poll",
+           "fit_memory_peaks"]
+
+
+def fit_memory_peaks(X, **fit_options):
+    """Peaks of the host memory ``paralingam.fit(X, **fit_options)`` allocates (tracemalloc), in bytes.
+
+    Returns
+    -------
+    dict
+        ``held``: what the fit holds when its adjacency step starts;
+        ``before_adjacency``: its peak up to then; ``adjacency``: the peak
+        during the step.
+    """
+    import tracemalloc
+
+    import paralingam
+
+    from . import _api
+
+    peaks = {}
+    adjacency = _api.adjacency
+
+    def traced(*args, **kwargs):
+        peaks["held"], peaks["before_adjacency"] = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        out = adjacency(*args, **kwargs)
+        peaks["adjacency"] = tracemalloc.get_traced_memory()[1]
+        return out
+
+    _api.adjacency = traced
+    try:
+        tracemalloc.start()
+        tracemalloc.reset_peak()
+        paralingam.fit(X, **fit_options)
+    finally:
+        tracemalloc.stop()
+        _api.adjacency = adjacency
+    return peaks
 
 
 def pair_moments(xa, xb, rho, *, use_float=False, both=True):

@@ -12,14 +12,13 @@ C or Fortran order, any block size), and the step must hold no more than a
 block beyond the data.
 """
 
-import tracemalloc
 import warnings
 
 import numpy as np
 import pytest
 
 import paralingam
-from paralingam import _api, _memory, _preparation
+from paralingam import _memory, _preparation, _testing
 from paralingam._validation import _as_data_matrix
 from paralingam.adjacency import ols_adjacency
 from paralingam.adjacency._common import _column_means, _scatter, _scatter_by_blocks
@@ -187,25 +186,8 @@ def test_fit_weights_are_per_target_lstsq(dtype, blocks):
 
 
 def _fit_peaks(X):
-    """Traced peaks of ``fit`` before and during the adjacency step, and what it held then (bytes)."""
-    peaks = {}
-    adjacency = _api.adjacency
-
-    def traced(*args, **kwargs):
-        peaks["held"], peaks["before"] = tracemalloc.get_traced_memory()
-        tracemalloc.reset_peak()
-        out = adjacency(*args, **kwargs)
-        peaks["adjacency"] = tracemalloc.get_traced_memory()[1]
-        return out
-
-    _api.adjacency = traced
-    try:
-        tracemalloc.start()
-        paralingam.fit(X, backend="cpu")
-    finally:
-        tracemalloc.stop()
-        _api.adjacency = adjacency
-    return peaks
+    """Traced peaks of a CPU ``fit`` before and during the adjacency step, and what it held then."""
+    return _testing.fit_memory_peaks(X, backend="cpu")
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -222,7 +204,7 @@ def test_least_squares_holds_a_block_beyond_the_data(dtype):
     assert peaks["adjacency"] - peaks["held"] <= _memory.ols_bytes(n, p) + (256 << 10)
     assert _memory.ols_bytes(n, p) + (256 << 10) < 0.15 * 8 * n * p
     if dtype == "float64":  # issue 21: the whole fit within 1.5x the input
-        assert max(peaks["before"], peaks["adjacency"]) <= 1.5 * X.nbytes, peaks
+        assert max(peaks["before_adjacency"], peaks["adjacency"]) <= 1.5 * X.nbytes, peaks
 
 
 @pytest.mark.parametrize("n, p", [(1, 3), (1000, 1), (2000, 300), (10 ** 6, 24), (500_000, 600)])
