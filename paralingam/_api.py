@@ -363,18 +363,11 @@ def prepare(data, absmax, settings, *, adjacency="ols", adjacency_threads=1, exp
     if settings.backend != "cpu":  # pragma: no cover - needs a GPU
         from .search import _cuda
 
-        from . import _gpu
-        from .adjacency import _cuda_adjacency
-
         if settings.devices is None:
             _cuda.check_memory(n, p, settings.use_float)
         else:
             _cuda.check_memory_multi(n, p, settings.use_float, settings.devices)
-        # The first fit on a machine compiles every GPU step's kernels: the
-        # upload's and the adjacency step's compile on threads while the
-        # search's compile in this one (once per process; later, file reads).
-        _cuda._context()
-        _gpu.compile_soon(_cuda.kernel_jobs() + _cuda_adjacency.kernel_jobs(), _gpu.arch())
+        _compile_gpu_kernels_soon()
     _memory.require_all(_memory.fit_plan(
         n, p, backend=settings.backend, use_float=settings.use_float, adjacency=adjacency,
         n_threads=max(settings.n_threads or 1, adjacency_threads)))
@@ -382,6 +375,26 @@ def prepare(data, absmax, settings, *, adjacency="ols", adjacency_threads=1, exp
         return data, exponents
     exponents = _preparation.column_exponents(data, absmax)
     return _preparation.scale_columns(data, exponents), exponents
+
+
+def _compile_gpu_kernels_soon():  # pragma: no cover - needs a GPU
+    """Start compiling the upload's and the adjacency step's kernels on threads.
+
+    The first fit on a machine compiles every GPU step's kernels; these then
+    compile while the search's compile in this thread
+    (:func:`paralingam._gpu.compile_soon`: once per process, later a file
+    read). Only where CUDA runs: a stand-in for the CUDA search (the tests')
+    has no GPU to compile for.
+    """
+    from . import _gpu
+
+    if _gpu.unavailable_reason() is not None:
+        return
+    from .adjacency import _cuda_adjacency
+    from .search import _cuda
+
+    _cuda._context()
+    _gpu.compile_soon(_cuda.kernel_jobs() + _cuda_adjacency.kernel_jobs(), _gpu.arch())
 
 
 def search(search_data, settings, names, times):
