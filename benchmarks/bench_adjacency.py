@@ -69,9 +69,13 @@ def blas_threads(args):
     cases = [("ecoli", lambda: bp.ecoli(args.data_dir), 7),
              ("rank_deficient_300", lambda: bp.rank_deficient(300, 2048, 277, 9), 7),
              ("rank_deficient_1000", lambda: bp.rank_deficient(1000, 8192, 924, 8), 3),
-             ("wide", lambda: bp.synthetic(2000, 1500, 5), 3)]
+             ("wide", lambda: bp.synthetic(2000, 1500, 5), 3),
+             # bench_pipeline's wide_5000 (one run each: about 40 s on one thread)
+             ("wide_5000", lambda: bp.make_data("wide_5000", 5000, 4096, None,
+                                                list(bp.CASES).index("wide_5000") + 1), 1)]
+    chosen = args.cases or [name for name, _, _ in cases[:4]]
     rows = []
-    for name, make, k in cases[:2] if args.quick else cases:
+    for name, make, k in [c for c in cases if c[0] in chosen][:2 if args.quick else None]:
         X = np.ascontiguousarray(make(), dtype=np.float64)
         order = np.random.default_rng(0).permutation(X.shape[1])
         # the contexts of fit's adjacency step: after a CUDA search, after a CPU search
@@ -102,6 +106,9 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--data-dir", default=os.environ.get("PARALINGAM_DATA", "/work/shared/data"),
                     help="folder of ecoli_core_fluxes_n10000.npz (blas-threads)")
+    ap.add_argument("--cases", nargs="+", default=None,
+                    choices=("ecoli", "rank_deficient_300", "rank_deficient_1000", "wide", "wide_5000"),
+                    help="blas-threads: the cases to time (default: all but wide_5000)")
     args = ap.parse_args()
     if args.mode == "blas-threads":
         blas_threads(args)
