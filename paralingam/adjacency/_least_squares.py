@@ -195,8 +195,7 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK):
     from scipy.linalg.lapack import dtpqrt
 
     n, p = X.shape[0], len(order)
-    mean = (X.mean(axis=0, dtype=np.float64) if isinstance(X, np.ndarray)
-            else _column_means(X))[order]
+    mean = _column_means(X)[order]  # the scatter matrix's means, in any form of X
     scale = 1.0 / np.sqrt(n)
 
     def rows(start, stop):  # centred, scaled rows in causal order, Fortran order for LAPACK
