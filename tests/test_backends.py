@@ -252,6 +252,28 @@ def test_shared_memory_requests_fit_what_the_device_granted():
     assert _scheduler.row_cache_bytes(5000, default) == 5000 * 8
 
 
+def test_update_cov_blocks_are_shapes_the_kernel_handles():
+    # update_cov (kernels/paralingam.cu) maps its tile's 16 rows to threadIdx.y
+    # < 16 and shares band pairs among whole warps: a block needs at least 16
+    # rows of 16 threads, whole warps, and no more threads than its
+    # __launch_bounds__. Larger blocks only with band pairs and few tiles.
+    import re
+    from importlib import resources
+
+    from paralingam.search import _scheduler
+
+    source = resources.files("paralingam.kernels").joinpath("paralingam.cu").read_text()
+    bound = int(re.search(r"__launch_bounds__\((\d+)\)\s+update_cov\(", source).group(1))
+    for r in range(1, 2000):
+        assert _scheduler.update_cov_rows(r, False) == 16
+        rows = _scheduler.update_cov_rows(r, True)
+        assert rows >= 16 and rows % 2 == 0 and 16 * rows <= bound, (r, rows)
+        tiles = (r + 15) // 16
+        if tiles * (tiles + 1) // 2 > 256:
+            assert rows == 16, r
+        assert rows <= _scheduler.update_cov_rows(max(r - 1, 1), True)  # fewer as r grows
+
+
 def test_a_sticky_search_fault_is_recorded_and_named(monkeypatch):
     # both search paths (one GPU, several) turn a sticky kernel fault into this error
     from paralingam.search import _cuda, _scheduler
