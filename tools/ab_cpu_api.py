@@ -50,7 +50,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", nargs="+", default=["30x1024", "100x1024", "200x2048"],
                     metavar="PxN")
-    ap.add_argument("--fits", type=int, default=7, help="timed fits per size (after one warm-up)")
+    ap.add_argument("--fits", type=int, default=7, help="timed fits per size (after the warm-up fits)")
     ap.add_argument("--pause", type=float, default=0.0,
                     help="seconds between fits (0: back to back, as a loop of fits runs)")
     ap.add_argument("--warm-up", type=float, default=0.5, metavar="SECONDS",
