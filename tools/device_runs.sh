@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The device calls behind the result files of the 2026-11-26 (morning)
-# session, one mode each (run on the GPU machine after `source .gpu/setup.sh`,
-# with PARALINGAM_COMMIT set to the commit measured; $OUT collects the logs):
+# session, one mode each: run on the GPU machine after `source .gpu/setup.sh`,
+# with PARALINGAM_COMMIT set to the commit measured ($OUT collects the logs).
+# As written here, every build ends before the timed fits start; the
+# session's grid-ab call (9fe3248) ran the editable build beside the A/B's
+# builds and fits, so it may have overlapped their first fits.
 #
 #   grid-ab    GPU grid and E. coli: 0cb7114, f073e7d (before the update_cov
 #              change), 34a91e7 (larger blocks for every small r) and this
@@ -26,11 +29,14 @@ gpu_tests() {
 }
 case "$mode" in
 grid-ab)
-    editable &
-    BUILDS="base:.gpu/base.tar prev:.gpu/prev.tar ungated:.gpu/ungated.tar head:." ROUNDS=2 REPEATS=7 \
-        CASES="100 1024;200 1024;500 1024;1000 8192;ecoli" \
-        timeout 360 bash tools/ab_builds.sh > "$out/ab_grid.log" 2>&1
-    wait
+    # the builds first (the A/B's tar of this tree before the editable build
+    # writes into it), then the timed fits with no build beside them
+    BUILDS="base:.gpu/base.tar prev:.gpu/prev.tar ungated:.gpu/ungated.tar head:." ROUNDS=0 \
+        timeout 250 bash tools/ab_builds.sh > "$out/ab_build.log" 2>&1
+    editable
+    AB_KEEP=1 BUILDS="base:.gpu/base.tar prev:.gpu/prev.tar ungated:.gpu/ungated.tar head:." \
+        ROUNDS=2 REPEATS=7 CASES="100 1024;200 1024;500 1024;1000 8192;ecoli" \
+        timeout 300 bash tools/ab_builds.sh > "$out/ab_grid.log" 2>&1
     grep "search" "$out/ab_grid.log"
     gpu_tests
     ;;
@@ -45,9 +51,8 @@ pipeline)
         --no-estimator --cases wide_5000 --json "$out/bench_pipeline_wide_5000.json" 2>&1 | tail -8
     ;;
 first-cpu)
-    editable &
     BUILDS="base:.gpu/base.tar head:." ROUNDS=0 timeout 250 bash tools/ab_builds.sh > "$out/ab_build.log" 2>&1
-    wait  # (no build beside the timed fits)
+    editable  # (after the A/B's tar of this tree; no build beside the timed fits)
     AB_KEEP=1 BUILDS="base:.gpu/base.tar head:." ROUNDS=3 REPEATS=9 \
         CASES="30 1024 --backend cpu;100 1024 --backend cpu;200 2048 --backend cpu" \
         timeout 150 bash tools/ab_builds.sh > "$out/ab_cpu.log" 2>&1

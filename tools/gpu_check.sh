@@ -53,7 +53,11 @@ if [ "$mode" = "ab" ]; then
         timeout 400 bash tools/ab_builds.sh 2>&1 | tee "$out/ab_grid.log" | grep -v Warning | tail -40
     # The CPU backend: the default builds (0cb7114's is -march=native, later
     # trees' portable with run-time dispatch) and this tree built native.
-    AB_KEEP=1 PARALINGAM_NATIVE=1 BUILDS="base:${AB_BASE:-.gpu/base.tar} head:. native:." ROUNDS=2 REPEATS=7 \
+    # (native alone first: with AB_KEEP=1 the next step builds none, so
+    # neither base nor head can come out native by mistake)
+    AB_KEEP=1 PARALINGAM_NATIVE=1 BUILDS="native:." ROUNDS=0 timeout 150 bash tools/ab_builds.sh \
+        > "$out/ab_native_build.log" 2>&1
+    AB_KEEP=1 BUILDS="base:${AB_BASE:-.gpu/base.tar} head:. native:." ROUNDS=2 REPEATS=7 \
         CASES="30 1024 --backend cpu;100 1024 --backend cpu;200 2048 --backend cpu" \
         timeout 170 bash tools/ab_builds.sh 2>&1 | tee "$out/ab_cpu.log" | grep -v Warning | tail -20
 elif [ "$mode" = "pipeline" ]; then

@@ -381,7 +381,12 @@ cpdef unsigned int update_cov_rows(int r, bint band) noexcept nogil:
 
 
 cdef inline bint recent_band(const PlStatus *st) noexcept nogil:
-    """A covariance pass of the last two iterations listed band pairs (the status's ``band_at``)."""
+    """A covariance pass of the last two iterations listed band pairs (the status's ``band_at``).
+
+    Also true for the first iteration's updates, queued before the first
+    status arrives (the zeroed status says iteration 0, band_at 0): one
+    launch with the larger blocks, which the kernel handles as any other.
+    """
     return st.iteration - st.band_at <= 2
 
 
