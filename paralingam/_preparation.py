@@ -42,10 +42,10 @@ def scale_columns(X, exponents):
     exact, or correctly rounded into the subnormals), and runs several times
     faster; ``ldexp`` is left for factors that are not normal float64.
     """
-    exponents = np.asarray(exponents)
-    if exponents.size and np.abs(exponents).max() < 1000:
-        return np.multiply(X, np.ldexp(1.0, -exponents), out=X)
-    return np.ldexp(X, -exponents, out=X)
+    factors = scale_factors(exponents)
+    if factors is not None:
+        return np.multiply(X, factors, out=X)
+    return np.ldexp(X, -np.asarray(exponents), out=X)
 
 
 def scale_factors(exponents):
