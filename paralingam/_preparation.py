@@ -119,12 +119,8 @@ class ScaledData:
     def transposed(self):
         """The product transposed (one variable per row): :func:`transposed_copy` of :meth:`copy`."""
         n, p = self.shape
-        Z = np.empty((p, n))
         buf = np.empty((min(n, TRANSPOSE_ROWS), p))
-        for r0 in range(0, n, TRANSPOSE_ROWS):
-            block = self.rows(r0, min(n, r0 + TRANSPOSE_ROWS), out=buf[:min(n - r0, TRANSPOSE_ROWS)])
-            Z[:, r0:r0 + TRANSPOSE_ROWS] = block.T
-        return Z
+        return _transposed_by_blocks(n, p, lambda r0, r1: self.rows(r0, r1, out=buf[:r1 - r0]))
 
 
 def scatter_rows(n, p):
@@ -195,9 +191,18 @@ def transposed_copy(X):
     if X.dtype != np.float64 or not X.flags.c_contiguous or X.ndim != 2 or X.shape[1] < 2:
         return np.array(X.T, dtype=np.float64, order="C", copy=True)
     n, p = X.shape
+    return _transposed_by_blocks(n, p, lambda r0, r1: X[r0:r1])
+
+
+def _transposed_by_blocks(n, p, rows):
+    """A new (p, n) array holding ``rows(r0, r1)`` (float64 rows of n x p data) transposed.
+
+    ``TRANSPOSE_ROWS`` rows at a time, so that each block is read while it
+    is in the cache (:func:`transposed_copy`).
+    """
     Z = np.empty((p, n))
     for r0 in range(0, n, TRANSPOSE_ROWS):
-        Z[:, r0:r0 + TRANSPOSE_ROWS] = X[r0:r0 + TRANSPOSE_ROWS].T
+        Z[:, r0:r0 + TRANSPOSE_ROWS] = rows(r0, min(n, r0 + TRANSPOSE_ROWS)).T
     return Z
 
 
