@@ -136,20 +136,44 @@ def scatter_rows(n, p):
     return min(n, max(SCATTER_MIN_ROWS, min(SCATTER_BLOCK // max(p, 1), -(-n // 16))))
 
 
-def float_rows(X, r0, r1, out=None):
-    """Rows ``r0:r1`` of ``X`` (an array or :class:`ScaledData`) as float64.
+def float_rows(X, r0, r1, out=None, j0=0, j1=None):
+    """Rows ``r0:r1`` of columns ``j0:j1`` of ``X`` (an array or :class:`ScaledData`) as float64.
 
     A float64 array's rows are a view unless ``out`` is given; other
     arrays' are converted (exactly: float32 and narrower widen without
     rounding), a ScaledData's scaled (:meth:`ScaledData.rows`).
     """
     if isinstance(X, ScaledData):
-        return X.rows(r0, r1, out=out)
-    block = X[r0:r1]
+        return X.rows(r0, r1, j0, j1, out=out)
+    block = X[r0:r1, j0:j1]
     if out is None:
         return block if block.dtype == np.float64 else block.astype(np.float64)
     np.copyto(out, block, casting="safe")
     return out
+
+
+def column_sums(X, rows, j0=0, j1=None):
+    """Sums over the rows of columns ``j0:j1`` of ``X`` (an array of any layout, or a :class:`ScaledData`).
+
+    Read as float64 blocks of ``rows`` rows and added row after row, each
+    block's sum starting from the previous total: the order in which numpy
+    sums the first axis of a C-ordered float64 array of two or more columns
+    (a single column it sums pairwise), so that the same values give the
+    same bits in any form and with any block size.
+    """
+    n = X.shape[0]
+    k = (X.shape[1] if j1 is None else j1) - j0
+    buf = np.empty((min(rows, n) + 1, k))
+    total = np.zeros(k)
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        if r0 == 0:
+            total = np.add.reduce(float_rows(X, r0, r1, buf[:r1 - r0], j0, j1), axis=0)
+        else:
+            buf[0] = total
+            float_rows(X, r0, r1, buf[1:r1 - r0 + 1], j0, j1)
+            total = np.add.reduce(buf[:r1 - r0 + 1], axis=0)
+    return total
 
 
 def standardise_rows(X):

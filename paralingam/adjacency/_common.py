@@ -14,7 +14,7 @@ underflow) give the coefficients of the same data at ordinary scale.
 
 import numpy as np
 
-from .._preparation import ScaledData, column_exponents, float_rows, scatter_rows
+from .._preparation import column_exponents, column_sums, float_rows, scatter_rows
 from .._validation import MAX_THREADS, _list, _name, as_data_matrix, check_int, check_order
 
 
@@ -153,30 +153,16 @@ def _scatter(X):
 def _column_means(X):
     """The columns' means of ``X`` (an array or a :class:`~paralingam._preparation.ScaledData`).
 
-    A C-ordered float64 array's are ``X.mean(axis=0)``. Other forms are read
-    as float64 blocks of rows, summed in row order, each block's sum
-    starting from the previous total: the order of numpy's own sum over the
-    first axis of a C-ordered array, so that the same values give the same
-    means in any form (a ScaledData those of its ``copy()``, without the
-    copy; tests/test_adjacency_memory.py checks the bits).
+    A C-ordered float64 array's are ``X.mean(axis=0)``; other forms' are
+    summed by blocks of rows in numpy's order (:func:`~paralingam._preparation.column_sums`),
+    so that the same values give the same means in any form (a ScaledData
+    those of its ``copy()``, without the copy; tests/test_adjacency_memory.py
+    checks the bits).
     """
     if isinstance(X, np.ndarray) and X.dtype == np.float64 and X.flags.c_contiguous:
         return X.mean(axis=0)
     n, p = X.shape
-    rows = scatter_rows(n, p)
-    buf = np.empty((rows + 1, p))
-    total = None
-    for r0 in range(0, n, rows):
-        r1 = min(n, r0 + rows)
-        if total is None:
-            total = np.add.reduce(float_rows(X, r0, r1, out=buf[:r1 - r0]), axis=0)
-        else:
-            buf[0] = total
-            float_rows(X, r0, r1, out=buf[1:r1 - r0 + 1])
-            total = np.add.reduce(buf[:r1 - r0 + 1], axis=0)
-    if total is None:
-        total = np.zeros(p)
-    return total / n
+    return column_sums(X, scatter_rows(n, p)) / n
 
 
 def _scatter_by_blocks(X):

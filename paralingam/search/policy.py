@@ -62,6 +62,7 @@ With ``fit(..., on_collinear="error")`` the first such dependence raises
 import numpy as np
 
 from .. import _constants
+from .._preparation import column_sums
 
 COLLINEAR_TOL = 1e-10
 EXPLAINED_TOL = 1e-10
@@ -190,13 +191,7 @@ def _noise_sums(X, j0, j1):
             r1 = min(n, r0 + rows)
             return X.rows(r0, r1, j0, j1, out=scaled[:r1 - r0])
 
-        total = block(0).sum(axis=0)  # numpy's sum starts from the first row, as here
-        for r0 in range(rows, n, rows):
-            b = block(r0)
-            buf[0] = total
-            buf[1:b.shape[0] + 1] = b
-            total = buf[:b.shape[0] + 1].sum(axis=0)
-        mean = total / n
+        mean = column_sums(X, rows, j0, j1) / n
     sq = np.zeros(k)  # all terms are squares (>= +0): starting from +0 changes no sum
     dev = np.zeros(k)
     for r0 in range(0, n, rows):
