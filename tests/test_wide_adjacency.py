@@ -146,6 +146,31 @@ def test_exact_combinations_after_a_full_basis_take_blocks(monkeypatch):
         np.testing.assert_allclose(B[order[k], order[:k]], want, rtol=0, atol=tol)
 
 
+@pytest.mark.parametrize("block", [8, 11])
+def test_dependent_variables_after_the_last_independent_take_blocks(block, monkeypatch):
+    # wide data (rank n - 1 = 39): the block holding the last independent
+    # variables goes to the loop, which hands the combinations after them
+    # back to the blocks; every dependent row comes from a block
+    X, order = _wide(40, 100, 310)
+    V = _least_squares._data_vectors(X, order)
+    widths = []
+    block_fn = _min_norm._dependent_block
+
+    def spy(R0, G0, W, *args, **kwargs):
+        widths.append(W.shape[1])
+        return block_fn(R0, G0, W, *args, **kwargs)
+
+    monkeypatch.setattr(_min_norm, "_dependent_block", spy)
+    rows = _min_norm._min_norm_rows(V, 1, block=block)
+    assert sum(widths) == 100 - 39
+    for k, want, tol in _lstsq_rows(X, order, range(1, 100)):
+        np.testing.assert_allclose(rows[k - 1, :k], want, rtol=0, atol=tol)
+        assert not rows[k - 1, k:].any()
+    monkeypatch.setattr(_min_norm, "_dependent_block", lambda *a, **k: None)
+    np.testing.assert_allclose(rows, _min_norm._min_norm_rows(V, 1, block=block), rtol=0,
+                               atol=1e-9 * max(1.0, np.abs(rows).max()))
+
+
 @pytest.mark.gpu
 def test_wide_fit_on_cuda_equals_cpu():
     import paralingam

@@ -98,6 +98,7 @@ def _min_norm_rows(V, first, block=256):
             step = U[:, :m0].T @ A
             A -= U[:, :m0] @ step
             L += step
+        rest2 = None  # the residual norms of the loop's variables, while tracked
         if m0 and not direct:
             # no variable of the block would join the basis (the test of the
             # loop below, before any vector is added): all its rows at once
@@ -122,8 +123,10 @@ def _min_norm_rows(V, first, block=256):
                 # shrinks on the vectors the loop adds before it)
                 last = int(np.flatnonzero(joins)[-1]) + 1
                 cols, A, L = cols[:last], A[:, :last], L[:, :last]
+                rest2 = res2[:last].copy()
         G = None  # the loop below changes C_k C_k^T variable by variable
         k0 += len(cols)
+        to_blocks = False
         for i, k in enumerate(cols):
             a = A[:, i]
             l = np.zeros(cap)
@@ -149,8 +152,19 @@ def _min_norm_rows(V, first, block=256):
                 l[m] = np.sqrt(res2)
                 U[:, m] = a / l[m]
                 m += 1
+                if rest2 is not None and i + 1 < len(cols):
+                    # the variables after it lose their part along the new
+                    # vector: once none of them can join any more, they go
+                    # to the blocks (wide data: the last independent
+                    # variable, then only combinations of the basis)
+                    rest2[i + 1:] -= (U[:, m - 1] @ A[:, i + 1:]) ** 2
+                    to_blocks = not (m < d and (
+                        rest2[i + 1:] > SINGULAR_TOL * sq_norm[cols[i + 1:]]).any())
             C[:m, k] = l[:m]
             cholesky_add(R, l, m)
+            if to_blocks:
+                k0 = k + 1
+                break
     # row k: C_k^T y_k, the columns before k of Y C (one BLAS-3 product per chunk)
     coef = np.zeros((p - first, p))
     for r0 in range(first, p, 1024):
