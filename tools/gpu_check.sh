@@ -84,7 +84,7 @@ elif [ "$mode" != "tests" ]; then
 fi
 if [ "$mode" = "wide" ]; then  # one search of about 80 s each
     for case in wide_5000 wide_10000; do
-        timeout 240 python3 benchmarks/bench_pipeline.py --backends cuda --repeats 1 --no-warm-up \
+        timeout "$([ "$case" = wide_5000 ] && echo 200 || echo 380)" python3 benchmarks/bench_pipeline.py --backends cuda --repeats 1 --no-warm-up \
             --no-estimator --cases "$case" --json "$out/bench_pipeline_$case.json" 2>&1 \
             | tee "$out/bench_pipeline_$case.log" | tail -6
     done

@@ -92,12 +92,14 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
         scatter = _scatter_by_blocks(X)[1]
     cov = scatter[np.ix_(order, order)] / X.shape[0]
     B_ord = None
+    factor = None
     if backend == "cuda":  # the factor on the GPU; any failed pivot: the host's path
-        coef, rss, solved = _least_squares_factor(cov, True)
+        factor = _least_squares_factor(cov, True)
+        coef, rss, solved = factor
         if solved.all() and (rss > _pivot_noise(cov, coef)).all():
             B_ord = coef
     if B_ord is None:
-        B_ord = _ols_rows_host(cov, X, order)
+        B_ord = _ols_rows_host(cov, X, order, factor)
     B = np.zeros((p, p))
     B[np.ix_(order, order)] = B_ord
 
@@ -126,15 +128,17 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     return B
 
 
-def _ols_rows_host(cov, X, order):
+def _ols_rows_host(cov, X, order, factor=None):
     """Row ``k``: least squares of variable ``k`` on ``0..k-1`` (``cov`` in causal order).
 
     One Cholesky factorisation of ``cov`` gives the rows up to the first
     dependent variable; the rows after it, where the predecessors are rank
-    deficient, come from the data (:func:`_min_norm_rows`).
+    deficient, come from the data (:func:`_min_norm_rows`). ``factor``: the
+    ``(coef, rss, solved)`` of that factorisation when already computed (on
+    the GPU, which stops at the first failed pivot).
     """
     p = cov.shape[0]
-    coef, rss, solved = _ols_on_predecessors(cov)
+    coef, rss, solved = factor if factor is not None else _ols_on_predecessors(cov)
     rows = int(np.argmin(solved)) if not solved.all() else p
     noise = _pivot_noise(cov[:rows, :rows], coef[:rows, :rows])
     ok = rss[:rows] > np.maximum(noise, SINGULAR_TOL * np.diag(cov)[:rows])
