@@ -19,6 +19,15 @@ scipy's own BLAS (where its wheel ships one) on one thread, and with every
 BLAS on one thread (``bench_pipeline``'s data; a random order):
 
     python benchmarks/bench_adjacency.py --mode blas-threads --data-dir .gpu/data
+
+``--mode estimator-blas`` (CUDA) times the adjacency phase of
+``DirectLiNGAM(backend="cuda").fit`` and of ``paralingam.fit`` on
+``bench_pipeline``'s rank_deficient_300, E. coli and typical data with
+scipy's own BLAS on one thread (numpy's unlimited) or every BLAS on one
+thread, each with and without the adaptive lasso's LARS paths on the GPU
+(``_adaptive_lasso.CUDA_LASSO_MIN_FEATURES``); medians of 7 (typical: 3):
+
+    python benchmarks/bench_adjacency.py --mode estimator-blas --data-dir .gpu/data
 """
 
 import contextlib
@@ -95,9 +104,49 @@ def blas_threads(args):
     _common.write_result(args, {"scipy_own_blas": own, "rows": rows})
 
 
+def estimator_blas(args):
+    """The estimator's adjacency phase per BLAS thread setting after a CUDA search (see the module docstring)."""
+    import bench_pipeline as bp
+    from paralingam import _api
+    from paralingam.adjacency import _adaptive_lasso
+
+    saved = _api.THREADED_BLAS_MIN_FEATURES, _adaptive_lasso.CUDA_LASSO_MIN_FEATURES
+    settings = {  # (every BLAS on one thread, LARS paths on the GPU)
+        "scipy_blas_1_thread": (False, True), "scipy_blas_1_thread_no_gpu_lars": (False, False),
+        "all_blas_1_thread": (True, True), "all_blas_1_thread_no_gpu_lars": (True, False)}
+    rows = []
+    cases = ("rank_deficient_300", "ecoli", "typical")
+    for name in cases[:2] if args.quick else cases:
+        p, n = bp.CASES[name][0]
+        X = np.ascontiguousarray(bp.make_data(name, p, n, args.data_dir, list(bp.CASES).index(name) + 1))
+        repeats = 3 if name == "typical" else 7
+        row = {"case": name, "p": p, "n": n}
+        try:
+            for label, (all_blas_1, gpu_lars) in settings.items():
+                _api.THREADED_BLAS_MIN_FEATURES = 10**9 if all_blas_1 else 0
+                _adaptive_lasso.CUDA_LASSO_MIN_FEATURES = saved[1] if gpu_lars else 10**9
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    for _ in range(2):  # warm-up
+                        paralingam.DirectLiNGAM(backend="cuda").fit(X)
+                    est = [paralingam.DirectLiNGAM(backend="cuda").fit(X).fit_stats_["time"]["adjacency"]
+                           for _ in range(repeats)]
+                    fit = [paralingam.fit(X, backend="cuda").stats["time"]["adjacency"]
+                           for _ in range(repeats)]
+                row[label] = {"estimator_adjacency_s": statistics.median(est),
+                              "fit_adjacency_s": statistics.median(fit)}
+                print(f"{name:20s} {label:32s} estimator adjacency "
+                      f"{statistics.median(est) * 1e3:8.1f} ms   fit adjacency "
+                      f"{statistics.median(fit) * 1e3:8.1f} ms", flush=True)
+        finally:
+            _api.THREADED_BLAS_MIN_FEATURES, _adaptive_lasso.CUDA_LASSO_MIN_FEATURES = saved
+        rows.append(row)
+    _common.write_result(args, {"rows": rows})
+
+
 def main():
-    ap = _common.parser("bench_adjacency", __doc__, modes=("steps", "blas-threads"),
-                        quick="blas-threads: the two small cases only")
+    ap = _common.parser("bench_adjacency", __doc__, modes=("steps", "blas-threads", "estimator-blas"),
+                        quick="blas-threads, estimator-blas: the two small cases only")
     ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--sizes", nargs="*", default=["100x1024", "200x2048", "500x4096", "1000x8192"],
                     metavar="PxN")
@@ -105,13 +154,16 @@ def main():
                     help="sizes on which lingam's adaptive lasso runs too (it is slow)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--data-dir", default=os.environ.get("PARALINGAM_DATA", "/work/shared/data"),
-                    help="folder of ecoli_core_fluxes_n10000.npz (blas-threads)")
+                    help="folder of ecoli_core_fluxes_n10000.npz (blas-threads, estimator-blas)")
     ap.add_argument("--cases", nargs="+", default=None,
                     choices=("ecoli", "rank_deficient_300", "rank_deficient_1000", "wide", "wide_5000"),
                     help="blas-threads: the cases to time (default: all but wide_5000)")
     args = ap.parse_args()
     if args.mode == "blas-threads":
         blas_threads(args)
+        return
+    if args.mode == "estimator-blas":
+        estimator_blas(args)
         return
 
     rows = []

@@ -393,6 +393,21 @@ def adjacency_blas(out):
     (out / "adjacency_blas.rst").write_text(text + "\n" + _source(name, d, "blas_threads"))
 
 
+def estimator_blas(out):
+    """The adjacency phases per BLAS setting after a CUDA search (bench_adjacency.py --mode estimator-blas)."""
+    name = "bench_adjacency_h100.json"
+    d = _load(name)["estimator_blas"]
+    settings = (("scipy_blas_1_thread", "scipy's BLAS on one thread"),
+                ("scipy_blas_1_thread_no_gpu_lars", "the same, LARS on the host"),
+                ("all_blas_1_thread", "every BLAS on one thread"),
+                ("all_blas_1_thread_no_gpu_lars", "the same, LARS on the host"))
+    rows = [[r["case"], f"{r['p']} x {r['n']}"]
+            + [f"{_ms(r[key]['estimator_adjacency_s'])} / {_ms(r[key]['fit_adjacency_s'])}"
+               for key, _ in settings] for r in d["rows"]]
+    text = _table(["case", "p x n"] + [label for _, label in settings], rows)
+    (out / "estimator_blas.rst").write_text(text + "\n" + _source(name, d, "estimator_blas"))
+
+
 def render(out):
     """Write every table (``*.rst``) and plot (``*.png``) into the folder ``out``."""
     import matplotlib
@@ -421,6 +436,7 @@ def render(out):
     cpu_builds(out)
     ab_baseline(out)
     adjacency_blas(out)
+    estimator_blas(out)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,13 @@ DRIFT_TOL = 1e-8
 # and their many short parallel regions stall when another process holds a
 # core (docs/design/cpu_search.rst, "Busy cores").
 SMALL_SEARCH = 12288
+# After a CUDA search, the adjacency step of fewer variables than this runs
+# every BLAS in its own thread (as after a CPU search): numpy's BLAS threads,
+# spinning after each small product, held the cores the adaptive lasso's
+# OpenMP threads needed (docs/design/adjacency.rst, "Two BLAS libraries after
+# a CUDA search"). From this size on, numpy's BLAS keeps its threads for the
+# large products of wide and rank-deficient data.
+THREADED_BLAS_MIN_FEATURES = 1000
 ON_COLLINEAR = ("warn", "ignore", "error")
 
 
@@ -459,8 +466,10 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
     _lapack.flapack()  # scipy's LAPACK and BLAS, loaded before the limits below (_blas_threads)
     with np.errstate(over="ignore"):
         # BLAS beside the CPU search's spinning threads: see _blas_in_this_thread;
-        # after the CUDA search, see _scipy_blas_in_this_thread
-        with (_blas_in_this_thread() if settings.backend == "cpu"
+        # after the CUDA search, see _scipy_blas_in_this_thread and
+        # THREADED_BLAS_MIN_FEATURES
+        with (_blas_in_this_thread()
+              if settings.backend == "cpu" or found.order.size < THREADED_BLAS_MIN_FEATURES
               else _scipy_blas_in_this_thread()):
             B = _estimate_adjacency(search_data, found.order, method=method,
                                     prior_knowledge=prior_knowledge, backend=settings.backend,
