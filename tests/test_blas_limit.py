@@ -74,10 +74,14 @@ def test_blas_controller_is_made_again_once_scipy_lapack_is_loaded(monkeypatch):
     assert {os.path.realpath(lib.filepath)
             for lib in second.select(user_api="blas").lib_controllers} == blas
 
-def test_after_a_cuda_search_only_scipys_own_blas_runs_on_one_thread(monkeypatch):
+
+@pytest.mark.parametrize("large", [False, True])
+def test_after_a_cuda_search_blas_threads_follow_the_problem_size(large, monkeypatch):
     """numpy's and scipy's wheels each bring an OpenBLAS: after a CUDA search the
     adjacency step keeps scipy's on the calling thread (the two libraries' spinning
-    workers fought for the cores) and leaves numpy's threads to its products."""
+    workers fought for the cores), and numpy's too below THREADED_BLAS_MIN_FEATURES
+    variables (its spinning workers held the adaptive lasso's OpenMP threads' cores);
+    from that size on numpy's keeps its threads for the large products."""
     import dataclasses
     from types import SimpleNamespace
 
@@ -87,24 +91,30 @@ def test_after_a_cuda_search_only_scipys_own_blas_runs_on_one_thread(monkeypatch
 
     if (os.cpu_count() or 1) < 2:
         pytest.skip("BLAS runs one thread on one core: no limit to observe")
-    X = np.random.default_rng(0).laplace(size=(300, 6))
-    settings = dataclasses.replace(_api.check_settings(6, None, backend="cpu", n_samples=300),
-                                   backend="cuda")  # (the step's own work is recorded, not run)
+    p = _api.THREADED_BLAS_MIN_FEATURES if large else _api.THREADED_BLAS_MIN_FEATURES - 1
+    X = np.zeros((3, p))  # (the step's own work is recorded, not run)
+    settings = dataclasses.replace(_api.check_settings(p, None, backend="cpu", n_samples=300),
+                                   backend="cuda")
     seen = {}
 
     def recording(*args, **kwargs):
         seen.update((i["filepath"], i["num_threads"]) for i in threadpool_info()
                     if i["user_api"] == "blas")
-        return np.zeros((6, 6))
+        return np.zeros((p, p))
 
     monkeypatch.setattr(_api, "_estimate_adjacency", recording)
-    found = SimpleNamespace(order=np.arange(6), scatter=None)
-    _api.adjacency(X, found, settings, np.zeros(6, dtype=int), None, {})
+    found = SimpleNamespace(order=np.arange(p), scatter=None)
+    _api.adjacency(X, found, settings, np.zeros(p, dtype=int), None, {})
     own = _api._scipy_blas()
     if own is None:
         pytest.skip("scipy uses numpy's BLAS here: no library of its own to limit")
     scipy_paths = {lib.filepath for lib in own.lib_controllers}
     after = {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
     assert all(seen[path] == 1 for path in scipy_paths), seen
-    assert all(seen[path] == after[path] > 1 for path in seen if path not in scipy_paths), seen
-    assert all(after[path] > 1 for path in scipy_paths), after  # restored
+    others = [path for path in seen if path not in scipy_paths]
+    assert others, seen  # numpy's BLAS
+    if large:
+        assert all(seen[path] == after[path] > 1 for path in others), seen
+    else:
+        assert all(seen[path] == 1 for path in others), seen
+    assert all(after[path] > 1 for path in after), after  # restored
