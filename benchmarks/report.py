@@ -440,6 +440,6 @@ def render(out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-"):  # (--help made a folder "--help")
         sys.exit(__doc__)
     render(sys.argv[1])
