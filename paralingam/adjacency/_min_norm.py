@@ -70,7 +70,7 @@ def _min_norm_rows(V, first, block=256):
         end = min(d, p, 2 * first + block)
         Q, T = np.linalg.qr(V[:, :end])
         diag2 = np.diag(T) ** 2
-        joins = (diag2 > SINGULAR_TOL * sq_norm[:end]) & np.isfinite(diag2)
+        joins = _joins(diag2, sq_norm[:end])
         joins[:first] = True  # the caller's word
         lead = int(np.argmin(joins)) if not joins.all() else end
         if lead > first:
@@ -103,7 +103,7 @@ def _min_norm_rows(V, first, block=256):
             # no variable of the block would join the basis (the test of the
             # loop below, before any vector is added): all its rows at once
             res2 = np.einsum("ij,ij->j", A, A)
-            joins = (m0 < d) & (res2 > SINGULAR_TOL * sq_norm[cols]) & np.isfinite(res2)
+            joins = _joins(res2, sq_norm[cols], m0 < d)
             Yb = None
             if not joins.any():
                 if G is None or len(G) != m0:  # C_k C_k^T, kept while the basis stands
@@ -144,7 +144,7 @@ def _min_norm_rows(V, first, block=256):
                     # differ by ~1e16 or more): pinv(C_k) l_k directly
                     direct[k] = np.linalg.lstsq(C[:m, :k], l[:m], rcond=None)[0]
             res2 = a @ a
-            if m < d and res2 > SINGULAR_TOL * sq_norm[k] and np.isfinite(res2):
+            if _joins(res2, sq_norm[k], m < d):
                 if m == cap:
                     cap = min(2 * cap, p, d)
                     U, C = _grown(U, (d, cap)), _grown(C, (cap, p))
@@ -158,8 +158,7 @@ def _min_norm_rows(V, first, block=256):
                     # to the blocks (wide data: the last independent
                     # variable, then only combinations of the basis)
                     rest2[i + 1:] -= (U[:, m - 1] @ A[:, i + 1:]) ** 2
-                    to_blocks = not (m < d and (
-                        rest2[i + 1:] > SINGULAR_TOL * sq_norm[cols[i + 1:]]).any())
+                    to_blocks = not _joins(rest2[i + 1:], sq_norm[cols[i + 1:]], m < d).any()
             C[:m, k] = l[:m]
             cholesky_add(R, l, m)
             if to_blocks:
@@ -175,6 +174,14 @@ def _min_norm_rows(V, first, block=256):
     if lead_rows is not None:
         coef[:lead - first, :lead] = lead_rows
     return coef
+
+
+def _joins(res2, sq_norm, room=True):
+    """Whether a variable joins the basis: its squared residual ``res2`` on the
+    basis keeps more than ``SINGULAR_TOL`` of its squared norm and is finite,
+    and the basis has ``room`` (fewer vectors than the vectors' length).
+    Elementwise on arrays."""
+    return room & (res2 > SINGULAR_TOL * sq_norm) & np.isfinite(res2)
 
 
 def _independent_rows(T, first):
