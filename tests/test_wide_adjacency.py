@@ -171,6 +171,27 @@ def test_dependent_variables_after_the_last_independent_take_blocks(block, monke
                                atol=1e-9 * max(1.0, np.abs(rows).max()))
 
 
+def test_a_factor_that_stopped_early_is_not_computed_again(monkeypatch):
+    # the CUDA route's factor stops at the first dependent variable; the host
+    # keeps its rows and computes only the minimum-norm rows after them
+    X, order = _wide(40, 120, 311)
+    want = ols_adjacency(X, order)
+    from paralingam.adjacency._common import _scatter_by_blocks
+
+    cov = _scatter_by_blocks(X)[1][np.ix_(order, order)] / X.shape[0]
+    coef, rss, solved = _least_squares._ols_on_predecessors(cov)
+    stop = int(np.argmin(solved))
+    gpu_like = (coef, rss, solved & (np.arange(len(solved)) < stop - 1))  # the GPU's: fewer rows
+
+    def no_second_factor(gram):
+        raise AssertionError("the covariance was factorised again")
+
+    monkeypatch.setattr(_least_squares, "_least_squares_factor", lambda gram, on_gpu: gpu_like)
+    monkeypatch.setattr(_least_squares, "_ols_on_predecessors", no_second_factor)
+    got = ols_adjacency(X, order, backend="cuda")
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-9 * max(1.0, np.abs(want).max()))
+
+
 @pytest.mark.gpu
 def test_wide_fit_on_cuda_equals_cpu():
     import paralingam
