@@ -14,8 +14,9 @@
 // one log per 8 samples of a residual (pl_terms_deferred): 4.25 per sample
 // pair. Their error is a few 1e-7 absolute per term, which the
 // certified-root check bounds (PL_MOMENT_ERR_GPU, kernels/pl_constants.h).
-// Double: libdevice exp / log1p, used for dtype="float64" and to re-decide
-// uncertain float roots.
+// Double (dtype="float64", and the re-decisions of uncertain float roots):
+// libdevice exp, with the log deferred as in float (PlSums64): the factors
+// 1 + exp(-2|u|) of PL_LOG_CHUNK64 samples are multiplied and one log taken.
 //
 // Accumulation: each lane sums chunks of 8 samples in registers and adds
 // each chunk to Kahan-compensated running sums, so the float rounding of a
@@ -64,13 +65,35 @@ __device__ __forceinline__ void pl_terms_deferred(float u, float &a, float &p, f
     g += u * pl_ex2(-0.72134752044448170f * (u * u));  // -log2(e) / 2
 }
 
-__device__ __forceinline__ void pl_terms(double u, double &a, double &l, double &g)
-{
-    const double au = fabs(u);
-    a += au;
-    l += log1p(exp(-2.0 * au));
-    g += u * exp(-0.5 * u * u);
-}
+// Samples of a double series whose factors 1 + exp(-2|u|) (each in (1, 2])
+// share one log: the product stays below 2^32. libdevice's log1p (with its
+// division) costs more double arithmetic than the sample's two exps. Each
+// factor's product adds one rounding of 2^-53 relative, an absolute error
+// in the sum of logs no larger than log1p's own rounding per sample; a
+// factor that rounds to 1 (exp(-2|u|) < 2^-53) loses no more than that.
+#define PL_LOG_CHUNK64 32
+
+// Running entropy sums of one double series fed a sample at a time:
+// a = sum |u|, l = sum log(1 + exp(-2|u|)) (natural log), g = sum u exp(-u^2/2).
+// Call flush() once after the last sample.
+struct PlSums64 {
+    double a = 0, l = 0, g = 0, prod = 1;
+    int k = 0;
+    __device__ __forceinline__ void add(double u)
+    {
+        const double au = fabs(u);
+        a += au;
+        prod *= 1.0 + exp(-2.0 * au);
+        g += u * exp(-0.5 * u * u);
+        if (++k == PL_LOG_CHUNK64) flush();
+    }
+    __device__ __forceinline__ void flush()
+    {
+        l += log(prod);
+        prod = 1.0;
+        k = 0;
+    }
+};
 
 // Unit of the l sums: log2 for float, natural log for double.
 __device__ __forceinline__ double pl_l_unit(float) { return PL_LN2; }
@@ -181,9 +204,10 @@ __device__ void block_series_moments(const float *__restrict__ x, int n, double 
 
 __device__ void block_series_moments(const double *__restrict__ x, int n, double out[2], double *sh)
 {
-    double a = 0, l = 0, g = 0;
-    for (int k = threadIdx.x; k < n; k += blockDim.x) pl_terms(x[k], a, l, g);
-    double t[3] = {a, l, g};
+    PlSums64 h;
+    for (int k = threadIdx.x; k < n; k += blockDim.x) h.add(x[k]);
+    h.flush();
+    double t[3] = {h.a, h.l, h.g};
     block_sums(t, sh);
     out[0] = (t[0] + t[1]) / n - PL_LN2;
     out[1] = t[2] / n;
@@ -237,14 +261,16 @@ __device__ __forceinline__ void pl_pair_sums(const double *__restrict__ xa,
                                              const double *__restrict__ xb, double rho,
                                              double inv_s, int n, int lane, int lanes, double out[6])
 {
-    double au = 0, lu = 0, gu = 0, av = 0, lv = 0, gv = 0;
+    PlSums64 u, v;
     for (int k = lane; k < n; k += lanes) {
         const double x = xa[k], y = xb[k];
-        pl_terms((x - rho * y) * inv_s, au, lu, gu);
-        pl_terms((y - rho * x) * inv_s, av, lv, gv);
+        u.add((x - rho * y) * inv_s);
+        v.add((y - rho * x) * inv_s);
     }
-    out[0] = pl_warp_sum(au); out[1] = pl_warp_sum(lu); out[2] = pl_warp_sum(gu);
-    out[3] = pl_warp_sum(av); out[4] = pl_warp_sum(lv); out[5] = pl_warp_sum(gv);
+    u.flush();
+    v.flush();
+    out[0] = pl_warp_sum(u.a); out[1] = pl_warp_sum(u.l); out[2] = pl_warp_sum(u.g);
+    out[3] = pl_warp_sum(v.a); out[4] = pl_warp_sum(v.l); out[5] = pl_warp_sum(v.g);
 }
 
 // Ill-conditioned float pairs (1 - rho^2 small): the residual is formed in

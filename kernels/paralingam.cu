@@ -922,7 +922,7 @@ __device__ void setup_body(PlSearch *s)
 extern "C" __global__ void __launch_bounds__(512) setup_f32(PlSearch *s) { pl_enter(); setup_body<float>(s); }
 extern "C" __global__ void __launch_bounds__(512) setup_f64(PlSearch *s) { pl_enter(); setup_body<double>(s); }
 // Double entropies for a re-decision: one block per worker, because a
-// warp alone on a row is bound by the latency of double exp / log1p.
+// warp alone on a row is bound by the latency of the double special functions.
 extern "C" __global__ void __launch_bounds__(256) entropy64(PlSearch *s)
 {
     pl_enter();
@@ -930,8 +930,10 @@ extern "C" __global__ void __launch_bounds__(256) entropy64(PlSearch *s)
     const int w = blockIdx.x, n = (int)s->n;
     if (w >= s->ctl->nw) return;
     const double *x = s->X64 + (size_t)s->idx[w] * s->ld;
-    double t[3] = {0.0, 0.0, 0.0};
-    for (int k = threadIdx.x; k < n; k += blockDim.x) pl_terms(x[k], t[0], t[1], t[2]);
+    PlSums64 h;
+    for (int k = threadIdx.x; k < n; k += blockDim.x) h.add(x[k]);
+    h.flush();
+    double t[3] = {h.a, h.l, h.g};
     block_sums(t, sh);
     if (threadIdx.x == 0) s->hx64[w] = entropy_of((t[0] + t[1]) / n - PL_LN2, t[2] / n);
 }
@@ -1537,18 +1539,19 @@ extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s PL_GRID_PA
     if (j != x && !is_collinear(rho)) {
         const double inv_s = 1.0 / sqrt(f);
         const double *xa = s->X64 + (size_t)s->idx[lo] * ld, *xb = s->X64 + (size_t)s->idx[hi] * ld;
-        double au = 0, lu = 0, gu = 0, av = 0, lv = 0, gv = 0;
+        PlSums64 u, v;
         for (int q = threadIdx.x; q < n; q += blockDim.x) {
             const double va = xa[q], vb = xb[q];
-            pl_terms((va - rho * vb) * inv_s, au, lu, gu);
-            pl_terms((vb - rho * va) * inv_s, av, lv, gv);
+            u.add((va - rho * vb) * inv_s);
+            v.add((vb - rho * va) * inv_s);
         }
-        double t[6] = {au, lu, gu, av, lv, gv};
+        u.flush();
+        v.flush();
+        double t[6] = {u.a, u.l, u.g, v.a, v.l, v.g};
         block_sums(t, sh);
-        au = t[0]; lu = t[1]; gu = t[2]; av = t[3]; lv = t[4]; gv = t[5];
         // I(lo, hi) = H(x_hi) + H(r_lo^(hi)) - H(x_lo) - H(r_hi^(lo))
-        const double hu = entropy_of((au + lu) / n - PL_LN2, gu / n);
-        const double hv = entropy_of((av + lv) / n - PL_LN2, gv / n);
+        const double hu = entropy_of((t[0] + t[1]) / n - PL_LN2, t[2] / n);
+        const double hv = entropy_of((t[3] + t[4]) / n - PL_LN2, t[5] / n);
         I = (s->hx64[hi] + hu) - (s->hx64[lo] + hv);
         I = partner_stat(s, x, j, I, hu, hv, s->hx64);  // as seen from x
     }
