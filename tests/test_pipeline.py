@@ -291,10 +291,13 @@ def _initial_noise_formula(X):
 
 @pytest.mark.parametrize("n, p", [(5000, 2), (3001, 5), (2000, 37), (700, 300), (4, 3)])
 @pytest.mark.parametrize("threads", [1, 2, 3, 8])
-def test_initial_noise_by_blocks_and_threads_is_the_formula_bit_for_bit(n, p, threads,
+@pytest.mark.parametrize("route", ["compiled", "numpy"])
+def test_initial_noise_by_blocks_and_threads_is_the_formula_bit_for_bit(n, p, threads, route,
                                                                           monkeypatch):
     from paralingam.search import policy
 
+    if route == "numpy":  # the blocks in numpy (input the compiled loops do not read)
+        monkeypatch.setattr(policy, "_compiled_sums", lambda X, j0, j1: None)
     rng = np.random.default_rng(n + p)
     X = rng.standard_normal((n, p)) * 10.0 ** rng.uniform(-3, 3, (n, p)) + rng.uniform(-9, 9, p)
     X[::50, 0] = 1e6  # outliers
@@ -309,3 +312,37 @@ def test_initial_noise_by_blocks_and_threads_is_the_formula_bit_for_bit(n, p, th
     assert policy.initial_noise(X[:, :1]).tobytes() == _initial_noise_formula(X[:, :1]).tobytes()
     F = np.asfortranarray(X)
     assert policy.initial_noise(F).tobytes() == _initial_noise_formula(F).tobytes()
+
+
+@pytest.mark.parametrize("dtype, scaled", [(np.float64, False), (np.float64, True),
+                                           (np.float32, True)])  # (float32 arrays are widened first)
+def test_compiled_noise_sums_have_the_bits_of_the_numpy_blocks(dtype, scaled, monkeypatch):
+    # paralingam._column_sums against policy's numpy blocks, column range by column range,
+    # on columns of very different scales and centres, with an outlier row
+    from paralingam import _preparation
+    from paralingam.search import policy
+
+    rng = np.random.default_rng(7 + scaled)
+    n, p = 3001, 23
+    X = (rng.standard_normal((n, p)) * 10.0 ** rng.integers(-5, 6, p)
+         + rng.standard_normal(p) * 10.0 ** rng.integers(-3, 8, p))
+    X[1234] *= 1e8
+    X = X.astype(dtype)
+    if scaled:
+        data = _preparation.ScaledData(X, _preparation.column_exponents(X.astype(np.float64)))
+        assert data.factors is not None
+    else:
+        data = X
+    for j0, j1 in ((0, p), (0, 2), (5, 17), (21, 23)):
+        got = policy._compiled_sums(data, j0, j1)
+        assert got is not None  # the compiled route takes this input
+        with monkeypatch.context() as m:
+            m.setattr(policy, "_compiled_sums", lambda X, j0, j1: None)
+            m.setattr(policy, "NOISE_BLOCK_BYTES", 4096)  # several numpy blocks
+            want = policy._noise_sums(data, j0, j1)
+        for a, b in zip(got, want):
+            assert a.tobytes() == b.tobytes()
+    with pytest.raises(ValueError, match="two or more"):
+        from paralingam import _column_sums
+
+        _column_sums.noise_sums(np.zeros((4, 3)), np.ones(3), 1, 2)

@@ -176,6 +176,9 @@ def _noise_sums(X, j0, j1):
     means then come from such continued sums too, over n as numpy's mean).
     """
     n, k = X.shape[0], j1 - j0
+    compiled = _compiled_sums(X, j0, j1)
+    if compiled is not None:
+        return compiled
     rows = max(64, NOISE_BLOCK_BYTES // (8 * k))
     buf = np.empty((rows + 1, k))
     if isinstance(X, np.ndarray):
@@ -206,6 +209,31 @@ def _noise_sums(X, j0, j1):
         np.multiply(body, body, out=body)
         dev = buf[:m + 1].sum(axis=0)
     return mean, sq, dev
+
+
+def _compiled_sums(X, j0, j1):
+    """``_noise_sums`` by the compiled loops of ``paralingam._column_sums`` (the same bits), or None.
+
+    They read C-ordered float64 or float32 data, as they are or scaled by
+    powers of two (a ``ScaledData`` with ``factors``); other input takes the
+    numpy route.
+    """
+    from .._preparation import ScaledData
+
+    if isinstance(X, ScaledData):
+        source, factors = X.source, X.factors
+    else:
+        source, factors = X, None
+    if factors is None and source is not X:  # scaled by ldexp (exponents beyond +-1000)
+        return None
+    if not (isinstance(source, np.ndarray) and source.dtype in (np.float64, np.float32)
+            and source.flags.c_contiguous):
+        return None
+    from .. import _column_sums
+
+    if factors is None:
+        factors = np.ones(source.shape[1])
+    return _column_sums.noise_sums(source, np.ascontiguousarray(factors, dtype=np.float64), j0, j1)
 
 
 def pair_noise(nu_a, nu_b):
