@@ -13,6 +13,9 @@ import numpy as np
 STANDARDISE_BLOCK = 1 << 15
 # Rows of the data transposed at a time (transposed_copy).
 TRANSPOSE_ROWS = 256
+# Byte boundary of the standardised rows' start (aligned_empty): one
+# cache line, the width of an AVX-512 load.
+ROW_ALIGN = 64
 # Entries of the data read at a time by the adjacency step's means and
 # scatter matrix (scatter_rows: 4 MiB of float64, at most a sixteenth of
 # the data), and the fewest rows per block, so that each product of a
@@ -213,7 +216,9 @@ def transposed_copy(X):
     ascontiguousarray would return a view).
     """
     if X.dtype != np.float64 or not X.flags.c_contiguous or X.ndim != 2 or X.shape[1] < 2:
-        return np.array(X.T, dtype=np.float64, order="C", copy=True)
+        Z = aligned_empty(X.shape[::-1])
+        np.copyto(Z, X.T, casting="safe")
+        return Z
     n, p = X.shape
     return _transposed_by_blocks(n, p, lambda r0, r1: X[r0:r1])
 
@@ -224,10 +229,23 @@ def _transposed_by_blocks(n, p, rows):
     ``TRANSPOSE_ROWS`` rows at a time, so that each block is read while it
     is in the cache (:func:`transposed_copy`).
     """
-    Z = np.empty((p, n))
+    Z = aligned_empty((p, n))
     for r0 in range(0, n, TRANSPOSE_ROWS):
         Z[:, r0:r0 + TRANSPOSE_ROWS] = rows(r0, min(n, r0 + TRANSPOSE_ROWS)).T
     return Z
+
+
+def aligned_empty(shape):
+    """An uninitialised C-contiguous float64 array whose data start on a ``ROW_ALIGN``-byte boundary.
+
+    The CPU search reads the standardised rows with 64-byte vector loads;
+    numpy's large arrays start where the allocator puts them (16 bytes past
+    a page, typically), so every load would straddle two cache lines.
+    """
+    count = int(np.prod(shape))
+    raw = np.empty(count + ROW_ALIGN // 8, dtype=np.float64)
+    skip = (-raw.ctypes.data % ROW_ALIGN) // 8
+    return raw[skip:skip + count].reshape(shape)
 
 
 def covariance_of_rows(Z):

@@ -346,3 +346,20 @@ def test_compiled_noise_sums_have_the_bits_of_the_numpy_blocks(dtype, scaled, mo
         from paralingam import _column_sums
 
         _column_sums.noise_sums(np.zeros((4, 3)), np.ones(3), 1, 2)
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "float32"])
+def test_standardised_rows_start_on_a_cache_line(layout):
+    # the CPU search's 64-byte loads of a row must not straddle two lines
+    # (numpy's large arrays start 16 bytes past a page)
+    from paralingam import _preparation
+
+    X = np.random.default_rng(3).standard_normal((1024, 100))
+    data = {"C": X, "F": np.asfortranarray(X), "float32": X.astype(np.float32)}[layout]
+    Z, _ = _preparation.standardise_rows(data)
+    assert Z.ctypes.data % _preparation.ROW_ALIGN == 0 and Z.flags.c_contiguous
+    assert Z.shape == (100, 1024)
+    want = data.T.astype(np.float64)
+    want = (want - want.mean(axis=1, keepdims=True))
+    want /= np.sqrt((want * want).mean(axis=1, keepdims=True))
+    np.testing.assert_allclose(Z, want, rtol=1e-12, atol=1e-12)
