@@ -134,10 +134,15 @@ def noise_and_std(X, n_threads=None):
     if not product:
         X = np.asarray(X, dtype=np.float64)
     n, p = X.shape
-    if product and (p < 2 or X.nbytes <= NOISE_BLOCK_BYTES):
+    small = X.nbytes <= NOISE_BLOCK_BYTES
+    if small and p >= 2:  # one compiled call where it reads X: no thread, no temporaries
+        sums = _compiled_sums(X, 0, p)
+        if sums is not None:
+            return _noise_from_sums(n, *sums)
+    if product and (p < 2 or small):
         X = X.copy()  # small, or one column: the formula below on the whole product
         product = False
-    if not product and (not X.flags.c_contiguous or p < 2 or X.nbytes <= NOISE_BLOCK_BYTES):
+    if not product and (not X.flags.c_contiguous or p < 2 or small):
         mean = X.mean(axis=0)
         rms = np.sqrt((X * X).mean(axis=0))
         std = X.std(axis=0)
@@ -158,7 +163,11 @@ def noise_and_std(X, n_threads=None):
 
         with ThreadPoolExecutor(groups) as pool:
             sums = list(pool.map(lambda jj: _noise_sums(X, *jj), parts))
-    mean, sq, dev = (np.concatenate(v) for v in zip(*sums))
+    return _noise_from_sums(n, *(np.concatenate(v) for v in zip(*sums)))
+
+
+def _noise_from_sums(n, mean, sq, dev):
+    """Noise and std of ``noise_and_std`` from the columns' means, sums of squares and of squared deviations."""
     rms = np.sqrt(sq / n)
     std = np.sqrt(dev / n)  # numpy's std: the sum of squared deviations over n, its root
     return EPS * (rms + np.abs(mean)) / std, std
