@@ -35,9 +35,10 @@ cpu_flags = ["-O3", "-ffast-math", "-fopenmp"] + native_flags
 
 # Builds of the CPU extensions for x86-64 micro-architecture levels
 # (paralingam/_isa.py: LEVELS names what each needs of the processor).
-# -mtune changes scheduling only, never the instructions a processor must
-# have: the AVX-512 build is tuned for the server processors that run it
-# rather than GCC's generic blend (docs/design/cpu_builds.rst).
+# -mtune changes the tuning (scheduling, cost models), never the
+# instructions a processor must have: the AVX-512 build is tuned for the
+# server processors that run it rather than GCC's generic blend
+# (docs/design/cpu_builds.rst).
 LEVEL_FLAGS = {
     "x86_64_v3": ["-march=x86-64-v3"],
     "x86_64_v4": ["-march=x86-64-v4", "-mprefer-vector-width=512", "-mtune=icelake-server"],
@@ -161,7 +162,7 @@ extensions = [
     # noise of paralingam.search.policy): no contraction into fused
     # multiply-adds, which would round differently from numpy.
     Extension("paralingam._column_sums", ["paralingam/_column_sums.pyx"],
-              extra_compile_args=["-O3", "-ffp-contract=off"]),
+              extra_compile_args=["-O3", "-fno-fast-math", "-ffp-contract=off"]),
     # The rank-one Cholesky update of the minimum-norm least squares
     # (paralingam.adjacency, rank-deficient data).
     Extension("paralingam.adjacency._linalg", ["paralingam/adjacency/_linalg.pyx"], extra_compile_args=["-O3"]),

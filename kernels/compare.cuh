@@ -66,11 +66,12 @@ __device__ __forceinline__ void pl_terms_deferred(float u, float &a, float &p, f
 }
 
 // Samples of a double series whose factors 1 + exp(-2|u|) (each in (1, 2])
-// share one log: the product stays below 2^32. libdevice's log1p (with its
+// share one log: the product is at most 2^32. libdevice's log1p (with its
 // division) costs more double arithmetic than the sample's two exps. Each
-// factor's product adds one rounding of 2^-53 relative, an absolute error
-// in the sum of logs no larger than log1p's own rounding per sample; a
-// factor that rounds to 1 (exp(-2|u|) < 2^-53) loses no more than that.
+// sample adds two roundings of 2^-53 relative (1 + e, and the product) and
+// each chunk one of the log: about 2 eps absolute per sample in the sum of
+// logs, the order of the sum's own rounding (a factor that rounds to 1,
+// exp(-2|u|) < 2^-53, loses less than that).
 #define PL_LOG_CHUNK64 32
 
 // Running entropy sums of one double series fed a sample at a time:

@@ -24,7 +24,7 @@ cdef extern from *:
     static inline void pl_prefetch_range(const void *p, Py_ssize_t bytes)
     {
         const char *c = (const char *)p;
-        for (Py_ssize_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 0);
+        for (Py_ssize_t b = 0; b < bytes; b += 64) __builtin_prefetch(c + b, 0, 3);
     }
     """
     const Py_ssize_t PL_SUMS_AHEAD

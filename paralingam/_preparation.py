@@ -14,7 +14,8 @@ STANDARDISE_BLOCK = 1 << 15
 # Rows of the data transposed at a time (transposed_copy).
 TRANSPOSE_ROWS = 256
 # Byte boundary of the standardised rows' start (aligned_empty): one
-# cache line, the width of an AVX-512 load.
+# cache line, the width of an AVX-512 load. The first row starts there, and
+# every row when n_samples is a multiple of 8.
 ROW_ALIGN = 64
 # Entries of the data read at a time by the adjacency step's means and
 # scatter matrix (scatter_rows: 4 MiB of float64, at most a sixteenth of
@@ -240,7 +241,9 @@ def aligned_empty(shape):
 
     The CPU search reads the standardised rows with 64-byte vector loads;
     numpy's large arrays start where the allocator puts them (16 bytes past
-    a page, typically), so every load would straddle two cache lines.
+    a page, typically), so with a row length that is a multiple of 8 every
+    load would straddle two cache lines (other lengths misalign most rows
+    whatever the start).
     """
     count = int(np.prod(shape))
     raw = np.empty(count + ROW_ALIGN // 8, dtype=np.float64)

@@ -100,12 +100,13 @@ def test_standardised_rows_from_the_product_are_those_of_the_copy(name, monkeypa
 
 
 @pytest.mark.parametrize("name", list(CASES))
-@pytest.mark.parametrize("block_bytes, thread_bytes, threads", [
-    (1 << 18, 1 << 24, 1),  # the module's settings: one block here
-    (4096, 1 << 24, 1),     # many blocks, one group of columns
-    (4096, 1 << 10, 3),     # many blocks, columns in groups on threads
-])
-@pytest.mark.parametrize("route", ["compiled", "numpy"])
+@pytest.mark.parametrize("block_bytes, thread_bytes, threads, route", [
+    (1 << 18, 1 << 24, 1, "compiled"),  # the module's settings: small data, one compiled call
+    (4096, 1 << 24, 1, "compiled"),     # one group of columns
+    (4096, 1 << 10, 3, "compiled"),     # columns in groups on threads
+    (4096, 1 << 24, 1, "numpy"),        # numpy's blocks, one group of columns
+    (4096, 1 << 10, 3, "numpy"),        # numpy's blocks, groups on threads
+])  # (numpy's route for small data is the formula itself, on both sides here)
 def test_noise_from_the_product_is_that_of_the_copy(name, block_bytes, thread_bytes, threads, route,
                                                     monkeypatch):
     if route == "numpy":  # the blocks in numpy (input the compiled loops do not read)

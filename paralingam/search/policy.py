@@ -69,9 +69,11 @@ EXPLAINED_TOL = 1e-10
 
 EPS = float(np.finfo(np.float64).eps)
 
-# Bytes of data above which initial_noise works by blocks of rows of about
-# this size (no n x p temporary; below it, the formula itself: identical
-# results either way), and bytes of data per thread it uses at least.
+# Bytes of data up to which initial_noise takes one call (the compiled sums,
+# else the formula itself), and above which it works by groups of columns
+# on threads (numpy's route: by blocks of rows of about this size, no n x p
+# temporary); identical results either way. NOISE_THREAD_BYTES: bytes of
+# data per thread it uses at least.
 NOISE_BLOCK_BYTES = 1 << 18
 NOISE_THREAD_BYTES = 1 << 24
 
