@@ -62,7 +62,7 @@ With ``fit(..., on_collinear="error")`` the first such dependence raises
 import numpy as np
 
 from .. import _constants
-from .._preparation import column_sums
+from .._preparation import column_sums, float_rows
 
 COLLINEAR_TOL = 1e-10
 EXPLAINED_TOL = 1e-10
@@ -182,9 +182,11 @@ def _noise_sums(X, j0, j1):
     inside ``X.std(axis=0)`` give: numpy sums the columns of such a block of
     a C-ordered array row after row (two or more columns; a single column is
     summed pairwise), so summing each block of rows after a first row that
-    holds the sums so far continues exactly those sums. ``X`` a C-ordered
-    array, or a ``ScaledData`` whose rows are scaled block by block (its
-    means then come from such continued sums too, over n as numpy's mean).
+    holds the sums so far continues exactly those sums, the means too
+    (over n, as numpy's mean). ``X`` a C-ordered array, or a ``ScaledData``
+    whose rows are scaled block by block. The compiled loops
+    (:func:`_compiled_sums`) take the input they read; these numpy blocks
+    the rest.
     """
     n, k = X.shape[0], j1 - j0
     compiled = _compiled_sums(X, j0, j1)
@@ -192,24 +194,13 @@ def _noise_sums(X, j0, j1):
         return compiled
     rows = max(64, NOISE_BLOCK_BYTES // (8 * k))
     buf = np.empty((rows + 1, k))
-    if isinstance(X, np.ndarray):
-        cols = X[:, j0:j1]
-        mean = cols.mean(axis=0)
-
-        def block(r0):
-            return cols[r0:r0 + rows]
-    else:
-        scaled = np.empty((rows, k))
-
-        def block(r0):
-            r1 = min(n, r0 + rows)
-            return X.rows(r0, r1, j0, j1, out=scaled[:r1 - r0])
-
-        mean = column_sums(X, rows, j0, j1) / n
+    rows_buf = np.empty((rows, k))
+    mean = column_sums(X, rows, j0, j1) / n  # numpy's mean: the sum in its order, over n
     sq = np.zeros(k)  # all terms are squares (>= +0): starting from +0 changes no sum
     dev = np.zeros(k)
     for r0 in range(0, n, rows):
-        block_rows = block(r0)
+        r1 = min(n, r0 + rows)
+        block_rows = float_rows(X, r0, r1, rows_buf[:r1 - r0], j0, j1)
         m = block_rows.shape[0]
         body = buf[1:m + 1]
         buf[0] = sq
