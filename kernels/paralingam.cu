@@ -447,12 +447,31 @@ __device__ void row_entropy32(PlSearch *s, int i)
     }
 }
 
+// Whether the rows' double entropies come from the passes that write them
+// (PL_HX64_IN_UPDATE_MIN_N) rather than from entropy64.
+__device__ __forceinline__ bool hx64_in_update(const PlSearch *s)
+{
+    return s->use_float && s->n >= PL_HX64_IN_UPDATE_MIN_N;
+}
+
+// Double entropy of variable i's row into hx64_var (the whole block).
+__device__ void row_entropy64(PlSearch *s, int i)
+{
+    __shared__ double sh[32 * 3];
+    __syncthreads();  // the row was just written by this block
+    double m[2];
+    block_series_moments(s->X64 + (size_t)i * s->ld, (int)s->n, m, sh);
+    if (threadIdx.x == 0) s->hx64_var[i] = entropy_of(m[0], m[1]);
+}
+
 // Standardise variable i's row (double and float) and, with float
-// comparisons, compute its float entropy for setup_f32 (the whole block).
+// comparisons, compute its float entropy for setup_f32 (the whole block),
+// and its double entropy where the re-decisions take it from here.
 __device__ void standardise_variable(PlSearch *s, int i)
 {
     standardise_row(s->X64 + (size_t)i * s->ld, s->X32 + (size_t)i * s->ld, (int)s->n);
     if (s->use_float) row_entropy32(s, i);
+    if (hx64_in_update(s)) row_entropy64(s, i);
 }
 
 // One block per row: the data as given, standardised.
@@ -929,6 +948,10 @@ extern "C" __global__ void __launch_bounds__(256) entropy64(PlSearch *s)
     __shared__ double sh[32 * 3];
     const int w = blockIdx.x, n = (int)s->n;
     if (w >= s->ctl->nw) return;
+    if (hx64_in_update(s)) {  // computed by the pass that last wrote the row
+        if (threadIdx.x == 0) s->hx64[w] = s->hx64_var[s->idx[w]];
+        return;
+    }
     const double *x = s->X64 + (size_t)s->idx[w] * s->ld;
     PlSums64 h;
     for (int k = threadIdx.x; k < n; k += blockDim.x) h.add(x[k]);
@@ -1608,13 +1631,15 @@ extern "C" __global__ void __launch_bounds__(1024) select64(PlSearch *s)
 // Regress the root out of the row at position k (Alg. 5), in double and
 // float; detect a fully explained variable; measure the drift
 // max(|mean|, |var - 1|, |corr(x, root)|) of the updated row; with float
-// comparisons, the entropy moments of the new float row, for setup_f32
+// comparisons, the entropy moments of the new float row, for setup_f32,
+// and of long rows the double entropy, for a re-decision (hx64_in_update)
 // (one block).
 //
 // The rows are 16-byte aligned (the row stride is a multiple of 32), so
 // both passes move two samples per load and store; the loops are unrolled
 // to keep several loads in flight: the kernel is bound by memory latency,
 // one block per row.
+template <bool H64>
 __device__ void regress_root_out(PlSearch *s, int k, double *sh)
 {
     PlControl *c = s->ctl;
@@ -1684,7 +1709,9 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
     const double fr = s->frac[i] * f;
     const double inv_s = 1.0 / sqrt(f);
     const bool want_h = s->use_float;
+    const bool want_h64 = H64;  // (update_data_h64: hx64_in_update)
     PlSeriesSums h;
+    PlSums64 hd;  // (want_h64) the double entropy of the new row
     double mom[3] = {0.0, 0.0, 0.0};  // v, v^2, v y
     double2 *w2 = reinterpret_cast<double2 *>(x);
     float2 *w32 = reinterpret_cast<float2 *>(x32);
@@ -1698,6 +1725,7 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
         w32[q] = v32;
         mom[0] += v.x + v.y; mom[1] += v.x * v.x + v.y * v.y; mom[2] += v.x * y.x + v.y * y.y;
         if (want_h) { h.add(v32.x); h.add(v32.y); }
+        if (want_h64) { hd.add(v.x); hd.add(v.y); }
     }
     if ((n & 1) && threadIdx.x == 0) {
         const double y = xr[n - 1], v = (x[n - 1] - rho * y) * inv_s;
@@ -1705,9 +1733,16 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
         x32[n - 1] = (float)v;
         mom[0] += v; mom[1] += v * v; mom[2] += v * y;
         if (want_h) h.add((float)v);
+        if (want_h64) hd.add(v);
     }
     h.flush();
-    double t[6] = {mom[0], mom[1], mom[2], h.a.value(), h.l.value(), h.g.value()};
+    hd.flush();
+    double t[H64 ? 9 : 6] = {mom[0], mom[1], mom[2], h.a.value(), h.l.value(), h.g.value()};
+    if constexpr (H64) {
+        t[6] = hd.a;
+        t[7] = hd.l;
+        t[8] = hd.g;
+    }
     block_sums(t, sh);
     if (threadIdx.x == 0) {
         s->frac[i] = fr;
@@ -1724,6 +1759,7 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
             s->hx_var[i] = entropy_of(m[0], m[1]);
             s->hx_var_err[i] = entropy_bound(m[0], m[1], s->moment_err);
         }
+        if constexpr (H64) s->hx64_var[i] = entropy_of((t[6] + t[7]) / n - PL_LN2, t[8] / n);
     }
 }
 
@@ -1737,14 +1773,14 @@ __device__ __forceinline__ bool drifted(const PlSearch *s)
 // re-standardises every remaining row from its data (rare; one block is
 // enough, and no launch is spent on the common case), with their float
 // entropies.
-extern "C" __global__ void update_data(PlSearch *s)
+template <bool H64>
+__device__ void update_data_body(PlSearch *s)
 {
-    pl_enter();
-    __shared__ double sh[32 * 6];
+    __shared__ double sh[32 * (H64 ? 9 : 6)];  // regress_root_out's block sums
     PlControl *c = s->ctl;
     if (c->state != PL_DECIDED) return;
     const int r = c->r;
-    if (blockIdx.x < r) regress_root_out(s, blockIdx.x, sh);
+    if (blockIdx.x < r) regress_root_out<H64>(s, blockIdx.x, sh);
     if (!last_block_done(&c->blocks_done)) return;
     if (!drifted(s)) return;
     if (threadIdx.x == 0) c->n_rederived += 1;
@@ -1754,6 +1790,12 @@ extern "C" __global__ void update_data(PlSearch *s)
         standardise_variable(s, i);
     }
 }
+
+// Two kernels, so that the double sums' registers do not cut the occupancy
+// of the update that caches its (shorter) rows: the host launches
+// update_data_h64 where hx64_in_update holds (_scheduler.update_data_kernel).
+extern "C" __global__ void update_data(PlSearch *s) { pl_enter(); update_data_body<false>(s); }
+extern "C" __global__ void update_data_h64(PlSearch *s) { pl_enter(); update_data_body<true>(s); }
 
 // 16 x 16 tiles of remaining positions: the covariance of the updated rows,
 // by the update algebra (Alg. 6) or, after drift, from the data; and the

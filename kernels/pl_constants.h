@@ -76,4 +76,13 @@ enum { PL_DEP_COLLINEAR = 1, PL_DEP_EXPLAINED = 2 };
 #define PL_MOMENT_ERR_CPU 1e-6
 #define PL_MOMENT_ERR_GPU 5e-7
 
+/* Rows of at least this many samples (float comparisons) get their double
+ * entropy, which a re-decision needs, from the pass that writes them
+ * (update_data, standardise): rows that long do not fit update_data's
+ * shared-memory row cache, so it streams them from memory twice and its
+ * double arithmetic has idle units to run on; and data of many samples are
+ * re-decided at most iterations. Shorter rows take entropy64's own pass at
+ * a re-decision. */
+#define PL_HX64_IN_UPDATE_MIN_N 16384
+
 #endif

@@ -90,6 +90,7 @@ typedef struct {
     int *explained_by;     /* [p + 1] root that completed a fully explained variable, else -1 */
     double *hx_var;        /* [p + 1] float entropy of each variable's row (standardise, update_data) */
     double *hx_var_err;    /* [p + 1] its error bound */
+    double *hx64_var;      /* [p + 1] double entropy of each variable's row, from the pass that wrote it (hx64_in_update) */
     signed char *pk_status; /* [p + 1] prior knowledge of each position: PL_CANDIDATE, PL_IN_VJ, PL_OTHER */
     /* per position / worker */
     int *label;            /* [p + 1] collinear group (smallest position) of each position */

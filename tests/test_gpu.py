@@ -99,6 +99,28 @@ def test_cuda_switches_to_all_pairs_rounds_below_the_work_bound(lingam_data, mon
     assert sum(k for k, _ in large) < sum(r * (r - 1) // 2 for _, r in large)
 
 
+def test_cuda_long_rows_redecide_with_their_updates_double_entropies():
+    # Rows of HX64_IN_UPDATE_MIN_N samples and more: update_data_h64 (and the
+    # first standardisation, and a re-standardisation after drift) compute
+    # the rows' double entropies, which a re-decision then reads instead of
+    # entropy64's pass over the rows. Same order as the CPU and the double
+    # search; with drift_tol=0 every update re-standardises the rows.
+    from paralingam import _constants
+    from paralingam.search import _cuda
+    from paralingam.datasets import make_lingam_data
+
+    n = _constants.HX64_IN_UPDATE_MIN_N + 999
+    X = make_lingam_data(40, n, density="sparse", random_state=41)[0]
+    res = fit(X)
+    assert any(res.stats["float64_redo"])
+    cpu = fit(X, backend="cpu").causal_order
+    assert res.causal_order == fit(X, dtype="float64").causal_order == cpu
+    kw = dict(threshold=True, gamma0=1e-4 * 1024 / n, c=2.0, collinear_tol=1e-10, explained_tol=1e-10)
+    always = _cuda.search(X, times={}, dtype="float32", drift_tol=0.0, **kw)
+    assert always[3] >= len(always[2]["remaining"]) - 1  # re-standardised at (nearly) every step
+    assert list(always[0]) == cpu
+
+
 def test_cuda_all_pairs_round_redecided_in_double(monkeypatch):
     # bench_gpu's sparse p=100 n=1024 case: every iteration is an all-pairs
     # round by default, and three of them are re-decided in float64 (whose

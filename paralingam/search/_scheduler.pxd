@@ -29,7 +29,8 @@ cdef enum:
     K_UPDATE_COV = 13
     K_ALL_PAIRS32 = 14
     K_ALL_PAIRS64 = 15
-    N_KERNELS = 16
+    K_UPDATE_DATA_H64 = 16
+    N_KERNELS = 17
 
 
 cdef class Module:

@@ -114,6 +114,9 @@ cdef extern from "search_state.h":
         pass
     int PL_PREP_ALL_PAIRS
 
+cdef extern from "pl_constants.h":
+    int PL_HX64_IN_UPDATE_MIN_N
+
 ctypedef int CUresult
 ctypedef void *CUcontext
 ctypedef int CUdevice
@@ -263,7 +266,7 @@ cdef const char *KERNEL_NAMES[N_KERNELS]
 KERNEL_NAMES[:] = [b"init_search", b"standardise", b"covariance", b"prep", b"setup_f32",
                    b"setup_f64", b"worker_f32", b"worker_f64", b"select_root",
                    b"entropy64", b"pairs64", b"select64", b"update_data",
-                   b"update_cov", b"all_pairs_f32", b"all_pairs_f64"]
+                   b"update_cov", b"all_pairs_f32", b"all_pairs_f64", b"update_data_h64"]
 
 
 cdef class Module:
@@ -301,9 +304,10 @@ cdef class Module:
         # the same results.
         cdef unsigned int row_want = MAX_ROW_CACHE
         self.row_smem = row_want
-        if drv.func_set_attribute(self.fn[K_UPDATE_DATA],
-                                  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, row_want) != 0:
-            self.row_smem = DEFAULT_DYNAMIC_SMEM
+        for k in (K_UPDATE_DATA, K_UPDATE_DATA_H64):
+            if drv.func_set_attribute(self.fn[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                      row_want) != 0:
+                self.row_smem = DEFAULT_DYNAMIC_SMEM
 
     def worker_blocks_per_sm(self, bint use_float):
         """Resident worker blocks per multiprocessor (occupancy)."""
@@ -390,13 +394,24 @@ cdef inline bint recent_band(const PlStatus *st) noexcept nogil:
     return st.iteration - st.band_at <= 2
 
 
-cdef int launch_updates(Module m, int r, int n, void **params, bint band) except -1 nogil:
-    """UpdateData (with re-standardisation after drift) and UpdateCovMat over ``r`` positions.
+cpdef int update_data_kernel(int n, bint use_float) noexcept nogil:
+    """The UpdateData kernel of a search: ``update_data_h64`` where the rows'
+    double entropies come from their update (long rows, float comparisons:
+    ``PL_HX64_IN_UPDATE_MIN_N``, the kernels' own test ``hx64_in_update``),
+    else ``update_data`` (which then keeps its registers for the rows it
+    caches)."""
+    return K_UPDATE_DATA_H64 if use_float and n >= PL_HX64_IN_UPDATE_MIN_N else K_UPDATE_DATA
+
+
+cdef int launch_updates(Module m, int k_update, int r, int n, void **params,
+                        bint band) except -1 nogil:
+    """UpdateData (kernel ``k_update``, with re-standardisation after drift)
+    and UpdateCovMat over ``r`` positions.
 
     Each kernel does nothing unless the device state is PL_DECIDED, and
     skips positions at or past the device's own r.
     """
-    launch(m, K_UPDATE_DATA, r, 1, 256, 1, params, row_cache_bytes(n, m.row_smem))
+    launch(m, k_update, r, 1, 256, 1, params, row_cache_bytes(n, m.row_smem))
     launch(m, K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16, update_cov_rows(r, band), params)
     return 0
 
@@ -555,6 +570,7 @@ cdef struct LoopSettings:
     int p, n
     bint use_float
     int k_setup, k_worker, k_all_pairs  # the kernels of the precision
+    int k_update_data  # update_data, or update_data_h64 (the rows' double entropies too)
     double all_pairs_work  # the bound of an all-pairs iteration (all_pairs_iteration)
     int engines_per_block  # pair engines per worker block
     int wthreads  # threads per worker block
@@ -572,6 +588,7 @@ cdef int loop_settings(LoopSettings *s, dict cfg, Module m, candidates, progress
     s.k_setup = K_SETUP32 if s.use_float else K_SETUP64
     s.k_worker = K_WORKER32 if s.use_float else K_WORKER64
     s.k_all_pairs = K_ALL_PAIRS32 if s.use_float else K_ALL_PAIRS64
+    s.k_update_data = update_data_kernel(s.n, s.use_float)
     s.all_pairs_work = cfg.get("all_pairs_work", 0.0)
     s.engines_per_block = m.warps // cfg.get("group_warps", 1)
     s.wthreads = m.warps * 32
@@ -765,7 +782,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     # the GPU updates the data while the host is still polling
                     # the status. r_host (the last status's r) bounds this
                     # iteration's r, and the kernels skip positions past it.
-                    launch_updates(m, r_host, loop.n, params, recent_band(st))
+                    launch_updates(m, loop.k_update_data, r_host, loop.n, params, recent_band(st))
                     seq += 1
                     rounds += 1
                     wait_status(st, seq, loop.poll)
@@ -791,7 +808,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     launch(m, K_PAIRS64, nw, n_cand, 256, 1, params)
                     launch(m, K_SELECT64, 1, 1, 1024, 1, params)
                     mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_UPDATE)
-                    launch_updates(m, r_host, loop.n, params, recent_band(st))
+                    launch_updates(m, loop.k_update_data, r_host, loop.n, params, recent_band(st))
                 # (PL_DECIDED: the speculative updates are already queued)
                 PL_RANGE_POP()
                 it += 1
@@ -929,10 +946,10 @@ cdef int wait_status_multi(PlStatus *st, int seq, bint poll, int n_dev,
     return 0
 
 
-cdef int launch_updates_on(CUfunction *fn, unsigned int row_smem, int r, int n,
+cdef int launch_updates_on(CUfunction *fn, int k_update, unsigned int row_smem, int r, int n,
                            void **params, bint band) except -1 nogil:
     """launch_updates with one device's kernels (current context)."""
-    launch_on(fn[K_UPDATE_DATA], K_UPDATE_DATA, r, 1, 256, 1, params, row_cache_bytes(n, row_smem))
+    launch_on(fn[k_update], k_update, r, 1, 256, 1, params, row_cache_bytes(n, row_smem))
     launch_on(fn[K_UPDATE_COV], K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16,
               update_cov_rows(r, band), params)
     return 0
@@ -942,12 +959,14 @@ cdef int launch_updates_on(CUfunction *fn, unsigned int row_smem, int r, int n,
 # replica: the data and correlations, the workers' per-iteration constants,
 # copied from device 0 after prep, and the entropies and partner orders,
 # which the device's own setup derives from them (all read on every pair);
-# and the double entropies its share of a re-decision computes (entropy64).
-WORKER_LOCAL = ("X32", "X64", "cov", "idx", "weight", "kind", "hx", "hx_err", "partner", "hx64")
+# and the double entropies its share of a re-decision computes (entropy64),
+# from the rows' own where its updates computed them (hx64_var).
+WORKER_LOCAL = ("X32", "X64", "cov", "idx", "weight", "kind", "hx", "hx_err", "partner", "hx64",
+                "hx64_var")
 # Buffers of the replicas the update kernels (and the first standardisation
 # and covariance) read and write: all of them on the replica's device.
 REPLICA_LOCAL = ("X32", "X64", "cov", "alive", "gone", "frac", "noise", "linked", "order",
-                 "explained_by", "hx_var", "hx_var_err", "pk_status", "label", "scratch",
+                 "explained_by", "hx_var", "hx_var_err", "hx64_var", "pk_status", "label", "scratch",
                  "idx", "weight", "kind", "hx", "hx_err", "hx64", "score", "err", "ndone",
                  "cursor", "live", "active", "final_score", "final_err", "cand", "it_r",
                  "it_rounds", "it_redo", "it_compared", "it_gamma", "it_score", "ctl", "partner")
@@ -1170,7 +1189,8 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     # the round decided the root (the kernels check the state),
                     # from device 0's control block and remaining set.
                     sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided, fns,
-                                  row_smem, lparams, loop.n, False, recent_band(st))
+                                  row_smem, lparams, loop.k_update_data, loop.n, False,
+                                  recent_band(st))
                     seq += 1
                     rounds += 1
                     t_wait = now_seconds()
@@ -1212,7 +1232,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         wait_for_others(n_dev, ctx, ev_worker)
                         launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
                         sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided,
-                                      fns, row_smem, lparams, loop.n, False,
+                                      fns, row_smem, lparams, loop.k_update_data, loop.n, False,
                                       recent_band(st))
                     else:
                         # device 0 alone (after every device's workers: its
@@ -1223,7 +1243,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         launch_on(fns[0][K_PAIRS64], K_PAIRS64, nw, n_cand, 256, 1, rparams[0])
                         launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
                         sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided,
-                                      fns, row_smem, lparams, loop.n, True,
+                                      fns, row_smem, lparams, loop.k_update_data, loop.n, True,
                                       recent_band(st))
                 it += 1
                 if it > loop.p + 1:
@@ -1305,7 +1325,8 @@ cdef int wait_for_others(int n_dev, CUcontext *ctx, CUevent *ev_done) except -1 
 cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdeviceptr *d_alive,
                        int r_host, CUevent *ev_done, CUevent ev_decided,
                        CUfunction (*fns)[N_KERNELS], unsigned int *row_smem,
-                       void *(*lparams)[1], int n, bint wait_others, bint band) except -1 nogil:
+                       void *(*lparams)[1], int k_update, int n, bint wait_others,
+                       bint band) except -1 nogil:
     """Device 0's control block and remaining set to every replica, then the
     update kernels on every device (device 0's context current after).
 
@@ -1329,8 +1350,8 @@ cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdevicept
     for d in range(1, n_dev):
         set_ctx(ctx[d])
         check(drv.stream_wait_event(NULL, ev_decided, 0), b"cuStreamWaitEvent")
-        launch_updates_on(fns[d], row_smem[d], r_host, n, lparams[d], band)
+        launch_updates_on(fns[d], k_update, row_smem[d], r_host, n, lparams[d], band)
     set_ctx(ctx[0])
-    launch_updates_on(fns[0], row_smem[0], r_host, n, lparams[0], band)
+    launch_updates_on(fns[0], k_update, row_smem[0], r_host, n, lparams[0], band)
     return 0
 
