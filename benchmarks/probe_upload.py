@@ -2,14 +2,19 @@
 
     python benchmarks/probe_upload.py                          # the issue's sizes (GPU machine)
     python benchmarks/probe_upload.py --sizes 600x500000 --repeats 5
+    python benchmarks/probe_upload.py --sizes 600x500000 --no-old --copy-threads 1 4 1 4
 
 For each size (p x n) and input dtype: ``_cuda.upload`` (blocks of rows
 through two page-locked buffers, transposed on the device), the rows'
 noise and standard deviations (``policy.noise_and_std``, on the host), and
-the route the upload replaced (a padded, transposed float64 copy on the
-host and one pageable copy), each the median of ``--repeats`` after a
-warm-up, with the bytes per second of the input. Prints a table and writes
-JSON (commit, machine, device).
+the upload beside the noise (as a fit's upload phase runs them: the noise
+on a thread of its own), and the route the upload replaced (a padded,
+transposed float64 copy on the host and one pageable copy), each the median
+of ``--repeats`` after a warm-up, with the bytes per second of the input.
+``--copy-threads`` repeats each size with these numbers of host threads
+copying the blocks into page-locked memory (``_cuda.UPLOAD_COPY_THREADS``),
+in the order given: an A/B of that setting in one process. Prints a table
+and writes JSON (commit, machine, device).
 """
 
 import argparse
@@ -50,19 +55,32 @@ def old_route(ws, data):
     drv.memcpy_htod(ws.dev["X64"], X)
 
 
-def probe(p, n, dtype, repeats, old):
+def upload_with_noise(ws, data):
+    """A fit's upload phase: the noise's sums on a thread of their own while the blocks go."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        sums = pool.submit(policy.noise_and_std, data)
+        _cuda.upload(ws, data)
+        sums.result()
+
+
+def probe(p, n, dtype, repeats, old, copy_threads):
     import pycuda.driver as drv
 
     _cuda._context()
+    _cuda.UPLOAD_COPY_THREADS = copy_threads
     rng = np.random.default_rng(0)
     data = rng.standard_normal((n, p)).astype(dtype)
     ld = (n + 31) // 32 * 32
     ws = _cuda._Workspace(p, ld, True)
     try:
-        row = {"p": p, "n": n, "dtype": np.dtype(dtype).name, "bytes": data.nbytes}
+        row = {"p": p, "n": n, "dtype": np.dtype(dtype).name, "bytes": data.nbytes,
+               "copy_threads": copy_threads}
         row["upload"] = timed(lambda: _cuda.upload(ws, data), repeats)
         data64 = np.ascontiguousarray(data, dtype=np.float64)
         row["noise_and_std"] = timed(lambda: policy.noise_and_std(data64), repeats)
+        row["upload_with_noise"] = timed(lambda: upload_with_noise(ws, data), repeats)
         if old:
             row["old_route"] = timed(lambda: old_route(ws, data64), repeats)
         drv.Context.synchronize()
@@ -79,6 +97,8 @@ def main():
     ap.add_argument("--dtypes", nargs="*", default=["float64", "float32"])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-old", action="store_true", help="skip the old host route")
+    ap.add_argument("--copy-threads", nargs="*", type=int, default=[_cuda.UPLOAD_COPY_THREADS],
+                    help="host threads copying the blocks (each value a row of its own)")
     ap.add_argument("--json", default="probe_upload.json")
     args = ap.parse_args()
     device = _cuda.device_properties()["name"]
@@ -87,22 +107,25 @@ def main():
             "upload_block_bytes": _cuda.UPLOAD_BLOCK_BYTES}
     print(f"commit {meta['commit']}, {meta['machine']} ({meta['cores']} cores), {device}; "
           f"medians of {args.repeats} (seconds; GB/s of the input)")
-    print(f"{'p':>6} {'n':>8} {'dtype':>8} {'MB':>8} {'upload':>14} {'noise+std':>14} "
-          f"{'old route':>14}")
+    print(f"{'p':>6} {'n':>8} {'dtype':>8} {'MB':>8} {'copiers':>7} {'upload':>14} "
+          f"{'noise+std':>14} {'both at once':>14} {'old route':>14}")
     rows = []
     for size in args.sizes:
         p, n = (int(v) for v in size.split("x"))
         for dtype in args.dtypes:
-            row = probe(p, n, dtype, args.repeats, not args.no_old and dtype == "float64")
-            rows.append(row)
-            gb = row["bytes"] / 1e9
+            for copy_threads in args.copy_threads:
+                row = probe(p, n, dtype, args.repeats, not args.no_old and dtype == "float64",
+                            copy_threads)
+                rows.append(row)
+                gb = row["bytes"] / 1e9
 
-            def cell(key):
-                return (f"{row[key]:7.4f} ({gb / row[key]:4.1f})" if key in row
-                        else f"{'-':>14}")
+                def cell(key):
+                    return (f"{row[key]:7.4f} ({gb / row[key]:4.1f})" if key in row
+                            else f"{'-':>14}")
 
-            print(f"{p:>6} {n:>8} {row['dtype']:>8} {row['bytes'] / 1e6:8.1f} "
-                  f"{cell('upload')} {cell('noise_and_std')} {cell('old_route')}", flush=True)
+                print(f"{p:>6} {n:>8} {row['dtype']:>8} {row['bytes'] / 1e6:8.1f} "
+                      f"{copy_threads:>7} {cell('upload')} {cell('noise_and_std')} "
+                      f"{cell('upload_with_noise')} {cell('old_route')}", flush=True)
     with open(args.json, "w") as fh:
         json.dump({"meta": meta, "rows": rows}, fh, indent=1)
     print(f"wrote {args.json}")

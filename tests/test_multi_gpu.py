@@ -180,6 +180,26 @@ def test_multi_gpu_redecided_in_double(gpus, monkeypatch):
 
 
 @pytest.mark.gpu
+def test_multi_gpu_long_rows_redecide_with_their_updates_double_entropies(gpus, spread):
+    # Rows of HX64_IN_UPDATE_MIN_N samples and more: every device's
+    # update_data_h64 writes its replica's double entropies (hx64_var), which
+    # the spread re-decisions read on each device. Independent uniform
+    # variables: near ties in float, re-decided with several candidates.
+    from paralingam import _constants
+    from paralingam.search import _cuda
+
+    X = np.random.default_rng(12).uniform(-1.0, 1.0, (_constants.HX64_IN_UPDATE_MIN_N + 999, 24))
+    one, many = assert_same_as_one_gpu(X)
+    assert sum(many.stats["float64_redo"]) >= 3
+    assert many.stats["float64_candidates"] == one.stats["float64_candidates"]
+    if spread == "spread":
+        assert _cuda.LAST_MULTI_RUN["redo_spread"] == sum(many.stats["float64_redo"])
+    replicas = _cuda.replica_arrays(("hx64_var",))
+    for k, rep in enumerate(replicas[1:], 1):
+        assert np.array_equal(rep["hx64_var"], replicas[0]["hx64_var"]), f"replica {k}: hx64_var differs"
+
+
+@pytest.mark.gpu
 def test_multi_gpu_redecisions_with_several_candidates(gpus, round_kind, monkeypatch):
     # Independent uniform variables: every one is a root, their scores are
     # near ties in float, and re-decisions have several candidates, whose

@@ -464,7 +464,7 @@ def replica_arrays(names=("X64", "cov")):
     -------
     list of dict
         One per device, device 0 first: name -> float64 array (``X64``:
-        p x ld, ``cov``: p x p).
+        p x ld, ``cov``: p x p, ``hx64_var``: p + 1).
     """
     import pycuda.driver as drv
 
@@ -475,7 +475,7 @@ def replica_arrays(names=("X64", "cov")):
     for part in ws.parts:
         got = {}
         for name in names:
-            shape = (part.p, part.ld) if name == "X64" else (part.p, part.p)
+            shape = {"X64": (part.p, part.ld), "hx64_var": (part.p + 1,)}.get(name, (part.p, part.p))
             arr = np.empty(shape)
             drv.memcpy_dtoh(arr, part.dev[name])  # (unified addressing: any context)
             got[name] = arr
