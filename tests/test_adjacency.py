@@ -388,7 +388,7 @@ def test_ols_under_prior_knowledge_few_exclusions_from_the_whole_factor(copy_noi
     calls = []
     host_rows = _least_squares._ols_rows_host
     monkeypatch.setattr(_least_squares, "_ols_rows_host",
-                        lambda *a: calls.append(1) or host_rows(*a))
+                        lambda *a, **k: calls.append(1) or host_rows(*a, **k))
     B = ols_adjacency(X, order, prior_knowledge=pk)
     if copy_noise is None:
         # the whole order, and the targets where one exclusion is too large a share
@@ -421,7 +421,7 @@ def test_ols_under_prior_knowledge_ill_conditioned_predecessors_refuse_the_schur
     calls = []
     host_rows = _least_squares._ols_rows_host
     monkeypatch.setattr(_least_squares, "_ols_rows_host",
-                        lambda *a: calls.append(1) or host_rows(*a))
+                        lambda *a, **k: calls.append(1) or host_rows(*a, **k))
     B = ols_adjacency(X, np.arange(p), prior_knowledge=pk)
     assert len(calls) == 2  # the whole order, then target 8 on its own
     Xc = X - X.mean(axis=0)

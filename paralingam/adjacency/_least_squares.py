@@ -88,8 +88,9 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     n, p = X.shape
     _memory.require("the adjacency step (least squares)",
                     _memory.ols_bytes(n, p, scatter_given=scatter is not None), _memory.FEWER)
+    mean = None  # the columns' means, when the scatter matrix is made here
     if scatter is None:
-        scatter = _scatter_by_blocks(X)[1]
+        mean, scatter = _scatter_by_blocks(X)
     cov = scatter[np.ix_(order, order)] / X.shape[0]
     B_ord = None
     factor = None
@@ -99,7 +100,7 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
         if solved.all() and (rss > _pivot_noise(cov, coef)).all():
             B_ord = coef
     if B_ord is None:
-        B_ord = _ols_rows_host(cov, X, order, factor)
+        B_ord = _ols_rows_host(cov, X, order, factor, mean=mean)
     B = np.zeros((p, p))
     B[np.ix_(order, order)] = B_ord
 
@@ -123,19 +124,21 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
                 B[target, keep] = row[kept]
             else:  # the last row of the same solve on keep + [target]
                 cols = np.append(keep, target)
-                rows = _ols_rows_host(scatter[np.ix_(cols, cols)] / X.shape[0], X, cols)
+                rows = _ols_rows_host(scatter[np.ix_(cols, cols)] / X.shape[0], X, cols,
+                                      mean=mean)
                 B[target, keep] = rows[-1, :-1]
     return B
 
 
-def _ols_rows_host(cov, X, order, factor=None):
+def _ols_rows_host(cov, X, order, factor=None, mean=None):
     """Row ``k``: least squares of variable ``k`` on ``0..k-1`` (``cov`` in causal order).
 
     One Cholesky factorisation of ``cov`` gives the rows up to the first
     dependent variable; the rows after it, where the predecessors are rank
     deficient, come from the data (:func:`_min_norm_rows`). ``factor``: the
     ``(coef, rss, solved)`` of that factorisation when already computed (on
-    the GPU, which stops at the first failed pivot).
+    the GPU, which stops at the first failed pivot). ``mean``: the columns'
+    means of ``X`` when known (:func:`._common._column_means`'s).
     """
     p = cov.shape[0]
     coef, rss, solved = factor if factor is not None else _ols_on_predecessors(cov)
@@ -146,7 +149,7 @@ def _ols_rows_host(cov, X, order, factor=None):
     if first < p:
         _memory.require("the adjacency step's minimum-norm least squares (dependent columns)",
                         _memory.min_norm_bytes(X.shape[0], p), _memory.FEWER)
-        V = _data_vectors(X, order)
+        V = _data_vectors(X, order, mean)
         first = min(first, V.shape[0])  # no more independent columns than rows
         coef[first:] = _min_norm_rows(V, first)
     return coef
@@ -165,17 +168,18 @@ def _pivot_noise(gram, coef):
     return np.maximum(np.arange(len(sd)), 1) * _EPS * (sd + terms) ** 2
 
 
-def _data_vectors(X, order):
+def _data_vectors(X, order, mean=None):
     """Columns whose inner products are the covariance of ``X[:, order]``.
 
     The centred data over ``sqrt(n)``, or, with more samples than variables,
     the triangular factor of their QR decomposition (same inner products,
     ``p`` rows instead of ``n``). ``X``: an array or a
-    :class:`~paralingam._preparation.ScaledData`, read by blocks of rows.
+    :class:`~paralingam._preparation.ScaledData`, read by blocks of rows;
+    ``mean``: its columns' means when known (:func:`._common._column_means`'s).
     """
     n, p = X.shape
     if n > p:
-        return _centred_triangular_factor(X, order)
+        return _centred_triangular_factor(X, order, mean=mean)
     Xc = np.empty((n, len(order)))  # one copy in causal order, centred and scaled in place
     for r0 in range(0, n, TSQR_CHUNK):
         Xc[r0:r0 + TSQR_CHUNK] = float_rows(X, r0, min(n, r0 + TSQR_CHUNK))[:, order]
@@ -184,7 +188,7 @@ def _data_vectors(X, order):
     return Xc
 
 
-def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK):
+def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None):
     """``R`` (p x p, upper) of the QR decomposition of ``X[:, order]`` centred, over ``sqrt(n)``.
 
     A streaming TSQR: the factor of the first rows, then each further chunk
@@ -199,7 +203,9 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK):
     from scipy.linalg.lapack import dtpqrt
 
     n, p = X.shape[0], len(order)
-    mean = _column_means(X)[order]  # the scatter matrix's means, in any form of X
+    if mean is None:
+        mean = _column_means(X)
+    mean = mean[order]  # the scatter matrix's means, in any form of X
     scale = 1.0 / np.sqrt(n)
 
     def rows(start, stop):  # centred, scaled rows in causal order, Fortran order for LAPACK

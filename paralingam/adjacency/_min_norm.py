@@ -18,8 +18,15 @@ MIN_NORM_REFINEMENTS = 3
 
 MIN_NORM_REFINED = 1e-12
 
+# Variables per block (_min_norm_rows): about the basis's size, within these
+# bounds. A dependent block of b variables on a basis of m costs
+# O(m b^2 + b^3) besides its projection, so blocks much wider than the basis
+# cost more than they save; wide data (m in the thousands) take the widest.
+MIN_NORM_BLOCK = 256
+MIN_NORM_MIN_BLOCK = 64
 
-def _min_norm_rows(V, first, block=256):
+
+def _min_norm_rows(V, first, block=None):
     """Minimum-norm least squares of each variable from ``first`` on its predecessors.
 
     The variables are the columns of ``V`` (in causal order); a variable whose
@@ -49,8 +56,9 @@ def _min_norm_rows(V, first, block=256):
         Vectors of the variables in causal order (:func:`_data_vectors`).
     first : int
         The variables before ``first`` are independent (their rows are known).
-    block : int
-        Variables projected on the basis at once (one BLAS-3 product).
+    block : int, optional
+        Variables projected on the basis at once (one BLAS-3 product); by
+        default :func:`_block_width` of the basis as it stands.
 
     Returns
     -------
@@ -67,7 +75,7 @@ def _min_norm_rows(V, first, block=256):
         # one QR past `first`: the independent variables that follow (the
         # loop's test on the QR's diagonal) get their rows from its factor,
         # in BLAS-3, instead of one rotation sweep each
-        end = min(d, p, 2 * first + block)
+        end = min(d, p, 2 * first + _block_width(first, block))
         Q, T = np.linalg.qr(V[:, :end])
         diag2 = np.diag(T) ** 2
         joins = _joins(diag2, sq_norm[:end])
@@ -90,7 +98,7 @@ def _min_norm_rows(V, first, block=256):
         R[:lead, :lead] = np.linalg.qr(C[:lead, :lead].T, mode="r")
     k0 = lead
     while k0 < p:
-        cols = np.arange(k0, min(k0 + block, p))
+        cols = np.arange(k0, min(k0 + _block_width(m, block), p))
         m0 = m
         A = V[:, cols].copy()
         L = np.zeros((m0, len(cols)))
@@ -174,6 +182,14 @@ def _min_norm_rows(V, first, block=256):
     if lead_rows is not None:
         coef[:lead - first, :lead] = lead_rows
     return coef
+
+
+def _block_width(m, block=None):
+    """Variables of the next block on a basis of ``m`` vectors: ``block``, else ``m`` within
+    ``MIN_NORM_MIN_BLOCK`` and ``MIN_NORM_BLOCK``."""
+    if block is not None:
+        return block
+    return min(MIN_NORM_BLOCK, max(MIN_NORM_MIN_BLOCK, m))
 
 
 def _joins(res2, sq_norm, room=True):
@@ -304,10 +320,26 @@ def _factor_add_rows(R, X):
 
 
 def _solve_upper(R, b, trans="N"):
-    """``R^{-1} b`` (or ``R^{-T} b``) for upper triangular ``R``."""
-    from scipy.linalg import solve_triangular
+    """``R^{-1} b`` (or ``R^{-T} b``) for upper triangular ``R``.
 
-    return solve_triangular(R, b, trans=trans, check_finite=False)
+    LAPACK's ``dtrtrs`` called as ``scipy.linalg.solve_triangular`` calls it
+    (a C-ordered ``R`` as its transpose, lower), so the same bits, without
+    that function's checks: the loop of :func:`_min_norm_rows` makes two such
+    solves per variable, and the checks cost more than a small solve.
+    """
+    from scipy.linalg import LinAlgError
+    from scipy.linalg.lapack import dtrtrs
+
+    t = 1 if trans == "T" else 0
+    if R.flags.f_contiguous:
+        x, info = dtrtrs(R, b, lower=0, trans=t)
+    else:
+        x, info = dtrtrs(R.T, b, lower=1, trans=1 - t)
+    if info > 0:
+        raise LinAlgError(f"singular matrix: resolution failed at diagonal {info - 1}")
+    if info < 0:
+        raise ValueError(f"illegal value in argument {-info} of dtrtrs")
+    return x
 
 
 def _grown(A, shape):
