@@ -227,3 +227,32 @@ def test_streaming_qr_of_the_data_equals_numpy_qr(n, p, chunk, cols):
     want32 = np.linalg.qr((X32 - X32.mean(axis=0)) / np.sqrt(n), mode="r")
     np.testing.assert_allclose(R32.T @ R32, want32.T @ want32, rtol=0,
                                atol=1e-12 * np.abs(want32.T @ want32).max())
+
+
+@pytest.mark.parametrize("trans", ["N", "T"])
+@pytest.mark.parametrize("cap, m", [(50, 30), (64, 64), (300, 23), (5, 1)])
+def test_the_loops_triangular_solves_are_scipys_bit_for_bit(trans, cap, m):
+    # _solve_upper calls LAPACK's dtrtrs as scipy.linalg.solve_triangular
+    # does, for C-ordered slices of the loop's factor and Fortran arrays
+    from scipy.linalg import solve_triangular
+
+    rng = np.random.default_rng(cap * 100 + m)
+    big = np.triu(rng.standard_normal((cap, cap))) + 5 * np.eye(cap)
+    b = rng.standard_normal(m)
+    for R in (big[:m, :m], np.asfortranarray(big[:m, :m])):
+        got = _min_norm._solve_upper(R, b, trans=trans)
+        assert got.tobytes() == solve_triangular(R, b, trans=trans, check_finite=False).tobytes()
+
+
+def test_the_loops_triangular_solve_refuses_a_singular_factor():
+    R = np.triu(np.ones((3, 3)))
+    R[1, 1] = 0.0
+    with pytest.raises(np.linalg.LinAlgError, match="singular"):
+        _min_norm._solve_upper(R, np.ones(3))
+
+
+@pytest.mark.parametrize("m, width", [(0, 64), (23, 64), (64, 64), (100, 100), (256, 256),
+                                      (4000, 256)])
+def test_blocks_are_about_as_wide_as_the_basis(m, width):
+    assert _min_norm._block_width(m) == width
+    assert _min_norm._block_width(m, block=32) == 32
