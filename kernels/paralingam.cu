@@ -1659,6 +1659,13 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
     // 65 MB of them).
     double2 *xs2 = reinterpret_cast<double2 *>(pl_dyn_smem);
     const bool cached = (size_t)n * sizeof(double) <= dynamic_smem_bytes();
+    // The row's state, read before the first pass so that these loads
+    // overlap its loads: after block_sums' barrier they would be a chain of
+    // dependent global loads on every block's path (short rows: about a
+    // tenth of the kernel). Only this block writes them, after the passes.
+    const double frac_i = s->frac[i], noise_i = s->noise[i], noise_root = s->noise[root];
+    const double band = verify_band(s), tol = s->explained_tol;
+    const bool want_h = s->use_float;
     double sum[5] = {0.0, 0.0, 0.0, 0.0, 0.0};  // a, b, ab, aa, bb
 #pragma unroll 4
     for (int q = threadIdx.x; q < n2; q += blockDim.x) {
@@ -1678,7 +1685,7 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
         s->cov[(size_t)root * p + i] = rho;
     }
     double f = fmax(0.0, 1.0 - rho * rho);
-    if (f <= verify_band(s)) {  // 1 - rho^2 is too coarse here: measure it (block-uniform)
+    if (f <= band) {  // 1 - rho^2 is too coarse here: measure it (block-uniform)
         const double ma = sum[0] / n, mb = sum[1] / n;
         double cs[3] = {0.0, 0.0, 0.0};  // ab, aa, bb (centred)
         for (int q = threadIdx.x; q < n; q += blockDim.x) {
@@ -1701,14 +1708,13 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
             f = see[0] / cs[1];
         }
     }
-    const double noise = s->noise[i] + s->noise[root] + PL_STEP_NOISE;
-    if (dependent(f, s->frac[i], s->explained_tol, noise)) {
-        if (threadIdx.x == 0) { s->frac[i] = s->frac[i] * f; s->gone[i] = 1; }
+    const double noise = noise_i + noise_root + PL_STEP_NOISE;
+    if (dependent(f, frac_i, tol, noise)) {
+        if (threadIdx.x == 0) { s->frac[i] = frac_i * f; s->gone[i] = 1; }
         return;
     }
-    const double fr = s->frac[i] * f;
+    const double fr = frac_i * f;
     const double inv_s = 1.0 / sqrt(f);
-    const bool want_h = s->use_float;
     const bool want_h64 = H64;  // (update_data_h64: hx64_in_update)
     PlSeriesSums h;
     PlSums64 hd;  // (want_h64) the double entropy of the new row
