@@ -1715,6 +1715,9 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
     }
     const double fr = frac_i * f;
     const double inv_s = 1.0 / sqrt(f);
+    // thread 0's last values, computed here so that their divisions overlap
+    // the pass below instead of lengthening every block's tail
+    const double noise_after = noise / sqrt(f), eps_drift = DBL_EPSILON / f;
     const bool want_h64 = H64;  // (update_data_h64: hx64_in_update)
     PlSeriesSums h;
     PlSums64 hd;  // (want_h64) the double entropy of the new row
@@ -1752,12 +1755,12 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
     block_sums(t, sh);
     if (threadIdx.x == 0) {
         s->frac[i] = fr;
-        s->noise[i] = noise / sqrt(f);
+        s->noise[i] = noise_after;
         const double mean = t[0] / n, var = t[1] / n - mean * mean, corr = t[2] / n;
         // the covariance update divides this row's entries (rounding ~eps)
         // by sqrt(f): eps / f counts as drift (the CPU's update_row)
         const double drift = fmax(fmax(fabs(mean), fmax(fabs(var - 1.0), fabs(corr))),
-                                  DBL_EPSILON / f);
+                                  eps_drift);
         atomicMax(&c->drift_bits, (unsigned long long)__double_as_longlong(drift));
         if (want_h) {
             double m[2];
