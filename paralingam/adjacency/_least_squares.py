@@ -209,7 +209,9 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None):
     scale = 1.0 / np.sqrt(n)
 
     def rows(start, stop):  # centred, scaled rows in causal order, Fortran order for LAPACK
-        block = np.array(float_rows(X, start, stop)[:, order], order="F")
+        # (the columns gathered as rows of the transpose: one copy, already
+        # in Fortran order, where a gather then a Fortran copy made two)
+        block = float_rows(X, start, stop).T[order].T
         block -= mean
         block *= scale
         return block
