@@ -17,6 +17,13 @@ ones, columns shuffled: exact combinations follow nearly dependent variables).
 (one rotation sweep of the basis factor per variable, the only route before
 blocks of dependent variables were solved in BLAS-3 by
 ``adjacency._min_norm._dependent_block``), on the same data in the same process.
+``--widths`` also times blocks of 256 variables always (the width before
+blocks became about as wide as the basis: ``MIN_NORM_MIN_BLOCK``), alternated
+with the default in ``--repeats`` rounds, and prints the largest difference
+of the rows relative to the matrix's largest entry. Case kind ``explained``:
+``bench_pipeline.py``'s rank-deficient data (92.4% of the variables exact
+combinations of two to four others). ``--blas-threads`` (default 1, as
+``fit`` runs this step after a CPU search).
 Prints a table and writes JSON. Speed is measured here, never in unit tests.
 """
 
@@ -40,13 +47,17 @@ DEFAULT_CASES = ["wide:2000x200", "wide:2000x1024", "wide:4000x1024",
 def make_case(kind, p, n, seed):
     """Data and a random causal order for one case."""
     rng = np.random.default_rng(seed)
+    if kind == "explained":
+        from bench_pipeline import EXPLAINED_FRACTION, rank_deficient
+
+        return rank_deficient(p, n, int(round(EXPLAINED_FRACTION * p)), seed), rng.permutation(p)
     X = rng.laplace(size=(n, p))
     if kind == "shuffled":
         for j in range(4, p, 3):
             X[:, j] = X[:, rng.choice(j, 4, replace=False)] @ rng.standard_normal(4)
         X = X[:, rng.permutation(p)]
     elif kind != "wide":
-        raise ValueError(f"case kind must be 'wide' or 'shuffled'; got {kind!r}")
+        raise ValueError(f"case kind must be 'wide', 'shuffled' or 'explained'; got {kind!r}")
     return X, rng.permutation(p)
 
 
@@ -71,7 +82,18 @@ def main():
     ap.add_argument("--check-rows", type=int, default=20)
     ap.add_argument("--loop", action="store_true",
                     help="also time the row-by-row route for dependent variables")
+    ap.add_argument("--widths", action="store_true",
+                    help="also time blocks of 256 variables always, alternated with the default")
+    ap.add_argument("--blas-threads", type=int, default=1,
+                    help="BLAS threads (fit runs this step on one after a CPU search)")
     args = ap.parse_args()
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(args.blas_threads, user_api="blas"):
+        run(args)
+
+
+def run(args):
 
     results = []
     print(f"{'case':<22} {'rank':>6} {'least squares':>14} {'worst rel diff':>15} "
@@ -102,10 +124,40 @@ def main():
             row.update(row_by_row_median_s=loop_med, row_by_row_times_s=loop_times,
                        max_abs_difference_to_row_by_row=float(np.abs(B - B_loop).max()))
             line += f" {loop_med:>10.3f} s {row['max_abs_difference_to_row_by_row']:>10.1e}"
+        if args.widths:
+            row.update(widths_ab(X, order, scatter, args.repeats, B))
+            line += (f"  width 256: {row['width_256_median_s'] * 1e3:.1f} ms, default "
+                     f"{row['width_default_median_s'] * 1e3:.1f} ms, rows moved "
+                     f"{row['width_max_relative_difference']:.1e}")
         print(line, flush=True)
         results.append(row)
         _common.write_result(args, {"machine": platform.node(), "cores": os.cpu_count(),
                                     "results": results})
+
+
+def widths_ab(X, order, scatter, repeats, B):
+    """Blocks of 256 variables always against the default widths, alternated ``repeats`` times."""
+    import time
+
+    times = {"256": [], "default": []}
+    low = _min_norm.MIN_NORM_MIN_BLOCK
+    B_wide = None
+    try:
+        for _ in range(max(repeats, 1)):
+            for name, width in (("256", _min_norm.MIN_NORM_BLOCK), ("default", low)):
+                _min_norm.MIN_NORM_MIN_BLOCK = width
+                t0 = time.perf_counter()
+                out = ols_adjacency(X, order, scatter=scatter)
+                times[name].append(time.perf_counter() - t0)
+                if name == "256":
+                    B_wide = out
+    finally:
+        _min_norm.MIN_NORM_MIN_BLOCK = low
+    return {"width_256_median_s": float(np.median(times["256"])),
+            "width_default_median_s": float(np.median(times["default"])),
+            "width_256_times_s": times["256"], "width_default_times_s": times["default"],
+            "width_max_relative_difference": float(np.abs(B - B_wide).max()
+                                                   / max(np.abs(B_wide).max(), 1e-300))}
 
 
 if __name__ == "__main__":

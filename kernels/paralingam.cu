@@ -1662,7 +1662,8 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
     // The row's state, read before the first pass so that these loads
     // overlap its loads: after block_sums' barrier they would be a chain of
     // dependent global loads on every block's path (short rows: about a
-    // tenth of the kernel). Only this block writes them, after the passes.
+    // tenth of the kernel). Only this block writes frac[i] and noise[i],
+    // after the passes; no block writes the root's.
     const double frac_i = s->frac[i], noise_i = s->noise[i], noise_root = s->noise[root];
     const double band = verify_band(s), tol = s->explained_tol;
     const bool want_h = s->use_float;
@@ -1781,7 +1782,7 @@ __device__ __forceinline__ bool drifted(const PlSearch *s)
 // The last block to finish checks the drift: if any updated row drifted, it
 // re-standardises every remaining row from its data (rare; one block is
 // enough, and no launch is spent on the common case), with their float
-// entropies.
+// entropies and, where hx64_in_update holds, their double ones.
 template <bool H64>
 __device__ void update_data_body(PlSearch *s)
 {

@@ -380,3 +380,23 @@ def test_the_state_on_the_device_is_the_packed_layout(dtype):
             assert state[f.name] == ws.dev["status_dev" if f.name == "status" else f.name], f.name
     assert (state["p"], state["n"], state["ld"]) == (p, n, cs.row_stride(n))
     assert (state["use_float"], state["magic"]) == (int(dtype == "float32"), cs.MAGIC)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4, 7])
+@pytest.mark.parametrize("layout", ["C", "F", "strided", "reversed"])
+@pytest.mark.parametrize("rows", [1, 3, 50])
+def test_the_uploads_threaded_copy_is_numpys(threads, layout, rows):
+    # _cuda._copy_rows splits a block's rows among the upload's threads:
+    # whatever the source's layout and however few rows, the block is the copy
+    from concurrent.futures import ThreadPoolExecutor
+
+    from paralingam.search import _cuda
+
+    rng = np.random.default_rng(rows * 10 + threads)
+    base = rng.standard_normal((2 * rows + 1, 9))
+    src = {"C": base[:rows], "F": np.asfortranarray(base[:rows]),
+           "strided": base[1::2, ::2][:rows], "reversed": base[::-1, ::-1][:rows]}[layout]
+    dst = np.full(src.shape, np.nan)
+    with ThreadPoolExecutor(threads) as pool:
+        _cuda._copy_rows(dst, src, pool if threads > 1 else None, threads)
+    assert dst.tobytes() == np.ascontiguousarray(src).tobytes()

@@ -118,6 +118,7 @@ def test_cuda_long_rows_redecide_with_their_updates_double_entropies():
     kw = dict(threshold=True, gamma0=1e-4 * 1024 / n, c=2.0, collinear_tol=1e-10, explained_tol=1e-10)
     always = _cuda.search(X, times={}, dtype="float32", drift_tol=0.0, **kw)
     assert always[3] >= len(always[2]["remaining"]) - 1  # re-standardised at (nearly) every step
+    assert any(always[2]["float64_redo"])  # re-decisions read the re-standardised entropies
     assert list(always[0]) == cpu
 
 

@@ -7,9 +7,9 @@
 #
 #   PARALINGAM_COMMIT=$(git rev-parse --short HEAD) bash tools/multi_gpu_check.sh [quick]
 #
-# At most 6 minutes: each step has a time limit (build 100 s, tests 150 s, the
-# benchmark 170 s; about 4 minutes in all when nothing hangs), so a hang
-# cannot take the whole call; quick: the benchmark's smoke case only.
+# Each step has a time limit (build 100 s, tests 150 s, the benchmark 330 s,
+# quick: 120 s; about 4 minutes in all when nothing hangs), so a hang cannot
+# take the whole call; quick: the benchmark's smoke case only.
 # Logs and JSON go to $OUT (the device tool
 # brings them back).
 set -uo pipefail

@@ -327,16 +327,16 @@ def _solve_upper(R, b, trans="N"):
     that function's checks: the loop of :func:`_min_norm_rows` makes two such
     solves per variable, and the checks cost more than a small solve.
     """
-    from scipy.linalg import LinAlgError
-    from scipy.linalg.lapack import dtrtrs
+    from .._lapack import lapack
 
+    dtrtrs, = lapack("dtrtrs")  # (scipy's, without the import of scipy.linalg)
     t = 1 if trans == "T" else 0
     if R.flags.f_contiguous:
         x, info = dtrtrs(R, b, lower=0, trans=t)
     else:
         x, info = dtrtrs(R.T, b, lower=1, trans=1 - t)
     if info > 0:
-        raise LinAlgError(f"singular matrix: resolution failed at diagonal {info - 1}")
+        raise np.linalg.LinAlgError(f"singular matrix: resolution failed at diagonal {info - 1}")
     if info < 0:
         raise ValueError(f"illegal value in argument {-info} of dtrtrs")
     return x

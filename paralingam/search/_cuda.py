@@ -66,8 +66,9 @@ from .._memory import UPLOAD_BLOCK_BYTES  # noqa: E402
 # has one row of 32 x 32 tiles per 32 samples (gridDim.y <= 65535).
 UPLOAD_GRID_ROWS = 65535 * 32
 # Host threads copying each upload block into its page-locked buffer, by row
-# ranges (numpy's copy releases the GIL). One thread copied at ~10 GB/s, the
-# bus takes ~25 GB/s; the noise's threads read the same data meanwhile.
+# ranges (numpy's copy releases the GIL), when the data take several blocks.
+# One thread copied at ~10 GB/s, slower than the bus (docs/design/pipeline.rst,
+# "Tall data, the noise in compiled loops").
 UPLOAD_COPY_THREADS = 4
 # Launch each kernel so that it is scheduled while its predecessor still runs
 # (programmatic dependent launch, compute capability >= 9.0): the next
@@ -647,11 +648,11 @@ def upload(ws, data):
         drv.memcpy_htod(scale, np.ascontiguousarray(factors, dtype=np.float64))
         fn, extra = kernels["scaled"][data.dtype], (int(scale),)
     pool = None
-    if threads > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        pool = ThreadPoolExecutor(threads)
     try:
+        if threads > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = ThreadPoolExecutor(threads)
         for k, r0 in enumerate(range(0, n, rows)):
             b = k % 2
             count = min(rows, n - r0)

@@ -189,7 +189,8 @@ DEF CUDA_ERROR_NOT_READY = 600
 DEF CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 DEF MAX_ROW_CACHE = 98304  # bytes of shared memory update_data may take for a row
 # Dynamic shared memory every device grants without an opt-in: 48 KB less a
-# margin for the kernel's own static shared memory (update_data: 2.5 KB).
+# margin for the kernel's own static shared memory (update_data: 3.3 KB;
+# update_data_h64, 4.0 KB, takes no row cache: its rows are too long).
 DEF DEFAULT_DYNAMIC_SMEM = 45056
 
 
