@@ -9,14 +9,12 @@ once and call the same phases with their own adjacency method; nothing calls
 back into them.
 """
 
-import contextlib
-import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import _isa, _lapack, _memory, _preparation
+from . import _blas, _isa, _memory, _preparation
 from ._progress import Progress, check_progress
 from ._result import FitResult
 from ._validation import (MAX_THREADS, _as_data_matrix, _by_rows, check_bool, check_choice,
@@ -38,13 +36,6 @@ DRIFT_TOL = 1e-8
 # and their many short parallel regions stall when another process holds a
 # core (docs/design/cpu_search.rst, "Busy cores").
 SMALL_SEARCH = 12288
-# After a CUDA search, the adjacency step of fewer variables than this runs
-# every BLAS in its own thread (as after a CPU search): numpy's BLAS threads,
-# spinning after each small product, held the cores the adaptive lasso's
-# OpenMP threads needed (docs/design/adjacency.rst, "Two BLAS libraries after
-# a CUDA search"). From this size on, numpy's BLAS keeps its threads for the
-# large products of wide and rank-deficient data.
-THREADED_BLAS_MIN_FEATURES = 1000
 ON_COLLINEAR = ("warn", "ignore", "error")
 
 
@@ -463,14 +454,10 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
     t0 = time.perf_counter()
     if method != "ols" and isinstance(search_data, _preparation.ScaledData):
         search_data = search_data.copy(_by_rows)  # the adaptive lasso reads whole columns
-    _lapack.flapack()  # scipy's LAPACK and BLAS, loaded before the limits below (_blas_threads)
     with np.errstate(over="ignore"):
-        # BLAS beside the CPU search's spinning threads: see _blas_in_this_thread;
-        # after the CUDA search, see _scipy_blas_in_this_thread and
-        # THREADED_BLAS_MIN_FEATURES
-        with (_blas_in_this_thread()
-              if settings.backend == "cpu" or found.order.size < THREADED_BLAS_MIN_FEATURES
-              else _scipy_blas_in_this_thread()):
+        # (paralingam._blas: beside the CPU search's spinning threads, or the
+        # two BLAS libraries' workers)
+        with _blas.for_adjacency(found.order.size, settings.backend == "cpu"):
             B = _estimate_adjacency(search_data, found.order, method=method,
                                     prior_knowledge=prior_knowledge, backend=settings.backend,
                                     n_threads=n_threads, scatter=found.scatter,
@@ -515,85 +502,6 @@ def fit_result(found, B, names, settings, times):
     return FitResult(order, B, names, stats)
 
 
-_blas_controller = None
-_blas_controller_libraries = None
-
-
-def _blas_in_this_thread():
-    """A context in which numpy's and scipy's BLAS run in the calling thread only.
-
-    After each multi-threaded call OpenBLAS's worker threads spin for about
-    0.1 s before they sleep: after the covariance product they took the
-    cores the CPU search's OpenMP threads need, and the search's own threads,
-    spinning after it, slow multi-threaded BLAS in the adjacency step
-    (docs/design/cpu_search.rst, "The pair loop"). The controller is made once
-    (threadpool_limits scans the loaded libraries on every call, a cost of
-    the order of a small search), after scipy's LAPACK module, with its own
-    BLAS, is loaded (see :func:`_blas_threads`).
-    """
-    return _blas_threads().limit(limits=1, user_api="blas")
-
-
-def _scipy_blas_in_this_thread():
-    """A context in which scipy's own BLAS (where it ships one) runs in the calling thread only.
-
-    numpy's and scipy's wheels each bring an OpenBLAS, each with its own
-    worker threads, which spin after a call: the least squares of
-    rank-deficient data alternates between them (numpy's QR and products,
-    scipy's triangular solves and ``dtpqrt``), and each library's workers
-    then compete with the other's for the cores, which made the host least
-    squares after a CUDA search several times slower on a many-core host
-    (docs/design/adjacency.rst, "Two BLAS libraries after a CUDA search").
-    numpy's BLAS keeps its threads for the large products. Where scipy uses numpy's BLAS (one
-    library), this limits nothing.
-    """
-    own = _scipy_blas()
-    return own.limit(limits=1) if own is not None else contextlib.nullcontext()
-
-
-def _scipy_blas():
-    """The controller of scipy's own BLAS libraries (``_blas_threads``'s), or None where it has none."""
-    global _scipy_blas_controller, _scipy_blas_of
-    controller = _blas_threads()
-    if _scipy_blas_of is not controller:
-        import os
-
-        import scipy
-
-        root = os.path.realpath(os.path.dirname(scipy.__file__))
-        own = [lib.filepath for lib in controller.lib_controllers
-               if lib.user_api == "blas" and os.path.realpath(lib.filepath).startswith(root)]
-        _scipy_blas_controller = controller.select(filepath=own) if own else None
-        _scipy_blas_of = controller
-    return _scipy_blas_controller
-
-
-_scipy_blas_controller = None
-_scipy_blas_of = None
-
-
-def _blas_threads():
-    """The threadpoolctl controller of numpy's and scipy's BLAS (made again once scipy's is loaded).
-
-    A controller made before scipy's LAPACK module (``paralingam._lapack``,
-    with scipy's own BLAS where its wheel ships one) is loaded cannot limit
-    that BLAS, so the controller is made again once the module is loaded.
-    The module is loaded by the adjacency step, before its limits
-    (:func:`adjacency`), not earlier: loading it starts that BLAS's worker
-    threads, which spin for about 0.1 s, and beside the first search's
-    OpenMP threads they made the first fit on 2 cores 5 times slower
-    (docs/design/cpu_search.rst).
-    """
-    global _blas_controller, _blas_controller_libraries
-    flapack = sys.modules.get(_lapack.MODULE)  # None until the adjacency step loads it
-    if _blas_controller is None or _blas_controller_libraries is not flapack:
-        from threadpoolctl import ThreadpoolController
-
-        _blas_controller = ThreadpoolController()
-        _blas_controller_libraries = flapack
-    return _blas_controller
-
-
 def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_threads, times,
                 stop_on_dependence, candidates=None, use_float=True, progress=False):
     # What the first fit of a process loads (the compiled search, the BLAS
@@ -601,14 +509,14 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
     t0 = time.perf_counter()
     _cpu = _isa.load("search._cpu")
 
-    _blas_threads()
+    _blas.controller()
     times["load"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     n, p = data.shape
     threads = n_threads or (1 if data.size < SMALL_SEARCH else default_threads())
     _memory.require("standardising the data and its covariance (n_features^2 float64)",
                     _memory.standardise_bytes(n, p), _memory.FEWER)
-    with _blas_in_this_thread():
+    with _blas.in_this_thread():
         Z, cov = _preparation.standardise_rows(data)
     times["standardise"] = time.perf_counter() - t0
     _memory.require("the CPU order search (its n_features x n_features state)",
@@ -621,7 +529,7 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
         rows -= rows.mean(axis=1, keepdims=True)
         rows /= np.sqrt((rows * rows).mean(axis=1, keepdims=True))
         Z[alive] = rows
-        with _blas_in_this_thread():
+        with _blas.in_this_thread():
             cov[np.ix_(alive, alive)] = _preparation.covariance_of_rows(rows)
 
     t0 = time.perf_counter()

@@ -59,17 +59,17 @@ def test_first_fit_limits_scipy_blas_in_the_adjacency_step(tmp_path):
 def test_blas_controller_is_made_again_once_scipy_lapack_is_loaded(monkeypatch):
     from threadpoolctl import threadpool_info
 
-    from paralingam import _api, _lapack
+    from paralingam import _blas, _lapack
 
     monkeypatch.delitem(sys.modules, _lapack.MODULE, raising=False)
-    monkeypatch.setattr(_api, "_blas_controller", None)
-    monkeypatch.setattr(_api, "_blas_controller_libraries", None)
-    first = _api._blas_threads()
+    monkeypatch.setattr(_blas, "_controller", None)
+    monkeypatch.setattr(_blas, "_controller_libraries", None)
+    first = _blas.controller()
     assert _lapack.MODULE not in sys.modules  # the controller does not load it (its threads spin)
-    assert _api._blas_threads() is first  # made once while nothing changes
+    assert _blas.controller() is first  # made once while nothing changes
     _lapack.flapack()
-    second = _api._blas_threads()
-    assert second is not first and _api._blas_threads() is second
+    second = _blas.controller()
+    assert second is not first and _blas.controller() is second
     blas = {os.path.realpath(i["filepath"]) for i in threadpool_info() if i["user_api"] == "blas"}
     assert {os.path.realpath(lib.filepath)
             for lib in second.select(user_api="blas").lib_controllers} == blas
@@ -87,11 +87,11 @@ def test_after_a_cuda_search_blas_threads_follow_the_problem_size(large, monkeyp
 
     from threadpoolctl import threadpool_info
 
-    from paralingam import _api
+    from paralingam import _api, _blas
 
     if (os.cpu_count() or 1) < 2:
         pytest.skip("BLAS runs one thread on one core: no limit to observe")
-    p = _api.THREADED_BLAS_MIN_FEATURES if large else _api.THREADED_BLAS_MIN_FEATURES - 1
+    p = _blas.THREADED_BLAS_MIN_FEATURES if large else _blas.THREADED_BLAS_MIN_FEATURES - 1
     X = np.zeros((3, p))  # (the step's own work is recorded, not run)
     settings = dataclasses.replace(_api.check_settings(p, None, backend="cpu", n_samples=300),
                                    backend="cuda")
@@ -105,7 +105,7 @@ def test_after_a_cuda_search_blas_threads_follow_the_problem_size(large, monkeyp
     monkeypatch.setattr(_api, "_estimate_adjacency", recording)
     found = SimpleNamespace(order=np.arange(p), scatter=None)
     _api.adjacency(X, found, settings, np.zeros(p, dtype=int), None, {})
-    own = _api._scipy_blas()
+    own = _blas.scipy_blas()
     if own is None:
         pytest.skip("scipy uses numpy's BLAS here: no library of its own to limit")
     scipy_paths = {lib.filepath for lib in own.lib_controllers}
@@ -118,3 +118,43 @@ def test_after_a_cuda_search_blas_threads_follow_the_problem_size(large, monkeyp
     else:
         assert all(seen[path] == 1 for path in others), seen
     assert all(after[path] > 1 for path in after), after  # restored
+
+
+@pytest.mark.parametrize("large", [False, True])
+@pytest.mark.parametrize("function", ["ols_adjacency", "adaptive_lasso_adjacency",
+                                      "estimate_adjacency"])
+def test_the_public_adjacency_functions_limit_blas_as_fit_after_a_cuda_search(
+        function, large, monkeypatch):
+    # Called on their own, the two BLAS libraries' spinning workers fought
+    # for the cores as after a CUDA search (rank-deficient p=300 on 2 cores:
+    # several times slower): the same limits as that step
+    from threadpoolctl import threadpool_info
+
+    import paralingam.adjacency as adjacency
+    from paralingam import _blas
+    from paralingam.adjacency import _adaptive_lasso, _least_squares
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("BLAS runs one thread on one core: no limit to observe")
+    p = _blas.THREADED_BLAS_MIN_FEATURES if large else 5
+    seen = {}
+
+    def recording(X, order, **kwargs):
+        seen.update((i["filepath"], i["num_threads"]) for i in threadpool_info()
+                    if i["user_api"] == "blas")
+        return np.zeros((len(order), len(order)))
+
+    for module, name in ((_least_squares, "_ols_adjacency"), (adjacency, "_estimate_adjacency"),
+                         (_adaptive_lasso, "_adaptive_lasso_adjacency")):
+        monkeypatch.setattr(module, name, recording)
+    X = np.random.default_rng(1).laplace(size=(p + 5, p))
+    getattr(adjacency, function)(X, np.arange(p))
+    own = _blas.scipy_blas()
+    scipy_paths = {lib.filepath for lib in own.lib_controllers} if own is not None else set()
+    assert seen and all(seen[path] == 1 for path in scipy_paths), seen
+    others = [path for path in seen if path not in scipy_paths]
+    after = {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+    if large:
+        assert all(seen[path] == after[path] > 1 for path in others), seen
+    else:
+        assert all(seen[path] == 1 for path in others), seen

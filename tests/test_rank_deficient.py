@@ -297,7 +297,7 @@ def test_compiled_engine_runs_sklearn_branches_on_dependent_predictors(ecoli, or
     # than rounding (unchanged when its Gram inputs move by a few units of
     # rounding) and the target is not exactly explained (its BIC then
     # compares rounding-sized residuals).
-    from paralingam import _isa
+    from paralingam import _blas, _isa
     from paralingam.adjacency import AdjacencyWarning
 
     _lasso = _isa.load("adjacency._lasso")  # the build the estimator runs (rounding differs by build)
@@ -306,20 +306,24 @@ def test_compiled_engine_runs_sklearn_branches_on_dependent_predictors(ecoli, or
     n, p = X.shape
     order = (order_of(X) if order_seed is None
              else np.random.default_rng(order_seed).permutation(p))
-    _, S = _common._scatter(X)
-    std = np.sqrt(np.diag(S) / n)
-    gram = S / np.outer(std, std)
-    g = np.ascontiguousarray(gram[np.ix_(order, order)])
-    coef, rss, solved = _least_squares._ols_on_predecessors(g)
-    coef, rss, filled = _adaptive_lasso._min_norm_weights(X, order, std, g, coef, rss, solved)
-    assert filled.all()
-    targets = np.arange(1, p, dtype=np.intp)
-    offsets = np.concatenate([[0], np.cumsum(targets)]).astype(np.intp)
-    predictors = np.concatenate([np.arange(k) for k in targets]).astype(np.intp)
-    flags = np.zeros(p - 1, dtype=np.uint8)
-    _lasso.adaptive_lasso_rows(g, np.ascontiguousarray(S[np.ix_(order, order)]), targets,
-                               offsets, predictors, float(n), 1.0, 1, coef, rss,
-                               np.ones(p - 1, dtype=np.uint8), flags=flags)
+    # (under the public function's BLAS limits: the warned columns are
+    # decided by rounding, which the BLAS threads change)
+    with _blas.for_adjacency(p):
+        _, S = _common._scatter(X)
+        std = np.sqrt(np.diag(S) / n)
+        gram = S / np.outer(std, std)
+        g = np.ascontiguousarray(gram[np.ix_(order, order)])
+        coef, rss, solved = _least_squares._ols_on_predecessors(g)
+        coef, rss, filled = _adaptive_lasso._min_norm_weights(X, order, std, g, coef, rss,
+                                                              solved)
+        assert filled.all()
+        targets = np.arange(1, p, dtype=np.intp)
+        offsets = np.concatenate([[0], np.cumsum(targets)]).astype(np.intp)
+        predictors = np.concatenate([np.arange(k) for k in targets]).astype(np.intp)
+        flags = np.zeros(p - 1, dtype=np.uint8)
+        _lasso.adaptive_lasso_rows(g, np.ascontiguousarray(S[np.ix_(order, order)]), targets,
+                                   offsets, predictors, float(n), 1.0, 1, coef, rss,
+                                   np.ones(p - 1, dtype=np.uint8), flags=flags)
     assert not (flags & 1).any()
     warned = np.zeros(p, dtype=bool)
     warned[order[1:]] = flags & _adaptive_lasso.WARNED > 0

@@ -43,6 +43,7 @@ changes one sets it on the module that uses it (for instance
 
 import numpy as np
 
+from .. import _blas
 from .._progress import check_progress
 from .._validation import check_coef_threshold
 from ._adaptive_lasso import (CUDA_LASSO_MIN_FEATURES, _adaptive_lasso_adjacency,
@@ -109,9 +110,10 @@ def estimate_adjacency(
     coef_threshold = check_coef_threshold(coef_threshold)  # DirectLiNGAM's rule
     check_progress(progress)
     X, order, scatter, exponents, names = _checked_inputs(X, causal_order, scatter, n_threads)
-    B = _estimate_adjacency(X, order, method=method, prior_knowledge=prior_knowledge,
-                            backend=backend, n_threads=n_threads, scatter=scatter,
-                            progress=progress)
+    with _blas.for_adjacency(len(order)):  # (as fit's step after a CUDA search)
+        B = _estimate_adjacency(X, order, method=method, prior_knowledge=prior_knowledge,
+                                backend=backend, n_threads=n_threads, scatter=scatter,
+                                progress=progress)
     B = _scaled_back(B, exponents, names)
     if coef_threshold is not None:  # on the data's own scale
         B[np.abs(B) < coef_threshold] = 0.0

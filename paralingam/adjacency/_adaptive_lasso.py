@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 
-from .. import _memory
+from .. import _blas, _memory
 from .._progress import Progress
 from .._validation import check_positive, default_threads, user_stacklevel
 from ._common import (ADJACENCY_BACKENDS, SINGULAR_TOL, AdjacencyWarning, _checked_inputs,
@@ -101,9 +101,10 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
     # NaN failed deep in sklearn; inf gave weights of 0 or inf, hence a zero matrix
     gamma = check_positive("gamma", gamma)
     X, order, scatter, exponents, names = _checked_inputs(X, causal_order, scatter, n_threads)
-    B = _adaptive_lasso_adjacency(X, order, prior_knowledge=prior_knowledge, gamma=gamma,
-                                  n_threads=n_threads, engine=engine, backend=backend,
-                                  scatter=scatter)
+    with _blas.for_adjacency(len(order)):  # (as fit's step after a CUDA search)
+        B = _adaptive_lasso_adjacency(X, order, prior_knowledge=prior_knowledge, gamma=gamma,
+                                      n_threads=n_threads, engine=engine, backend=backend,
+                                      scatter=scatter)
     return _scaled_back(B, exponents, names)
 
 

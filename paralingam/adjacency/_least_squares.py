@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from .. import _memory
+from .. import _blas, _memory
 from .._validation import user_stacklevel
 from .._preparation import float_rows
 from ._common import (ADJACENCY_BACKENDS, SINGULAR_TOL, _EPS, _checked_inputs, _column_means,
@@ -67,8 +67,9 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
     their kept predictors.
     """
     X, order, scatter, exponents, names = _checked_inputs(X, causal_order, scatter)
-    B = _ols_adjacency(X, order, prior_knowledge=prior_knowledge, backend=backend,
-                       scatter=scatter)
+    with _blas.for_adjacency(len(order)):  # (as fit's step after a CUDA search)
+        B = _ols_adjacency(X, order, prior_knowledge=prior_knowledge, backend=backend,
+                           scatter=scatter)
     return _scaled_back(B, exponents, names)
 
 

@@ -155,11 +155,11 @@ def _one_blas_thread():
     (each task restoring its own would undo another's limit).
     """
     global _blas_users, _blas_limiter
-    from .. import _api
+    from .. import _blas
 
     with _blas_lock:
         if _blas_users == 0:
-            _blas_limiter = _api._blas_in_this_thread()
+            _blas_limiter = _blas.in_this_thread()
         _blas_users += 1
     try:
         yield

@@ -19,7 +19,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state, resample
 
-from .. import _api, _memory, _preparation
+from .. import _api, _blas, _memory, _preparation
 from ..search import _backends
 from .._progress import Progress, check_progress
 from .._validation import _as_data_matrix, as_data_matrix, check_coef_threshold, default_threads
@@ -417,7 +417,7 @@ class DirectLiNGAM(BaseEstimator):
         # Per resample the linear algebra is small (p x p solves, one n x p
         # product): BLAS threads gain nothing there and, next to the search's own
         # threads, cost more than the work itself. One BLAS thread for the loop.
-        with _api._blas_in_this_thread(), _bootstrap_progress(n_sampling, progress) as reporter:
+        with _blas.in_this_thread(), _bootstrap_progress(n_sampling, progress) as reporter:
             self._bootstrap_loop(data, names, n_sampling, settings, backend, rng,
                                  adjacency_matrices, effects, resampled_indices, timings,
                                  reporter)

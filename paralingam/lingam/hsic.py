@@ -461,9 +461,9 @@ def _blas_single_threaded(n_threads):
     """One BLAS thread while several of ours run products side by side."""
     if n_threads == 1:
         return contextlib.nullcontext()
-    from .. import _api
+    from .. import _blas
 
-    return _api._blas_in_this_thread()
+    return _blas.in_this_thread()
 
 
 def _thread_count(n_threads):

@@ -335,7 +335,7 @@ class MultiGroupDirectLiNGAM:
         from sklearn import config_context
         from sklearn.utils import check_random_state, resample
 
-        from .. import _api
+        from .. import _blas
         from .._progress import check_progress
         from .estimator import _bootstrap_progress
 
@@ -365,7 +365,7 @@ class MultiGroupDirectLiNGAM:
             ams = np.zeros((G, n_sampling, p, p))
             tes = np.zeros((G, n_sampling, p, p))
             indices = [np.arange(len(X)) for X in data]
-            with _api._blas_in_this_thread(), \
+            with _blas.in_this_thread(), \
                     _bootstrap_progress(n_sampling, progress) as reporter:
                 for k in range(n_sampling):
                     with config_context(skip_parameter_validation=True):

@@ -442,7 +442,7 @@ class VARLiNGAM:
         from sklearn import config_context
         from sklearn.utils import check_random_state, resample
 
-        from .. import _api
+        from .. import _blas
         from .._progress import check_progress
         from .estimator import _bootstrap_progress
 
@@ -489,7 +489,7 @@ class VARLiNGAM:
             effects = np.zeros((n_sampling, n_features, n_features * (1 + n_lags)))
             adjacency_matrices = np.zeros_like(effects)
             index = np.arange(len(residuals))
-            with _api._blas_in_this_thread(), \
+            with _blas.in_this_thread(), \
                     _bootstrap_progress(n_sampling, progress) as reporter:
                 for start in range(0, n_sampling, _SIMULATION_BATCH):
                     t0 = time.perf_counter()

@@ -1,0 +1,100 @@
+"""How many threads numpy's and scipy's BLAS may use in each step.
+
+numpy's and scipy's wheels each bring an OpenBLAS, whose worker threads
+spin for about 0.1 s after every multi-threaded call. Beside the CPU
+search's OpenMP threads, or beside the other library's spinning workers
+(least squares on rank-deficient data alternate between numpy's QR and
+products and scipy's triangular solves and ``dtpqrt``), they take the cores
+the work needs, and small steps ran several times slower with threads than
+without (docs/design/adjacency.rst, "Two BLAS libraries after a CUDA
+search"). The steps therefore limit them, with the contexts below.
+"""
+
+import contextlib
+import os
+import sys
+
+from . import _lapack
+
+# The adjacency step of fewer variables than this runs every BLAS in the
+# calling thread (after a CPU search, every size does); from this size on,
+# numpy's BLAS keeps its threads for the large products of wide and
+# rank-deficient data, and scipy's own BLAS runs in the calling thread.
+THREADED_BLAS_MIN_FEATURES = 1000
+
+_controller = None
+_controller_libraries = None
+_scipy_controller = None
+_scipy_of = None
+
+
+def controller():
+    """The threadpoolctl controller of numpy's and scipy's BLAS (made again once scipy's is loaded).
+
+    A controller made before scipy's LAPACK module (``paralingam._lapack``,
+    with scipy's own BLAS where its wheel ships one) is loaded cannot limit
+    that BLAS, so the controller is made again once the module is loaded.
+    The adjacency step loads the module, before its limits, not earlier:
+    loading it starts that BLAS's worker threads, which spin for about 0.1 s,
+    and beside the first search's OpenMP threads they made the first fit on
+    2 cores 5 times slower (docs/design/cpu_search.rst). The controller is
+    kept: threadpoolctl scans the loaded libraries when it makes one, a cost
+    of the order of a small search.
+    """
+    global _controller, _controller_libraries
+    flapack = sys.modules.get(_lapack.MODULE)  # None until the adjacency step loads it
+    if _controller is None or _controller_libraries is not flapack:
+        from threadpoolctl import ThreadpoolController
+
+        _controller = ThreadpoolController()
+        _controller_libraries = flapack
+    return _controller
+
+
+def in_this_thread():
+    """A context in which numpy's and scipy's BLAS run in the calling thread only.
+
+    After the covariance product OpenBLAS's spinning workers took the cores
+    the CPU search's OpenMP threads need, and the search's own threads,
+    spinning after it, slow multi-threaded BLAS in the adjacency step
+    (docs/design/cpu_search.rst, "The pair loop").
+    """
+    return controller().limit(limits=1, user_api="blas")
+
+
+def scipy_in_this_thread():
+    """A context in which scipy's own BLAS (where it ships one) runs in the calling thread only.
+
+    numpy's BLAS keeps its threads for the large products. Where scipy uses
+    numpy's BLAS (one library), this limits nothing.
+    """
+    own = scipy_blas()
+    return own.limit(limits=1) if own is not None else contextlib.nullcontext()
+
+
+def scipy_blas():
+    """The controller of scipy's own BLAS libraries (:func:`controller`'s), or None where it has none."""
+    global _scipy_controller, _scipy_of
+    whole = controller()
+    if _scipy_of is not whole:
+        import scipy
+
+        root = os.path.realpath(os.path.dirname(scipy.__file__))
+        own = [lib.filepath for lib in whole.lib_controllers
+               if lib.user_api == "blas" and os.path.realpath(lib.filepath).startswith(root)]
+        _scipy_controller = whole.select(filepath=own) if own else None
+        _scipy_of = whole
+    return _scipy_controller
+
+
+def for_adjacency(n_features, after_cpu_search=False):
+    """The BLAS limits of an adjacency step over ``n_features`` variables.
+
+    Loads scipy's LAPACK module first, so that its BLAS is limited too.
+    Every BLAS in the calling thread after a CPU search or below
+    ``THREADED_BLAS_MIN_FEATURES``; else scipy's own BLAS only.
+    """
+    _lapack.flapack()
+    if after_cpu_search or n_features < THREADED_BLAS_MIN_FEATURES:
+        return in_this_thread()
+    return scipy_in_this_thread()
