@@ -70,10 +70,10 @@ def parse_size(text):
 def blas_threads(args):
     """The host least squares with each BLAS thread setting (see the module docstring)."""
     import bench_pipeline as bp
-    from paralingam import _api, _lapack
+    from paralingam import _blas, _lapack
 
     _lapack.flapack()  # scipy's BLAS loaded, so that the controllers see it (as fit does)
-    own = _api._scipy_blas()
+    own = _blas.scipy_blas()
     own = [] if own is None else [lib.filepath for lib in own.lib_controllers]
     cases = [("ecoli", lambda: bp.ecoli(args.data_dir), 7),
              ("rank_deficient_300", lambda: bp.rank_deficient(300, 2048, 277, 9), 7),
@@ -89,8 +89,8 @@ def blas_threads(args):
         order = np.random.default_rng(0).permutation(X.shape[1])
         # the contexts of fit's adjacency step: after a CUDA search, after a CPU search
         settings = {"unlimited": contextlib.nullcontext,
-                    "scipy_blas_1_thread": _api._scipy_blas_in_this_thread,
-                    "all_blas_1_thread": _api._blas_in_this_thread}
+                    "scipy_blas_1_thread": _blas.scipy_in_this_thread,
+                    "all_blas_1_thread": _blas.in_this_thread}
         row = {"case": name, "p": X.shape[1], "n": X.shape[0]}
         for label, limit in settings.items():
             def run(limit=limit):
@@ -107,10 +107,10 @@ def blas_threads(args):
 def estimator_blas(args):
     """The estimator's adjacency phase per BLAS thread setting after a CUDA search (see the module docstring)."""
     import bench_pipeline as bp
-    from paralingam import _api
+    from paralingam import _blas
     from paralingam.adjacency import _adaptive_lasso
 
-    saved = _api.THREADED_BLAS_MIN_FEATURES, _adaptive_lasso.CUDA_LASSO_MIN_FEATURES
+    saved = _blas.THREADED_BLAS_MIN_FEATURES, _adaptive_lasso.CUDA_LASSO_MIN_FEATURES
     settings = {  # (every BLAS on one thread, LARS paths on the GPU)
         "scipy_blas_1_thread": (False, True), "scipy_blas_1_thread_no_gpu_lars": (False, False),
         "all_blas_1_thread": (True, True), "all_blas_1_thread_no_gpu_lars": (True, False)}
@@ -123,7 +123,7 @@ def estimator_blas(args):
         row = {"case": name, "p": p, "n": n}
         try:
             for label, (all_blas_1, gpu_lars) in settings.items():
-                _api.THREADED_BLAS_MIN_FEATURES = 10**9 if all_blas_1 else 0
+                _blas.THREADED_BLAS_MIN_FEATURES = 10**9 if all_blas_1 else 0
                 _adaptive_lasso.CUDA_LASSO_MIN_FEATURES = saved[1] if gpu_lars else 10**9
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
@@ -139,7 +139,7 @@ def estimator_blas(args):
                       f"{statistics.median(est) * 1e3:8.1f} ms   fit adjacency "
                       f"{statistics.median(fit) * 1e3:8.1f} ms", flush=True)
         finally:
-            _api.THREADED_BLAS_MIN_FEATURES, _adaptive_lasso.CUDA_LASSO_MIN_FEATURES = saved
+            _blas.THREADED_BLAS_MIN_FEATURES, _adaptive_lasso.CUDA_LASSO_MIN_FEATURES = saved
         rows.append(row)
     _common.write_result(args, {"rows": rows})
 

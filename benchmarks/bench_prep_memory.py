@@ -36,7 +36,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from paralingam import _api, _testing  # noqa: E402
+from paralingam import _api, _blas, _testing  # noqa: E402
 from paralingam.datasets import make_lingam_data  # noqa: E402
 import _common  # noqa: E402
 
@@ -90,7 +90,7 @@ def adjacency_time(args):
         X = np.ascontiguousarray(make_lingam_data(p, n, density="sparse", random_state=3)[0])
         routes = adjacency_routes(X)
         names = list(routes)
-        with _api._blas_in_this_thread():
+        with _blas.in_this_thread():
             results = {k: routes[k]() for k in names}  # warm-up, and the weights compared
             times = {k: [] for k in names}
             for r in range(args.repeats):  # interleaved, alternating which goes first

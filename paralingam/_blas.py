@@ -13,6 +13,7 @@ search"). The steps therefore limit them, with the contexts below.
 import contextlib
 import os
 import sys
+import threading
 
 from . import _lapack
 
@@ -87,14 +88,38 @@ def scipy_blas():
     return _scipy_controller
 
 
+_adjacency_lock = threading.Lock()
+_adjacency_users = 0
+_adjacency_limiter = None
+
+
+@contextlib.contextmanager
 def for_adjacency(n_features, after_cpu_search=False):
     """The BLAS limits of an adjacency step over ``n_features`` variables.
 
-    Loads scipy's LAPACK module first, so that its BLAS is limited too.
     Every BLAS in the calling thread after a CPU search or below
-    ``THREADED_BLAS_MIN_FEATURES``; else scipy's own BLAS only.
+    ``THREADED_BLAS_MIN_FEATURES``; else scipy's own BLAS only. Loads
+    scipy's LAPACK module first, so that its BLAS is limited too.
+    threadpoolctl's limits hold for the whole process: while steps overlap
+    in several threads, the first one in sets them and the last one out
+    restores them (each restoring its own would leave another's, or the
+    process's, threads limited), and the steps share the first one's.
     """
+    global _adjacency_users, _adjacency_limiter
     _lapack.flapack()
-    if after_cpu_search or n_features < THREADED_BLAS_MIN_FEATURES:
-        return in_this_thread()
-    return scipy_in_this_thread()
+    with _adjacency_lock:
+        if _adjacency_users == 0:
+            _adjacency_limiter = (in_this_thread()
+                                  if after_cpu_search or n_features < THREADED_BLAS_MIN_FEATURES
+                                  else scipy_in_this_thread())
+        _adjacency_users += 1
+    try:
+        yield
+    finally:
+        with _adjacency_lock:
+            _adjacency_users -= 1
+            if _adjacency_users == 0:
+                restore = getattr(_adjacency_limiter, "restore_original_limits", None)
+                if restore is not None:  # (a nullcontext where scipy has no BLAS of its own)
+                    restore()
+                _adjacency_limiter = None

@@ -131,11 +131,12 @@ def test_the_public_adjacency_functions_limit_blas_as_fit_after_a_cuda_search(
     from threadpoolctl import threadpool_info
 
     import paralingam.adjacency as adjacency
-    from paralingam import _blas
+    from paralingam import _blas, _lapack
     from paralingam.adjacency import _adaptive_lasso, _least_squares
 
     if (os.cpu_count() or 1) < 2:
         pytest.skip("BLAS runs one thread on one core: no limit to observe")
+    _lapack.flapack()  # scipy's own BLAS loaded, so that its limit is observed in every case
     p = _blas.THREADED_BLAS_MIN_FEATURES if large else 5
     seen = {}
 
@@ -158,3 +159,26 @@ def test_the_public_adjacency_functions_limit_blas_as_fit_after_a_cuda_search(
         assert all(seen[path] == after[path] > 1 for path in others), seen
     else:
         assert all(seen[path] == 1 for path in others), seen
+    assert all(threads > 1 for threads in after.values()), after  # restored
+
+
+def test_overlapping_adjacency_calls_in_threads_restore_the_processs_blas_threads():
+    # threadpoolctl's limits are process-wide: calls overlapping in several
+    # threads share the first one's limits and the last one out restores
+    # them (each restoring its own left BLAS at one thread for good)
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_info
+
+    from paralingam import _lapack
+    from paralingam.adjacency import ols_adjacency
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("BLAS runs one thread on one core: no limit to observe")
+    _lapack.flapack()
+    before = {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+    X = np.random.default_rng(2).laplace(size=(200, 12))
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda k: ols_adjacency(X, np.roll(np.arange(12), k)), range(200)))
+    after = {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+    assert after == before

@@ -106,6 +106,13 @@ def estimate_adjacency(
     Returns
     -------
     B : ndarray, shape (n_features, n_features)
+
+    Notes
+    -----
+    numpy's and scipy's BLAS run on limited threads during the call, as in
+    ``fit``'s step (``paralingam._blas.for_adjacency``): every BLAS on the
+    calling thread below 1000 variables, else scipy's own alone. The limits
+    hold for the whole process while the call runs.
     """
     coef_threshold = check_coef_threshold(coef_threshold)  # DirectLiNGAM's rule
     check_progress(progress)

@@ -97,6 +97,13 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
     ValueError
         When a target has ``n_samples <= n_predictors + 1``: BIC's noise
         variance cannot be estimated (lingam raises there too).
+
+    Notes
+    -----
+    numpy's and scipy's BLAS run on limited threads during the call, as in
+    ``fit``'s step (``paralingam._blas.for_adjacency``): every BLAS on the
+    calling thread below 1000 variables, else scipy's own alone. The limits
+    hold for the whole process while the call runs.
     """
     # NaN failed deep in sklearn; inf gave weights of 0 or inf, hence a zero matrix
     gamma = check_positive("gamma", gamma)
