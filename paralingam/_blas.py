@@ -88,38 +88,54 @@ def scipy_blas():
     return _scipy_controller
 
 
-_adjacency_lock = threading.Lock()
-_adjacency_users = 0
-_adjacency_limiter = None
+class SharedLimit:
+    """threadpoolctl limits shared by the steps that overlap in several threads.
+
+    threadpoolctl's limits hold for the whole process, and each limit
+    restores, on exit, the threads it found on entry: steps that overlap in
+    several threads, each with its own limit, would leave the process's (or
+    another step's) threads as one of them found them. Here the first step
+    in makes the limit (``make()``, a threadpoolctl limiter or a
+    ``nullcontext``), the steps after it share it, and the last one out
+    restores the threads. Use one instance per kind of step.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._users = 0
+        self._limiter = None
+
+    @contextlib.contextmanager
+    def __call__(self, make):
+        with self._lock:
+            if self._users == 0:
+                self._limiter = make()
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    restore = getattr(self._limiter, "restore_original_limits", None)
+                    if restore is not None:  # (a nullcontext limits nothing)
+                        restore()
+                    self._limiter = None
 
 
-@contextlib.contextmanager
+_adjacency_limit = SharedLimit()
+
+
 def for_adjacency(n_features, after_cpu_search=False):
     """The BLAS limits of an adjacency step over ``n_features`` variables.
 
     Every BLAS in the calling thread after a CPU search or below
     ``THREADED_BLAS_MIN_FEATURES``; else scipy's own BLAS only. Loads
-    scipy's LAPACK module first, so that its BLAS is limited too.
-    threadpoolctl's limits hold for the whole process: while steps overlap
-    in several threads, the first one in sets them and the last one out
-    restores them (each restoring its own would leave another's, or the
-    process's, threads limited), and the steps share the first one's.
+    scipy's LAPACK module first, so that its BLAS is limited too. Steps that
+    overlap in several threads share the first one's limits
+    (:class:`SharedLimit`).
     """
-    global _adjacency_users, _adjacency_limiter
     _lapack.flapack()
-    with _adjacency_lock:
-        if _adjacency_users == 0:
-            _adjacency_limiter = (in_this_thread()
-                                  if after_cpu_search or n_features < THREADED_BLAS_MIN_FEATURES
-                                  else scipy_in_this_thread())
-        _adjacency_users += 1
-    try:
-        yield
-    finally:
-        with _adjacency_lock:
-            _adjacency_users -= 1
-            if _adjacency_users == 0:
-                restore = getattr(_adjacency_limiter, "restore_original_limits", None)
-                if restore is not None:  # (a nullcontext where scipy has no BLAS of its own)
-                    restore()
-                _adjacency_limiter = None
+    if after_cpu_search or n_features < THREADED_BLAS_MIN_FEATURES:
+        return _adjacency_limit(in_this_thread)
+    return _adjacency_limit(scipy_in_this_thread)

@@ -21,7 +21,12 @@ squares over linearly dependent predecessors, whose basis comes from the data
 (the covariance squares their condition number).
 
 The public functions check their input as ``paralingam.fit`` does and
-rescale columns by exact powers of two (``_common``). The implementation is
+rescale columns by exact powers of two (``_common``). While they run,
+numpy's and scipy's BLAS take the thread limits of ``fit``'s adjacency step
+after a CUDA search (``paralingam._blas.for_adjacency``: every BLAS on the
+calling thread below ``_blas.THREADED_BLAS_MIN_FEATURES`` variables, else
+scipy's own BLAS alone); the limits hold for the whole process while a call
+runs. The implementation is
 in private modules, one per part:
 
 * ``_common``: the checks, the rescaling, the scatter matrix and the names
@@ -109,10 +114,8 @@ def estimate_adjacency(
 
     Notes
     -----
-    numpy's and scipy's BLAS run on limited threads during the call, as in
-    ``fit``'s step (``paralingam._blas.for_adjacency``): every BLAS on the
-    calling thread below 1000 variables, else scipy's own alone. The limits
-    hold for the whole process while the call runs.
+    numpy's and scipy's BLAS threads are limited during the call (see
+    :mod:`paralingam.adjacency`).
     """
     coef_threshold = check_coef_threshold(coef_threshold)  # DirectLiNGAM's rule
     check_progress(progress)

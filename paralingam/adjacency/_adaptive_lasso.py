@@ -100,10 +100,8 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
 
     Notes
     -----
-    numpy's and scipy's BLAS run on limited threads during the call, as in
-    ``fit``'s step (``paralingam._blas.for_adjacency``): every BLAS on the
-    calling thread below 1000 variables, else scipy's own alone. The limits
-    hold for the whole process while the call runs.
+    numpy's and scipy's BLAS threads are limited during the call (see
+    :mod:`paralingam.adjacency`).
     """
     # NaN failed deep in sklearn; inf gave weights of 0 or inf, hence a zero matrix
     gamma = check_positive("gamma", gamma)

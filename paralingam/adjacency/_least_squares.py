@@ -66,10 +66,8 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
     (:func:`_row_without`), else as the last row of the same computation on
     their kept predictors.
 
-    numpy's and scipy's BLAS run on limited threads during the call, as in
-    ``fit``'s step (``paralingam._blas.for_adjacency``): every BLAS on the
-    calling thread below 1000 variables, else scipy's own alone. The limits
-    hold for the whole process while the call runs.
+    numpy's and scipy's BLAS threads are limited during the call (see
+    :mod:`paralingam.adjacency`).
     """
     X, order, scatter, exponents, names = _checked_inputs(X, causal_order, scatter)
     with _blas.for_adjacency(len(order)):  # (as fit's step after a CUDA search)

@@ -20,14 +20,14 @@ resamples' row indices are drawn on the client), so a re-run returns the same
 result and the bootstrap is identical to the serial one.
 """
 
-import contextlib
 import itertools
 import math
-import threading
 import time
 import uuid
 
 import numpy as np
+
+from .. import _blas
 
 __all__ = ["map_batches", "split", "chunk_batches", "check_client", "bootstrap_directlingam",
            "bootstrap_varlingam", "bootstrap_multigroup"]
@@ -141,34 +141,14 @@ def task_threads(concurrency):
     return max(1, nthreads // max(1, min(nthreads, concurrency)))
 
 
-_blas_lock = threading.Lock()
-_blas_users = 0
-_blas_limiter = None
+# One BLAS thread while any task of this process runs (as the serial
+# bootstrap): the tasks in the threads of one worker share one limit.
+_TASK_BLAS_LIMIT = _blas.SharedLimit()
 
 
-@contextlib.contextmanager
 def _one_blas_thread():
-    """One BLAS thread while any task of this process runs (as the serial bootstrap).
-
-    threadpoolctl's limit is process-wide: with several tasks in the threads
-    of one worker, the first one in sets it and the last one out restores it
-    (each task restoring its own would undo another's limit).
-    """
-    global _blas_users, _blas_limiter
-    from .. import _blas
-
-    with _blas_lock:
-        if _blas_users == 0:
-            _blas_limiter = _blas.in_this_thread()
-        _blas_users += 1
-    try:
-        yield
-    finally:
-        with _blas_lock:
-            _blas_users -= 1
-            if _blas_users == 0:
-                _blas_limiter.restore_original_limits()
-                _blas_limiter = None
+    """The BLAS limit of a task, shared with the others running (``_TASK_BLAS_LIMIT``)."""
+    return _TASK_BLAS_LIMIT(_blas.in_this_thread)
 
 
 def map_batches(client, func, batches, *, shared=None, retries=DEFAULT_RETRIES, on_result=None,
