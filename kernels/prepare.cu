@@ -6,7 +6,8 @@
 // whole sample rows to the device unchanged, and these kernels transpose each
 // block into X64, converting float to double on the way (exact). A transpose
 // on the host reads one array against its order and cost far more than the
-// copy over the bus.
+// copy over the bus. Fortran-ordered data go by whole variables instead
+// (variables_block, at the end).
 
 #define TILE 32
 #define TILE_ROWS 8  // threads per tile column: a block is TILE x TILE_ROWS threads
@@ -68,4 +69,38 @@ transpose_scaled_f32(const float *src, int rows, int p, double *dst, long long l
                      long long row0, const double *scale)
 {
     transpose_block(src, rows, p, dst, ld, row0, scale);
+}
+
+// Fortran-ordered data (one variable's samples contiguous, as a pandas
+// frame's values are) need no transpose: the host sends blocks of whole
+// variables, and dst[(c0 + c) * ld + r] = src[c * n + r] for the block's
+// `cols` variables (c = blockIdx.y), scaled by scale[c0 + c] when `scale`
+// is given, rounded as transpose_block rounds. Reads and writes are both
+// coalesced along the samples.
+template <typename T>
+__device__ __forceinline__ void variables_block(const T *__restrict__ src, long long n,
+                                                double *__restrict__ dst, long long ld, int c0,
+                                                const double *__restrict__ scale)
+{
+    const int c = blockIdx.y;
+    const double f = scale ? scale[c0 + c] : 1.0;
+    const T *in = src + (size_t)c * n;
+    double *out = dst + (size_t)(c0 + c) * ld;
+    for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < n;
+         r += (long long)gridDim.x * blockDim.x) {
+        const double v = (double)in[r];
+        out[r] = scale ? __dmul_rn(v, f) : v;
+    }
+}
+
+extern "C" __global__ void variables_f64(const double *src, long long n, double *dst,
+                                        long long ld, int c0, const double *scale)
+{
+    variables_block(src, n, dst, ld, c0, scale);
+}
+
+extern "C" __global__ void variables_f32(const float *src, long long n, double *dst,
+                                        long long ld, int c0, const double *scale)
+{
+    variables_block(src, n, dst, ld, c0, scale);
 }

@@ -400,3 +400,35 @@ def test_the_uploads_threaded_copy_is_numpys(threads, layout, rows):
     with ThreadPoolExecutor(threads) as pool:
         _cuda._copy_rows(dst, src, pool if threads > 1 else None, threads)
     assert dst.tobytes() == np.ascontiguousarray(src).tobytes()
+
+
+def test_the_upload_cuts_fortran_data_into_whole_variables():
+    # a pandas frame's values (Fortran order) go by whole variables, each a
+    # contiguous range, without the host's copy against the order; C order,
+    # or a variable larger than a block, by whole sample rows
+    from paralingam.search import _cuda
+
+    F = np.zeros((1000, 37), order="F", dtype=np.float32)
+    by_variables, source, unit_bytes, per_block = _cuda._upload_units(F, 1 << 14)
+    assert by_variables and source.shape == (37, 1000) and source.flags.c_contiguous
+    assert (unit_bytes, per_block) == (4000, 4)
+    C = np.ascontiguousarray(F)
+    by_variables, source, unit_bytes, per_block = _cuda._upload_units(C, 1 << 14)
+    assert not by_variables and source.shape == (1000, 37)
+    assert (unit_bytes, per_block) == (148, (1 << 14) // 148)
+    assert not _cuda._upload_units(F, 3999)[0]
+    assert _cuda._upload_units(F, 1 << 30)[3] == 37  # no more than the data
+
+
+def test_the_upload_copies_with_threads_only_large_data_of_several_blocks(monkeypatch):
+    # starting and feeding the copy threads costs more than they save on small
+    # data (about 1.3 ms a fit on the H100's host, docs/design/pipeline.rst)
+    from paralingam._validation import _usable_cores
+    from paralingam.search import _cuda
+
+    monkeypatch.setattr(_cuda, "UPLOAD_COPY_THREADS", 4)
+    big = _cuda.UPLOAD_COPY_THREADS_MIN_BYTES
+    assert _cuda._copy_threads(big - 1, True, 100) == 1
+    assert _cuda._copy_threads(big, False, 100) == 1
+    assert _cuda._copy_threads(big, True, 100) == min(4, _usable_cores())
+    assert _cuda._copy_threads(big, True, 2) == min(2, _usable_cores())

@@ -316,9 +316,11 @@ def test_initial_noise_by_blocks_and_threads_is_the_formula_bit_for_bit(n, p, th
     assert policy.initial_noise(F).tobytes() == _initial_noise_formula(F).tobytes()
 
 
-@pytest.mark.parametrize("dtype, scaled", [(np.float64, False), (np.float64, True),
-                                           (np.float32, True)])  # (float32 arrays are widened first)
-def test_compiled_noise_sums_have_the_bits_of_the_numpy_blocks(dtype, scaled, monkeypatch):
+@pytest.mark.parametrize("dtype, scaled, order", [
+    (np.float64, False, "C"), (np.float64, True, "C"), (np.float32, True, "C"),
+    # Fortran-ordered sources of scaled data (a pandas frame's values) by the column loops
+    (np.float64, True, "F"), (np.float32, True, "F")])  # (float32 arrays are widened first)
+def test_compiled_noise_sums_have_the_bits_of_the_numpy_blocks(dtype, scaled, order, monkeypatch):
     # paralingam._column_sums against policy's numpy blocks, column range by column range,
     # on columns of very different scales and centres, with an outlier row
     from paralingam import _preparation
@@ -329,7 +331,8 @@ def test_compiled_noise_sums_have_the_bits_of_the_numpy_blocks(dtype, scaled, mo
     X = (rng.standard_normal((n, p)) * 10.0 ** rng.integers(-5, 6, p)
          + rng.standard_normal(p) * 10.0 ** rng.integers(-3, 8, p))
     X[1234] *= 1e8
-    X = X.astype(dtype)
+    X = X.astype(dtype, order=order)
+    assert X.flags[f"{order}_CONTIGUOUS"]
     if scaled:
         data = _preparation.ScaledData(X, _preparation.column_exponents(X.astype(np.float64)))
         assert data.factors is not None
@@ -344,10 +347,16 @@ def test_compiled_noise_sums_have_the_bits_of_the_numpy_blocks(dtype, scaled, mo
             want = policy._noise_sums(data, j0, j1)
         for a, b in zip(got, want):
             assert a.tobytes() == b.tobytes()
-    with pytest.raises(ValueError, match="two or more"):
-        from paralingam import _column_sums
+    if order == "F":  # the same bits as the data in C order
+        C = _preparation.ScaledData(np.ascontiguousarray(X), data.exponents)
+        for a, b in zip(policy.noise_and_std(data), policy.noise_and_std(C)):
+            assert a.tobytes() == b.tobytes()
+    from paralingam import _column_sums
 
+    with pytest.raises(ValueError, match="two or more"):
         _column_sums.noise_sums(np.zeros((4, 3)), np.ones(3), 1, 2)
+    with pytest.raises(ValueError, match="two or more"):
+        _column_sums.noise_sums_by_columns(np.zeros((4, 3), order="F"), np.ones(3), 1, 2)
 
 
 @pytest.mark.parametrize("layout", ["C", "F", "float32"])

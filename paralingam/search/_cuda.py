@@ -70,6 +70,15 @@ UPLOAD_GRID_ROWS = 65535 * 32
 # One thread copied at ~10 GB/s, slower than the bus (docs/design/pipeline.rst,
 # "Tall data, the noise in compiled loops").
 UPLOAD_COPY_THREADS = 4
+# ... but only for data of at least this many bytes: starting the threads and
+# handing them the blocks cost more than they save on smaller data
+# (docs/design/pipeline.rst, "Copy threads on small data").
+UPLOAD_COPY_THREADS_MIN_BYTES = 1 << 25
+# Fortran-ordered data go by whole variables (kernels/prepare.cu,
+# variables_block): threads per block, and blocks per variable at most
+# (each thread then copies several samples).
+VARIABLE_THREADS = 256
+VARIABLE_BLOCKS = 64
 # Launch each kernel so that it is scheduled while its predecessor still runs
 # (programmatic dependent launch, compute capability >= 9.0): the next
 # kernel's blocks are resident when its predecessor ends, which shortens the
@@ -574,11 +583,14 @@ def _prepare_kernels(ctx_handle):
 
     (src, options), = kernel_jobs()
     mod = drv.module_from_buffer(_gpu.cubin(src, options, _gpu.arch()))
-    kernels = {"module": mod, "scaled": {}}
+    kernels = {"module": mod, "scaled": {}, "variables": {}}
     for dtype, name in ((np.float64, "transpose_f64"), (np.float32, "transpose_f32")):
         fn = mod.get_function(name)
         fn.prepare("PiiPqq")
         kernels[np.dtype(dtype)] = fn
+        fn = mod.get_function(name.replace("transpose", "variables"))
+        fn.prepare("PqPqiP")
+        kernels["variables"][np.dtype(dtype)] = fn
         fn = mod.get_function(name.replace("transpose", "transpose_scaled"))
         fn.prepare("PiiPqqP")
         kernels["scaled"][np.dtype(dtype)] = fn
@@ -593,7 +605,10 @@ def upload(ws, data):
     two page-locked host buffers, sent to the device asynchronously (the
     host fills the next buffer meanwhile) and transposed there (converted to
     double: exact); the rows' padding up to the row stride is zero. X64
-    then holds exactly ``data.T`` as float64.
+    then holds exactly ``data.T`` as float64. Fortran-ordered data go by
+    blocks of whole variables instead (:func:`_upload_units`), each a
+    contiguous range of the data, copied into X64's rows without a
+    transpose.
 
     The device-side blocks use the float rows (X32), which the search writes
     only later, when it standardises X64: no extra device memory.
@@ -607,7 +622,6 @@ def upload(ws, data):
     import pycuda.driver as drv
 
     from .._preparation import ScaledData
-    from .._validation import _usable_cores
 
     factors = None
     if isinstance(data, ScaledData):
@@ -628,43 +642,38 @@ def upload(ws, data):
     stream = drv.Stream()
     if ld > n:
         drv.memset_d32_async(ws.dev["X64"], 0, p * ld * 2, stream)
-    row_bytes = p * data.dtype.itemsize
     half = p * ld * 2  # bytes of each device block: half of X32's p * ld * 4
-    rows = max(1, min(UPLOAD_BLOCK_BYTES, half) // row_bytes)
-    rows = min(rows, n, UPLOAD_GRID_ROWS)
+    by_variables, source, unit_bytes, per_block = _upload_units(data, min(UPLOAD_BLOCK_BYTES, half))
+    units = len(source)
     staging = getattr(ws, "_upload_staging", None)
-    if staging is None or staging[0] < rows * row_bytes:
-        staging = (rows * row_bytes,
-                   [drv.pagelocked_empty(rows * row_bytes, np.uint8) for _ in range(2)],
+    if staging is None or staging[0] < per_block * unit_bytes:
+        staging = (per_block * unit_bytes,
+                   [drv.pagelocked_empty(per_block * unit_bytes, np.uint8) for _ in range(2)],
                    [drv.Event() for _ in range(2)])
         ws._upload_staging = staging
     _, hosts, done = staging
-    threads = min(UPLOAD_COPY_THREADS, _usable_cores(), rows) if n > rows else 1
+    threads = _copy_threads(data.nbytes, units > per_block, per_block)
     scale = None
-    if factors is None:
-        fn, extra = kernels[data.dtype], ()
-    else:
+    if factors is not None:
         scale = drv.mem_alloc(max(1, p) * 8)
         drv.memcpy_htod(scale, np.ascontiguousarray(factors, dtype=np.float64))
-        fn, extra = kernels["scaled"][data.dtype], (int(scale),)
     pool = None
     try:
         if threads > 1:
             from concurrent.futures import ThreadPoolExecutor
 
             pool = ThreadPoolExecutor(threads)
-        for k, r0 in enumerate(range(0, n, rows)):
+        for k, u0 in enumerate(range(0, units, per_block)):
             b = k % 2
-            count = min(rows, n - r0)
+            count = min(per_block, units - u0)
             if k >= 2:
                 done[b].synchronize()  # this host buffer's last copy has left
-            host = hosts[b][:count * row_bytes].view(data.dtype).reshape(count, p)
-            _copy_rows(host, data[r0:r0 + count], pool, threads)
+            host = hosts[b][:count * unit_bytes].view(data.dtype).reshape(count, source.shape[1])
+            _copy_rows(host, source[u0:u0 + count], pool, threads)
             dev = ws.dev["X32"] + b * half
             drv.memcpy_htod_async(dev, host, stream)
-            fn.prepared_async_call(((p + 31) // 32, (count + 31) // 32), (32, 8, 1), stream,
-                                   dev, np.int32(count), np.int32(p), ws.dev["X64"],
-                                   np.int64(ld), np.int64(r0), *extra)
+            _place_block(kernels, by_variables, data.dtype, dev, u0, count, n, p, ws.dev["X64"],
+                         ld, scale, stream)
             done[b].record(stream)
     finally:
         if pool is not None:
@@ -672,6 +681,54 @@ def upload(ws, data):
         stream.synchronize()  # (the factors stay until the last block is scaled)
         if scale is not None:
             scale.free()
+
+
+def _upload_units(data, block_bytes):
+    """How ``upload`` cuts ``data`` into blocks of at most ``block_bytes``.
+
+    Returns
+    -------
+    by_variables : bool
+        Fortran-ordered data whose variables each fit a block: the units
+        are whole variables, else whole sample rows.
+    source : ndarray
+        The data with one unit per row (``data.T`` by variables: C-ordered).
+    unit_bytes : int
+    per_block : int
+        Units per block (at least 1; grid limits of the kernels).
+    """
+    n, p = data.shape
+    by_variables = (data.flags.f_contiguous and not data.flags.c_contiguous
+                    and n * data.dtype.itemsize <= block_bytes)
+    if by_variables:
+        source, unit_bytes, grid_limit = data.T, n * data.dtype.itemsize, 65535  # (grid y)
+    else:
+        source, unit_bytes, grid_limit = data, p * data.dtype.itemsize, UPLOAD_GRID_ROWS
+    return by_variables, source, unit_bytes, min(max(1, block_bytes // unit_bytes), len(source),
+                                                 grid_limit)
+
+
+def _copy_threads(data_bytes, several_blocks, per_block):
+    """Host threads copying each block of an upload of ``data_bytes`` (1: the calling thread)."""
+    from .._validation import _usable_cores
+
+    if not several_blocks or data_bytes < UPLOAD_COPY_THREADS_MIN_BYTES:
+        return 1
+    return min(UPLOAD_COPY_THREADS, _usable_cores(), per_block)
+
+
+def _place_block(kernels, by_variables, dtype, dev, u0, count, n, p, x64, ld, scale, stream):
+    """Queue the kernel that writes the block at ``dev`` (units ``u0:u0+count``) into X64."""
+    if by_variables:
+        kernels["variables"][dtype].prepared_async_call(
+            (min(-(-n // VARIABLE_THREADS), VARIABLE_BLOCKS), count), (VARIABLE_THREADS, 1, 1),
+            stream, dev, np.int64(n), x64, np.int64(ld), np.int32(u0),
+            np.intp(int(scale) if scale is not None else 0))
+        return
+    fn = kernels[dtype] if scale is None else kernels["scaled"][dtype]
+    extra = () if scale is None else (int(scale),)
+    fn.prepared_async_call(((p + 31) // 32, (count + 31) // 32), (32, 8, 1), stream, dev,
+                           np.int32(count), np.int32(p), x64, np.int64(ld), np.int64(u0), *extra)
 
 
 def _copy_rows(dst, src, pool, threads):

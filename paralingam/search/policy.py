@@ -217,8 +217,11 @@ def _compiled_sums(X, j0, j1):
     """``_noise_sums`` by the compiled loops of ``paralingam._column_sums`` (the same bits), or None.
 
     They read C-ordered float64 or float32 data, as they are or scaled by
-    powers of two (a ``ScaledData`` with ``factors``); other input takes the
-    numpy route.
+    powers of two (a ``ScaledData`` with ``factors``), and the
+    Fortran-ordered sources of such a ``ScaledData`` (a pandas frame's
+    values, typically), whose sums the numpy blocks add in the same order.
+    Other input takes the numpy route: a Fortran-ordered array given as it
+    is takes the formula (numpy's pairwise sums), as before.
     """
     from .._preparation import ScaledData
 
@@ -228,14 +231,19 @@ def _compiled_sums(X, j0, j1):
         source, factors = X, None
     if factors is None and source is not X:  # scaled by ldexp (exponents beyond +-1000)
         return None
-    if not (isinstance(source, np.ndarray) and source.dtype in (np.float64, np.float32)
-            and source.flags.c_contiguous):
+    if not (isinstance(source, np.ndarray) and source.dtype in (np.float64, np.float32)):
         return None
     from .. import _column_sums
 
+    if source.flags.c_contiguous:
+        sums = _column_sums.noise_sums
+    elif source.flags.f_contiguous and source is not X:
+        sums = _column_sums.noise_sums_by_columns
+    else:
+        return None
     if factors is None:
         factors = np.ones(source.shape[1])
-    return _column_sums.noise_sums(source, np.ascontiguousarray(factors, dtype=np.float64), j0, j1)
+    return sums(source, np.ascontiguousarray(factors, dtype=np.float64), j0, j1)
 
 
 def pair_noise(nu_a, nu_b):
