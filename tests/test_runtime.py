@@ -243,6 +243,12 @@ CHILD = textwrap.dedent('''
         Xl = data(300, 2000, 12)
         order_l = np.arange(Xl.shape[1])
         Bl = adaptive_lasso_adjacency(Xl, order_l, backend="cuda")
+        from paralingam.adjacency import _cuda_adjacency
+        lars_supports = _cuda_adjacency.lars_supports
+        def entered(*args, **kwargs):  # the parent interrupts the GPU part, not the host's
+            print("entered", flush=True)  # p^2 preparation before it (about a second)
+            return lars_supports(*args, **kwargs)
+        _cuda_adjacency.lars_supports = entered
         def long_call():
             adaptive_lasso_adjacency(big, order_big, backend="cuda", scatter=scatter)
         def check():
@@ -264,8 +270,10 @@ CHILD = textwrap.dedent('''
 ''')
 
 
-def _interrupt(step, where, ready_timeout=300):
-    """Run CHILD for ``step``, SIGINT it a second after "ready"; check its report."""
+def _interrupt(step, where, ready_timeout=300, entered=False):
+    """Run CHILD for ``step``, SIGINT it a second after "ready" (with ``entered``:
+    after the line "entered", which the child prints where the part to
+    interrupt starts); check its report."""
     env = child_env()
     root = str(Path(paralingam.__file__).resolve().parents[1])
     # cwd: "python -c" puts the working folder first on sys.path, and a source
@@ -290,6 +298,9 @@ def _interrupt(step, where, ready_timeout=300):
     try:
         line = next_line(ready_timeout)
         assert line == "ready", f"child did not get ready: {line!r}\n{_stderr(proc)}"
+        if entered:
+            line = next_line(ready_timeout)
+            assert line == "entered", f"child did not enter the step: {line!r}\n{_stderr(proc)}"
         time.sleep(1.0)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
@@ -341,7 +352,8 @@ def test_ctrl_c_interrupts_the_cuda_search():
 def test_ctrl_c_interrupts_the_cuda_adaptive_lasso():
     # the wait for the LARS launch polls an event, so the handler runs at once
     # (or inside PyCUDA's Python wrappers of its uploads and launches)
-    _interrupt("cuda_adjacency", ("_cuda_adjacency.py", "driver.py"), ready_timeout=600)
+    _interrupt("cuda_adjacency", ("_cuda_adjacency.py", "driver.py"), ready_timeout=600,
+               entered=True)
 
 
 # ---------------------------------------------------------------- threads
