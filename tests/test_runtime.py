@@ -245,8 +245,11 @@ CHILD = textwrap.dedent('''
         Bl = adaptive_lasso_adjacency(Xl, order_l, backend="cuda")
         from paralingam.adjacency import _cuda_adjacency
         lars_supports = _cuda_adjacency.lars_supports
+        said = []
         def entered(*args, **kwargs):  # the parent interrupts the GPU part, not the host's
-            print("entered", flush=True)  # p^2 preparation before it (about a second)
+            if not said:  # p^2 preparation before it (about a second)
+                print("entered", flush=True)
+                said.append(True)
             return lars_supports(*args, **kwargs)
         _cuda_adjacency.lars_supports = entered
         def long_call():
@@ -272,7 +275,7 @@ CHILD = textwrap.dedent('''
 
 def _interrupt(step, where, ready_timeout=300, entered=False):
     """Run CHILD for ``step``, SIGINT it a second after "ready" (with ``entered``:
-    after the line "entered", which the child prints where the part to
+    0.3 s after the line "entered", which the child prints where the part to
     interrupt starts); check its report."""
     env = child_env()
     root = str(Path(paralingam.__file__).resolve().parents[1])
@@ -301,7 +304,7 @@ def _interrupt(step, where, ready_timeout=300, entered=False):
         if entered:
             line = next_line(ready_timeout)
             assert line == "entered", f"child did not enter the step: {line!r}\n{_stderr(proc)}"
-        time.sleep(1.0)
+        time.sleep(0.3 if entered else 1.0)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
         line = next_line(INTERRUPT_BOUND)
