@@ -36,6 +36,13 @@ ctypedef fused real:
     double
 
 
+def _checked_sums(Py_ssize_t columns, Py_ssize_t n_factors, Py_ssize_t j0, Py_ssize_t j1):
+    """The zeroed mean, sq and dev of columns ``j0:j1`` of ``columns`` (two or more), checked."""
+    if j1 - j0 < 2 or j0 < 0 or j1 > columns or n_factors < j1:
+        raise ValueError(f"noise_sums needs two or more of the {columns} columns; got {j0}:{j1}")
+    return np.zeros(j1 - j0), np.zeros(j1 - j0), np.zeros(j1 - j0)
+
+
 def noise_sums(const real[:, ::1] X, const double[::1] factors, Py_ssize_t j0, Py_ssize_t j1):
     """Means, sums of squares and sums of squared deviations of columns ``j0:j1`` of ``X * factors``.
 
@@ -57,11 +64,7 @@ def noise_sums(const real[:, ::1] X, const double[::1] factors, Py_ssize_t j0, P
         ``(x * x).sum(axis=0)`` and ``x.std(axis=0)``.
     """
     cdef Py_ssize_t n = X.shape[0], k = j1 - j0, i, j
-    if k < 2 or j0 < 0 or j1 > X.shape[1] or factors.shape[0] < j1:
-        raise ValueError(f"noise_sums needs two or more of the {X.shape[1]} columns; got {j0}:{j1}")
-    mean_a = np.zeros(k)
-    sq_a = np.zeros(k)
-    dev_a = np.zeros(k)
+    mean_a, sq_a, dev_a = _checked_sums(X.shape[1], factors.shape[0], j0, j1)
     cdef double[::1] mean = mean_a, sq = sq_a, dev = dev_a
     cdef const double[::1] f = factors[j0:j1]
     cdef double v, d
@@ -97,11 +100,7 @@ def noise_sums_by_columns(const real[::1, :] X, const double[::1] factors, Py_ss
     loops would read one element per row and column.
     """
     cdef Py_ssize_t n = X.shape[0], k = j1 - j0, i, c, jj, m
-    if k < 2 or j0 < 0 or j1 > X.shape[1] or factors.shape[0] < j1:
-        raise ValueError(f"noise_sums needs two or more of the {X.shape[1]} columns; got {j0}:{j1}")
-    mean_a = np.zeros(k)
-    sq_a = np.zeros(k)
-    dev_a = np.zeros(k)
+    mean_a, sq_a, dev_a = _checked_sums(X.shape[1], factors.shape[0], j0, j1)
     cdef double[::1] mean = mean_a, sq = sq_a, dev = dev_a
     cdef const double[::1] f = factors[j0:j1]
     cdef double s[8]
