@@ -533,3 +533,19 @@ def test_compiled_engine_follows_sklearn_where_the_path_drops_a_predictor(seed, 
     ref = adaptive_lasso_adjacency(data, order, engine="sklearn")
     np.testing.assert_allclose(got, ref, rtol=0, atol=1e-10)
     assert np.count_nonzero(got[k]) > 0
+
+
+@pytest.mark.parametrize("p", [1, 7, 300, 513])
+def test_the_adaptive_lassos_gram_by_blocks_of_rows_has_the_bits_of_the_whole_division(p):
+    # the adaptive lasso's Gram matrix, in causal order, without the p x p
+    # outer product: the same bits as scatter / outer(std, std), reordered
+    from paralingam.adjacency._adaptive_lasso import _gram
+
+    rng = np.random.default_rng(p)
+    X = rng.standard_normal((p + 50, p)) * 10.0 ** rng.uniform(-3, 3, p)
+    scatter = X.T @ X
+    std = np.sqrt(np.diag(scatter) / len(X))
+    order = rng.permutation(p)
+    want = (scatter / np.outer(std, std))[np.ix_(order, order)]
+    got = _gram(np.ascontiguousarray(scatter[np.ix_(order, order)]), std[order])
+    assert got.tobytes() == np.ascontiguousarray(want).tobytes()

@@ -144,14 +144,14 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
     # in StandardScaler.
     std = np.sqrt(np.diag(scatter) / n)
     std[std == 0.0] = 1.0
-    gram = scatter / np.outer(std, std)
     allowed = allowed_predictors(prior_knowledge, p)
 
     # Work in causal order: target k's predictors are then positions 0..k-1
     # (a subset of them under prior knowledge), rows of the Gram matrix the
-    # compiled engine reads as plain vectors.
-    gram_ord = np.ascontiguousarray(gram[np.ix_(order, order)])
+    # compiled engine reads as plain vectors. The Gram matrix in the data's
+    # order is made only for the targets the sklearn engine takes (below).
     scatter_ord = np.ascontiguousarray(scatter[np.ix_(order, order)])
+    gram_ord = _gram(scatter_ord, std[order])
     targets, predictor_sets = [], []
     for k in range(1, p):
         predictors = np.arange(k)
@@ -219,6 +219,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
         B[np.ix_(order, order)] = B_ord
 
     report = _ahead(bar, len(targets) - len(todo))
+    gram = _gram(scatter, std) if len(todo) else None
     for i, t in enumerate(todo):
         if report is not None:
             report(i)
@@ -241,6 +242,19 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
     if targets and bar.enabled:
         bar.update_to(bar.total)
     return B
+
+
+def _gram(scatter, std, rows=256):
+    """``scatter / np.outer(std, std)`` (the same bits), by blocks of rows.
+
+    Without the p x p outer product: at p in the thousands each p x p
+    temporary is hundreds of MB, whose first touch alone costs a good part
+    of the step's preparation.
+    """
+    gram = np.empty_like(scatter)
+    for r0 in range(0, scatter.shape[0], rows):
+        np.divide(scatter[r0:r0 + rows], np.outer(std[r0:r0 + rows], std), out=gram[r0:r0 + rows])
+    return gram
 
 
 def _singular_refits(B, scatter, targets):
