@@ -249,10 +249,11 @@ def ols_bytes(n, p, scatter_given=False):
 
 def adaptive_lasso_bytes(n, p, n_threads=1, scatter_given=False):
     """``adjacency._adaptive_lasso_adjacency``: the scatter matrix unless given,
-    the Gram matrix (and the outer product of the scales), both in causal
-    order, the least-squares factor (as :func:`ols_bytes`), three p x p
-    results, the compiled LARS's k x k scratch per thread, and scikit-learn's
-    LARS (data copies) for degenerate targets."""
+    it and the Gram matrix in causal order (the Gram matrix in the data's
+    order too where scikit-learn's LARS takes targets), the least-squares
+    factor (as :func:`ols_bytes`), three p x p results, the compiled LARS's
+    k x k scratch per thread, and scikit-learn's LARS (data copies) for
+    degenerate targets; an upper bound."""
     own = 0 if scatter_given else scatter_bytes(n, p)
     # 2 n p: scikit-learn's LARS for the rare degenerate targets (a copy of
     # the predictors and the target's data)
