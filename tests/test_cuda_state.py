@@ -422,7 +422,7 @@ def test_the_upload_cuts_fortran_data_into_whole_variables():
 
 def test_the_upload_copies_with_threads_only_large_data_of_several_blocks(monkeypatch):
     # starting and feeding the copy threads costs more than they save on small
-    # data (about 1.3 ms a fit on the H100's host, docs/design/pipeline.rst)
+    # data (docs/design/pipeline.rst, "Copy threads on small data")
     from paralingam._validation import _usable_cores
     from paralingam.search import _cuda
 
