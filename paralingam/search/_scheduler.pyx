@@ -192,6 +192,12 @@ DEF MAX_ROW_CACHE = 98304  # bytes of shared memory update_data may take for a r
 # margin for the kernel's own static shared memory (update_data: 3.3 KB;
 # update_data_h64, 4.0 KB, takes no row cache: its rows are too long).
 DEF DEFAULT_DYNAMIC_SMEM = 45056
+# prep is one block whose phases are short loops over the remaining variables
+# between barriers: a block of about r threads passes each barrier sooner than
+# 1024 threads of which most have nothing to do (prep_threads; the minimum is
+# the measured best, docs/design/gpu_search.rst, "prep's block").
+DEF PREP_MIN_THREADS = 256
+DEF PREP_MAX_THREADS = 1024
 
 
 class CudaError(RuntimeError):
@@ -402,6 +408,12 @@ cpdef int update_data_kernel(int n, bint use_float) noexcept nogil:
     else ``update_data`` (which then keeps its registers for the rows it
     caches)."""
     return K_UPDATE_DATA_H64 if use_float and n >= PL_HX64_IN_UPDATE_MIN_N else K_UPDATE_DATA
+
+
+cdef inline int prep_threads(int r) noexcept nogil:
+    """Threads of ``prep`` for at most ``r`` remaining variables (whole warps)."""
+    cdef int t = (r + 31) // 32 * 32
+    return min(PREP_MAX_THREADS, max(PREP_MIN_THREADS, t))
 
 
 cdef int launch_updates(Module m, int k_update, int r, int n, void **params,
@@ -756,13 +768,13 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     # order and remaining set, then the host's prior-knowledge
                     # statuses of the remaining variables, then the workers
                     prep_mode = 1
-                    launch(m, K_PREP, 1, 1, 1024, 1, prep_params)
+                    launch(m, K_PREP, 1, 1, prep_threads(r_host), 1, prep_params)
                     prior_statuses(d_ctl, d_alive, d_pk, candidates, alive_host, pk_host)
                     prep_mode = 2 | (PL_PREP_ALL_PAIRS if all_pairs else 0)
-                    launch(m, K_PREP, 1, 1, 1024, 1, prep_params)
+                    launch(m, K_PREP, 1, 1, prep_threads(r_host), 1, prep_params)
                 else:
                     prep_mode = 3 | (PL_PREP_ALL_PAIRS if all_pairs else 0)
-                    launch(m, K_PREP, 1, 1, 1024, 1, prep_params)
+                    launch(m, K_PREP, 1, 1, prep_threads(r_host), 1, prep_params)
                 # a block per worker: entropies (double) and partner orders; an
                 # all-pairs round walks no partner order, and prep took the
                 # float entropies
@@ -1144,13 +1156,13 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                 # device 0: the order, the remaining set and the workers
                 if loop.use_prior:
                     prep_mode = 1
-                    launch_on(fns[0][K_PREP], K_PREP, 1, 1, 1024, 1, prep_params)
+                    launch_on(fns[0][K_PREP], K_PREP, 1, 1, prep_threads(r_host), 1, prep_params)
                     prior_statuses(d_ctl[0], d_alive[0], d_pk, candidates, alive_host, pk_host)
                     prep_mode = 2 | (PL_PREP_ALL_PAIRS if all_pairs else 0)
-                    launch_on(fns[0][K_PREP], K_PREP, 1, 1, 1024, 1, prep_params)
+                    launch_on(fns[0][K_PREP], K_PREP, 1, 1, prep_threads(r_host), 1, prep_params)
                 else:
                     prep_mode = 3 | (PL_PREP_ALL_PAIRS if all_pairs else 0)
-                    launch_on(fns[0][K_PREP], K_PREP, 1, 1, 1024, 1, prep_params)
+                    launch_on(fns[0][K_PREP], K_PREP, 1, 1, prep_threads(r_host), 1, prep_params)
                 if spread:
                     # the workers of this iteration to every replica, whose own
                     # setup (below) then derives the same entropies and partner
