@@ -478,17 +478,18 @@ __device__ void standardise_variable(PlSearch *s, int i)
 extern "C" __global__ void standardise(PlSearch *s) { pl_enter(); standardise_variable(s, blockIdx.x); }
 
 // cov[i, j] = <x_i, x_j> / n for the remaining variables i, j (positions
-// alive[0..r)), one 16 x 16 tile of positions per block; rows that left the
-// search (gone != 0, or `skip`) are left alone. Used for the first covariance
-// and to re-derive it after drift. Blocks of more than 16 rows of threads
-// (update_cov's, see there): the rows past 16 only help decide the band.
-__device__ void covariance_tile(PlSearch *s, int r, int skip)
+// alive[0..r)) of the 16 x 16 tile of positions at rows bi, columns bj, the
+// calling thread at (ty, tx) in it; rows that left the search (gone != 0, or
+// `skip`) are left alone. Used for the first covariance and to re-derive it
+// after drift, a tile per block (covariance_tile) or, in update_data_fused,
+// the tiles one after another by one block. Threads past 16 rows (update_cov's
+// larger blocks, see there) only help decide the band. Every thread of the
+// block calls it.
+__device__ __forceinline__ void covariance_tile_at(PlSearch *s, int r, int skip, int bi, int bj,
+                                                   int ty, int tx, double (*ta)[17],
+                                                   double (*tb)[17], BandPairs &band)
 {
-    __shared__ double ta[16][17], tb[16][17];
-    __shared__ BandPairs band;
-    const int bi = blockIdx.y * 16, bj = blockIdx.x * 16;
-    if (bj + 15 < bi) return;  // lower triangle: mirrored
-    const int ty = threadIdx.y, tx = threadIdx.x, n = (int)s->n;
+    const int n = (int)s->n;
     const bool in_tile = ty < 16;
     if (tx == 0 && ty == 0) band.count = 0;  // (the loop's barriers order it)
     const size_t ld = s->ld;
@@ -519,6 +520,15 @@ __device__ void covariance_tile(PlSearch *s, int r, int skip)
         }
     }
     band_resolve(s, band);
+}
+
+__device__ void covariance_tile(PlSearch *s, int r, int skip)
+{
+    __shared__ double ta[16][17], tb[16][17];
+    __shared__ BandPairs band;
+    const int bi = blockIdx.y * 16, bj = blockIdx.x * 16;
+    if (bj + 15 < bi) return;  // lower triangle: mirrored
+    covariance_tile_at(s, r, skip, bi, bj, threadIdx.y, threadIdx.x, ta, tb, band);
 }
 
 extern "C" __global__ void covariance(PlSearch *s) { pl_enter(); covariance_tile(s, (int)s->p, -1); }
@@ -1778,12 +1788,65 @@ __device__ __forceinline__ bool drifted(const PlSearch *s)
     return ld_volatile(&s->ctl->drift_bits) > (unsigned long long)__double_as_longlong(s->drift_tol);
 }
 
+// The update algebra (Alg. 6) on the 16 x 16 tile of remaining positions at
+// rows bi, columns bj, the calling thread at (ty, tx) in it: the correlation
+// of the updated rows k < j from their correlations with the root, or from
+// the data within the verify band; and the collinear scan. Every thread of
+// the block calls it: update_cov a tile per block, update_data_fused the
+// tiles one after another.
+__device__ __forceinline__ void update_cov_tile_at(PlSearch *s, int r, int root, int bi, int bj,
+                                                   int ty, int tx, BandPairs &band)
+{
+    if (tx == 0 && ty == 0) band.count = 0;
+    __syncthreads();
+    const int k = bi + ty, j = bj + tx;
+    if (ty < 16 && k < r && j < r && j > k) {
+        const int ia = s->alive[k], ib = s->alive[j];
+        if (ia != root && ib != root && !s->gone[ia] && !s->gone[ib]) {
+            const size_t p = s->p;
+            // the root's row and column are only read: no write races with them
+            const double ra = s->cov[ia * p + root], rb = s->cov[ib * p + root];
+            const double v = (s->cov[ia * p + ib] - ra * rb) / sqrt((1.0 - ra * ra) * (1.0 - rb * rb));
+            if (1.0 - v * v <= verify_band(s)) band_add(band, ia, ib);  // decide it on the data
+            else store_corr(s, ia, ib, v);
+        }
+    }
+    band_resolve(s, band);
+}
+
+// update_cov's work by one block of 256 threads (update_data_fused's last
+// block, PL_FUSED_COV_MAX_R): its tiles one after another, with the same
+// arithmetic per pair, so the same values. Its shared buffers take the
+// dynamic shared memory (PL_FUSED_COV_SMEM bytes at least), which the
+// block's own row no longer needs.
+constexpr unsigned PL_FUSED_BAND_BYTES = (sizeof(BandPairs) + 15) / 16 * 16;
+static_assert(PL_FUSED_BAND_BYTES + 2 * 16 * 17 * sizeof(double) <= PL_FUSED_COV_SMEM,
+              "update_data_fused's shared buffers exceed PL_FUSED_COV_SMEM");
+
+__device__ void update_cov_by_block(PlSearch *s, int r, int root, bool drift)
+{
+    BandPairs &band = *reinterpret_cast<BandPairs *>(pl_dyn_smem);
+    double (*ta)[17] = reinterpret_cast<double (*)[17]>(pl_dyn_smem + PL_FUSED_BAND_BYTES);
+    double (*tb)[17] = ta + 16;
+    const int ty = threadIdx.x >> 4, tx = threadIdx.x & 15;
+    const int tiles = (r + 15) / 16;
+    for (int ti = 0; ti < tiles; ++ti) {
+        for (int tj = ti; tj < tiles; ++tj) {  // (the kernels skip the lower tiles)
+            __syncthreads();  // the previous tile's band pairs are resolved
+            if (drift) covariance_tile_at(s, r, root, ti * 16, tj * 16, ty, tx, ta, tb, band);
+            else update_cov_tile_at(s, r, root, ti * 16, tj * 16, ty, tx, band);
+        }
+    }
+}
+
 // One block per remaining position (grid: at least r blocks): UpdateData.
 // The last block to finish checks the drift: if any updated row drifted, it
 // re-standardises every remaining row from its data (rare; one block is
 // enough, and no launch is spent on the common case), with their float
 // entropies and, where hx64_in_update holds, their double ones.
-template <bool H64>
+// FUSED (update_data_fused): the last block then also does update_cov's
+// work (update_cov_by_block), and the host launches no update_cov.
+template <bool H64, bool FUSED>
 __device__ void update_data_body(PlSearch *s)
 {
     __shared__ double sh[32 * (H64 ? 9 : 6)];  // regress_root_out's block sums
@@ -1792,20 +1855,27 @@ __device__ void update_data_body(PlSearch *s)
     const int r = c->r;
     if (blockIdx.x < r) regress_root_out<H64>(s, blockIdx.x, sh);
     if (!last_block_done(&c->blocks_done)) return;
-    if (!drifted(s)) return;
-    if (threadIdx.x == 0) c->n_rederived += 1;
-    for (int k = 0; k < r; ++k) {
-        const int i = s->alive[k];
-        if (i == c->root || ld_volatile(&s->gone[i])) continue;
-        standardise_variable(s, i);
+    const bool drift = drifted(s);
+    if (drift) {
+        if (threadIdx.x == 0) c->n_rederived += 1;
+        for (int k = 0; k < r; ++k) {
+            const int i = s->alive[k];
+            if (i == c->root || ld_volatile(&s->gone[i])) continue;
+            standardise_variable(s, i);
+        }
     }
+    if constexpr (FUSED) update_cov_by_block(s, r, c->root, drift);
 }
 
 // Two kernels, so that the double sums' registers do not cut the occupancy
 // of the update that caches its (shorter) rows: the host launches
 // update_data_h64 where hx64_in_update holds (_scheduler.update_data_kernel).
-extern "C" __global__ void update_data(PlSearch *s) { pl_enter(); update_data_body<false>(s); }
-extern "C" __global__ void update_data_h64(PlSearch *s) { pl_enter(); update_data_body<true>(s); }
+// And update_data_fused, with the covariance update, where few variables
+// remain (_scheduler.launch_updates): a kernel boundary costs more than the
+// update of a few tiles.
+extern "C" __global__ void update_data(PlSearch *s) { pl_enter(); update_data_body<false, false>(s); }
+extern "C" __global__ void update_data_h64(PlSearch *s) { pl_enter(); update_data_body<true, false>(s); }
+extern "C" __global__ void update_data_fused(PlSearch *s) { pl_enter(); update_data_body<false, true>(s); }
 
 // 16 x 16 tiles of remaining positions: the covariance of the updated rows,
 // by the update algebra (Alg. 6) or, after drift, from the data; and the
@@ -1828,19 +1898,5 @@ extern "C" __global__ void __launch_bounds__(1024) update_cov(PlSearch *s)
         return;
     }
     if (blockIdx.x * 16 + 15 <= blockIdx.y * 16) return;  // no pair j > k in the tile
-    if (threadIdx.x == 0 && threadIdx.y == 0) band.count = 0;
-    __syncthreads();
-    const int k = blockIdx.y * 16 + threadIdx.y, j = blockIdx.x * 16 + threadIdx.x;
-    if (threadIdx.y < 16 && k < r && j < r && j > k) {
-        const int ia = s->alive[k], ib = s->alive[j];
-        if (ia != root && ib != root && !s->gone[ia] && !s->gone[ib]) {
-            const size_t p = s->p;
-            // the root's row and column are only read: no write races with them
-            const double ra = s->cov[ia * p + root], rb = s->cov[ib * p + root];
-            const double v = (s->cov[ia * p + ib] - ra * rb) / sqrt((1.0 - ra * ra) * (1.0 - rb * rb));
-            if (1.0 - v * v <= verify_band(s)) band_add(band, ia, ib);  // decide it on the data
-            else store_corr(s, ia, ib, v);
-        }
-    }
-    band_resolve(s, band);
+    update_cov_tile_at(s, r, root, blockIdx.y * 16, blockIdx.x * 16, threadIdx.y, threadIdx.x, band);
 }

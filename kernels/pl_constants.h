@@ -85,4 +85,12 @@ enum { PL_DEP_COLLINEAR = 1, PL_DEP_EXPLAINED = 2 };
  * a re-decision. */
 #define PL_HX64_IN_UPDATE_MIN_N 16384
 
+/* Searches of at most this many remaining variables update the covariance in
+ * update_data's last block (update_data_fused) instead of kernel update_cov:
+ * at most three 16 x 16 tiles, whose work one block does sooner than the GPU
+ * ends one kernel and starts the next. update_data_fused then takes at least
+ * PL_FUSED_COV_SMEM bytes of dynamic shared memory for the tiles' buffers. */
+#define PL_FUSED_COV_MAX_R 32
+#define PL_FUSED_COV_SMEM 6656
+
 #endif

@@ -110,3 +110,6 @@ MOMENT_ERR_CPU = _VALUES["MOMENT_ERR_CPU"]
 MOMENT_ERR_GPU = _VALUES["MOMENT_ERR_GPU"]
 # CUDA search: rows whose double entropies their update computes
 HX64_IN_UPDATE_MIN_N = _VALUES["HX64_IN_UPDATE_MIN_N"]
+# CUDA search: remaining variables whose covariance update_data updates (one kernel)
+FUSED_COV_MAX_R = _VALUES["FUSED_COV_MAX_R"]
+FUSED_COV_SMEM = _VALUES["FUSED_COV_SMEM"]

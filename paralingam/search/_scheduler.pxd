@@ -30,7 +30,8 @@ cdef enum:
     K_ALL_PAIRS32 = 14
     K_ALL_PAIRS64 = 15
     K_UPDATE_DATA_H64 = 16
-    N_KERNELS = 17
+    K_UPDATE_DATA_FUSED = 17
+    N_KERNELS = 18
 
 
 cdef class Module:

@@ -116,6 +116,8 @@ cdef extern from "search_state.h":
 
 cdef extern from "pl_constants.h":
     int PL_HX64_IN_UPDATE_MIN_N
+    int PL_FUSED_COV_MAX_R
+    int PL_FUSED_COV_SMEM
 
 ctypedef int CUresult
 ctypedef void *CUcontext
@@ -273,7 +275,8 @@ cdef const char *KERNEL_NAMES[N_KERNELS]
 KERNEL_NAMES[:] = [b"init_search", b"standardise", b"covariance", b"prep", b"setup_f32",
                    b"setup_f64", b"worker_f32", b"worker_f64", b"select_root",
                    b"entropy64", b"pairs64", b"select64", b"update_data",
-                   b"update_cov", b"all_pairs_f32", b"all_pairs_f64", b"update_data_h64"]
+                   b"update_cov", b"all_pairs_f32", b"all_pairs_f64", b"update_data_h64",
+                   b"update_data_fused"]
 
 
 cdef class Module:
@@ -311,7 +314,7 @@ cdef class Module:
         # the same results.
         cdef unsigned int row_want = MAX_ROW_CACHE
         self.row_smem = row_want
-        for k in (K_UPDATE_DATA, K_UPDATE_DATA_H64):
+        for k in (K_UPDATE_DATA, K_UPDATE_DATA_H64, K_UPDATE_DATA_FUSED):
             if drv.func_set_attribute(self.fn[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                       row_want) != 0:
                 self.row_smem = DEFAULT_DYNAMIC_SMEM
@@ -419,11 +422,16 @@ cdef inline int prep_threads(int r) noexcept nogil:
 cdef int launch_updates(Module m, int k_update, int r, int n, void **params,
                         bint band) except -1 nogil:
     """UpdateData (kernel ``k_update``, with re-standardisation after drift)
-    and UpdateCovMat over ``r`` positions.
+    and UpdateCovMat over ``r`` positions: two kernels, or for at most
+    ``PL_FUSED_COV_MAX_R`` positions one, ``update_data_fused``.
 
     Each kernel does nothing unless the device state is PL_DECIDED, and
     skips positions at or past the device's own r.
     """
+    if k_update == K_UPDATE_DATA and r <= PL_FUSED_COV_MAX_R:  # one kernel (pl_constants.h)
+        launch(m, K_UPDATE_DATA_FUSED, r, 1, 256, 1, params,
+               max(row_cache_bytes(n, m.row_smem), <unsigned int>PL_FUSED_COV_SMEM))
+        return 0
     launch(m, k_update, r, 1, 256, 1, params, row_cache_bytes(n, m.row_smem))
     launch(m, K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16, update_cov_rows(r, band), params)
     return 0
