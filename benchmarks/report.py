@@ -364,6 +364,11 @@ def cpu_builds(out):
     (out / "cpu_builds.rst").write_text(text + "\n" + _source(name, d, "builds"))
 
 
+def _ab_ms(ms):
+    """Milliseconds with three significant figures at least (the small cases differ by tens of us)."""
+    return f"{ms:.3f} ms" if ms < 10 else f"{ms:.1f} ms"
+
+
 def ab_baseline(out):
     """The same-call A/B against the baseline commit 0cb7114 (tools/gpu_check.sh ab)."""
     rows, parts = [], []
@@ -371,9 +376,9 @@ def ab_baseline(out):
                           ("bench_cpu_h100host.json", "cpu, H100 host (16 cores)"),
                           ("bench_cpu_vm_2cores.json", "cpu, 2-core VM")):
         d = _load(name)["ab_0cb7114"]
-        rows += [[backend, c["case"], f"{c['base_ms']:.1f} ms", f"{c['head_ms']:.1f} ms",
-                  d["provenance"]["commit"], f"{100 * (c['head_over_base'] - 1):+.0f}%",
-                  (f"{c['native_ms']:.1f} ms ({100 * (c['native_ms'] / c['base_ms'] - 1):+.0f}%)"
+        rows += [[backend, c["case"], _ab_ms(c["base_ms"]), _ab_ms(c["head_ms"]),
+                  c.get("commit", d["provenance"]["commit"]), f"{100 * (c['head_over_base'] - 1):+.1f}%",
+                  (f"{_ab_ms(c['native_ms'])} ({100 * (c['native_ms'] / c['base_ms'] - 1):+.0f}%)"
                    if "native_ms" in c else "-")]
                  for c in d["cases"]]
         parts.append(_source(name, d, "ab_0cb7114"))
