@@ -13,6 +13,17 @@ from paralingam.lingam import hsic
 lingam_hsic = lingam_module("lingam.hsic", __name__)
 
 
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt during the test, also where the runner ignores it
+    (a shell's background job starts with SIGINT ignored, and Python then keeps it so)."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def errors(n, p, seed):
     """Non-Gaussian columns, some of them dependent."""
     rng = np.random.default_rng(seed)
@@ -257,7 +268,7 @@ def test_bad_options_are_refused(bad):
 
 
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
-def test_ctrl_c_stops_at_once_and_leaves_the_module_usable(monkeypatch, n_threads):
+def test_ctrl_c_stops_at_once_and_leaves_the_module_usable(monkeypatch, sigint_raises, n_threads):
     import os
     import signal
 
@@ -341,7 +352,7 @@ def test_gpu_outliers_and_constant_columns():
 
 
 @pytest.mark.gpu
-def test_gpu_estimator_p_values_equal_cpu_after_ctrl_c(monkeypatch):
+def test_gpu_estimator_p_values_equal_cpu_after_ctrl_c(monkeypatch, sigint_raises):
     import os
     import signal
 
