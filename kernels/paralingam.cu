@@ -20,7 +20,8 @@
 //                 the float entropies of the new rows; the last block
 //                 re-standardises the rows if they drifted
 //   update_cov    covariance update (Alg. 6), or recomputation after drift,
-//                 and the collinear scan
+//                 and the collinear scan; where few variables remain,
+//                 update_data_fused's last block does it instead (one kernel)
 //
 // Compile-time constants: WARPS, warps per block of the worker kernel, and
 // MIN_BLOCKS (see below).
