@@ -369,6 +369,11 @@ def _ab_ms(ms):
     return f"{ms:.3f} ms" if ms < 10 else f"{ms:.1f} ms"
 
 
+def _ab_change(ms, base_ms):
+    """The relative change against the baseline, to a tenth of a per cent."""
+    return f"{100 * (ms / base_ms - 1):+.1f}%"
+
+
 def ab_baseline(out):
     """The same-call A/B against the baseline commit 0cb7114 (tools/gpu_check.sh ab)."""
     rows, parts = [], []
@@ -377,8 +382,8 @@ def ab_baseline(out):
                           ("bench_cpu_vm_2cores.json", "cpu, 2-core VM")):
         d = _load(name)["ab_0cb7114"]
         rows += [[backend, c["case"], _ab_ms(c["base_ms"]), _ab_ms(c["head_ms"]),
-                  c.get("commit", d["provenance"]["commit"]), f"{100 * (c['head_over_base'] - 1):+.1f}%",
-                  (f"{_ab_ms(c['native_ms'])} ({100 * (c['native_ms'] / c['base_ms'] - 1):+.0f}%)"
+                  c.get("commit", d["provenance"]["commit"]), _ab_change(c["head_ms"], c["base_ms"]),
+                  (f"{_ab_ms(c['native_ms'])} ({_ab_change(c['native_ms'], c['base_ms'])})"
                    if "native_ms" in c else "-")]
                  for c in d["cases"]]
         parts.append(_source(name, d, "ab_0cb7114"))

@@ -197,7 +197,7 @@ DEF DEFAULT_DYNAMIC_SMEM = 45056
 # prep is one block whose phases are short loops over the remaining variables
 # between barriers: a block of about r threads passes each barrier sooner than
 # 1024 threads of which most have nothing to do (prep_threads; the minimum is
-# the measured best, docs/design/gpu_search.rst, "prep's block").
+# the measured best, docs/design/gpu_search.rst, "The iteration's other kernels").
 DEF PREP_MIN_THREADS = 256
 DEF PREP_MAX_THREADS = 1024
 
