@@ -28,6 +28,15 @@ thread, each with and without the adaptive lasso's LARS paths on the GPU
 (``_adaptive_lasso.CUDA_LASSO_MIN_FEATURES``); medians of 7 (typical: 3):
 
     python benchmarks/bench_adjacency.py --mode estimator-blas --data-dir .gpu/data
+
+``--mode tsqr-segments`` is the same-process A/B of the data's streaming QR
+(the minimum-norm rows of rank-deficient data) in one stream, as before
+``tsqr_segments``, against its row segments on threads: the adjacency phase
+of ``paralingam.fit`` and of ``DirectLiNGAM().fit`` on ``--backend``, on
+``bench_pipeline``'s E. coli and rank-deficient cases, the two settings
+alternated in ``--rounds`` rounds of ``--repeats`` fits (medians):
+
+    python benchmarks/bench_adjacency.py --mode tsqr-segments --backend cuda --data-dir .gpu/data
 """
 
 import contextlib
@@ -144,26 +153,75 @@ def estimator_blas(args):
     _common.write_result(args, {"rows": rows})
 
 
+def tsqr_segments(args):
+    """The adjacency phases with the data's QR in one stream and in segments (see the module docstring)."""
+    import bench_pipeline as bp
+    from paralingam.adjacency import _least_squares
+
+    segmented = _least_squares.tsqr_segments
+    settings = {"one_stream": lambda n, p: 1, "segments": segmented}
+    cases = ("ecoli", "rank_deficient_300", "rank_deficient_1000")
+    rows = []
+    for name in args.cases or (cases[:2] if args.quick else cases):
+        p, n = bp.CASES[name][0]
+        X = np.ascontiguousarray(bp.make_data(name, p, n, args.data_dir, list(bp.CASES).index(name) + 1))
+        row = {"case": name, "p": p, "n": n, "segments": segmented(n, p), "backend": args.backend,
+               "rounds": {label: [] for label in settings}}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for _ in range(args.rounds):
+                    for label, rule in settings.items():
+                        _least_squares.tsqr_segments = rule
+                        paralingam.fit(X, backend=args.backend, on_collinear="ignore")  # warm-up
+                        fit, est = [], []
+                        for _ in range(args.repeats):
+                            r = paralingam.fit(X, backend=args.backend, on_collinear="ignore")
+                            fit.append(r.stats["time"]["adjacency"])
+                            m = paralingam.DirectLiNGAM(backend=args.backend).fit(X)
+                            est.append(m.fit_stats_["time"]["adjacency"])
+                        row["rounds"][label].append({
+                            "fit_adjacency_s": statistics.median(fit),
+                            "estimator_adjacency_s": statistics.median(est),
+                            "search_s": r.stats["time"]["search"]})
+        finally:
+            _least_squares.tsqr_segments = segmented
+        rows.append(row)
+        for label in settings:
+            got = row["rounds"][label]
+            print(f"{name:20s} {label:10s} fit adjacency " + ", ".join(
+                f"{g['fit_adjacency_s'] * 1e3:.1f}" for g in got) + " ms; estimator adjacency " +
+                ", ".join(f"{g['estimator_adjacency_s'] * 1e3:.1f}" for g in got) + " ms; search " +
+                ", ".join(f"{g['search_s'] * 1e3:.1f}" for g in got) + " ms", flush=True)
+    _common.write_result(args, {"rows": rows})
+
+
 def main():
-    ap = _common.parser("bench_adjacency", __doc__, modes=("steps", "blas-threads", "estimator-blas"),
-                        quick="blas-threads, estimator-blas: the two small cases only")
+    ap = _common.parser("bench_adjacency", __doc__, modes=("steps", "blas-threads", "estimator-blas",
+                                                             "tsqr-segments"),
+                        quick="blas-threads, estimator-blas, tsqr-segments: the two small cases only")
     ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--sizes", nargs="*", default=["100x1024", "200x2048", "500x4096", "1000x8192"],
                     metavar="PxN")
     ap.add_argument("--lingam-sizes", nargs="*", default=["100x1024"], metavar="PxN",
                     help="sizes on which lingam's adaptive lasso runs too (it is slow)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3, help="tsqr-segments: rounds of the A/B")
     ap.add_argument("--data-dir", default=os.environ.get("PARALINGAM_DATA", "/work/shared/data"),
                     help="folder of ecoli_core_fluxes_n10000.npz (blas-threads, estimator-blas)")
     ap.add_argument("--cases", nargs="+", default=None,
                     choices=("ecoli", "rank_deficient_300", "rank_deficient_1000", "wide", "wide_5000"),
-                    help="blas-threads: the cases to time (default: all but wide_5000)")
+                    help="blas-threads, tsqr-segments: the cases to time (default: blas-threads "
+                         "all but wide_5000, tsqr-segments E. coli and the rank-deficient ones)")
     args = ap.parse_args()
     if args.mode == "blas-threads":
         blas_threads(args)
         return
     if args.mode == "estimator-blas":
         estimator_blas(args)
+        return
+    if args.mode == "tsqr-segments":
+        tsqr_segments(args)
         return
 
     rows = []

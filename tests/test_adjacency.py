@@ -303,7 +303,9 @@ def _shuffled_combinations(n, p, rng):
 @pytest.mark.parametrize("p, n, seed, kind", [(40, 12, 231, "wide"), (120, 30, 232, "wide"),
                                               (30, 200, 233, "planted"), (120, 40, 234, "ill"),
                                               (60, 200, 235, "ill"), (400, 500, 3, "shuffled"),
-                                              (250, 300, 2, "shuffled")])
+                                              (250, 300, 2, "shuffled"),
+                                              # many rows: the data's QR in segments
+                                              (60, 4000, 236, "ill"), (50, 3000, 4, "shuffled")])
 def test_ols_on_rank_deficient_data_is_minimum_norm_least_squares(p, n, seed, kind):
     # Wide data (rank n - 1) and tall data with exact combinations: every row
     # is the minimum-norm least-squares fit on its predecessors.

@@ -96,6 +96,7 @@ def assert_rows_fit(X, B, rows):
 
 @pytest.mark.parametrize("p, n, explained, seed", [
     (30, 400, 20, 301), (60, 300, 50, 302), (45, 1000, 20, 303), (80, 200, 74, 304),
+    (40, 3000, 25, 305),  # (the data's QR in segments on threads)
 ])
 def test_dependent_predecessors_run_compiled_and_equal_the_reference(p, n, explained, seed,
                                                                      monkeypatch):
@@ -143,7 +144,7 @@ def test_dependent_predecessors_with_outliers_and_prior_knowledge(monkeypatch):
     assert_rows_fit(X, got, exact & (np.arange(40) != order[-1]))
 
 
-@pytest.mark.parametrize("n, outliers", [(300, None), (30, None), (300, 4)])
+@pytest.mark.parametrize("n, outliers", [(300, None), (30, None), (300, 4), (3000, 6)])
 def test_min_norm_weights_are_minimum_norm_least_squares(n, outliers):
     # Both vector routes (the QR factor of tall data, the centred columns of
     # wide data) give pinv-least squares on the standardised predecessors.

@@ -229,6 +229,56 @@ def test_streaming_qr_of_the_data_equals_numpy_qr(n, p, chunk, cols):
                                atol=1e-12 * np.abs(want32.T @ want32).max())
 
 
+@pytest.mark.parametrize("n, p", [(5000, 40), (3100, 200), (20000, 7), (4096, 512)])
+def test_segmented_streaming_qr_has_the_same_bits_on_any_number_of_threads(n, p):
+    # many rows: segments on threads, combined pairwise in a fixed order
+    # (an odd count too: 3100 rows make 3); the factor depends on the
+    # data's shape only, and its inner products are the centred data's
+    rng = np.random.default_rng(n + p)
+    X = rng.standard_normal((n, p)) * rng.uniform(0.01, 100, p) + rng.uniform(-5, 5, p)
+    X[:, 3] = X[:, 1] - 2 * X[:, 4]  # an exact combination: R has a zero pivot
+    X[:7] *= 1e3  # outlying rows
+    order = rng.permutation(p)
+    segments = _least_squares.tsqr_segments(n, p)
+    assert segments > 1
+    factors = [_least_squares._centred_triangular_factor(X, order, n_threads=t)
+               for t in sorted({1, 2, 3, segments})]
+    for R in factors[1:]:
+        np.testing.assert_array_equal(R, factors[0])
+    R = factors[0]
+    assert R.shape == (p, p) and not np.tril(R, -1).any()
+    Xc = X[:, order] - X[:, order].mean(axis=0)
+    want = np.linalg.qr(Xc / np.sqrt(n), mode="r")
+    np.testing.assert_allclose(R.T @ R, want.T @ want, rtol=0,
+                               atol=1e-12 * np.abs(want.T @ want).max())
+
+
+def test_segment_count_depends_on_the_shape_only():
+    segments = _least_squares.tsqr_segments
+    assert segments(2047, 5) == 1 and segments(2048, 5) == 2  # TSQR_SEGMENT_ROWS rows each
+    assert segments(10_000, 87) == 9
+    assert segments(8192, 1000) == 4  # at least 2 p rows each
+    assert segments(10 ** 7, 50) == _least_squares.TSQR_MAX_SEGMENTS
+    assert segments(100, 300) == 1
+
+
+def test_nogil_qr_steps_check_their_shapes():
+    from paralingam.adjacency._linalg import fold_rows, qr_factor
+
+    with pytest.raises(ValueError, match="at least as many rows"):
+        qr_factor(np.zeros((3, 5), order="F"))
+    with pytest.raises(ValueError, match="p x p"):
+        fold_rows(np.eye(3, order="F"), np.zeros((4, 2), order="F"))
+    with pytest.raises(ValueError, match="triangular B"):
+        fold_rows(np.eye(3, order="F"), np.zeros((4, 3), order="F"), triangular=True)
+    rng = np.random.default_rng(5)
+    A, B = rng.standard_normal((9, 4)), rng.standard_normal((6, 4))
+    R = qr_factor(np.asfortranarray(A))
+    fold_rows(R, np.asfortranarray(B))
+    R = np.triu(R)
+    np.testing.assert_allclose(R.T @ R, A.T @ A + B.T @ B, rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("trans", ["N", "T"])
 @pytest.mark.parametrize("cap, m", [(50, 30), (64, 64), (300, 23), (5, 1)])
 def test_the_loops_triangular_solves_are_scipys_bit_for_bit(trans, cap, m):

@@ -23,6 +23,15 @@ from ._prior import SCHUR_MAX_EXCLUDED, _inverse_factor, _row_without, allowed_p
 # a chunk of up to a few hundred columns stays in cache.
 TSQR_CHUNK = 512
 
+# The streaming QR splits the rows into segments, one thread each, and
+# combines their factors pairwise (_centred_triangular_factor). A segment has
+# at least TSQR_SEGMENT_ROWS rows and twice as many rows as columns: combining
+# two p x p factors costs about 2p^3/3, a third of a segment of 2p rows'
+# 4p^3. The number of segments depends on the data's shape only, never on
+# the threads, so the factor has the same bits on any machine's core count.
+TSQR_SEGMENT_ROWS = 1024
+TSQR_MAX_SEGMENTS = 16
+
 
 def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatter=None):
     """Least-squares regression of each variable on all earlier ones.
@@ -192,7 +201,7 @@ def _data_vectors(X, order, mean=None):
     return Xc
 
 
-def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None):
+def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None, n_threads=None):
     """``R`` (p x p, upper) of the QR decomposition of ``X[:, order]`` centred, over ``sqrt(n)``.
 
     A streaming TSQR: the factor of the first rows, then each further chunk
@@ -203,6 +212,11 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None):
     made. ``R`` may differ from ``numpy.linalg.qr``'s (the signs of its rows;
     past a zero pivot ``R`` is not unique), but ``R^T R``, the inner products
     every regression uses, is the same to rounding.
+
+    Data of many rows are split into :func:`tsqr_segments` segments, each
+    streamed on its own thread (LAPACK without the GIL: ``_linalg``), and the
+    segments' factors are combined pairwise in a fixed order. ``n_threads``
+    (default: the usable cores) changes only how many segments run at once.
     """
     from scipy.linalg.lapack import dtpqrt
 
@@ -220,6 +234,9 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None):
         block *= scale
         return block
 
+    segments = tsqr_segments(n, p)
+    if segments > 1:
+        return _segmented_factor(rows, n, p, segments, chunk, n_threads)
     head = min(n, max(chunk, p))
     R = np.asfortranarray(np.linalg.qr(rows(0, head), mode="r"))
     block_size = max(1, min(32, p))
@@ -229,6 +246,53 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None):
         if info != 0:
             raise np.linalg.LinAlgError(f"dtpqrt failed (info={info})")
     return np.triu(R)
+
+
+def tsqr_segments(n, p):
+    """Row segments of the streaming QR of ``n`` rows and ``p`` columns (1: one stream).
+
+    Each has at least ``max(TSQR_SEGMENT_ROWS, 2 p)`` rows; at most
+    ``TSQR_MAX_SEGMENTS``.
+    """
+    return int(max(1, min(TSQR_MAX_SEGMENTS, n // max(TSQR_SEGMENT_ROWS, 2 * p))))
+
+
+def _segmented_factor(rows, n, p, segments, chunk, n_threads=None):
+    """:func:`_centred_triangular_factor` over ``segments`` row segments on threads.
+
+    Segment ``i`` holds rows ``n i // segments`` to ``n (i + 1) // segments``;
+    its factor is streamed as one stream's, and the factors are combined
+    pairwise, (0, 1), (2, 3), ... then the results in turn, each by one QR
+    of two stacked triangles (``dtpqrt`` with a triangular second block).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .._validation import _usable_cores
+    from ._linalg import fold_rows, qr_factor
+
+    bounds = [n * i // segments for i in range(segments + 1)]
+
+    def stream(i):  # one segment's factor
+        start, stop = bounds[i], bounds[i + 1]
+        head = start + p  # the fewest rows a p x p factor needs; dtpqrt folds the rest
+        R = qr_factor(rows(start, head))
+        for c0 in range(head, stop, chunk):
+            fold_rows(R, rows(c0, min(c0 + chunk, stop)))
+        return R
+
+    def combine(pair):
+        R, other = pair
+        fold_rows(R, other, triangular=True)
+        return R
+
+    threads = min(segments, n_threads or _usable_cores())
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="paralingam-tsqr") as pool:
+        factors = list(pool.map(stream, range(segments)))
+        while len(factors) > 1:
+            pairs = [(factors[i], factors[i + 1]) for i in range(0, len(factors) - 1, 2)]
+            combined = list(pool.map(combine, pairs))
+            factors = combined + factors[len(pairs) * 2:]
+    return np.triu(factors[0])
 
 
 def _ols_on_predecessors(gram):
