@@ -418,6 +418,23 @@ def estimator_blas(out):
     (out / "estimator_blas.rst").write_text(text + "\n" + _source(name, d, "estimator_blas"))
 
 
+def tsqr_segments(out):
+    """The data's QR in one stream against segments (bench_adjacency.py --mode tsqr-segments)."""
+    name = "bench_adjacency_h100.json"
+    d = _load(name)["tsqr_segments"]
+
+    def rounds(r, setting, key):
+        return ", ".join(f"{g[key] * 1e3:.1f}" for g in r["rounds"][setting]) + " ms"
+
+    rows = [[r["case"], f"{r['p']} x {r['n']}", str(r["segments"]),
+             rounds(r, "one_stream", "fit_adjacency_s"), rounds(r, "segments", "fit_adjacency_s"),
+             rounds(r, "one_stream", "estimator_adjacency_s"),
+             rounds(r, "segments", "estimator_adjacency_s")] for r in d["rows"]]
+    text = _table(["case", "p x n", "segments", "fit, one stream", "fit, segments",
+                   "estimator, one stream", "estimator, segments"], rows)
+    (out / "tsqr_segments.rst").write_text(text + "\n" + _source(name, d, "tsqr_segments"))
+
+
 def render(out):
     """Write every table (``*.rst``) and plot (``*.png``) into the folder ``out``."""
     import matplotlib
@@ -447,6 +464,7 @@ def render(out):
     ab_baseline(out)
     adjacency_blas(out)
     estimator_blas(out)
+    tsqr_segments(out)
 
 
 if __name__ == "__main__":

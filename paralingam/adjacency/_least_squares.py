@@ -26,9 +26,10 @@ TSQR_CHUNK = 512
 # The streaming QR splits the rows into segments, one thread each, and
 # combines their factors pairwise (_centred_triangular_factor). A segment has
 # at least TSQR_SEGMENT_ROWS rows and twice as many rows as columns: combining
-# two p x p factors costs about 2p^3/3, a third of a segment of 2p rows'
-# 4p^3. The number of segments depends on the data's shape only, never on
-# the threads, so the factor has the same bits on any machine's core count.
+# two p x p factors costs about 2p^3/3 flops, a fifth of the QR of a segment
+# of 2p rows (about 10p^3/3). The number of segments depends on the data's
+# shape only, never on the threads, so the factor has the same bits on any
+# machine's core count.
 TSQR_SEGMENT_ROWS = 1024
 TSQR_MAX_SEGMENTS = 16
 
