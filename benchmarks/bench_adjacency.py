@@ -30,8 +30,9 @@ thread, each with and without the adaptive lasso's LARS paths on the GPU
     python benchmarks/bench_adjacency.py --mode estimator-blas --data-dir .gpu/data
 
 ``--mode tsqr-segments`` is the same-process A/B of the data's streaming QR
-(the minimum-norm rows of rank-deficient data) in one stream, as before
-``tsqr_segments``, against its row segments on threads: the adjacency phase
+(the minimum-norm rows of rank-deficient data) in one stream against its row
+segments on threads (each forced, whichever ``--backend`` takes by default:
+segments after a CUDA search, one stream after a CPU search): the adjacency phase
 of ``paralingam.fit`` and of ``DirectLiNGAM().fit`` on ``--backend``, on
 ``bench_pipeline``'s E. coli and rank-deficient cases, the two settings
 alternated in ``--rounds`` rounds of ``--repeats`` fits (medians):
@@ -158,21 +159,26 @@ def tsqr_segments(args):
     import bench_pipeline as bp
     from paralingam.adjacency import _least_squares
 
-    segmented = _least_squares.tsqr_segments
-    settings = {"one_stream": lambda n, p: 1, "segments": segmented}
+    factor = _least_squares._centred_triangular_factor
+
+    def forced(segmented):  # the QR with segments on or off, whatever the backend's default
+        return lambda *a, **k: factor(*a, **{**k, "segmented": segmented})
+
+    settings = {"one_stream": forced(False), "segments": forced(True)}
     cases = ("ecoli", "rank_deficient_300", "rank_deficient_1000")
     rows = []
     for name in args.cases or (cases[:2] if args.quick else cases):
         p, n = bp.CASES[name][0]
         X = np.ascontiguousarray(bp.make_data(name, p, n, args.data_dir, list(bp.CASES).index(name) + 1))
-        row = {"case": name, "p": p, "n": n, "segments": segmented(n, p), "backend": args.backend,
+        row = {"case": name, "p": p, "n": n, "segments": _least_squares.tsqr_segments(n, p),
+               "backend": args.backend,
                "rounds": {label: [] for label in settings}}
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 for _ in range(args.rounds):
-                    for label, rule in settings.items():
-                        _least_squares.tsqr_segments = rule
+                    for label, qr in settings.items():
+                        _least_squares._centred_triangular_factor = qr
                         paralingam.fit(X, backend=args.backend, on_collinear="ignore")  # warm-up
                         fit, est = [], []
                         for _ in range(args.repeats):
@@ -185,7 +191,7 @@ def tsqr_segments(args):
                             "estimator_adjacency_s": statistics.median(est),
                             "search_s": r.stats["time"]["search"]})
         finally:
-            _least_squares.tsqr_segments = segmented
+            _least_squares._centred_triangular_factor = factor
         rows.append(row)
         for label in settings:
             got = row["rounds"][label]

@@ -194,7 +194,7 @@ def test_compiled_engine_hands_degenerate_targets_to_sklearn(lingam_data, monkey
     from paralingam.adjacency._common import _scatter
 
     monkeypatch.setattr(_adaptive_lasso, "_min_norm_weights",
-                        lambda X, order, std, gram, coef, rss, solved: (coef, rss, solved))
+                        lambda X, order, std, gram, coef, rss, solved, **_: (coef, rss, solved))
     X = np.array(lingam_data(8, 200, "sparse", 214)[0])
     X[:, 3] = X[:, 0] + 1e-9 * np.random.default_rng(0).standard_normal(200)
     order = [0, 3, 1, 2, 4, 5, 6, 7]
@@ -300,13 +300,14 @@ def _shuffled_combinations(n, p, rng):
     return X[:, rng.permutation(p)]
 
 
-@pytest.mark.parametrize("p, n, seed, kind", [(40, 12, 231, "wide"), (120, 30, 232, "wide"),
-                                              (30, 200, 233, "planted"), (120, 40, 234, "ill"),
-                                              (60, 200, 235, "ill"), (400, 500, 3, "shuffled"),
-                                              (250, 300, 2, "shuffled"),
-                                              # many rows: the data's QR in segments
-                                              (60, 4000, 236, "ill"), (50, 3000, 4, "shuffled")])
-def test_ols_on_rank_deficient_data_is_minimum_norm_least_squares(p, n, seed, kind):
+@pytest.mark.parametrize("p, n, seed, kind, segmented", [
+    (40, 12, 231, "wide", False), (120, 30, 232, "wide", False), (30, 200, 233, "planted", False),
+    (120, 40, 234, "ill", False), (60, 200, 235, "ill", False), (400, 500, 3, "shuffled", False),
+    (250, 300, 2, "shuffled", False),
+    # many rows, the data's QR in row segments (as after a CUDA search)
+    (60, 4000, 236, "ill", True), (50, 3000, 4, "shuffled", True)])
+def test_ols_on_rank_deficient_data_is_minimum_norm_least_squares(p, n, seed, kind, segmented,
+                                                                  monkeypatch):
     # Wide data (rank n - 1) and tall data with exact combinations: every row
     # is the minimum-norm least-squares fit on its predecessors.
     # ill: the last independent column is nearly a combination of the others
@@ -327,6 +328,11 @@ def test_ols_on_rank_deficient_data_is_minimum_norm_least_squares(p, n, seed, ki
             1e-4 * rng.standard_normal(n)
         for k in range(r + 1, p if n > p else 0):
             X[:, order[k]] = X[:, order[:k - 1]] @ rng.standard_normal(k - 1)
+    if segmented:
+        assert _least_squares.tsqr_segments(n, p) > 1
+        factor = _least_squares._centred_triangular_factor
+        monkeypatch.setattr(_least_squares, "_centred_triangular_factor",
+                            lambda *a, **k: factor(*a, **{**k, "segmented": True}))
     B = ols_adjacency(X, order)
     Xc = X - X.mean(axis=0)
     for k in range(1, p):

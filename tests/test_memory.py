@@ -44,7 +44,9 @@ def test_issue_case_p20000_n5_refused_fast_with_a_clear_message(memory):
     memory(2 * GiB)
     X = np.random.default_rng(0).standard_normal((5, 20_000))
     t0 = time.perf_counter()
-    peak, exc = _peak_while(lambda: paralingam.fit(X))
+    # (the CPU route's first step; on a GPU machine "auto" would refuse the
+    # CUDA search's host buffers first, with its own message)
+    peak, exc = _peak_while(lambda: paralingam.fit(X, backend="cpu"))
     assert isinstance(exc, InsufficientMemoryError) and isinstance(exc, MemoryError)
     msg = str(exc)
     size = _memory.format_bytes(_memory.standardise_bytes(5, 20_000))  # 11.92 GiB
@@ -65,7 +67,7 @@ def test_real_memory_reader_refuses_a_problem_no_machine_holds():
     X = np.random.default_rng(1).standard_normal((5, 400_000))
     size = _memory.format_bytes(needed)
     with pytest.raises(InsufficientMemoryError, match=rf"standardising .* needs about {size}"):
-        paralingam.fit(X)
+        paralingam.fit(X, backend="cpu")  # (the CPU route's step, on any machine)
 
 
 def test_available_memory_reader_agrees_with_proc_meminfo():
@@ -166,7 +168,7 @@ def test_estimator_checks_its_adjacency_before_the_search(memory, monkeypatch):
     ran = []
     monkeypatch.setattr(_api, "_search_cpu", lambda *a, **k: ran.append(1))
     with pytest.raises(InsufficientMemoryError, match="adaptive lasso"):
-        paralingam.DirectLiNGAM().fit(_data(n, p))
+        paralingam.DirectLiNGAM(backend="cpu").fit(_data(n, p))  # (the CPU plan above)
     assert not ran
 
 

@@ -355,7 +355,10 @@ def _cli_stderr(args, tty, tmp_path):
     import os
     import subprocess
 
-    code = ("import sys, paralingam._progress as p; p.AUTO_DELAY_S = 0.0; "
+    # the plain line these tests read: tqdm, where installed, draws its own
+    # bar, and on a pseudo-terminal without a size (openpty's) nothing but "\r"
+    code = ("import sys; sys.modules['tqdm'] = None; "
+            "import paralingam._progress as p; p.AUTO_DELAY_S = 0.0; "
             "from paralingam.cli import main; sys.exit(main(sys.argv[1:]))")
     env = child_env()  # the paralingam this process imported
     if not tty:

@@ -96,7 +96,7 @@ def assert_rows_fit(X, B, rows):
 
 @pytest.mark.parametrize("p, n, explained, seed", [
     (30, 400, 20, 301), (60, 300, 50, 302), (45, 1000, 20, 303), (80, 200, 74, 304),
-    (40, 3000, 25, 305),  # (the data's QR in segments on threads)
+    (40, 3000, 25, 305),
 ])
 def test_dependent_predecessors_run_compiled_and_equal_the_reference(p, n, explained, seed,
                                                                      monkeypatch):
@@ -144,8 +144,10 @@ def test_dependent_predecessors_with_outliers_and_prior_knowledge(monkeypatch):
     assert_rows_fit(X, got, exact & (np.arange(40) != order[-1]))
 
 
-@pytest.mark.parametrize("n, outliers", [(300, None), (30, None), (300, 4), (3000, 6)])
-def test_min_norm_weights_are_minimum_norm_least_squares(n, outliers):
+@pytest.mark.parametrize("n, outliers, segmented", [(300, None, False), (30, None, False),
+                                                    (300, 4, False), (3000, 6, False),
+                                                    (3000, 6, True)])
+def test_min_norm_weights_are_minimum_norm_least_squares(n, outliers, segmented):
     # Both vector routes (the QR factor of tall data, the centred columns of
     # wide data) give pinv-least squares on the standardised predecessors.
     X = rank_deficient(40, n, 28, 331, noise=outliers)
@@ -156,7 +158,9 @@ def test_min_norm_weights_are_minimum_norm_least_squares(n, outliers):
     gram = (S / np.outer(std, std))[np.ix_(order, order)]
     coef, rss, solved = _least_squares._ols_on_predecessors(gram)
     assert not solved.all()
-    coef2, rss2, filled = _adaptive_lasso._min_norm_weights(X, order, std, gram, coef, rss, solved)
+    # (segmented: the data's QR in row segments, as after a CUDA search)
+    coef2, rss2, filled = _adaptive_lasso._min_norm_weights(X, order, std, gram, coef, rss, solved,
+                                                            segmented=segmented)
     assert filled.all()
     np.testing.assert_array_equal(coef2[solved], coef[solved])
     Z = (X - X.mean(axis=0)) / std
@@ -174,7 +178,7 @@ def test_full_rank_data_keep_the_factor_weights(monkeypatch):
     X = rank_deficient(20, 400, 0, 341)
     order = order_of(X)
 
-    def unexpected(*args):
+    def unexpected(*args, **kwargs):
         raise AssertionError("minimum-norm weights on full-rank data")
 
     monkeypatch.setattr(_adaptive_lasso, "_min_norm_weights", unexpected)

@@ -241,12 +241,15 @@ def test_segmented_streaming_qr_has_the_same_bits_on_any_number_of_threads(n, p)
     order = rng.permutation(p)
     segments = _least_squares.tsqr_segments(n, p)
     assert segments > 1
-    factors = [_least_squares._centred_triangular_factor(X, order, n_threads=t)
+    factors = [_least_squares._centred_triangular_factor(X, order, n_threads=t, segmented=True)
                for t in sorted({1, 2, 3, segments})]
     for R in factors[1:]:
         np.testing.assert_array_equal(R, factors[0])
     R = factors[0]
     assert R.shape == (p, p) and not np.tril(R, -1).any()
+    # without segments (after a CPU search): the one stream, as before
+    one = _least_squares._centred_triangular_factor(X, order)
+    assert not np.array_equal(one, R)
     Xc = X[:, order] - X[:, order].mean(axis=0)
     want = np.linalg.qr(Xc / np.sqrt(n), mode="r")
     np.testing.assert_allclose(R.T @ R, want.T @ want, rtol=0,

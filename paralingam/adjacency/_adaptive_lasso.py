@@ -201,8 +201,9 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
             if (full & ~given.astype(bool) & on_cpu).any():
                 # predecessors linearly dependent: minimum-norm weights, as
                 # sklearn's lstsq gives them, for the compiled engine
-                ols_coef, ols_rss, filled = _min_norm_weights(X, order, std, gram_ord,
-                                                              ols_coef, ols_rss, solved)
+                ols_coef, ols_rss, filled = _min_norm_weights(
+                    X, order, std, gram_ord, ols_coef, ols_rss, solved,
+                    segmented=backend == "cuda")
                 given = (given.astype(bool) | (full & filled[targets_arr])).astype(np.uint8)
             flags = np.zeros(len(rows), dtype=np.uint8)
             B_cpu, fallback = lasso.adaptive_lasso_rows(
@@ -313,7 +314,7 @@ def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, 
     return B, done
 
 
-def _min_norm_weights(X, order, std, gram, coef, rss, solved):
+def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False):
     """Least squares of every variable on all before it, past the Cholesky factor's rows.
 
     :func:`_ols_on_predecessors` solves the rows up to the first dependent
@@ -335,6 +336,9 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved):
         The standardised Gram matrix in causal order.
     coef, rss, solved : ndarray
         :func:`_ols_on_predecessors` of ``gram``.
+    segmented : bool
+        The data's QR in row segments on threads (after a CUDA search:
+        :func:`._least_squares._data_vectors`).
 
     Returns
     -------
@@ -356,7 +360,7 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved):
     # (a QR of its leading columns, projections on the basis), so fewer rows
     # cost less at any rank
     first = max(m - 1, 0)
-    V = _data_vectors(X, order)
+    V = _data_vectors(X, order, segmented=segmented)
     V /= std[order]  # the standardised variables' vectors: lstsq's scale
     first = min(first, V.shape[0])
     rows = _min_norm_rows(V, first)[m - first:]

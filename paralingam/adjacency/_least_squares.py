@@ -114,7 +114,7 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
         if solved.all() and (rss > _pivot_noise(cov, coef)).all():
             B_ord = coef
     if B_ord is None:
-        B_ord = _ols_rows_host(cov, X, order, factor, mean=mean)
+        B_ord = _ols_rows_host(cov, X, order, factor, mean=mean, segmented=backend == "cuda")
     B = np.zeros((p, p))
     B[np.ix_(order, order)] = B_ord
 
@@ -144,7 +144,7 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     return B
 
 
-def _ols_rows_host(cov, X, order, factor=None, mean=None):
+def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False):
     """Row ``k``: least squares of variable ``k`` on ``0..k-1`` (``cov`` in causal order).
 
     One Cholesky factorisation of ``cov`` gives the rows up to the first
@@ -153,6 +153,8 @@ def _ols_rows_host(cov, X, order, factor=None, mean=None):
     ``(coef, rss, solved)`` of that factorisation when already computed (on
     the GPU, which stops at the first failed pivot). ``mean``: the columns'
     means of ``X`` when known (:func:`._common._column_means`'s).
+    ``segmented``: the data's QR in row segments on threads
+    (:func:`_data_vectors`).
     """
     p = cov.shape[0]
     coef, rss, solved = factor if factor is not None else _ols_on_predecessors(cov)
@@ -163,7 +165,7 @@ def _ols_rows_host(cov, X, order, factor=None, mean=None):
     if first < p:
         _memory.require("the adjacency step's minimum-norm least squares (dependent columns)",
                         _memory.min_norm_bytes(X.shape[0], p), _memory.FEWER)
-        V = _data_vectors(X, order, mean)
+        V = _data_vectors(X, order, mean, segmented)
         first = min(first, V.shape[0])  # no more independent columns than rows
         coef[first:] = _min_norm_rows(V, first)
     return coef
@@ -187,7 +189,7 @@ def _pivot_noise(gram, coef):
     return np.maximum(np.arange(len(sd)), 1) * _EPS * (sd + terms) ** 2
 
 
-def _data_vectors(X, order, mean=None):
+def _data_vectors(X, order, mean=None, segmented=False):
     """Columns whose inner products are the covariance of ``X[:, order]``.
 
     The centred data over ``sqrt(n)``, or, with more samples than variables,
@@ -195,10 +197,14 @@ def _data_vectors(X, order, mean=None):
     ``p`` rows instead of ``n``). ``X``: an array or a
     :class:`~paralingam._preparation.ScaledData`, read by blocks of rows;
     ``mean``: its columns' means when known (:func:`._common._column_means`'s).
+    ``segmented``: that QR in row segments on threads
+    (:func:`_centred_triangular_factor`), which the adjacency step after a
+    CUDA search takes: the host's cores are idle there, where after a CPU
+    search they still spin its threads.
     """
     n, p = X.shape
     if n > p:
-        return _centred_triangular_factor(X, order, mean=mean)
+        return _centred_triangular_factor(X, order, mean=mean, segmented=segmented)
     Xc = np.empty((n, len(order)))  # one copy in causal order, centred and scaled in place
     for r0 in range(0, n, TSQR_CHUNK):
         Xc[r0:r0 + TSQR_CHUNK] = float_rows(X, r0, min(n, r0 + TSQR_CHUNK))[:, order]
@@ -207,7 +213,8 @@ def _data_vectors(X, order, mean=None):
     return Xc
 
 
-def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None, n_threads=None):
+def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None, n_threads=None,
+                               segmented=False):
     """``R`` (p x p, upper) of the QR decomposition of ``X[:, order]`` centred, over ``sqrt(n)``.
 
     A streaming TSQR: the factor of the first rows, then each further chunk
@@ -219,10 +226,11 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None, n_threads=
     past a zero pivot ``R`` is not unique), but ``R^T R``, the inner products
     every regression uses, is the same to rounding.
 
-    Data of many rows are split into :func:`tsqr_segments` segments, each
-    streamed on its own thread (LAPACK without the GIL: ``_linalg``), and the
-    segments' factors are combined pairwise in a fixed order. ``n_threads``
-    (default: the usable cores) changes only how many segments run at once.
+    With ``segmented``, data of many rows are split into
+    :func:`tsqr_segments` segments, each streamed on its own thread (LAPACK
+    without the GIL: ``_linalg``), and the segments' factors are combined
+    pairwise in a fixed order. ``n_threads`` (default: the usable cores)
+    changes only how many segments run at once, never the bits.
     """
     from scipy.linalg.lapack import dtpqrt
 
@@ -240,7 +248,7 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None, n_threads=
         block *= scale
         return block
 
-    segments = tsqr_segments(n, p)
+    segments = tsqr_segments(n, p) if segmented else 1
     if segments > 1:
         return _segmented_factor(rows, n, p, segments, chunk, n_threads)
     head = min(n, max(chunk, p))
