@@ -420,19 +420,21 @@ def estimator_blas(out):
 
 def tsqr_segments(out):
     """The data's QR in one stream against segments (bench_adjacency.py --mode tsqr-segments)."""
-    name = "bench_adjacency_h100.json"
-    d = _load(name)["tsqr_segments"]
-
     def rounds(r, setting, key):
         return ", ".join(f"{g[key] * 1e3:.1f}" for g in r["rounds"][setting]) + " ms"
 
-    rows = [[r["case"], f"{r['p']} x {r['n']}", str(r["segments"]),
-             rounds(r, "one_stream", "fit_adjacency_s"), rounds(r, "segments", "fit_adjacency_s"),
-             rounds(r, "one_stream", "estimator_adjacency_s"),
-             rounds(r, "segments", "estimator_adjacency_s")] for r in d["rows"]]
-    text = _table(["case", "p x n", "segments", "fit, one stream", "fit, segments",
+    rows, sources = [], []
+    for name, where in (("bench_adjacency_h100.json", "CUDA search, H100 host (16 cores)"),
+                        ("bench_adjacency_vm_2cores.json", "CPU search, 2-core VM")):
+        d = _load(name)["tsqr_segments"]
+        rows += [[where, r["case"], f"{r['p']} x {r['n']}", str(r["segments"]),
+                  rounds(r, "one_stream", "fit_adjacency_s"), rounds(r, "segments", "fit_adjacency_s"),
+                  rounds(r, "one_stream", "estimator_adjacency_s"),
+                  rounds(r, "segments", "estimator_adjacency_s")] for r in d["rows"]]
+        sources.append(_source(name, d, "tsqr_segments"))
+    text = _table(["after", "case", "p x n", "segments", "fit, one stream", "fit, segments",
                    "estimator, one stream", "estimator, segments"], rows)
-    (out / "tsqr_segments.rst").write_text(text + "\n" + _source(name, d, "tsqr_segments"))
+    (out / "tsqr_segments.rst").write_text(text + "\n" + "\n".join(sources))
 
 
 def render(out):
