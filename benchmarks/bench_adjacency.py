@@ -38,6 +38,15 @@ of ``paralingam.fit`` and of ``DirectLiNGAM().fit`` on ``--backend``, on
 alternated in ``--rounds`` rounds of ``--repeats`` fits (medians):
 
     python benchmarks/bench_adjacency.py --mode tsqr-segments --backend cuda --data-dir .gpu/data
+
+``--mode pivot-noise`` (CUDA) times back-to-back fits of p=1000, n=8192 (the
+pipeline's ``typical`` data) with the least squares' pivot-noise bound summed
+by a matrix-vector product on numpy's BLAS, as before, against the tree's
+``einsum``: numpy's OpenBLAS runs that product on all its threads, which spin
+after it beside the next fit's upload. ``--rounds`` rounds of ``--repeats``
+fits, medians of each phase:
+
+    python benchmarks/bench_adjacency.py --mode pivot-noise --repeats 7
 """
 
 import contextlib
@@ -202,9 +211,51 @@ def tsqr_segments(args):
     _common.write_result(args, {"rows": rows})
 
 
+def pivot_noise(args):
+    """Back-to-back CUDA fits with the noise bound on BLAS and without (see the module docstring)."""
+    import bench_pipeline as bp
+    from paralingam.adjacency import _least_squares
+
+    tree = _least_squares._pivot_noise
+
+    def on_blas(gram, coef):  # the bound as it was summed before (numpy's BLAS)
+        sd = np.sqrt(np.diag(gram))
+        terms = np.abs(np.tril(coef, -1)) @ sd
+        return np.maximum(np.arange(len(sd)), 1) * _least_squares._EPS * (sd + terms) ** 2
+
+    settings = {"matvec_on_blas": on_blas, "einsum": tree}
+    p, n = bp.CASES["typical"][0]
+    X = np.ascontiguousarray(bp.make_data("typical", p, n, args.data_dir,
+                                          list(bp.CASES).index("typical") + 1))
+    phases = ("validate", "upload", "search", "adjacency")
+    row = {"case": "typical", "p": p, "n": n, "rounds": {label: [] for label in settings}}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            paralingam.fit(X, backend="cuda")
+            for _ in range(args.rounds):
+                for label, bound in settings.items():
+                    _least_squares._pivot_noise = bound
+                    paralingam.fit(X, backend="cuda")  # its adjacency step precedes the first timed fit
+                    got = {k: [] for k in ("fit",) + phases}
+                    for _ in range(args.repeats):
+                        t0 = time.perf_counter()
+                        st = paralingam.fit(X, backend="cuda").stats["time"]
+                        got["fit"].append(time.perf_counter() - t0)
+                        for k in phases:
+                            got[k].append(st[k])
+                    med = {f"{k}_s": statistics.median(v) for k, v in got.items()}
+                    row["rounds"][label].append(med)
+                    print(f"{label:15s} " + " | ".join(f"{k[:-2]} {v * 1e3:.1f}" for k, v in med.items())
+                          + " ms", flush=True)
+    finally:
+        _least_squares._pivot_noise = tree
+    _common.write_result(args, {"rows": [row]})
+
+
 def main():
     ap = _common.parser("bench_adjacency", __doc__, modes=("steps", "blas-threads", "estimator-blas",
-                                                             "tsqr-segments"),
+                                                             "tsqr-segments", "pivot-noise"),
                         quick="blas-threads, estimator-blas, tsqr-segments: the two small cases only")
     ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--sizes", nargs="*", default=["100x1024", "200x2048", "500x4096", "1000x8192"],
@@ -212,7 +263,8 @@ def main():
     ap.add_argument("--lingam-sizes", nargs="*", default=["100x1024"], metavar="PxN",
                     help="sizes on which lingam's adaptive lasso runs too (it is slow)")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=3, help="tsqr-segments: rounds of the A/B")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="tsqr-segments, pivot-noise: rounds of the A/B")
     ap.add_argument("--data-dir", default=os.environ.get("PARALINGAM_DATA", "/work/shared/data"),
                     help="folder of ecoli_core_fluxes_n10000.npz (blas-threads, estimator-blas)")
     ap.add_argument("--cases", nargs="+", default=None,
@@ -228,6 +280,9 @@ def main():
         return
     if args.mode == "tsqr-segments":
         tsqr_segments(args)
+        return
+    if args.mode == "pivot-noise":
+        pivot_noise(args)
         return
 
     rows = []
