@@ -437,6 +437,20 @@ def tsqr_segments(out):
     (out / "tsqr_segments.rst").write_text(text + "\n" + "\n".join(sources))
 
 
+def pivot_noise(out):
+    """Back-to-back CUDA fits with the pivot-noise bound on BLAS and not (bench_adjacency.py --mode pivot-noise)."""
+    name = "bench_adjacency_h100.json"
+    d = _load(name)["pivot_noise"]
+    row = d["rows"][0]
+    labels = (("matvec_on_blas", "matrix-vector product on numpy's BLAS"), ("einsum", "einsum"))
+    rows = [[label, str(i + 1)] + [_ms(got[f"{k}_s"]) for k in ("fit", "validate", "upload", "search",
+                                                               "adjacency")]
+            for i in range(len(row["rounds"]["einsum"])) for key, label in labels
+            for got in [row["rounds"][key][i]]]
+    text = _table(["the bound", "round", "fit", "validate", "upload", "search", "adjacency"], rows)
+    (out / "pivot_noise.rst").write_text(text + "\n" + _source(name, d, "pivot_noise"))
+
+
 def render(out):
     """Write every table (``*.rst``) and plot (``*.png``) into the folder ``out``."""
     import matplotlib
@@ -467,6 +481,7 @@ def render(out):
     adjacency_blas(out)
     estimator_blas(out)
     tsqr_segments(out)
+    pivot_noise(out)
 
 
 if __name__ == "__main__":

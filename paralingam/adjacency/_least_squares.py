@@ -180,11 +180,12 @@ def _pivot_noise(gram, coef):
     ``SINGULAR_TOL`` of the variance, and such a pivot must count as zero.
     """
     sd = np.sqrt(np.diag(gram))
-    # row k: sum over i < k of |a_i| |x_i|. einsum's own loop, not BLAS: numpy's
-    # OpenBLAS runs a matrix-vector product of p = 1000 on all its threads,
-    # which then spin for about 0.1 s, and after a CUDA search of
-    # full-rank data this is the step's only BLAS call: the next fit's upload
-    # (a bootstrap's next resample) ran beside them 3-4 times slower.
+    # row k: sum over i < k of |a_i| |x_i|. einsum's own loop, not BLAS: from
+    # p = 1000 numpy's OpenBLAS keeps its threads in this step and ran the
+    # product on all of them, which then spin; after a CUDA search of
+    # full-rank data this was the step's only BLAS call, and the next fit's
+    # validation and upload (a bootstrap's next resample) took 2-3 times as
+    # long beside them (docs/design/adjacency.rst, "Spinning threads after the step").
     terms = np.einsum("ij,j->i", np.abs(np.tril(coef, -1)), sd)
     return np.maximum(np.arange(len(sd)), 1) * _EPS * (sd + terms) ** 2
 
