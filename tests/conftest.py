@@ -85,3 +85,14 @@ def lingam_data():
 def reference_on():
     """``reference_on(p, n, density, seed) -> (order, explained)``, cached."""
     return _reference_on
+
+
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt during the test, also where the runner ignores it
+    (a shell's background job starts with SIGINT ignored, and Python then keeps it so)."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -13,17 +13,6 @@ from paralingam.lingam import hsic
 lingam_hsic = lingam_module("lingam.hsic", __name__)
 
 
-@pytest.fixture
-def sigint_raises():
-    """SIGINT raises KeyboardInterrupt during the test, also where the runner ignores it
-    (a shell's background job starts with SIGINT ignored, and Python then keeps it so)."""
-    import signal
-
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
-
 def errors(n, p, seed):
     """Non-Gaussian columns, some of them dependent."""
     rng = np.random.default_rng(seed)
