@@ -208,7 +208,8 @@ def fit(
     times["validate"] = time.perf_counter() - t0
     found = search(search_data, settings, names, times)
     # least squares reads a ScaledData block by block too (no copy of the data)
-    B = adjacency(search_data, found, settings, exponents, names, times)
+    B = adjacency(search_data, found, settings, exponents, names, times,
+                  n_threads=settings.n_threads)
     return fit_result(found, B, names, settings, times)
 
 

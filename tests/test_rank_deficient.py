@@ -19,7 +19,7 @@ from lingam_cases import lingam_adjacency
 
 import paralingam
 from paralingam.adjacency import _adaptive_lasso, _common, _least_squares
-from paralingam.adjacency import adaptive_lasso_adjacency
+from paralingam.adjacency import adaptive_lasso_adjacency, estimate_adjacency
 
 pytest.importorskip("paralingam.adjacency._lasso", reason="the compiled adaptive lasso is not built")
 
@@ -377,3 +377,54 @@ def test_compiled_engine_runs_sklearn_branches_on_dependent_predictors(ecoli, or
         b = np.linalg.lstsq(Xc[:, kept], Xc[:, target], rcond=None)[0]
         np.testing.assert_allclose(Xc[:, kept] @ got[target, kept], Xc[:, kept] @ b, rtol=0,
                                    atol=1e-6 * np.linalg.norm(Xc[:, target]) / np.sqrt(n))
+
+
+def _recorded_qr(monkeypatch):
+    """Record the data's QR calls: ``(segmented, n_threads)`` of each one."""
+    calls = []
+    factor = _least_squares._centred_triangular_factor
+
+    def recorded(*args, **kwargs):
+        calls.append((kwargs.get("segmented", False), kwargs.get("n_threads")))
+        return factor(*args, **kwargs)
+
+    monkeypatch.setattr(_least_squares, "_centred_triangular_factor", recorded)
+    return calls
+
+
+def test_the_cpu_route_keeps_the_one_stream_qr(monkeypatch):
+    # after a CPU search the data's QR is one stream, the bits it always had
+    # (segments only after a CUDA search): fit's least squares and the
+    # estimator's minimum-norm weights on tall rank-deficient data
+    X = rank_deficient(30, 4096, 20, 351)
+    assert _least_squares.tsqr_segments(*X.shape) > 1
+    calls = _recorded_qr(monkeypatch)
+    paralingam.fit(X, backend="cpu", on_collinear="ignore")
+    with pytest.warns(paralingam.DegenerateDataWarning):  # (the exact combinations)
+        paralingam.DirectLiNGAM(backend="cpu").fit(X)
+    assert len(calls) >= 2 and not any(segmented for segmented, _ in calls)
+
+
+def test_the_cuda_route_segments_the_qr_on_the_threads_given(monkeypatch):
+    # backend="cuda": the QR in segments, on n_threads threads. Below
+    # CUDA_LASSO_MIN_FEATURES the adaptive lasso's paths run on the host, and
+    # least squares without a usable GPU warn and run on the host: both need
+    # no GPU here.
+    X = rank_deficient(30, 4096, 20, 352)
+    order = order_of(X)
+    assert X.shape[1] < _adaptive_lasso.CUDA_LASSO_MIN_FEATURES
+    calls = _recorded_qr(monkeypatch)
+    got = adaptive_lasso_adjacency(X, order, backend="cuda", n_threads=3)
+    assert calls == [(True, 3)]
+    # rows of exact combinations are decided by rounding (the module's docstring):
+    # they reproduce their target; the others equal the one stream's
+    exact = explained_targets(X, order)
+    one_stream = adaptive_lasso_adjacency(X, order, engine="compiled")
+    np.testing.assert_allclose(got[~exact], one_stream[~exact], rtol=0, atol=1e-8)
+    assert_rows_fit(X, got, exact)
+    calls.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (no GPU: computed on the CPU)
+        B = estimate_adjacency(X, order, method="ols", backend="cuda", n_threads=2)
+    assert calls == [(True, 2)]
+    np.testing.assert_allclose(B, estimate_adjacency(X, order, method="ols"), rtol=0, atol=1e-9)

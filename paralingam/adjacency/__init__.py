@@ -99,7 +99,8 @@ def estimate_adjacency(
     backend : {None, "cpu", "cuda"}
         Where the adaptive lasso's paths run (see :func:`adaptive_lasso_adjacency`).
     n_threads : int, optional
-        CPU threads of the adaptive lasso, 1..1024 (default: all cores, or
+        CPU threads of the adaptive lasso, and with ``backend="cuda"`` of the
+        data's QR on rank-deficient data, 1..1024 (default: all cores, or
         ``OMP_NUM_THREADS`` up to the number of cores).
     scatter : ndarray, shape (n_features, n_features), optional
         ``Xc.T @ Xc`` of the centred data, when already known.
@@ -142,7 +143,7 @@ def _estimate_adjacency(X, order, *, method, prior_knowledge=None, backend=None,
                                       progress=progress)
     elif method == "ols":
         B = _ols_adjacency(X, order, prior_knowledge=prior_knowledge, backend=backend,
-                           scatter=scatter)
+                           scatter=scatter, n_threads=n_threads)
     else:
         raise ValueError(f"adjacency must be one of {ADJACENCY_METHODS}; got {method!r}")
     return B

@@ -203,7 +203,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
                 # sklearn's lstsq gives them, for the compiled engine
                 ols_coef, ols_rss, filled = _min_norm_weights(
                     X, order, std, gram_ord, ols_coef, ols_rss, solved,
-                    segmented=backend == "cuda")
+                    segmented=backend == "cuda", n_threads=n_threads)
                 given = (given.astype(bool) | (full & filled[targets_arr])).astype(np.uint8)
             flags = np.zeros(len(rows), dtype=np.uint8)
             B_cpu, fallback = lasso.adaptive_lasso_rows(
@@ -314,7 +314,7 @@ def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, 
     return B, done
 
 
-def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False):
+def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n_threads=None):
     """Least squares of every variable on all before it, past the Cholesky factor's rows.
 
     :func:`_ols_on_predecessors` solves the rows up to the first dependent
@@ -339,6 +339,8 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False):
     segmented : bool
         The data's QR in row segments on threads (after a CUDA search:
         :func:`._least_squares._data_vectors`).
+    n_threads : int, optional
+        Those threads (default: :func:`paralingam._validation.default_threads`).
 
     Returns
     -------
@@ -360,7 +362,7 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False):
     # (a QR of its leading columns, projections on the basis), so fewer rows
     # cost less at any rank
     first = max(m - 1, 0)
-    V = _data_vectors(X, order, segmented=segmented)
+    V = _data_vectors(X, order, segmented=segmented, n_threads=n_threads)
     V /= std[order]  # the standardised variables' vectors: lstsq's scale
     first = min(first, V.shape[0])
     rows = _min_norm_rows(V, first)[m - first:]

@@ -86,7 +86,7 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
     return _scaled_back(B, exponents, names)
 
 
-def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None):
+def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None, n_threads=None):
     """:func:`ols_adjacency` on checked input (``order`` a permutation).
 
     ``X``: float64 data, or a :class:`~paralingam._preparation.ScaledData`
@@ -114,7 +114,8 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
         if solved.all() and (rss > _pivot_noise(cov, coef)).all():
             B_ord = coef
     if B_ord is None:
-        B_ord = _ols_rows_host(cov, X, order, factor, mean=mean, segmented=backend == "cuda")
+        B_ord = _ols_rows_host(cov, X, order, factor, mean=mean, segmented=backend == "cuda",
+                               n_threads=n_threads)
     B = np.zeros((p, p))
     B[np.ix_(order, order)] = B_ord
 
@@ -144,7 +145,7 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     return B
 
 
-def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False):
+def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False, n_threads=None):
     """Row ``k``: least squares of variable ``k`` on ``0..k-1`` (``cov`` in causal order).
 
     One Cholesky factorisation of ``cov`` gives the rows up to the first
@@ -153,7 +154,7 @@ def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False):
     ``(coef, rss, solved)`` of that factorisation when already computed (on
     the GPU, which stops at the first failed pivot). ``mean``: the columns'
     means of ``X`` when known (:func:`._common._column_means`'s).
-    ``segmented``: the data's QR in row segments on threads
+    ``segmented``: the data's QR in row segments on ``n_threads`` threads
     (:func:`_data_vectors`).
     """
     p = cov.shape[0]
@@ -165,7 +166,7 @@ def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False):
     if first < p:
         _memory.require("the adjacency step's minimum-norm least squares (dependent columns)",
                         _memory.min_norm_bytes(X.shape[0], p), _memory.FEWER)
-        V = _data_vectors(X, order, mean, segmented)
+        V = _data_vectors(X, order, mean, segmented, n_threads)
         first = min(first, V.shape[0])  # no more independent columns than rows
         coef[first:] = _min_norm_rows(V, first)
     return coef
@@ -190,7 +191,7 @@ def _pivot_noise(gram, coef):
     return np.maximum(np.arange(len(sd)), 1) * _EPS * (sd + terms) ** 2
 
 
-def _data_vectors(X, order, mean=None, segmented=False):
+def _data_vectors(X, order, mean=None, segmented=False, n_threads=None):
     """Columns whose inner products are the covariance of ``X[:, order]``.
 
     The centred data over ``sqrt(n)``, or, with more samples than variables,
@@ -198,14 +199,15 @@ def _data_vectors(X, order, mean=None, segmented=False):
     ``p`` rows instead of ``n``). ``X``: an array or a
     :class:`~paralingam._preparation.ScaledData`, read by blocks of rows;
     ``mean``: its columns' means when known (:func:`._common._column_means`'s).
-    ``segmented``: that QR in row segments on threads
+    ``segmented``: that QR in row segments on ``n_threads`` threads
     (:func:`_centred_triangular_factor`), which the adjacency step after a
     CUDA search takes: the host's cores are idle there, where after a CPU
     search they still spin its threads.
     """
     n, p = X.shape
     if n > p:
-        return _centred_triangular_factor(X, order, mean=mean, segmented=segmented)
+        return _centred_triangular_factor(X, order, mean=mean, segmented=segmented,
+                                          n_threads=n_threads)
     Xc = np.empty((n, len(order)))  # one copy in causal order, centred and scaled in place
     for r0 in range(0, n, TSQR_CHUNK):
         Xc[r0:r0 + TSQR_CHUNK] = float_rows(X, r0, min(n, r0 + TSQR_CHUNK))[:, order]
@@ -230,8 +232,9 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None, n_threads=
     With ``segmented``, data of many rows are split into
     :func:`tsqr_segments` segments, each streamed on its own thread (LAPACK
     without the GIL: ``_linalg``), and the segments' factors are combined
-    pairwise in a fixed order. ``n_threads`` (default: the usable cores)
-    changes only how many segments run at once, never the bits.
+    pairwise in a fixed order. ``n_threads`` (default: ``fit``'s,
+    :func:`paralingam._validation.default_threads`) changes only how many
+    segments run at once, never the bits.
     """
     from scipy.linalg.lapack import dtpqrt
 
@@ -282,7 +285,7 @@ def _segmented_factor(rows, n, p, segments, chunk, n_threads=None):
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from .._validation import _usable_cores
+    from .._validation import default_threads
     from ._linalg import fold_rows, qr_factor
 
     bounds = [n * i // segments for i in range(segments + 1)]
@@ -300,7 +303,7 @@ def _segmented_factor(rows, n, p, segments, chunk, n_threads=None):
         fold_rows(R, other, triangular=True)
         return R
 
-    threads = min(segments, n_threads or _usable_cores())
+    threads = min(segments, n_threads or default_threads())
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="paralingam-tsqr") as pool:
         factors = list(pool.map(stream, range(segments)))
         while len(factors) > 1:
