@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lingam_oracle import lingam_module, live_lingam
+from lingam_oracle import live_lingam
 
 live_lingam()  # runs lingam's own tutorial code
 pytest.importorskip("pandas")
