@@ -272,17 +272,10 @@ def main():
                     help="blas-threads, tsqr-segments: the cases to time (default: blas-threads "
                          "all but wide_5000, tsqr-segments E. coli and the rank-deficient ones)")
     args = ap.parse_args()
-    if args.mode == "blas-threads":
-        blas_threads(args)
-        return
-    if args.mode == "estimator-blas":
-        estimator_blas(args)
-        return
-    if args.mode == "tsqr-segments":
-        tsqr_segments(args)
-        return
-    if args.mode == "pivot-noise":
-        pivot_noise(args)
+    other_modes = {"blas-threads": blas_threads, "estimator-blas": estimator_blas,
+                   "tsqr-segments": tsqr_segments, "pivot-noise": pivot_noise}
+    if args.mode in other_modes:
+        other_modes[args.mode](args)
         return
 
     rows = []

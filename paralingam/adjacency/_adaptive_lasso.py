@@ -18,7 +18,7 @@ from .._progress import Progress
 from .._validation import check_positive, default_threads, user_stacklevel
 from ._common import (ADJACENCY_BACKENDS, SINGULAR_TOL, AdjacencyWarning, _checked_inputs,
                       _scaled_back, _scatter)
-from ._least_squares import _data_vectors, _least_squares_factor, _on_gpu
+from ._least_squares import _data_vectors, _least_squares_factor, _on_gpu, qr_in_segments
 from ._min_norm import _min_norm_rows
 from ._prior import allowed_predictors
 
@@ -203,7 +203,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
                 # sklearn's lstsq gives them, for the compiled engine
                 ols_coef, ols_rss, filled = _min_norm_weights(
                     X, order, std, gram_ord, ols_coef, ols_rss, solved,
-                    segmented=backend == "cuda", n_threads=n_threads)
+                    segmented=qr_in_segments(backend), n_threads=n_threads)
                 given = (given.astype(bool) | (full & filled[targets_arr])).astype(np.uint8)
             flags = np.zeros(len(rows), dtype=np.uint8)
             B_cpu, fallback = lasso.adaptive_lasso_rows(

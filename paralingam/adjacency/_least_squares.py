@@ -114,8 +114,8 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
         if solved.all() and (rss > _pivot_noise(cov, coef)).all():
             B_ord = coef
     if B_ord is None:
-        B_ord = _ols_rows_host(cov, X, order, factor, mean=mean, segmented=backend == "cuda",
-                               n_threads=n_threads)
+        B_ord = _ols_rows_host(cov, X, order, factor, mean=mean,
+                               segmented=qr_in_segments(backend), n_threads=n_threads)
     B = np.zeros((p, p))
     B[np.ix_(order, order)] = B_ord
 
@@ -200,9 +200,7 @@ def _data_vectors(X, order, mean=None, segmented=False, n_threads=None):
     :class:`~paralingam._preparation.ScaledData`, read by blocks of rows;
     ``mean``: its columns' means when known (:func:`._common._column_means`'s).
     ``segmented``: that QR in row segments on ``n_threads`` threads
-    (:func:`_centred_triangular_factor`), which the adjacency step after a
-    CUDA search takes: the host's cores are idle there, where after a CPU
-    search they still spin its threads.
+    (:func:`_centred_triangular_factor`; :func:`qr_in_segments`).
     """
     n, p = X.shape
     if n > p:
@@ -264,6 +262,17 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None, n_threads=
         if info != 0:
             raise np.linalg.LinAlgError(f"dtpqrt failed (info={info})")
     return np.triu(R)
+
+
+def qr_in_segments(backend):
+    """Whether the adjacency step on ``backend`` takes the data's QR in row segments.
+
+    After a CUDA search only: the host's cores are idle there, where after a
+    CPU search its OpenMP threads still spin on them, and on two cores the
+    segments gained nothing (docs/design/adjacency.rst, the paragraph "The
+    data's QR in segments"). The CPU route keeps the one stream and its bits.
+    """
+    return backend == "cuda"
 
 
 def tsqr_segments(n, p):
