@@ -81,6 +81,7 @@ __device__ __forceinline__ T ld_volatile(const T *p) { return *(const volatile T
 #define PL_GRID_ARGS , pl_block0, pl_blocks
 #define PL_BLOCK (blockIdx.x + (unsigned)pl_block0)
 #define PL_BLOCKS ((unsigned)pl_blocks)
+#define PL_DEFER_FINALIZE true
 #else
 #define PL_FENCE() __threadfence()
 #define PL_SYS(atomic) atomic
@@ -90,6 +91,7 @@ __device__ __forceinline__ T ld_volatile(const T *p) { return *(const volatile T
 #define PL_GRID_ARGS
 #define PL_BLOCK blockIdx.x
 #define PL_BLOCKS gridDim.x
+#define PL_DEFER_FINALIZE false
 #endif
 
 // Dynamic shared memory of update_data (its row cache).
@@ -1112,6 +1114,14 @@ __device__ __forceinline__ void pair_of_index(unsigned k, int &lo, int &hi)
 // side(s), messages partial scores (threshold rounds) and counts the pair
 // for each side; returns bit 1 (a) / bit 2 (b) for a side that this pair
 // finished, whose score the calling warp must then finalize.
+// DEFERRED (the PL_PEERS threshold rounds): the counts are not read back and
+// nothing is returned; select_root finalizes the workers whose every pair is
+// counted, after every device's workers have ended (the kernel boundary then
+// orders the statistics before the counts). A pair thus waits for no
+// system-scope fence and no count's round trip over the link: on device 0 as
+// on the others, a system-scope fence per pair cost more than a link round
+// trip (docs/design/multi_gpu.rst).
+template <bool DEFERRED>
 __device__ __forceinline__ int record_pair(PlSearch *s, int a, int b, double I, double e,
                                            double hu, double hv, bool messages)
 {
@@ -1121,10 +1131,15 @@ __device__ __forceinline__ int record_pair(PlSearch *s, int a, int b, double I, 
     if (s->kind[a] == PL_CANDIDATE && s->kind[b] == PL_CANDIDATE) {
         s->stat[a * p + b] = I;
         s->stat[b * p + a] = -I;
-        PL_FENCE();  // results visible before anyone counts them
+        if (!DEFERRED) PL_FENCE();  // results visible before anyone counts them
         if (messages) {
             message(s, a, b, I, e);
             message(s, b, a, -I, e);
+        }
+        if (DEFERRED) {
+            PL_SYS(atomicAdd)(&s->ndone[a], 1);
+            PL_SYS(atomicAdd)(&s->ndone[b], 1);
+            return 0;
         }
         return (PL_SYS(atomicAdd)(&s->ndone[a], 1) + 1 == nw - 1) |
                ((PL_SYS(atomicAdd)(&s->ndone[b], 1) + 1 == nw - 1) << 1);
@@ -1133,8 +1148,12 @@ __device__ __forceinline__ int record_pair(PlSearch *s, int a, int b, double I, 
     const int w = s->kind[a] == PL_CANDIDATE ? a : b, t = a + b - w;
     const double v = partner_stat(s, w, t, I, hu, hv, s->hx);
     s->stat[w * p + t] = v;
-    PL_FENCE();
+    if (!DEFERRED) PL_FENCE();
     if (messages) message(s, w, t, v, e);
+    if (DEFERRED) {
+        PL_SYS(atomicAdd)(&s->ndone[w], 1);
+        return 0;
+    }
     if (PL_SYS(atomicAdd)(&s->ndone[w], 1) + 1 == nw - 1) return (w == a) ? 1 : 2;
     return 0;
 }
@@ -1248,7 +1267,7 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
         if (g != 0) continue;  // the leader reports the pair
         int finished = 0;
         if (lane == 0) {
-            finished = record_pair(s, a, b, I, e, hu, hv, true);
+            finished = record_pair<PL_DEFER_FINALIZE>(s, a, b, I, e, hu, hv, true);
             ++compared;  // added to the iteration's count once, on leaving
         }
         finished = __shfl_sync(FULL, finished, 0);
@@ -1291,7 +1310,7 @@ __device__ void all_pairs_body(PlSearch *s PL_GRID_PARAMS)
         if (g != 0) continue;  // the leader reports the pair
         int finished = 0;
         if (lane == 0) {
-            finished = record_pair(s, a, b, I, e, hu, hv, false);
+            finished = record_pair<false>(s, a, b, I, e, hu, hv, false);
             ++compared;
         }
         finished = __shfl_sync(FULL, finished, 0);
@@ -1410,6 +1429,15 @@ __device__ void select_root_body(PlSearch *s)
     }
     const int nw = PL_SHARED(c->nw);
     const double gamma = PL_SHARED(c->gamma);
+#ifdef PL_PEERS
+    // The workers a threshold round finished, which its engines left to this
+    // selection (record_pair<true>): a warp each. (An all-pairs round's
+    // engines finalized theirs.)
+    for (int w = threadIdx.x >> 5; w < nw; w += blockDim.x >> 5)
+        if (nw > 1 && PL_SHARED(s->final_score[w]) < 0.0 && PL_SHARED(s->ndone[w]) == nw - 1)
+            finalize(s, w);
+    __syncthreads();
+#endif
     // Finished workers (ordered scores) and the least partial score of the others.
     double best = INFINITY, min_unf = INFINITY;
     int best_w = 0x7fffffff, unf_w = 0x7fffffff;
