@@ -26,6 +26,7 @@ waits and copies queued by the host loop.
     python benchmarks/bench_multi_gpu.py --sizes 2000x8192 5000x4096 --case-repeats 3 1
     python benchmarks/bench_multi_gpu.py --mode memory  # device memory per GPU (formula, no GPU)
     python benchmarks/bench_multi_gpu.py --mode multi-only --sizes 10000x10000  # no one-GPU run
+    python benchmarks/bench_multi_gpu.py --mode kernels-ab --baseline-kernels DIR --sizes 3000x4096
 
 ``--mode multi-only`` times the multi-GPU search alone, once per case, with no
 warm-up, one-GPU reference or phase split (for sizes where one GPU would
@@ -34,11 +35,21 @@ the search, the compilation included on the first case. Data of p > 2000
 come from ``blocked_lingam_data`` (the same model as ``make_lingam_data``,
 built with matrix products: the column-by-column build costs O(n p^2)
 memory traffic, minutes at p=10,000).
+
+``--mode kernels-ab`` is the same-run A/B of a change to the multi-GPU
+kernels: the multi-GPU search with this tree's kernels against those of
+``--baseline-kernels DIR`` (a ``kernels/`` folder of another commit, e.g.
+``mkdir -p DIR && git archive REV kernels | tar -x --strip-components=1 -C DIR``),
+alternated on the same data in one process, after one warm-up search of
+each. Only the multi-GPU module (``PL_PEERS``) is built from DIR; the host
+code and the one-GPU kernels are this tree's, so DIR must be a tree whose
+kernels this host code can launch.
 """
 
 import statistics
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -112,14 +123,20 @@ def blocked_lingam_data(p, n, seed, block=256):
     return np.ascontiguousarray(X[:, perm])
 
 
+def case_data(p, n):
+    """A case's data: ``make_lingam_data``'s, or ``blocked_lingam_data``'s from p > 2000."""
+    if p > 2000:
+        return blocked_lingam_data(p, n, 1000 * p + n)
+    return make_lingam_data(p, n, density="sparse", random_state=1000 * p + n)[0]
+
+
 def multi_only(sizes, devices, args):
     """The multi-GPU search alone, once per case (see the module docstring)."""
     rows = []
     for size in sizes:
         p, n = _common.parse_size(size)
         t0 = time.perf_counter()
-        X = (blocked_lingam_data(p, n, 1000 * p + n) if p > 2000 else
-             make_lingam_data(p, n, density="sparse", random_state=1000 * p + n)[0])
+        X = case_data(p, n)
         t_data = time.perf_counter() - t0
         print(f"p={p} n={n}: data in {t_data:.1f} s", flush=True)
         t0 = time.perf_counter()
@@ -137,6 +154,54 @@ def multi_only(sizes, devices, args):
               f"(wall up to the search {wall:.1f} s)", flush=True)
         _common.write_result(args, {"rows": rows})
         del X
+    return rows
+
+
+def kernels_ab(sizes, case_repeats, devices, args):
+    """The multi-GPU search with this tree's kernels against ``--baseline-kernels``'
+    (see the module docstring), alternated; the one-GPU order is the reference."""
+    from paralingam.search import _cuda
+
+    folder = Path(args.baseline_kernels)
+    baseline_source = _cuda.kernel_source(read=lambda name: (folder / name).read_text())
+    this_tree_compile = _cuda.compile_kernels
+    use_baseline = [False]
+
+    def compile_kernels(source, warps, min_blocks, peers=False, options=()):
+        if peers and use_baseline[0]:
+            source = baseline_source
+        return this_tree_compile(source, warps, min_blocks, peers, options)
+
+    _cuda.compile_kernels = compile_kernels  # (_cuda._module looks it up at each call)
+
+    def search_with(kernels, X):
+        use_baseline[0] = kernels == "baseline"
+        _cuda._module.cache_clear()  # load the module of these kernels (disk cache)
+        return fit_once(X, devices=devices)
+
+    rows = []
+    for size, repeats in zip(sizes, case_repeats):
+        p, n = _common.parse_size(size)
+        X = case_data(p, n)
+        ref = fit_once(X)  # the one-GPU order (and the warm-up of the one-GPU kernels)
+        same = all(search_with(k, X).causal_order == ref.causal_order
+                   for k in ("baseline", "this_tree"))  # warm-ups, compilation included
+        times = {"baseline": [], "this_tree": []}
+        for _ in range(repeats):
+            for kernels in times:
+                r = search_with(kernels, X)
+                times[kernels].append(r.stats["time"]["search"])
+                same &= r.causal_order == ref.causal_order
+        base, head = statistics.median(times["baseline"]), statistics.median(times["this_tree"])
+        rows.append({"case": f"sparse p={p} n={n}", "p": p, "n": n, "devices": devices,
+                     "repeats": repeats, "baseline_s": base, "this_tree_s": head,
+                     "change": head / base - 1.0, "times": times, "same_order": bool(same)})
+        print(f"{rows[-1]['case']}: {len(devices)} GPUs, baseline kernels {base:.3f} s, this tree's "
+              f"{head:.3f} s ({100 * (head / base - 1):+.1f}%), same order {same}", flush=True)
+        _common.write_result(args, {"baseline_kernels": str(folder), "rows": rows})
+        del X
+    _cuda.compile_kernels = this_tree_compile
+    _cuda._module.cache_clear()
     return rows
 
 
@@ -186,7 +251,7 @@ def print_memory(rows):
 def main():
     ap = _common.parser("bench_multi_gpu", __doc__, repeats=3, gpu=True,
                         quick=f"only {' '.join(QUICK_SIZES)}",
-                        modes=("split", "memory", "multi-only"))
+                        modes=("split", "memory", "multi-only", "kernels-ab"))
     ap.add_argument("--sizes", nargs="*", default=None, metavar="PxN",
                     help=f"cases as variables x samples (default: {' '.join(DEFAULT_SIZES)})")
     ap.add_argument("--devices", nargs="*", type=int, default=None,
@@ -197,7 +262,11 @@ def main():
     ap.add_argument("--case-repeats", nargs="*", type=int, default=None, metavar="N",
                     help="repeats of each case in --sizes' order (default: --repeats for all)")
     ap.add_argument("--large", action="store_true", help=f"add {' '.join(LARGE_SIZES)}")
+    ap.add_argument("--baseline-kernels", metavar="DIR",
+                    help="kernels-ab: the kernels/ folder to compare this tree's with")
     args = ap.parse_args()
+    if args.mode == "kernels-ab" and not args.baseline_kernels:
+        ap.error("--mode kernels-ab needs --baseline-kernels DIR")
 
     if args.mode == "memory":  # the device memory per GPU of MEMORY_SIZES; no GPU needed
         rows = memory_rows(MEMORY_SIZES)
@@ -229,6 +298,9 @@ def main():
     case_repeats = args.case_repeats or [args.repeats] * len(sizes)
     if len(case_repeats) != len(sizes) or min(case_repeats) < 1:
         raise SystemExit(f"--case-repeats needs one count of 1 or more per case ({len(sizes)})")
+    if args.mode == "kernels-ab":
+        kernels_ab(sizes, case_repeats, devices, args)
+        return
     rows = []
     for size, repeats in zip(sizes, case_repeats):
         p, n = _common.parse_size(size)

@@ -107,16 +107,20 @@ def unavailable_reason():
     return _gpu.unavailable_reason()
 
 
-def kernel_source():
+def kernel_source(read=None):
     """``kernels/paralingam.cu`` with its headers (``HEADERS``) inlined.
 
     Each header replaces its first ``#include`` line and later includes of
     it are dropped (the headers have include guards), so the source PyCUDA
     compiles, and therefore its compile cache key, holds every header.
+    ``read``: the text of a file of ``kernels/`` by name (default
+    :func:`paralingam._constants.kernel_text`; benchmarks/bench_multi_gpu.py
+    reads another tree's).
     """
-    src = _constants.kernel_text("paralingam.cu")
+    read = read or _constants.kernel_text
+    src = read("paralingam.cu")
     for header in HEADERS:
-        text = _constants.kernel_text(header)
+        text = read(header)
         include = re.compile(rf'^#include "{re.escape(header)}"[^\n]*$', flags=re.M)
         seen = []
 
