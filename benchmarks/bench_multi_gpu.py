@@ -31,8 +31,9 @@ waits and copies queued by the host loop.
 ``--mode multi-only`` times the multi-GPU search alone, once per case, with no
 warm-up, one-GPU reference or phase split (for sizes where one GPU would
 take most of a call): the search time and the whole fit's wall time up to
-the search, the compilation included on the first case. Data of p > 2000
-come from ``blocked_lingam_data`` (the same model as ``make_lingam_data``,
+the search, the compilation included on the first case. Its data (and
+``--mode kernels-ab``'s; ``case_data``) of p > 2000 come from
+``blocked_lingam_data`` (the same model as ``make_lingam_data``,
 built with matrix products: the column-by-column build costs O(n p^2)
 memory traffic, minutes at p=10,000).
 
