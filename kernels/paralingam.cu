@@ -13,7 +13,9 @@
 //   worker_*      one threshold round (persistent grid, see below), or
 //   all_pairs_*   every pair in one round (iterations with few or short pairs)
 //   select_root   decide the root, or raise gamma and pick the next round's
-//                 workers; certify float roots; publish the status (1 block)
+//                 workers; certify float roots; publish the status (1 block;
+//                 PL_PEERS: first finalize the workers a threshold round
+//                 finished)
 //   [entropy64, pairs64, select64: re-decide an uncertain float root]
 //   update_data   regress the root out of the remaining rows (Alg. 5) and
 //                 measure their drift from (mean 0, var 1, corr 0), with
@@ -1551,8 +1553,10 @@ __device__ void select_root_body(PlSearch *s)
     }
 }
 
-// The same, as a kernel of its own (tools/profile_launch.py's launch and
-// poll round trip; the search runs it at the end of the worker kernel).
+// The same, as a kernel of its own: tools/profile_launch.py's launch and
+// poll round trip, and every round of a search over several devices
+// (PL_PEERS; on one device the search runs it at the end of the worker
+// kernel).
 extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
 {
     pl_enter();
@@ -1568,8 +1572,9 @@ __device__ void select_after_workers(PlSearch *s PL_GRID_PARAMS)
     if (last_block_done(&s->ctl->workers_done)) select_root_body(s);
 #endif
     // (PL_PEERS: device 0 launches select_root once every device's workers
-    // have finished, so that the selection reads the round's state in its
-    // own memory rather than over the link from whichever block ends last)
+    // have finished, so that the selection, and the finalizing of the
+    // workers a threshold round finished, read the round's state in its own
+    // memory rather than over the link from whichever block ends last)
 }
 
 // ---------------------------------------------------------------- re-deciding in double

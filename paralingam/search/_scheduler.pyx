@@ -1203,7 +1203,9 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     first_round = False
                     # Device 0 selects the root (or the next round's workers) in
                     # its own memory once every device's workers have finished
-                    # (the PL_PEERS worker kernels leave the selection to it).
+                    # (the PL_PEERS worker kernels leave the selection to it,
+                    # and in threshold rounds the finalizing of the workers
+                    # they finished).
                     wait_for_others(n_dev, ctx, ev_worker)
                     launch_on(fns[0][K_SELECT], K_SELECT, 1, 1, 1024, 1, lparams[0])
                     # Speculative, as on one device: every replica is updated if
