@@ -39,6 +39,15 @@ alternated in ``--rounds`` rounds of ``--repeats`` fits (medians):
 
     python benchmarks/bench_adjacency.py --mode tsqr-segments --backend cuda --data-dir .gpu/data
 
+``--mode qr-ahead`` is the same-process A/B of least squares on rank-deficient
+data after a CPU search with the data's QR started on a thread of its own
+beside the scatter matrix (``_least_squares.qr_ahead``, the search's hint)
+against the QR after it: the adjacency phase of ``paralingam.fit`` on
+``bench_pipeline``'s E. coli and rank-deficient p=300 cases, the two
+settings alternated in ``--rounds`` rounds of ``--repeats`` fits (medians):
+
+    python benchmarks/bench_adjacency.py --mode qr-ahead --repeats 7
+
 ``--mode pivot-noise`` (CUDA) times back-to-back fits of p=1000, n=8192 (the
 pipeline's ``typical`` data) with the least squares' pivot-noise bound summed
 by a matrix-vector product on numpy's BLAS, as before, against the tree's
@@ -163,9 +172,58 @@ def estimator_blas(args):
     _common.write_result(args, {"rows": rows})
 
 
+def alternated_settings(args, cases, settings, install, restore, estimator=True, fields=None):
+    """Rows of adjacency phases under each of ``settings``, alternated in ``--rounds`` rounds.
+
+    ``settings``: label -> value; ``install(value)`` puts one in place and
+    ``restore()`` the tree's own. Each round times ``--repeats`` fits of
+    ``bench_pipeline``'s case on ``--backend`` per setting (and of
+    ``DirectLiNGAM``, with ``estimator``), after one warm-up fit; medians.
+    ``fields(n, p)``: more entries of a case's row.
+    """
+    import bench_pipeline as bp
+
+    rows = []
+    for name in cases:
+        p, n = bp.CASES[name][0]
+        X = np.ascontiguousarray(bp.make_data(name, p, n, args.data_dir, list(bp.CASES).index(name) + 1))
+        row = {"case": name, "p": p, "n": n, **(fields(n, p) if fields else {}),
+               "backend": args.backend, "rounds": {label: [] for label in settings}}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for _ in range(args.rounds):
+                    for label, value in settings.items():
+                        install(value)
+                        paralingam.fit(X, backend=args.backend, on_collinear="ignore")  # warm-up
+                        fit, est = [], []
+                        for _ in range(args.repeats):
+                            r = paralingam.fit(X, backend=args.backend, on_collinear="ignore")
+                            fit.append(r.stats["time"]["adjacency"])
+                            if estimator:
+                                m = paralingam.DirectLiNGAM(backend=args.backend).fit(X)
+                                est.append(m.fit_stats_["time"]["adjacency"])
+                        got = {"fit_adjacency_s": statistics.median(fit),
+                               "search_s": r.stats["time"]["search"]}
+                        if estimator:
+                            got["estimator_adjacency_s"] = statistics.median(est)
+                        row["rounds"][label].append(got)
+        finally:
+            restore()
+        rows.append(row)
+        for label in settings:
+            got = row["rounds"][label]
+            print(f"{name:20s} {label:10s} fit adjacency " + ", ".join(
+                f"{g['fit_adjacency_s'] * 1e3:.1f}" for g in got) + " ms; " + (
+                "estimator adjacency " + ", ".join(
+                    f"{g['estimator_adjacency_s'] * 1e3:.1f}" for g in got) + " ms; "
+                if estimator else "") + "search " +
+                ", ".join(f"{g['search_s'] * 1e3:.1f}" for g in got) + " ms", flush=True)
+    return rows
+
+
 def tsqr_segments(args):
     """The adjacency phases with the data's QR in one stream and in segments (see the module docstring)."""
-    import bench_pipeline as bp
     from paralingam.adjacency import _least_squares
 
     factor = _least_squares._centred_triangular_factor
@@ -173,41 +231,29 @@ def tsqr_segments(args):
     def forced(segmented):  # the QR with segments on or off, whatever the backend's default
         return lambda *a, **k: factor(*a, **{**k, "segmented": segmented})
 
-    settings = {"one_stream": forced(False), "segments": forced(True)}
+    def install(qr):
+        _least_squares._centred_triangular_factor = qr
+
     cases = ("ecoli", "rank_deficient_300", "rank_deficient_1000")
-    rows = []
-    for name in args.cases or (cases[:2] if args.quick else cases):
-        p, n = bp.CASES[name][0]
-        X = np.ascontiguousarray(bp.make_data(name, p, n, args.data_dir, list(bp.CASES).index(name) + 1))
-        row = {"case": name, "p": p, "n": n, "segments": _least_squares.tsqr_segments(n, p),
-               "backend": args.backend,
-               "rounds": {label: [] for label in settings}}
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                for _ in range(args.rounds):
-                    for label, qr in settings.items():
-                        _least_squares._centred_triangular_factor = qr
-                        paralingam.fit(X, backend=args.backend, on_collinear="ignore")  # warm-up
-                        fit, est = [], []
-                        for _ in range(args.repeats):
-                            r = paralingam.fit(X, backend=args.backend, on_collinear="ignore")
-                            fit.append(r.stats["time"]["adjacency"])
-                            m = paralingam.DirectLiNGAM(backend=args.backend).fit(X)
-                            est.append(m.fit_stats_["time"]["adjacency"])
-                        row["rounds"][label].append({
-                            "fit_adjacency_s": statistics.median(fit),
-                            "estimator_adjacency_s": statistics.median(est),
-                            "search_s": r.stats["time"]["search"]})
-        finally:
-            _least_squares._centred_triangular_factor = factor
-        rows.append(row)
-        for label in settings:
-            got = row["rounds"][label]
-            print(f"{name:20s} {label:10s} fit adjacency " + ", ".join(
-                f"{g['fit_adjacency_s'] * 1e3:.1f}" for g in got) + " ms; estimator adjacency " +
-                ", ".join(f"{g['estimator_adjacency_s'] * 1e3:.1f}" for g in got) + " ms; search " +
-                ", ".join(f"{g['search_s'] * 1e3:.1f}" for g in got) + " ms", flush=True)
+    rows = alternated_settings(
+        args, args.cases or (cases[:2] if args.quick else cases),
+        {"one_stream": forced(False), "segments": forced(True)}, install, lambda: install(factor),
+        fields=lambda n, p: {"segments": _least_squares.tsqr_segments(n, p)})
+    _common.write_result(args, {"rows": rows})
+
+
+def qr_ahead(args):
+    """The least squares' phase with the data's QR started ahead and after (see the module docstring)."""
+    from paralingam.adjacency import _least_squares
+
+    tree = _least_squares.qr_ahead
+
+    def install(rule):
+        _least_squares.qr_ahead = rule
+
+    rows = alternated_settings(
+        args, args.cases or ("ecoli", "rank_deficient_300"),
+        {"after": lambda *a: False, "ahead": tree}, install, lambda: install(tree), estimator=False)
     _common.write_result(args, {"rows": rows})
 
 
@@ -255,7 +301,8 @@ def pivot_noise(args):
 
 def main():
     ap = _common.parser("bench_adjacency", __doc__, modes=("steps", "blas-threads", "estimator-blas",
-                                                             "tsqr-segments", "pivot-noise"),
+                                                             "tsqr-segments", "qr-ahead",
+                                                             "pivot-noise"),
                         quick="blas-threads, estimator-blas, tsqr-segments: the two small cases only")
     ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--sizes", nargs="*", default=["100x1024", "200x2048", "500x4096", "1000x8192"],
@@ -264,16 +311,18 @@ def main():
                     help="sizes on which lingam's adaptive lasso runs too (it is slow)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3,
-                    help="tsqr-segments, pivot-noise: rounds of the A/B")
+                    help="tsqr-segments, qr-ahead, pivot-noise: rounds of the A/B")
     ap.add_argument("--data-dir", default=os.environ.get("PARALINGAM_DATA", "/work/shared/data"),
                     help="folder of ecoli_core_fluxes_n10000.npz (blas-threads, estimator-blas)")
     ap.add_argument("--cases", nargs="+", default=None,
                     choices=("ecoli", "rank_deficient_300", "rank_deficient_1000", "wide", "wide_5000"),
-                    help="blas-threads, tsqr-segments: the cases to time (default: blas-threads "
-                         "all but wide_5000, tsqr-segments E. coli and the rank-deficient ones)")
+                    help="blas-threads, tsqr-segments, qr-ahead: the cases to time (default: "
+                         "blas-threads all but wide_5000, tsqr-segments E. coli and the "
+                         "rank-deficient ones, qr-ahead E. coli and rank-deficient p=300)")
     args = ap.parse_args()
     other_modes = {"blas-threads": blas_threads, "estimator-blas": estimator_blas,
-                   "tsqr-segments": tsqr_segments, "pivot-noise": pivot_noise}
+                   "tsqr-segments": tsqr_segments, "qr-ahead": qr_ahead,
+                   "pivot-noise": pivot_noise}
     if args.mode in other_modes:
         other_modes[args.mode](args)
         return

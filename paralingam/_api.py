@@ -462,7 +462,7 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
             B = _estimate_adjacency(search_data, found.order, method=method,
                                     prior_knowledge=prior_knowledge, backend=settings.backend,
                                     n_threads=n_threads, scatter=found.scatter,
-                                    progress=progress)
+                                    progress=progress, dependent=bool(found.explained))
     B = _scaled_back(B, exponents, names)
     times["adjacency"] = time.perf_counter() - t0
     return B

@@ -158,15 +158,21 @@ def require(step, needed, advice):
     advice : str
         What the user can change.
     """
-    if needed < MIN_CHECKED or os.environ.get(ENV_SWITCH, "1") == "0":
+    if fits(needed):
         return
     available = available_host_bytes()
-    if available is None or needed <= available:
-        return
     raise InsufficientMemoryError(
         f"not enough memory for {step}: it needs about {format_bytes(needed)}, and "
         f"{format_bytes(available)} is available; {advice} (set {ENV_SWITCH}=0 to skip "
         "this check)", step=step, needed=int(needed), available=int(available))
+
+
+def fits(needed):
+    """Whether ``needed`` bytes of host memory are available, as :func:`require` judges it."""
+    if needed < MIN_CHECKED or os.environ.get(ENV_SWITCH, "1") == "0":
+        return True
+    available = available_host_bytes()
+    return available is None or needed <= available
 
 
 def require_all(plan):

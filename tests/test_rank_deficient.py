@@ -428,3 +428,101 @@ def test_the_cuda_route_segments_the_qr_on_the_threads_given(monkeypatch):
         B = estimate_adjacency(X, order, method="ols", backend="cuda", n_threads=2)
     assert calls == [(True, 2)]
     np.testing.assert_allclose(B, estimate_adjacency(X, order, method="ols"), rtol=0, atol=1e-9)
+
+
+def _recorded_ahead(monkeypatch):
+    """Record each start of the data's QR ahead of the scatter matrix (``_FactorAhead``)."""
+    started = []
+    ahead = _least_squares._FactorAhead
+
+    def recorded(*args, **kwargs):
+        started.append(1)
+        return ahead(*args, **kwargs)
+
+    monkeypatch.setattr(_least_squares, "_FactorAhead", recorded)
+    return started
+
+
+def _qr_threads():
+    """The threads of a QR started ahead that still run."""
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "paralingam-qr-ahead" and t.is_alive()]
+
+
+def test_the_qr_ahead_changes_no_result(monkeypatch):
+    # the QR started beside the scatter matrix gives the same bits as the QR
+    # after it: least squares with and without the hint, on rank-deficient
+    # data (the factor used) and on full-rank data (a wrong hint: the factor
+    # is stopped and dropped), and fit, whose search gives the hint
+    deficient = rank_deficient(30, 4096, 20, 353)
+    full = np.random.default_rng(354).laplace(size=(3000, 12))
+    orders = [order_of(X) for X in (deficient, full)]
+    started = _recorded_ahead(monkeypatch)
+    for X, order in zip((deficient, full), orders):
+        with_hint = _least_squares._ols_adjacency(X, order, backend="cpu", n_threads=2,
+                                                  dependent=True)
+        assert not _qr_threads()  # no thread outlives the step
+        np.testing.assert_array_equal(
+            with_hint, _least_squares._ols_adjacency(X, order, backend="cpu", n_threads=2))
+    assert len(started) == 2
+    got = paralingam.fit(deficient, backend="cpu", on_collinear="ignore", n_threads=2)
+    assert len(started) == 3 and got.stats["explained"]
+    monkeypatch.setattr(_least_squares, "qr_ahead", lambda *args: False)
+    want = paralingam.fit(deficient, backend="cpu", on_collinear="ignore", n_threads=2)
+    assert len(started) == 3
+    np.testing.assert_array_equal(got.adjacency_matrix, want.adjacency_matrix)
+
+
+def test_the_qr_starts_ahead_on_the_cpu_route_with_a_hint_and_two_threads(monkeypatch):
+    X = rank_deficient(30, 4096, 20, 355)
+    order = order_of(X)
+    started = _recorded_ahead(monkeypatch)
+    assert paralingam.fit(X, backend="cpu", on_collinear="ignore", n_threads=1).stats["explained"]
+    assert not started  # one thread: none
+    assert not started
+    paralingam.fit(np.random.default_rng(356).laplace(size=(2000, 10)), backend="cpu",
+                   n_threads=2)  # nothing explained: no hint
+    assert not started
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (no GPU: computed on the CPU)
+        _least_squares._ols_adjacency(X, order, backend="cuda", n_threads=2, dependent=True)
+    assert not started  # after a CUDA search: the search's scatter matrix, the QR in segments
+    _least_squares._ols_adjacency(X, order, backend="cpu", n_threads=2, dependent=True)
+    assert started == [1]
+    assert _least_squares.qr_ahead("cpu", True, 2) and not _least_squares.qr_ahead("cpu", False, 2)
+    assert not _least_squares.qr_ahead("cpu", True, 1) and not _least_squares.qr_ahead("cuda", True, 8)
+
+
+def test_ctrl_c_while_the_qr_runs_ahead_stops_it(monkeypatch, sigint_raises):
+    # Ctrl-C while least squares wait for the QR started ahead: KeyboardInterrupt
+    # at once, and the QR's thread folds no further chunk and is gone
+    import signal
+    import threading
+    import time
+
+    from paralingam.adjacency import _linalg
+
+    X = rank_deficient(7, 20 * _least_squares.TSQR_CHUNK, 3, 357)
+    order = order_of(X)
+    folds = []
+    fold = _linalg.fold_rows
+
+    def slow(*args, **kwargs):
+        folds.append(1)
+        time.sleep(0.1)
+        return fold(*args, **kwargs)
+
+    monkeypatch.setattr(_linalg, "fold_rows", slow)
+    main = threading.main_thread().ident
+    timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
+    t0 = time.perf_counter()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _least_squares._ols_adjacency(X, order, backend="cpu", n_threads=2, dependent=True)
+    finally:
+        timer.cancel()
+    assert time.perf_counter() - t0 < 1.0  # not the 1.9 s of every fold
+    assert not _qr_threads()
+    assert len(folds) <= 6

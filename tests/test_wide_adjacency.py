@@ -229,6 +229,40 @@ def test_streaming_qr_of_the_data_equals_numpy_qr(n, p, chunk, cols):
                                atol=1e-12 * np.abs(want32.T @ want32).max())
 
 
+@pytest.mark.parametrize("n, p, chunk", [(2000, 6, 512), (1537, 40, 100), (3000, 32, 512),
+                                         (3000, 33, 256), (1900, 300, 512)])
+def test_the_one_streams_folds_are_scipys_dtpqrt_bit_for_bit(n, p, chunk):
+    # the one stream folds its chunks with _linalg.fold_rows, without the GIL
+    # (so that the scatter matrix can be made beside it): the same LAPACK
+    # routine and arguments as scipy.linalg.lapack.dtpqrt, which it called
+    # before, so the factor keeps its bits
+    from scipy.linalg.lapack import dtpqrt
+
+    from paralingam._preparation import float_rows
+
+    rng = np.random.default_rng(n + p + chunk)
+    X = rng.standard_normal((n, p)) * rng.uniform(0.01, 100, p) + rng.uniform(-5, 5, p)
+    X[:, 3] = X[:, 1] - 2 * X[:, 4]  # an exact combination: R has a zero pivot
+    X[:7] *= 1e3  # outlying rows
+    order = rng.permutation(p)
+    mean = X.mean(axis=0)[order]
+
+    def rows(start, stop):
+        block = float_rows(X, start, stop).T[order].T
+        block -= mean
+        block *= 1.0 / np.sqrt(n)
+        return block
+
+    head = min(n, max(chunk, p))
+    R = np.asfortranarray(np.linalg.qr(rows(0, head), mode="r"))
+    for start in range(head, n, chunk):
+        R, _, _, info = dtpqrt(0, max(1, min(32, p)), R, rows(start, min(start + chunk, n)),
+                               overwrite_a=1, overwrite_b=1)
+        assert info == 0
+    np.testing.assert_array_equal(_least_squares._centred_triangular_factor(X, order, chunk=chunk),
+                                  np.triu(R))
+
+
 @pytest.mark.parametrize("n, p", [(5000, 40), (3100, 200), (20000, 7), (4096, 512)])
 def test_segmented_streaming_qr_has_the_same_bits_on_any_number_of_threads(n, p):
     # many rows: segments on threads, combined pairwise in a fixed order

@@ -132,10 +132,12 @@ def estimate_adjacency(
 
 
 def _estimate_adjacency(X, order, *, method, prior_knowledge=None, backend=None,
-                        n_threads=None, scatter=None, progress=False):
+                        n_threads=None, scatter=None, progress=False, dependent=False):
     """:func:`estimate_adjacency` on checked input (float64 ``X``, ``order`` a permutation).
 
     No ``coef_threshold``: the callers apply it on the data's own scale.
+    ``dependent``: the search found variables that others explain (least
+    squares may then start the data's QR early: ``_least_squares.qr_ahead``).
     """
     if method == "adaptive_lasso":
         B = _adaptive_lasso_adjacency(X, order, prior_knowledge=prior_knowledge,
@@ -143,7 +145,7 @@ def _estimate_adjacency(X, order, *, method, prior_knowledge=None, backend=None,
                                       progress=progress)
     elif method == "ols":
         B = _ols_adjacency(X, order, prior_knowledge=prior_knowledge, backend=backend,
-                           scatter=scatter, n_threads=n_threads)
+                           scatter=scatter, n_threads=n_threads, dependent=dependent)
     else:
         raise ValueError(f"adjacency must be one of {ADJACENCY_METHODS}; got {method!r}")
     return B

@@ -165,11 +165,12 @@ def _column_means(X):
     return column_sums(X, scatter_rows(n, p)) / n
 
 
-def _scatter_by_blocks(X):
+def _scatter_by_blocks(X, mean=None):
     """Column means and the scatter matrix ``Xc.T @ Xc``, without a centred copy of the data.
 
     ``X``: an array (any float dtype and layout) or a
-    :class:`~paralingam._preparation.ScaledData`. The rows are read in
+    :class:`~paralingam._preparation.ScaledData`; ``mean``: its
+    :func:`_column_means`, when already known. The rows are read in
     blocks of :func:`~paralingam._preparation.scatter_rows`, centred into
     one buffer and their products summed: the step holds one block besides
     the data (:func:`_scatter`'s centred copy was as large as the data).
@@ -177,7 +178,8 @@ def _scatter_by_blocks(X):
     products' sums differs, so ``S`` is :func:`_scatter`'s to rounding.
     """
     n, p = X.shape
-    mean = _column_means(X)
+    if mean is None:
+        mean = _column_means(X)
     rows = scatter_rows(n, p)
     buf = np.empty((min(rows, n), p))
     S = np.zeros((p, p))

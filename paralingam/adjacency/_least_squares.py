@@ -7,6 +7,7 @@ data (:mod:`._min_norm`); under prior knowledge, from the whole order's
 inverse factor or a factorisation per restricted target (:mod:`._prior`).
 """
 
+import threading
 import warnings
 
 import numpy as np
@@ -86,7 +87,8 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
     return _scaled_back(B, exponents, names)
 
 
-def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None, n_threads=None):
+def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None, n_threads=None,
+                   dependent=False):
     """:func:`ols_adjacency` on checked input (``order`` a permutation).
 
     ``X``: float64 data, or a :class:`~paralingam._preparation.ScaledData`
@@ -95,7 +97,10 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     rows (:func:`._common._scatter_by_blocks`; the minimum-norm rows'
     :func:`_centred_triangular_factor`): beyond the data the step holds one
     block and p x p matrices, and the same values give the same bits in
-    either form.
+    either form. ``dependent``: the search found variables that others
+    explain (``fit``'s hint): the data's QR, which their rows need, may
+    then start on a thread of its own beside the scatter matrix
+    (:func:`qr_ahead`); the hint changes when the QR runs, never a result.
     """
     if backend not in ADJACENCY_BACKENDS:
         raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
@@ -103,19 +108,29 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     _memory.require("the adjacency step (least squares)",
                     _memory.ols_bytes(n, p, scatter_given=scatter is not None), _memory.FEWER)
     mean = None  # the columns' means, when the scatter matrix is made here
-    if scatter is None:
-        mean, scatter = _scatter_by_blocks(X)
-    cov = scatter[np.ix_(order, order)] / X.shape[0]
-    B_ord = None
-    factor = None
-    if backend == "cuda":  # the factor on the GPU; any failed pivot: the host's path
-        factor = _least_squares_factor(cov, True)
-        coef, rss, solved = factor
-        if solved.all() and (rss > _pivot_noise(cov, coef)).all():
-            B_ord = coef
-    if B_ord is None:
-        B_ord = _ols_rows_host(cov, X, order, factor, mean=mean,
-                               segmented=qr_in_segments(backend), n_threads=n_threads)
+    ahead = None
+    if scatter is None and n > p and qr_ahead(backend, dependent, n_threads) \
+            and _memory.fits(_memory.min_norm_bytes(n, p)):
+        mean = _column_means(X)
+        ahead = _FactorAhead(X, order, mean)
+    try:
+        if scatter is None:
+            mean, scatter = _scatter_by_blocks(X, mean)
+        cov = scatter[np.ix_(order, order)] / X.shape[0]
+        B_ord = None
+        factor = None
+        if backend == "cuda":  # the factor on the GPU; any failed pivot: the host's path
+            factor = _least_squares_factor(cov, True)
+            coef, rss, solved = factor
+            if solved.all() and (rss > _pivot_noise(cov, coef)).all():
+                B_ord = coef
+        if B_ord is None:
+            B_ord = _ols_rows_host(cov, X, order, factor, mean=mean,
+                                   segmented=qr_in_segments(backend), n_threads=n_threads,
+                                   ahead=ahead)
+    finally:
+        if ahead is not None:
+            ahead.cancel()  # (done already where its factor was used)
     B = np.zeros((p, p))
     B[np.ix_(order, order)] = B_ord
 
@@ -145,7 +160,8 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     return B
 
 
-def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False, n_threads=None):
+def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False, n_threads=None,
+                   ahead=None):
     """Row ``k``: least squares of variable ``k`` on ``0..k-1`` (``cov`` in causal order).
 
     One Cholesky factorisation of ``cov`` gives the rows up to the first
@@ -155,7 +171,8 @@ def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False, n_thr
     the GPU, which stops at the first failed pivot). ``mean``: the columns'
     means of ``X`` when known (:func:`._common._column_means`'s).
     ``segmented``: the data's QR in row segments on ``n_threads`` threads
-    (:func:`_data_vectors`).
+    (:func:`_data_vectors`). ``ahead``: that QR already under way
+    (:class:`_FactorAhead`, of the same ``X``, ``order`` and ``mean``).
     """
     p = cov.shape[0]
     coef, rss, solved = factor if factor is not None else _ols_on_predecessors(cov)
@@ -164,9 +181,12 @@ def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False, n_thr
     ok = rss[:rows] > np.maximum(noise, SINGULAR_TOL * np.diag(cov)[:rows])
     first = rows if ok.all() else int(np.argmin(ok))
     if first < p:
-        _memory.require("the adjacency step's minimum-norm least squares (dependent columns)",
-                        _memory.min_norm_bytes(X.shape[0], p), _memory.FEWER)
-        V = _data_vectors(X, order, mean, segmented, n_threads)
+        if ahead is not None:
+            V = ahead.result()
+        else:
+            _memory.require("the adjacency step's minimum-norm least squares (dependent columns)",
+                            _memory.min_norm_bytes(X.shape[0], p), _memory.FEWER)
+            V = _data_vectors(X, order, mean, segmented, n_threads)
         first = min(first, V.shape[0])  # no more independent columns than rows
         coef[first:] = _min_norm_rows(V, first)
     return coef
@@ -191,7 +211,7 @@ def _pivot_noise(gram, coef):
     return np.maximum(np.arange(len(sd)), 1) * _EPS * (sd + terms) ** 2
 
 
-def _data_vectors(X, order, mean=None, segmented=False, n_threads=None):
+def _data_vectors(X, order, mean=None, segmented=False, n_threads=None, stop=None):
     """Columns whose inner products are the covariance of ``X[:, order]``.
 
     The centred data over ``sqrt(n)``, or, with more samples than variables,
@@ -200,12 +220,13 @@ def _data_vectors(X, order, mean=None, segmented=False, n_threads=None):
     :class:`~paralingam._preparation.ScaledData`, read by blocks of rows;
     ``mean``: its columns' means when known (:func:`._common._column_means`'s).
     ``segmented``: that QR in row segments on ``n_threads`` threads
-    (:func:`_centred_triangular_factor`; :func:`qr_in_segments`).
+    (:func:`_centred_triangular_factor`; :func:`qr_in_segments`); ``stop``:
+    as that function's.
     """
     n, p = X.shape
     if n > p:
         return _centred_triangular_factor(X, order, mean=mean, segmented=segmented,
-                                          n_threads=n_threads)
+                                          n_threads=n_threads, stop=stop)
     Xc = np.empty((n, len(order)))  # one copy in causal order, centred and scaled in place
     for r0 in range(0, n, TSQR_CHUNK):
         Xc[r0:r0 + TSQR_CHUNK] = float_rows(X, r0, min(n, r0 + TSQR_CHUNK))[:, order]
@@ -215,7 +236,7 @@ def _data_vectors(X, order, mean=None, segmented=False, n_threads=None):
 
 
 def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None, n_threads=None,
-                               segmented=False):
+                               segmented=False, stop=None):
     """``R`` (p x p, upper) of the QR decomposition of ``X[:, order]`` centred, over ``sqrt(n)``.
 
     A streaming TSQR: the factor of the first rows, then each further chunk
@@ -232,9 +253,11 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None, n_threads=
     without the GIL: ``_linalg``), and the segments' factors are combined
     pairwise in a fixed order. ``n_threads`` (default: ``fit``'s,
     :func:`paralingam._validation.default_threads`) changes only how many
-    segments run at once, never the bits.
+    segments run at once, never the bits. ``stop``: a
+    :class:`threading.Event` after which the one stream folds no further
+    chunk and raises :class:`_Stopped` (:class:`_FactorAhead`).
     """
-    from scipy.linalg.lapack import dtpqrt
+    from ._linalg import fold_rows
 
     n, p = X.shape[0], len(order)
     if mean is None:
@@ -257,11 +280,68 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None, n_threads=
     R = np.asfortranarray(np.linalg.qr(rows(0, head), mode="r"))
     block_size = max(1, min(32, p))
     for start in range(head, n, chunk):
-        R, _, _, info = dtpqrt(0, block_size, R, rows(start, min(start + chunk, n)),
-                               overwrite_a=1, overwrite_b=1)
-        if info != 0:
-            raise np.linalg.LinAlgError(f"dtpqrt failed (info={info})")
+        if stop is not None and stop.is_set():
+            raise _Stopped
+        # dtpqrt without the GIL (_linalg; the same LAPACK routine and
+        # arguments as scipy.linalg.lapack.dtpqrt, so the same bits), so that
+        # the scatter matrix can be made beside it (_FactorAhead)
+        fold_rows(R, rows(start, min(start + chunk, n)), block=block_size)
     return np.triu(R)
+
+
+class _Stopped(Exception):
+    """The data's QR was stopped (:class:`_FactorAhead`)."""
+
+
+def qr_ahead(backend, dependent, n_threads=None):
+    """Whether the adjacency step starts the data's QR beside the scatter matrix.
+
+    Only where the search found dependent variables (``dependent``), whose
+    rows need the QR, only on the CPU route, whose QR is one stream on one
+    core (:func:`qr_in_segments`; after a CUDA search the scatter matrix is
+    the search's and the QR takes every core already), and only with at
+    least two threads (``n_threads``, default
+    :func:`paralingam._validation.default_threads`).
+    """
+    from .._validation import default_threads
+
+    return bool(dependent) and not qr_in_segments(backend) and (n_threads or default_threads()) > 1
+
+
+class _FactorAhead:
+    """The data's QR (:func:`_data_vectors`, one stream) on a thread of its own.
+
+    Started before the scatter matrix, so that the two read the data at once
+    (the QR's LAPACK calls run without the GIL); :meth:`result` waits for
+    it. :meth:`cancel` stops it after its current chunk and waits: when the
+    factor is not needed, or on an error or Ctrl-C in the caller's thread,
+    no thread outlives the step.
+    """
+
+    def __init__(self, X, order, mean):
+        self._stop = threading.Event()
+        self._out = {}
+        self._thread = threading.Thread(target=self._run, args=(X, order, mean),
+                                        name="paralingam-qr-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self, X, order, mean):
+        try:
+            self._out["V"] = _data_vectors(X, order, mean, stop=self._stop)
+        except BaseException as exc:  # handed to result(); _Stopped after cancel()
+            self._out["error"] = exc
+
+    def result(self):
+        """The factor (:func:`_data_vectors`'s), or the error its thread raised."""
+        self._thread.join()
+        if "error" in self._out:
+            raise self._out["error"]
+        return self._out["V"]
+
+    def cancel(self):
+        """Stop the QR after its current chunk and wait for its thread."""
+        self._stop.set()
+        self._thread.join()
 
 
 def qr_in_segments(backend):
