@@ -96,3 +96,25 @@ def sigint_raises():
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
+def sigint_after(sigint_raises):
+    """``with sigint_after(seconds): ...`` sends SIGINT to the main thread after
+    ``seconds`` (a timer thread, cancelled on leaving), where it raises
+    KeyboardInterrupt (:func:`sigint_raises`)."""
+    import contextlib
+    import signal
+    import threading
+
+    @contextlib.contextmanager
+    def after(seconds):
+        timer = threading.Timer(seconds, signal.pthread_kill,
+                                (threading.main_thread().ident, signal.SIGINT))
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+
+    return after

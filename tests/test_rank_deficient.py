@@ -494,11 +494,9 @@ def test_the_qr_starts_ahead_on_the_cpu_route_with_a_hint_and_two_threads(monkey
     assert not _least_squares.qr_ahead("cpu", True, 1) and not _least_squares.qr_ahead("cuda", True, 8)
 
 
-def test_ctrl_c_while_the_qr_runs_ahead_stops_it(monkeypatch, sigint_raises):
+def test_ctrl_c_while_the_qr_runs_ahead_stops_it(monkeypatch, sigint_after):
     # Ctrl-C while least squares wait for the QR started ahead: KeyboardInterrupt
     # at once, and the QR's thread folds no further chunk and is gone
-    import signal
-    import threading
     import time
 
     from paralingam.adjacency import _linalg
@@ -514,15 +512,9 @@ def test_ctrl_c_while_the_qr_runs_ahead_stops_it(monkeypatch, sigint_raises):
         return fold(*args, **kwargs)
 
     monkeypatch.setattr(_linalg, "fold_rows", slow)
-    main = threading.main_thread().ident
-    timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
     t0 = time.perf_counter()
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            _least_squares._ols_adjacency(X, order, backend="cpu", n_threads=2, dependent=True)
-    finally:
-        timer.cancel()
+    with sigint_after(0.3), pytest.raises(KeyboardInterrupt):
+        _least_squares._ols_adjacency(X, order, backend="cpu", n_threads=2, dependent=True)
     assert time.perf_counter() - t0 < 1.0  # not the 1.9 s of every fold
     assert not _qr_threads()
     assert len(folds) <= 6

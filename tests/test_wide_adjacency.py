@@ -290,12 +290,10 @@ def test_segmented_streaming_qr_has_the_same_bits_on_any_number_of_threads(n, p)
                                atol=1e-12 * np.abs(want.T @ want).max())
 
 
-def test_ctrl_c_in_a_segmented_qr_starts_no_more_segments(monkeypatch, sigint_raises):
+def test_ctrl_c_in_a_segmented_qr_starts_no_more_segments(monkeypatch, sigint_after):
     # Ctrl-C while the segments run: KeyboardInterrupt at once, and the
     # segments not started are dropped (Executor.map cancels its pending
     # calls) rather than run out: 16 segments of 0.2 s on one thread
-    import signal
-    import threading
     import time
 
     from paralingam.adjacency import _linalg
@@ -311,16 +309,9 @@ def test_ctrl_c_in_a_segmented_qr_starts_no_more_segments(monkeypatch, sigint_ra
         return factor(A)
 
     monkeypatch.setattr(_linalg, "qr_factor", slow)
-    main = threading.main_thread().ident
-    timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
     t0 = time.perf_counter()
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            _least_squares._centred_triangular_factor(X, np.arange(7), n_threads=1,
-                                                      segmented=True)
-    finally:
-        timer.cancel()
+    with sigint_after(0.3), pytest.raises(KeyboardInterrupt):
+        _least_squares._centred_triangular_factor(X, np.arange(7), n_threads=1, segmented=True)
     assert time.perf_counter() - t0 < 1.5  # not the 3.2 s of every segment
     time.sleep(0.5)  # the segment running at the interrupt ends; no other starts
     assert len(started) <= 3
