@@ -437,6 +437,20 @@ def tsqr_segments(out):
     (out / "tsqr_segments.rst").write_text(text + "\n" + "\n".join(sources))
 
 
+def qr_ahead(out):
+    """Least squares with the data's QR ahead of the scatter matrix or after it (bench_adjacency.py --mode qr-ahead)."""
+    def rounds(r, setting, key):
+        return ", ".join(f"{g[key] * 1e3:.1f}" for g in r["rounds"][setting]) + " ms"
+
+    name = "bench_adjacency_vm_2cores.json"
+    d = _load(name)["qr_ahead"]
+    rows = [[r["case"], f"{r['p']} x {r['n']}", rounds(r, "after", "fit_adjacency_s"),
+             rounds(r, "ahead", "fit_adjacency_s"), rounds(r, "ahead", "search_s")] for r in d["rows"]]
+    text = _table(["case", "p x n", "QR after the scatter matrix", "QR ahead, beside it",
+                   "search (rounds with the QR ahead)"], rows)
+    (out / "qr_ahead.rst").write_text(text + "\n" + _source(name, d, "qr_ahead"))
+
+
 def pivot_noise(out):
     """Back-to-back CUDA fits with the pivot-noise bound on BLAS and not (bench_adjacency.py --mode pivot-noise)."""
     name = "bench_adjacency_h100.json"
@@ -481,6 +495,7 @@ def render(out):
     adjacency_blas(out)
     estimator_blas(out)
     tsqr_segments(out)
+    qr_ahead(out)
     pivot_noise(out)
 
 
