@@ -158,9 +158,9 @@ def require(step, needed, advice):
     advice : str
         What the user can change.
     """
-    if fits(needed):
+    ok, available = _room(needed)
+    if ok:
         return
-    available = available_host_bytes()
     raise InsufficientMemoryError(
         f"not enough memory for {step}: it needs about {format_bytes(needed)}, and "
         f"{format_bytes(available)} is available; {advice} (set {ENV_SWITCH}=0 to skip "
@@ -169,10 +169,15 @@ def require(step, needed, advice):
 
 def fits(needed):
     """Whether ``needed`` bytes of host memory are available, as :func:`require` judges it."""
+    return _room(needed)[0]
+
+
+def _room(needed):
+    """``(fits, available)``: :func:`fits`'s answer and the bytes it read (None: not read)."""
     if needed < MIN_CHECKED or os.environ.get(ENV_SWITCH, "1") == "0":
-        return True
+        return True, None
     available = available_host_bytes()
-    return available is None or needed <= available
+    return available is None or needed <= available, available
 
 
 def require_all(plan):

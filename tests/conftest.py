@@ -116,5 +116,6 @@ def sigint_after(sigint_raises):
             yield
         finally:
             timer.cancel()
+            timer.join()
 
     return after

@@ -480,7 +480,6 @@ def test_the_qr_starts_ahead_on_the_cpu_route_with_a_hint_and_two_threads(monkey
     started = _recorded_ahead(monkeypatch)
     assert paralingam.fit(X, backend="cpu", on_collinear="ignore", n_threads=1).stats["explained"]
     assert not started  # one thread: none
-    assert not started
     paralingam.fit(np.random.default_rng(356).laplace(size=(2000, 10)), backend="cpu",
                    n_threads=2)  # nothing explained: no hint
     assert not started
@@ -499,22 +498,68 @@ def test_ctrl_c_while_the_qr_runs_ahead_stops_it(monkeypatch, sigint_after):
     # at once, and the QR's thread folds no further chunk and is gone
     import time
 
-    from paralingam.adjacency import _linalg
-
     X = rank_deficient(7, 20 * _least_squares.TSQR_CHUNK, 3, 357)
     order = order_of(X)
+    folds = _slow_folds(monkeypatch, 0.1)
+    t0 = time.perf_counter()
+    with sigint_after(0.3), pytest.raises(KeyboardInterrupt):
+        _least_squares._ols_adjacency(X, order, backend="cpu", n_threads=2, dependent=True)
+    assert time.perf_counter() - t0 < 1.0  # not the 1.9 s of every fold
+    # the step returned after the fold under way ended, and no other started
+    # (is_alive is not to be trusted after an interrupted join before 3.13)
+    at_return = list(folds)
+    time.sleep(0.3)
+    assert folds == at_return and 1 <= len(folds) <= 6 and not any(folds)
+    assert not _qr_threads()
+
+
+def _slow_folds(monkeypatch, seconds, fail=False):
+    """Make the QR's folds take ``seconds`` each (or raise LinAlgError).
+
+    Returns the list of started folds: 1 for each, turned to 0 when it ends.
+    """
+    import time
+
+    from paralingam.adjacency import _linalg
+
     folds = []
     fold = _linalg.fold_rows
 
     def slow(*args, **kwargs):
         folds.append(1)
-        time.sleep(0.1)
-        return fold(*args, **kwargs)
+        if fail:
+            raise np.linalg.LinAlgError("a planted failure of the QR")
+        time.sleep(seconds)
+        try:
+            return fold(*args, **kwargs)
+        finally:
+            folds[-1] = 0
 
     monkeypatch.setattr(_linalg, "fold_rows", slow)
+    return folds
+
+
+def test_a_qr_ahead_that_is_not_needed_is_stopped(monkeypatch):
+    # a wrong hint (full-rank data): the rows need no QR, which is stopped
+    # at its next fold rather than run out, and its thread is gone
+    import time
+
+    X = np.random.default_rng(358).laplace(size=(20 * _least_squares.TSQR_CHUNK, 8))
+    order = order_of(X)
+    want = _least_squares._ols_adjacency(X, order, backend="cpu", n_threads=2)
+    started = _recorded_ahead(monkeypatch)
+    folds = _slow_folds(monkeypatch, 0.1)
     t0 = time.perf_counter()
-    with sigint_after(0.3), pytest.raises(KeyboardInterrupt):
-        _least_squares._ols_adjacency(X, order, backend="cpu", n_threads=2, dependent=True)
+    got = _least_squares._ols_adjacency(X, order, backend="cpu", n_threads=2, dependent=True)
     assert time.perf_counter() - t0 < 1.0  # not the 1.9 s of every fold
+    assert started == [1] and not _qr_threads() and len(folds) <= 6
+    np.testing.assert_array_equal(got, want)
+
+
+def test_an_error_in_the_qr_ahead_reaches_the_caller(monkeypatch):
+    X = rank_deficient(7, 4 * _least_squares.TSQR_CHUNK, 3, 359)
+    order = order_of(X)
+    _slow_folds(monkeypatch, 0.0, fail=True)
+    with pytest.raises(np.linalg.LinAlgError, match="planted"):
+        _least_squares._ols_adjacency(X, order, backend="cpu", n_threads=2, dependent=True)
     assert not _qr_threads()
-    assert len(folds) <= 6

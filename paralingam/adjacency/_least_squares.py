@@ -96,11 +96,12 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     block by block: no copy of the data). The data are read by blocks of
     rows (:func:`._common._scatter_by_blocks`; the minimum-norm rows'
     :func:`_centred_triangular_factor`): beyond the data the step holds one
-    block and p x p matrices, and the same values give the same bits in
-    either form. ``dependent``: the search found variables that others
-    explain (``fit``'s hint): the data's QR, which their rows need, may
-    then start on a thread of its own beside the scatter matrix
-    (:func:`qr_ahead`); the hint changes when the QR runs, never a result.
+    block and p x p matrices (two blocks while the QR runs ahead, below),
+    and the same values give the same bits in either form. ``dependent``:
+    the search found variables that others explain (``fit``'s hint): the
+    data's QR, which their rows need, may then start on a thread of its own
+    beside the scatter matrix (:func:`qr_ahead`); the hint changes when the
+    QR runs, never a result.
     """
     if backend not in ADJACENCY_BACKENDS:
         raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
@@ -109,11 +110,11 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
                     _memory.ols_bytes(n, p, scatter_given=scatter is not None), _memory.FEWER)
     mean = None  # the columns' means, when the scatter matrix is made here
     ahead = None
-    if scatter is None and n > p and qr_ahead(backend, dependent, n_threads) \
-            and _memory.fits(_memory.min_norm_bytes(n, p)):
-        mean = _column_means(X)
-        ahead = _FactorAhead(X, order, mean)
     try:
+        if scatter is None and n > p and qr_ahead(backend, dependent, n_threads) \
+                and _memory.fits(_memory.ols_bytes(n, p) + _memory.min_norm_bytes(n, p)):
+            mean = _column_means(X)
+            ahead = _FactorAhead(X, order, mean)
         if scatter is None:
             mean, scatter = _scatter_by_blocks(X, mean)
         cov = scatter[np.ix_(order, order)] / X.shape[0]
@@ -254,8 +255,8 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None, n_threads=
     pairwise in a fixed order. ``n_threads`` (default: ``fit``'s,
     :func:`paralingam._validation.default_threads`) changes only how many
     segments run at once, never the bits. ``stop``: a
-    :class:`threading.Event` after which the one stream folds no further
-    chunk and raises :class:`_Stopped` (:class:`_FactorAhead`).
+    :class:`threading.Event` after which the one stream starts no further
+    QR step and raises :class:`_Stopped` (:class:`_FactorAhead`).
     """
     from ._linalg import fold_rows
 
@@ -276,6 +277,8 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None, n_threads=
     segments = tsqr_segments(n, p) if segmented else 1
     if segments > 1:
         return _segmented_factor(rows, n, p, segments, chunk, n_threads)
+    if stop is not None and stop.is_set():
+        raise _Stopped
     head = min(n, max(chunk, p))
     R = np.asfortranarray(np.linalg.qr(rows(0, head), mode="r"))
     block_size = max(1, min(32, p))
@@ -313,35 +316,50 @@ class _FactorAhead:
 
     Started before the scatter matrix, so that the two read the data at once
     (the QR's LAPACK calls run without the GIL); :meth:`result` waits for
-    it. :meth:`cancel` stops it after its current chunk and waits: when the
-    factor is not needed, or on an error or Ctrl-C in the caller's thread,
-    no thread outlives the step.
+    it. :meth:`cancel` stops it after its current chunk (or its first QR, of
+    ``max(TSQR_CHUNK, p)`` rows, which cannot be stopped) and waits: when
+    the factor is not needed, or on an error or Ctrl-C in the caller's
+    thread, no thread outlives the step. The thread keeps the caller's
+    floating-point error handling (``numpy.errstate``). Its end is waited for
+    on an event, not by ``Thread.join``: before Python 3.13 a join that
+    Ctrl-C interrupts marks the thread as ended while it still runs, and a
+    second join then returns at once.
     """
 
     def __init__(self, X, order, mean):
         self._stop = threading.Event()
+        self._done = threading.Event()
         self._out = {}
-        self._thread = threading.Thread(target=self._run, args=(X, order, mean),
+        self._thread = threading.Thread(target=self._run, args=(X, order, mean, np.geterr()),
                                         name="paralingam-qr-ahead", daemon=True)
-        self._thread.start()
-
-    def _run(self, X, order, mean):
         try:
-            self._out["V"] = _data_vectors(X, order, mean, stop=self._stop)
+            self._thread.start()
+        except BaseException:  # (Ctrl-C while it starts: the thread does nothing)
+            self._stop.set()
+            raise
+
+    def _run(self, X, order, mean, errors):
+        try:
+            with np.errstate(**errors):
+                self._out["V"] = _data_vectors(X, order, mean, stop=self._stop)
         except BaseException as exc:  # handed to result(); _Stopped after cancel()
             self._out["error"] = exc
+        finally:
+            self._done.set()
 
     def result(self):
         """The factor (:func:`_data_vectors`'s), or the error its thread raised."""
-        self._thread.join()
+        self._done.wait()
         if "error" in self._out:
             raise self._out["error"]
         return self._out["V"]
 
     def cancel(self):
-        """Stop the QR after its current chunk and wait for its thread."""
+        """Stop the QR after its current chunk, wait for its thread and drop its result."""
         self._stop.set()
-        self._thread.join()
+        self._done.wait()
+        self._thread.join()  # (its work is over: only the thread's own exit is left)
+        self._out.clear()  # (an error's traceback holds the QR's arrays)
 
 
 def qr_in_segments(backend):

@@ -6,8 +6,9 @@ by Givens rotations, O(m^2) where refactorising costs O(m^3).
 
 ``qr_factor`` and ``fold_rows``: LAPACK's ``dgeqrf`` and ``dtpqrt`` (scipy's,
 through ``scipy.linalg.cython_lapack``) without the GIL, so that the streaming
-QR of the data's row segments runs on several threads at once (scipy's
-Python wrappers hold the GIL for the whole call).
+QR of the data's row segments runs on several threads at once, and the one
+stream beside the scatter matrix (scipy's Python wrappers hold the GIL for
+the whole call).
 """
 
 import numpy as np
