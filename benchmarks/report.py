@@ -248,24 +248,7 @@ def pipeline(out):
     name = "bench_pipeline_h100.json"
     d = _load(name)
     prov = d["provenance"]
-    text = _pipeline_rows(d)
-    for r in d["rows"]:
-        on = f" on the {r['gpu'].replace('NVIDIA ', '')} (commit {r['commit']})" if "gpu" in r else ""
-        if "preparation_over_plain_pass" in r:
-            cpu_route = r.get("preparation_peak_over_input_cpu_route")
-            text += (f"\n{r['case']} (p={r['p']}, n={r['n']}){on}: input preparation "
-                     f"{r['preparation_over_plain_pass']:.2f}x one plain numpy pass "
-                     f"({_ms(r['plain_pass'])}); peak host memory of the preparation "
-                     f"{r['preparation_peak_over_input']:.2f}x the input array"
-                     + (f" (the CPU route: {cpu_route:.2f}x)" if cpu_route else "") + ".\n")
-        if "cold_first" in r:
-            text += (f"\nFirst fit on a machine{on} (p={r['p']}, n={r['n']}, {r['backend']}, an empty "
-                     f"kernel cache): {_ms(r['cold_first'])}, of which compiling the kernels "
-                     f"{_ms(r['cold_compile'])}; later processes load the compiled kernels in "
-                     f"{_ms(r['cached_compile'])} (their first fit's compile phase).\n")
-        elif "first" in r:
-            text += (f"\nFirst fit in a fresh process{on} (p={r['p']}, n={r['n']}, {r['backend']}, "
-                     f"kernels cached): {_ms(r['first'])} against {_ms(r['warm'])} warm.\n")
+    text = _pipeline_rows(d) + "".join(_pipeline_notes(r) for r in d["rows"])
     gpus = sorted({r["gpu"].replace("NVIDIA ", "") for r in d["rows"] if "gpu" in r})
     source = (f"*Source:* ``benchmarks/results/{name}`` -- commit per row, {prov['gpu']}"
               + (f" (rows marked {', '.join(gpus)}: that GPU)" if gpus else "")
@@ -277,18 +260,34 @@ def pipeline(out):
 
     name = "bench_pipeline_vm_2cores.json"
     d = _load(name)
-    text = _pipeline_rows(d)
-    for r in d["rows"]:
-        if "preparation_over_plain_pass" in r:
-            text += (f"\n{r['case']} (p={r['p']}, n={r['n']}): input preparation "
-                     f"{r['preparation_over_plain_pass']:.2f}x one plain numpy pass "
-                     f"({_ms(r['plain_pass'])}); peak host memory of the preparation "
-                     f"{r['preparation_peak_over_input']:.2f}x the input array.\n")
-        if "first" in r:
-            text += (f"\nFirst fit in a fresh process (p={r['p']}, n={r['n']}, {r['backend']}): "
-                     f"{_ms(r['first'])} against {_ms(r['warm'])} warm (the goal, 3x warm + 10 ms: "
-                     f"{_ms(r['goal'])}).\n")
+    text = _pipeline_rows(d) + "".join(_pipeline_notes(r) for r in d["rows"])
     (out / "pipeline_vm.rst").write_text(text + "\n" + _source(name, d))
+
+
+def _pipeline_notes(r):
+    """A bench_pipeline.py row's input preparation and first fit, in words ("" if it has neither)."""
+    on = f" on the {r['gpu'].replace('NVIDIA ', '')} (commit {r['commit']})" if "gpu" in r else ""
+    text = ""
+    if "preparation_over_plain_pass" in r:
+        cpu_route = r.get("preparation_peak_over_input_cpu_route")
+        text += (f"\n{r['case']} (p={r['p']}, n={r['n']}){on}: input preparation "
+                 f"{r['preparation_over_plain_pass']:.2f}x one plain numpy pass "
+                 f"({_ms(r['plain_pass'])}); peak host memory of the preparation "
+                 f"{r['preparation_peak_over_input']:.2f}x the input array"
+                 + (f" (the CPU route: {cpu_route:.2f}x)" if cpu_route else "") + ".\n")
+    if "cold_first" in r:
+        text += (f"\nFirst fit on a machine{on} (p={r['p']}, n={r['n']}, {r['backend']}, an empty "
+                 f"kernel cache): {_ms(r['cold_first'])}, of which compiling the kernels "
+                 f"{_ms(r['cold_compile'])}; later processes load the compiled kernels in "
+                 f"{_ms(r['cached_compile'])} (their first fit's compile phase).\n")
+    elif "first" in r:
+        cached = ", kernels cached" if r["backend"] == "cuda" else ""
+        # (the 3x warm + 10 ms goal is the CPU's; a GPU's first fit loads its kernels)
+        goal = (f" (the goal, 3x warm + 10 ms: {_ms(r['goal'])})"
+                if "goal" in r and r["backend"] == "cpu" else "")
+        text += (f"\nFirst fit in a fresh process{on} (p={r['p']}, n={r['n']}, {r['backend']}"
+                 f"{cached}): {_ms(r['first'])} against {_ms(r['warm'])} warm{goal}.\n")
+    return text
 
 
 def _pipeline_rows(d):
