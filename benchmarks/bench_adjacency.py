@@ -108,8 +108,7 @@ def blas_threads(args):
              ("rank_deficient_1000", lambda: bp.rank_deficient(1000, 8192, 924, 8), 3),
              ("wide", lambda: bp.synthetic(2000, 1500, 5), 3),
              # bench_pipeline's wide_5000 (one run each: about 40 s on one thread)
-             ("wide_5000", lambda: bp.make_data("wide_5000", 5000, 4096, None,
-                                                list(bp.CASES).index("wide_5000") + 1), 1)]
+             ("wide_5000", lambda: bp.make_data("wide_5000", 5000, 4096, None), 1)]
     chosen = args.cases or [name for name, _, _ in cases[:4]]
     rows = []
     for name, make, k in [c for c in cases if c[0] in chosen][:2 if args.quick else None]:
@@ -146,7 +145,7 @@ def estimator_blas(args):
     cases = ("rank_deficient_300", "ecoli", "typical")
     for name in cases[:2] if args.quick else cases:
         p, n = bp.CASES[name][0]
-        X = np.ascontiguousarray(bp.make_data(name, p, n, args.data_dir, list(bp.CASES).index(name) + 1))
+        X = np.ascontiguousarray(bp.make_data(name, p, n, args.data_dir))
         repeats = 3 if name == "typical" else 7
         row = {"case": name, "p": p, "n": n}
         try:
@@ -186,7 +185,7 @@ def alternated_settings(args, cases, settings, install, restore, estimator=True,
     rows = []
     for name in cases:
         p, n = bp.CASES[name][0]
-        X = np.ascontiguousarray(bp.make_data(name, p, n, args.data_dir, list(bp.CASES).index(name) + 1))
+        X = np.ascontiguousarray(bp.make_data(name, p, n, args.data_dir))
         row = {"case": name, "p": p, "n": n, **(fields(n, p) if fields else {}),
                "backend": args.backend, "rounds": {label: [] for label in settings}}
         try:
@@ -271,8 +270,7 @@ def pivot_noise(args):
 
     settings = {"matvec_on_blas": on_blas, "einsum": tree}
     p, n = bp.CASES["typical"][0]
-    X = np.ascontiguousarray(bp.make_data("typical", p, n, args.data_dir,
-                                          list(bp.CASES).index("typical") + 1))
+    X = np.ascontiguousarray(bp.make_data("typical", p, n, args.data_dir))
     phases = ("validate", "upload", "search", "adjacency")
     row = {"case": "typical", "p": p, "n": n, "rounds": {label: [] for label in settings}}
     try:

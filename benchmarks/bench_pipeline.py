@@ -98,7 +98,11 @@ CASES = {
 EXPLAINED_FRACTION = 0.924
 
 
-def make_data(name, p, n, data_dir, seed):
+def make_data(name, p, n, data_dir, seed=None):
+    """Case ``name``'s data of size (n, p); ``seed`` by default the case's own
+    (its position in ``CASES`` plus one), as every benchmark that times the case uses."""
+    if seed is None:
+        seed = list(CASES).index(name) + 1
     kind = CASES[name][2]
     if kind == "ecoli":
         return ecoli(data_dir)
@@ -248,7 +252,7 @@ def run_case(name, backend, args):
     if "fresh" in extras:
         row.update(p=p, n=n, **first_fit(p, n, backend, args.repeats, cold="cold" in extras))
         return row
-    X = make_data(name, p, n, args.data_dir, seed=list(CASES).index(name) + 1)
+    X = make_data(name, p, n, args.data_dir)
     row.update(n=X.shape[0], p=X.shape[1])
     row["fit"], row["phases"] = fit_phases(X, backend, args.repeats, warm_up=not args.no_warm_up)
     search = row["phases"].get("search")

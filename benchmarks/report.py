@@ -440,19 +440,22 @@ def estimator_blas(out):
     (out / "estimator_blas.rst").write_text(text + "\n" + _source(name, d, "estimator_blas"))
 
 
+def _rounds_ms(row, setting, key):
+    """A bench_adjacency.py A/B row's ``key`` in each round under ``setting``, in ms."""
+    return ", ".join(f"{g[key] * 1e3:.1f}" for g in row["rounds"][setting]) + " ms"
+
+
 def tsqr_segments(out):
     """The data's QR in one stream against segments (bench_adjacency.py --mode tsqr-segments)."""
-    def rounds(r, setting, key):
-        return ", ".join(f"{g[key] * 1e3:.1f}" for g in r["rounds"][setting]) + " ms"
-
     rows, sources = [], []
     for name, where in (("bench_adjacency_h100.json", "CUDA search, H100 host (16 cores)"),
                         ("bench_adjacency_vm_2cores.json", "CPU search, 2-core VM")):
         d = _load(name)["tsqr_segments"]
         rows += [[where, r["case"], f"{r['p']} x {r['n']}", str(r["segments"]),
-                  rounds(r, "one_stream", "fit_adjacency_s"), rounds(r, "segments", "fit_adjacency_s"),
-                  rounds(r, "one_stream", "estimator_adjacency_s"),
-                  rounds(r, "segments", "estimator_adjacency_s")] for r in d["rows"]]
+                  _rounds_ms(r, "one_stream", "fit_adjacency_s"),
+                  _rounds_ms(r, "segments", "fit_adjacency_s"),
+                  _rounds_ms(r, "one_stream", "estimator_adjacency_s"),
+                  _rounds_ms(r, "segments", "estimator_adjacency_s")] for r in d["rows"]]
         sources.append(_source(name, d, "tsqr_segments"))
     text = _table(["after", "case", "p x n", "segments", "fit, one stream", "fit, segments",
                    "estimator, one stream", "estimator, segments"], rows)
@@ -461,13 +464,11 @@ def tsqr_segments(out):
 
 def qr_ahead(out):
     """Least squares with the data's QR ahead of the scatter matrix or after it (bench_adjacency.py --mode qr-ahead)."""
-    def rounds(r, setting, key):
-        return ", ".join(f"{g[key] * 1e3:.1f}" for g in r["rounds"][setting]) + " ms"
-
     name = "bench_adjacency_vm_2cores.json"
     d = _load(name)["qr_ahead"]
-    rows = [[r["case"], f"{r['p']} x {r['n']}", rounds(r, "after", "fit_adjacency_s"),
-             rounds(r, "ahead", "fit_adjacency_s"), rounds(r, "ahead", "search_s")] for r in d["rows"]]
+    rows = [[r["case"], f"{r['p']} x {r['n']}", _rounds_ms(r, "after", "fit_adjacency_s"),
+             _rounds_ms(r, "ahead", "fit_adjacency_s"), _rounds_ms(r, "ahead", "search_s")]
+            for r in d["rows"]]
     text = _table(["case", "p x n", "QR after the scatter matrix", "QR ahead, beside it",
                    "search (rounds with the QR ahead)"], rows)
     (out / "qr_ahead.rst").write_text(text + "\n" + _source(name, d, "qr_ahead"))

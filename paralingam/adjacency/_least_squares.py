@@ -281,14 +281,13 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None, n_threads=
         raise _Stopped
     head = min(n, max(chunk, p))
     R = np.asfortranarray(np.linalg.qr(rows(0, head), mode="r"))
-    block_size = max(1, min(32, p))
     for start in range(head, n, chunk):
         if stop is not None and stop.is_set():
             raise _Stopped
         # dtpqrt without the GIL (_linalg; the same LAPACK routine and
         # arguments as scipy.linalg.lapack.dtpqrt, so the same bits), so that
         # the scatter matrix can be made beside it (_FactorAhead)
-        fold_rows(R, rows(start, min(start + chunk, n)), block=block_size)
+        fold_rows(R, rows(start, min(start + chunk, n)))  # (block 32, at most p)
     return np.triu(R)
 
 
