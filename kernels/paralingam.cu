@@ -84,6 +84,11 @@ __device__ __forceinline__ T ld_volatile(const T *p) { return *(const volatile T
 #define PL_BLOCK (blockIdx.x + (unsigned)pl_block0)
 #define PL_BLOCKS ((unsigned)pl_blocks)
 #define PL_DEFER_FINALIZE true
+// Partners an engine of another device claims per link round trip (worker_body).
+#ifndef PL_CLAIM_BATCH
+#define PL_CLAIM_BATCH 4
+#endif
+static_assert(PL_CLAIM_BATCH >= 1 && PL_CLAIM_BATCH <= 32, "a lane claims each partner of a batch");
 #else
 #define PL_FENCE() __threadfence()
 #define PL_SYS(atomic) atomic
@@ -1128,7 +1133,9 @@ __device__ __forceinline__ int record_pair(PlSearch *s, int a, int b, double I, 
                                            double hu, double hv, bool messages)
 {
     const size_t p = s->p;
-    const int nw = PL_SHARED(s->ctl->nw);
+    // (deferred: no count is compared, and on another device the load of nw
+    // would be a link round trip per pair)
+    const int nw = DEFERRED ? 0 : PL_SHARED(s->ctl->nw);
     if (s->use_float) s->stat_err[a * p + b] = e;
     if (s->kind[a] == PL_CANDIDATE && s->kind[b] == PL_CANDIDATE) {
         s->stat[a * p + b] = I;
@@ -1197,8 +1204,66 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
     int known = -1;   // position this engine stays on (warp-uniform), else -1
     int w_known = 0;  // its worker (lane 0)
 #endif
+#if defined(PL_PEERS) && PL_CLAIM_BATCH > 1
+    // An engine of another device claims up to PL_CLAIM_BATCH partners of its
+    // worker per trip over the link: one cursor step for all of them, their
+    // locks taken at once by as many lanes; it then compares the pairs it
+    // won before claiming again. Which worker's pairs are compared, and each
+    // pair once, does not change; only how far past gamma a worker may go.
+    const int kb = pl_block0 > 0 ? PL_CLAIM_BATCH : 1;
+    unsigned q_mask = 0;       // the claimed pairs left to compare (leader warp)
+    int q_lo = -1, q_hi = -1;  // lane j: the j-th claimed pair
+#endif
     for (;;) {
         int a = -1, b = -1;
+#if defined(PL_PEERS) && PL_CLAIM_BATCH > 1
+        if (g == 0) {
+            while (q_mask == 0) {  // find a live worker and claim its next partners
+                if (pos != known) {
+                    pos = next_live(s->live, n_active, pos);
+                    if (pos < 0) { a = -2; break; }
+                }
+                int cur = nw, w = 0;
+                if (lane == 0) {
+                    if (pos != known) w_known = PL_SHARED(s->active[pos]);
+                    w = w_known;
+                    if (ld_volatile(&s->score[w]) <= stop) cur = atomicAdd_system(&s->cursor[w], kb);
+                }
+                cur = __shfl_sync(FULL, cur, 0);
+                w = __shfl_sync(FULL, w, 0);
+                const int move = cur >= nw - 1;
+                if (move) {
+                    if (lane == 0) atomicAnd_system(&s->live[pos >> 5], ~(1u << (pos & 31)));
+                } else {
+                    bool owned = false;
+                    const int at = cur + lane;
+                    if (lane < kb && at < nw - 1) {
+                        int t;
+                        if (ordered) {
+                            t = PL_SHARED(s->partner[(size_t)w * p + at]);
+                        } else {
+                            t = w + 1 + at;
+                            if (t >= nw) t -= nw;
+                        }
+                        q_lo = min(w, t);
+                        q_hi = max(w, t);
+                        // (else the partner holds the pair: its result arrives as a message)
+                        owned = atomicMax_system(&s->lock[q_lo * p + q_hi], busy) < busy;
+                    }
+                    q_mask = __ballot_sync(FULL, owned);
+                }
+                known = move ? -1 : pos;
+                if (move) pos = (pos + 1 == n_active) ? 0 : pos + 1;
+            }
+            if (a != -2) {  // the next claimed pair, in partner order
+                const int j = __ffs(q_mask) - 1;
+                a = __shfl_sync(FULL, q_lo, j);
+                b = __shfl_sync(FULL, q_hi, j);
+                q_mask &= q_mask - 1;
+            }
+            if (G > 1 && lane == 0) { gpair[group][0] = a; gpair[group][1] = b; }
+        }
+#else
         if (g == 0) {
             for (;;) {  // find a live worker and claim its next partner
 #ifdef PL_PEERS
@@ -1255,6 +1320,7 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
             }
             if (G > 1 && lane == 0) { gpair[group][0] = a; gpair[group][1] = b; }
         }
+#endif
         if (G > 1) {
             named_barrier(bar, 32 * G);
             a = gpair[group][0];
@@ -1272,6 +1338,7 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
             finished = record_pair<PL_DEFER_FINALIZE>(s, a, b, I, e, hu, hv, true);
             ++compared;  // added to the iteration's count once, on leaving
         }
+        if (PL_DEFER_FINALIZE) continue;  // (select_root finalizes)
         finished = __shfl_sync(FULL, finished, 0);
         if (finished) PL_FENCE();
         if (finished & 1) finalize(s, a);
@@ -1433,12 +1500,24 @@ __device__ void select_root_body(PlSearch *s)
     const double gamma = PL_SHARED(c->gamma);
 #ifdef PL_PEERS
     // The workers a threshold round finished, which its engines left to this
-    // selection (record_pair<true>): a warp each. (An all-pairs round's
+    // selection (record_pair<true>): a thread per worker lists them, a block
+    // of workers at a time, then a warp each sums one. (An all-pairs round's
     // engines finalized theirs.)
-    for (int w = threadIdx.x >> 5; w < nw; w += blockDim.x >> 5)
-        if (nw > 1 && PL_SHARED(s->final_score[w]) < 0.0 && PL_SHARED(s->ndone[w]) == nw - 1)
-            finalize(s, w);
-    __syncthreads();
+    {
+        __shared__ int s_fin[1024];
+        __shared__ int s_nfin;
+        for (int base = 0; base < nw; base += blockDim.x) {
+            if (threadIdx.x == 0) s_nfin = 0;
+            __syncthreads();
+            const int w = base + (int)threadIdx.x;
+            if (w < nw && nw > 1 && PL_SHARED(s->final_score[w]) < 0.0 &&
+                PL_SHARED(s->ndone[w]) == nw - 1)
+                s_fin[atomicAdd(&s_nfin, 1)] = w;
+            __syncthreads();
+            for (int k = threadIdx.x >> 5; k < s_nfin; k += blockDim.x >> 5) finalize(s, s_fin[k]);
+            __syncthreads();
+        }
+    }
 #endif
     // Finished workers (ordered scores) and the least partial score of the others.
     double best = INFINITY, min_unf = INFINITY;
