@@ -327,13 +327,23 @@ def multi_gpu(out):
                          "yes" if r["same_order"] else "NO"])
     text = _table(["case", "1 GPU", f"{len(d['gpus'])} GPUs", "speed-up",
                    "bound (rounds spread)", "bound (rounds + re-decisions)",
-                   "rounds / search (1 GPU)", "same order"], rows)
+                   "rounds / search (1 GPU)", "same order"], rows) + "\n" + _source(name, d)
+    ab = d.get("kernels_ab")  # (the last change to the multi-GPU kernels, against those it replaced)
+    if ab:
+        ab_rows = [[f"p={r['p']}, n={r['n']}", _ms(r["baseline_s"]), _ms(r["this_tree_s"]),
+                    f"{100 * r['change']:+.1f}%", "yes" if r["same_order"] else "NO"]
+                   for r in ab["rows"]]
+        text += (f"\nThe multi-GPU kernels of ``{ab['provenance']['commit']}`` against those of "
+                 f"``{ab['baseline_commit']}``, alternated on the same data in one run "
+                 f"({len(d['gpus'])} GPUs):\n\n"
+                 + _table(["case", ab["baseline_commit"], ab["provenance"]["commit"], "change",
+                           "same order"], ab_rows) + "\n" + _source(name, ab, "kernels_ab"))
     large_name = "bench_multi_gpu_h200x2.json"  # sizes timed on several GPUs only
     large = _load(large_name)["multi_only"]
     large_rows = [[f"p={r['p']}, n={r['n']}", len(r["devices"]), _ms(r["search_s"]),
                    f"{r['iterations']}", f"{r['compared']:.3g}", f"{r['float64_redo']}"]
                   for r in large["rows"]]
-    text += ("\n" + _source(name, d) + "\nSizes timed on several GPUs only (one search, no "
+    text += ("\nSizes timed on several GPUs only (one search, no "
              "one-GPU run):\n\n" + _table(["case", "GPUs", "search", "iterations",
                                            "pairs compared", "float64 re-decisions"], large_rows))
     (out / "multi_gpu.rst").write_text(text + "\n" + _source(large_name, large))
