@@ -8,6 +8,7 @@
 #ifndef PARALINGAM_RUNTIME_H
 #define PARALINGAM_RUNTIME_H
 
+#include <omp.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -48,6 +49,21 @@ static inline int pl_register_fork_handler(void)
 static inline int pl_threads_usable(void)
 {
     return !pl_forked || !pthread_equal(pthread_self(), pl_fork_survivor);
+}
+
+/* Ends the calling thread's team of OpenMP worker threads. After its last
+ * parallel region a team's threads spin for a while before they sleep
+ * (libgomp: GOMP_SPINCOUNT, some milliseconds of a core each), so that the
+ * next region starts at once; after a search that time is taken from the
+ * work that follows it on the same cores (the adjacency step's QR beside
+ * the scatter matrix, the next resample's preparation). The next region
+ * starts a new team. Not in a fork's surviving thread, whose team's threads
+ * no longer exist (pl_threads_usable): ending it would wait for them. */
+static inline void pl_release_team(void)
+{
+#ifdef _OPENMP  /* (omp_pause_resource_all: OpenMP 5.0, in GCC 9+ and LLVM 9+) */
+    if (pl_threads_usable() && !omp_in_parallel()) omp_pause_resource_all(omp_pause_soft);
+#endif
 }
 
 #endif

@@ -83,6 +83,7 @@ cdef extern from "_cpu_kernels.h" nogil:
                            unsigned int *scratch, int *out)
     int pl_register_fork_handler()
     int pl_threads_usable()
+    void pl_release_team()
 
 # kernels/pl_constants.h (through _cpu_kernels.h): the constants shared with
 # the CUDA kernels and Python, written there once
@@ -1088,4 +1089,5 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             rederive(alive_arr[:r].copy())
             n_rederived += 1
 
+    pl_release_team()  # (its threads would spin on the cores the next step needs)
     return [int(v) for v in order], explained, per_iteration, n_rederived
