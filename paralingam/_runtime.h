@@ -58,10 +58,13 @@ static inline int pl_threads_usable(void)
  * work that follows it on the same cores (the adjacency step's QR beside
  * the scatter matrix, the next resample's preparation). The next region
  * starts a new team. Not in a fork's surviving thread, whose team's threads
- * no longer exist (pl_threads_usable): ending it would wait for them. */
+ * no longer exist (pl_threads_usable): ending it would wait for them.
+ * libgomp only (GCC 9 and later): its omp_pause_resource_all frees the
+ * calling thread's team alone, so other threads' regions run on; LLVM's
+ * pauses the whole runtime, and there the team is left to spin. */
 static inline void pl_release_team(void)
 {
-#ifdef _OPENMP  /* (omp_pause_resource_all: OpenMP 5.0, in GCC 9+ and LLVM 9+) */
+#if defined(_OPENMP) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 9
     if (pl_threads_usable() && !omp_in_parallel()) omp_pause_resource_all(omp_pause_soft);
 #endif
 }

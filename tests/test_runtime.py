@@ -4,8 +4,10 @@ Fork: libgomp keeps a thread's OpenMP team for its next parallel region, and
 a forked child inherits the team of the forking thread without its threads;
 before the fix the child's first multi-threaded fit waited for them forever.
 Each fork test runs a job once in the parent (on 2 threads, so that the
-parent's thread has a team) and then in a child forked by multiprocessing,
-with a timeout, so that a regression fails instead of hanging the suite.
+parent's thread has a team: the adaptive lasso's stays; the search ends its
+own once it has finished, which a test here checks) and then in a child
+forked by multiprocessing, with a timeout, so that a regression fails
+instead of hanging the suite.
 
 Ctrl-C: a long step runs in a subprocess, which gets SIGINT about a second
 into it; KeyboardInterrupt must reach it within INTERRUPT_BOUND seconds
@@ -110,6 +112,38 @@ def test_search_in_a_forked_child_equals_the_parents():
     assert child_order == order
     # the thread that survived the fork runs serially (docs/design/runtime.rst)
     assert set(child_threads) == {1}
+
+
+def test_the_cpu_search_leaves_no_openmp_threads_behind():
+    # After its last parallel region a team's threads spin for milliseconds,
+    # on the cores the next step needs: the search ends its thread's team
+    # (pl_release_team, docs/design/cpu_search.rst). A new thread has no team
+    # of its own; the process's threads are counted before and after its fit
+    # (a fresh interpreter: no other test's threads come and go meanwhile).
+    script = textwrap.dedent("""
+        import os, threading
+        import numpy as np
+        import paralingam
+        def tasks():
+            return len(os.listdir("/proc/self/task"))
+        X = np.random.default_rng(5).laplace(size=(1000, 30))  # n * p = 30000: 2 threads
+        paralingam.fit(X, backend="cpu", n_threads=2)  # (BLAS's threads start here)
+        counts = {}
+        def fit():
+            counts["before"] = tasks()
+            result = paralingam.fit(X, backend="cpu", n_threads=2)
+            assert max(result.stats["threads"]) == 2
+            counts["after"] = tasks()
+        thread = threading.Thread(target=fit)
+        thread.start()
+        thread.join()
+        print(counts["before"], counts["after"])
+    """)
+    out = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    before, after = map(int, out.stdout.split())
+    assert after == before
 
 
 def test_thread_started_in_a_forked_child_uses_threads():
