@@ -256,6 +256,28 @@ def test_column_extremes_by_blocks_and_threads_are_numpys(dtype, bad, monkeypatc
             assert lo.tobytes() == want_lo.astype(np.float64).tobytes()
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.int8])
+@pytest.mark.parametrize("shape", [(7466, 11), (1000, 1), (1023, 3), (5, 300), (40, 1024),
+                                   (300, 2000), (1, 4)])
+def test_extremes_of_narrow_rows_in_a_wide_view_are_numpys(dtype, shape):
+    # _max_min views k rows as one of EXTREMES_WIDTH entries, with leftover
+    # rows (1023 = 3 * 341), single rows and rows wider than the view
+    from paralingam import _validation
+
+    rng = np.random.default_rng(sum(shape))
+    X = (rng.standard_normal(shape) * 100).astype(dtype)
+    if dtype in (np.float64, np.float32) and shape[0] > 3:
+        X[shape[0] // 2, 0] = np.nan
+        X[-1, -1] = -np.inf
+        X[-2, -1] = np.nan
+    with np.errstate(invalid="ignore"):
+        hi, lo = _validation._max_min(X)
+        want_hi, want_lo = X.max(axis=0), X.min(axis=0)
+    assert hi.dtype == want_hi.dtype
+    np.testing.assert_array_equal(hi, want_hi)  # (NaN where numpy's is NaN)
+    np.testing.assert_array_equal(lo, want_lo)
+
+
 @pytest.mark.parametrize("value,message", [
     (1e308, "too large to centre and square"),       # sums overflow; the entries are finite
     (np.inf, "NaN, missing or infinite"),
