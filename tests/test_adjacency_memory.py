@@ -110,6 +110,19 @@ def test_scatter_by_blocks_gives_the_same_bits_in_every_form(name, blocks):
 
 
 @pytest.mark.parametrize("name", list(CASES))
+def test_scatter_by_blocks_without_the_means_reads_them_with_the_same_bits(name, blocks):
+    # one block: the means come from the block the scatter matrix reads (one
+    # pass over the data); else from _column_means first. Same bits as with
+    # the means given.
+    X = CASES[name]
+    for form in (_product(X), _product(X).copy(), np.asfortranarray(X), X.astype(np.float32)):
+        given = _column_means(form)
+        mean, S = _scatter_by_blocks(form)
+        _same(mean, given)
+        _same(S, _scatter_by_blocks(form, given)[1])
+
+
+@pytest.mark.parametrize("name", list(CASES))
 def test_least_squares_on_scaled_data_is_that_on_its_copy(name, blocks):
     product = _product(CASES[name])
     copy = product.copy()

@@ -178,9 +178,17 @@ def _scatter_by_blocks(X, mean=None):
     products' sums differs, so ``S`` is :func:`_scatter`'s to rounding.
     """
     n, p = X.shape
+    rows = scatter_rows(n, p)
+    if mean is None and rows >= n:
+        # one block: the means from the block itself (column_sums' first
+        # block, the same sums), so that the data are read once
+        block = float_rows(X, 0, n, out=np.empty((n, p)))
+        mean = np.add.reduce(block, axis=0) / n
+        block -= mean
+        S = block.T @ block
+        return mean, 0.5 * (S + S.T)
     if mean is None:
         mean = _column_means(X)
-    rows = scatter_rows(n, p)
     buf = np.empty((min(rows, n), p))
     S = np.zeros((p, p))
     for r0 in range(0, n, rows):
