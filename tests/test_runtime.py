@@ -114,7 +114,7 @@ def test_search_in_a_forked_child_equals_the_parents():
     assert set(child_threads) == {1}
 
 
-def test_the_cpu_search_leaves_no_openmp_threads_behind():
+def test_the_cpu_search_leaves_no_openmp_threads_behind(tmp_path):
     # After its last parallel region a team's threads spin for milliseconds,
     # on the cores the next step needs: the search ends its thread's team
     # (pl_release_team, docs/design/cpu_search.rst). A new thread has no team
@@ -139,8 +139,10 @@ def test_the_cpu_search_leaves_no_openmp_threads_behind():
         thread.join()
         print(counts["before"], counts["after"])
     """)
+    # (cwd: "python -c" puts the working folder first on sys.path, and a source
+    # checkout there, pytest's folder in CI, has no compiled extensions)
     out = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True,
-                         text=True, timeout=120)
+                         text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     before, after = map(int, out.stdout.split())
     assert after == before
