@@ -123,11 +123,21 @@ class ScaledData:
     def transposed(self):
         """The product transposed (one variable per row): :func:`transposed_copy` of :meth:`copy`.
 
-        The source is transposed first and each row then scaled in place:
-        a power of two scales every value exactly, in either order, and a
-        contiguous row is scaled faster than the blocks of the transpose.
+        A C-ordered float64 source, or a Fortran-ordered one, is transposed
+        first (by :func:`transposed_copy`'s blocks, or as one contiguous
+        copy) and each row then scaled in place: a power of two scales every
+        value exactly, in either order, and a contiguous row is scaled
+        faster than the blocks of the transpose. Other sources (narrower
+        C-ordered floats, strided views), which ``transposed_copy`` would
+        copy in one pass against their order, are scaled block by block
+        while their rows are in the cache.
         """
-        Z = transposed_copy(self.source)
+        src = self.source
+        if not ((src.dtype == np.float64 and src.flags.c_contiguous) or src.flags.f_contiguous):
+            n, p = self.shape
+            buf = np.empty((min(n, TRANSPOSE_ROWS), p))
+            return _transposed_by_blocks(n, p, lambda r0, r1: self.rows(r0, r1, out=buf[:r1 - r0]))
+        Z = transposed_copy(src)
         if self.factors is not None:
             Z *= self.factors[:, None]
         else:

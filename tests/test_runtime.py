@@ -148,6 +148,42 @@ def test_the_cpu_search_leaves_no_openmp_threads_behind(tmp_path):
     assert after == before
 
 
+def test_a_child_forked_before_its_first_search_ends_it(tmp_path):
+    # The parent's thread holds the adaptive lasso's team and has not loaded
+    # the compiled search; in the child that module loads after the fork, so
+    # it cannot know the team is stale. A one-thread search touches no team,
+    # and must not end that one either (it would wait for its threads).
+    script = textwrap.dedent("""
+        import os, signal, sys, time
+        import numpy as np
+        import paralingam
+        from paralingam.adjacency import adaptive_lasso_adjacency
+        X = np.random.default_rng(0).laplace(size=(400, 80))
+        adaptive_lasso_adjacency(X, np.arange(80), n_threads=2)  # (p >= 64: on threads)
+        assert not any(m.startswith("paralingam.search._cpu") for m in sys.modules)
+        pid = os.fork()
+        if pid == 0:
+            Y = np.random.default_rng(1).laplace(size=(200, 5))  # (one thread)
+            paralingam.fit(Y, backend="cpu")
+            os._exit(0)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                print("ok" if status == 0 else f"status {status}")
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            print("hung")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["ok"]
+
+
 def test_thread_started_in_a_forked_child_uses_threads():
     X = _data(30, 1000, 2)
     order, _ = _search(X)

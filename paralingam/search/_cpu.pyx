@@ -992,6 +992,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
     cdef Search s
     cdef Choice it
     cdef int k, r, root, nw, nthreads, nt
+    cdef bint team = False  # a region of this search ran on several threads
     cdef double drift
 
     nthreads = n_threads if n_threads > 0 else openmp.omp_get_max_threads()
@@ -1044,6 +1045,7 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
 
         if adapt_threads:
             nt = busy_cores.threads(nthreads, pl_wall_seconds())
+        team = team or nt > 1
         s.wall = 0.0
         s.cpu = 0.0
         with nogil:
@@ -1089,5 +1091,11 @@ def search_order(double[:, ::1] X, double[:, ::1] cov, *, bint threshold=True,
             rederive(alive_arr[:r].copy())
             n_rederived += 1
 
-    pl_release_team()  # (its threads would spin on the cores the next step needs)
+    if team:
+        # (its threads would spin on the cores the next step needs). Only
+        # after a region of this search on several threads: a thread whose
+        # team came from elsewhere, say from before a fork that preceded the
+        # import of this module, would wait for that team's threads here.
+        with nogil:
+            pl_release_team()
     return [int(v) for v in order], explained, per_iteration, n_rederived
