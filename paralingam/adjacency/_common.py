@@ -179,20 +179,16 @@ def _scatter_by_blocks(X, mean=None):
     """
     n, p = X.shape
     rows = scatter_rows(n, p)
-    if mean is None and rows >= n:
-        # one block: the means from the block itself (column_sums' first
-        # block, the same sums), so that the data are read once
-        block = float_rows(X, 0, n, out=np.empty((n, p)))
-        mean = np.add.reduce(block, axis=0) / n
-        block -= mean
-        S = block.T @ block
-        return mean, 0.5 * (S + S.T)
-    if mean is None:
+    if mean is None and rows < n:
         mean = _column_means(X)
     buf = np.empty((min(rows, n), p))
     S = np.zeros((p, p))
     for r0 in range(0, n, rows):
         block = float_rows(X, r0, min(n, r0 + rows), out=buf[:min(n, r0 + rows) - r0])
+        if mean is None:
+            # one block: its sums are column_sums' (its first block's), so
+            # that the data are read once
+            mean = np.add.reduce(block, axis=0) / n
         block -= mean
         S += block.T @ block  # numpy's symmetric product (syrk): exactly symmetric
     return mean, 0.5 * (S + S.T)
