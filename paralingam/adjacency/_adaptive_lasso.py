@@ -203,7 +203,8 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
                 # sklearn's lstsq gives them, for the compiled engine
                 ols_coef, ols_rss, filled = _min_norm_weights(
                     X, order, std, gram_ord, ols_coef, ols_rss, solved,
-                    segmented=qr_in_segments(backend), n_threads=n_threads)
+                    segmented=qr_in_segments(backend), n_threads=n_threads,
+                    on_gpu=backend == "cuda")
                 given = (given.astype(bool) | (full & filled[targets_arr])).astype(np.uint8)
             flags = np.zeros(len(rows), dtype=np.uint8)
             B_cpu, fallback = lasso.adaptive_lasso_rows(
@@ -314,7 +315,8 @@ def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, 
     return B, done
 
 
-def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n_threads=None):
+def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n_threads=None,
+                      on_gpu=False):
     """Least squares of every variable on all before it, past the Cholesky factor's rows.
 
     :func:`_ols_on_predecessors` solves the rows up to the first dependent
@@ -341,6 +343,9 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n
         :func:`._least_squares._data_vectors`).
     n_threads : int, optional
         Those threads (default: :func:`paralingam._validation.default_threads`).
+    on_gpu : bool
+        The data's QR on the GPU where it can run there (after a CUDA
+        search: :mod:`._cuda_qr`).
 
     Returns
     -------
@@ -362,7 +367,7 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n
     # (a QR of its leading columns, projections on the basis), so fewer rows
     # cost less at any rank
     first = max(m - 1, 0)
-    V = _data_vectors(X, order, segmented=segmented, n_threads=n_threads)
+    V = _data_vectors(X, order, segmented=segmented, n_threads=n_threads, on_gpu=on_gpu)
     V /= std[order]  # the standardised variables' vectors: lstsq's scale
     first = min(first, V.shape[0])
     rows = _min_norm_rows(V, first)[m - first:]

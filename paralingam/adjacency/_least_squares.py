@@ -128,7 +128,7 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
         if B_ord is None:
             B_ord = _ols_rows_host(cov, X, order, factor, mean=mean,
                                    segmented=qr_in_segments(backend), n_threads=n_threads,
-                                   ahead=ahead)
+                                   ahead=ahead, on_gpu=backend == "cuda")
     finally:
         if ahead is not None:
             ahead.cancel()  # (done already where its factor was used)
@@ -162,7 +162,7 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
 
 
 def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False, n_threads=None,
-                   ahead=None):
+                   ahead=None, on_gpu=False):
     """Row ``k``: least squares of variable ``k`` on ``0..k-1`` (``cov`` in causal order).
 
     One Cholesky factorisation of ``cov`` gives the rows up to the first
@@ -174,6 +174,7 @@ def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False, n_thr
     ``segmented``: the data's QR in row segments on ``n_threads`` threads
     (:func:`_data_vectors`). ``ahead``: that QR already under way
     (:class:`_FactorAhead`, of the same ``X``, ``order`` and ``mean``).
+    ``on_gpu``: that QR on the GPU where it can run there (:mod:`._cuda_qr`).
     """
     p = cov.shape[0]
     coef, rss, solved = factor if factor is not None else _ols_on_predecessors(cov)
@@ -187,7 +188,7 @@ def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False, n_thr
         else:
             _memory.require("the adjacency step's minimum-norm least squares (dependent columns)",
                             _memory.min_norm_bytes(X.shape[0], p), _memory.FEWER)
-            V = _data_vectors(X, order, mean, segmented, n_threads)
+            V = _data_vectors(X, order, mean, segmented, n_threads, on_gpu=on_gpu)
         first = min(first, V.shape[0])  # no more independent columns than rows
         coef[first:] = _min_norm_rows(V, first)
     return coef
@@ -212,7 +213,8 @@ def _pivot_noise(gram, coef):
     return np.maximum(np.arange(len(sd)), 1) * _EPS * (sd + terms) ** 2
 
 
-def _data_vectors(X, order, mean=None, segmented=False, n_threads=None, stop=None):
+def _data_vectors(X, order, mean=None, segmented=False, n_threads=None, stop=None,
+                  on_gpu=False):
     """Columns whose inner products are the covariance of ``X[:, order]``.
 
     The centred data over ``sqrt(n)``, or, with more samples than variables,
@@ -222,10 +224,21 @@ def _data_vectors(X, order, mean=None, segmented=False, n_threads=None, stop=Non
     ``mean``: its columns' means when known (:func:`._common._column_means`'s).
     ``segmented``: that QR in row segments on ``n_threads`` threads
     (:func:`_centred_triangular_factor`; :func:`qr_in_segments`); ``stop``:
-    as that function's.
+    as that function's. ``on_gpu``: that QR on the GPU where it can run
+    there (:mod:`._cuda_qr`; after a CUDA search), else as above.
     """
     n, p = X.shape
     if n > p:
+        if on_gpu:
+            from . import _cuda_qr
+
+            if _cuda_qr.suits(n, len(order)):
+                if mean is None:
+                    mean = _column_means(X)
+                R = _on_gpu(lambda: _cuda_qr.centred_triangular_factor(
+                    X, order, _centred_rows(X, order, mean)), "the data's QR", "it")
+                if R is not None:
+                    return R
         return _centred_triangular_factor(X, order, mean=mean, segmented=segmented,
                                           n_threads=n_threads, stop=stop)
     Xc = np.empty((n, len(order)))  # one copy in causal order, centred and scaled in place
@@ -263,17 +276,7 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None, n_threads=
     n, p = X.shape[0], len(order)
     if mean is None:
         mean = _column_means(X)
-    mean = mean[order]  # the scatter matrix's means, in any form of X
-    scale = 1.0 / np.sqrt(n)
-
-    def rows(start, stop):  # centred, scaled rows in causal order, Fortran order for LAPACK
-        # (the columns gathered as rows of the transpose: one copy, already
-        # in Fortran order, where a gather then a Fortran copy made two)
-        block = float_rows(X, start, stop).T[order].T
-        block -= mean
-        block *= scale
-        return block
-
+    rows = _centred_rows(X, order, mean)
     segments = tsqr_segments(n, p) if segmented else 1
     if segments > 1:
         return _segmented_factor(rows, n, p, segments, chunk, n_threads)
@@ -289,6 +292,27 @@ def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None, n_threads=
         # the scatter matrix can be made beside it (_FactorAhead)
         fold_rows(R, rows(start, min(start + chunk, n)))  # (block 32, at most p)
     return np.triu(R)
+
+
+def _centred_rows(X, order, mean):
+    """``rows(start, stop)``: those rows of ``X[:, order]`` centred, over ``sqrt(n)``.
+
+    Fortran-ordered float64 blocks, as LAPACK (and cuSOLVER) take them;
+    ``mean``: the columns' means of ``X`` (:func:`._common._column_means`'s,
+    the scatter matrix's, in any form of ``X``).
+    """
+    mean = mean[order]
+    scale = 1.0 / np.sqrt(X.shape[0])
+
+    def rows(start, stop):
+        # (the columns gathered as rows of the transpose: one copy, already
+        # in Fortran order, where a gather then a Fortran copy made two)
+        block = float_rows(X, start, stop).T[order].T
+        block -= mean
+        block *= scale
+        return block
+
+    return rows
 
 
 class _Stopped(Exception):

@@ -1,0 +1,178 @@
+"""The data's QR on the GPU (cuSOLVER ``geqrf``), for the minimum-norm rows after a CUDA search.
+
+Rank-deficient data need ``R`` of the QR decomposition of the centred data
+in causal order (:func:`._least_squares._data_vectors`); on the host that
+QR was most of the CUDA route's adjacency step (docs/design/adjacency.rst,
+"The data's QR on the GPU"). Here the centred rows are uploaded in blocks
+into one column-major array on device 0 (PyCUDA, in the context every GPU
+step shares), factorised in place by cuSOLVER's ``dgeqrf`` through CuPy's
+thin binding (``cupy_backends``: the library's own wrapper, without CuPy's
+arrays or runtime-compiled kernels), and the upper triangle is copied back.
+
+CuPy is optional: without it, or for data cuSOLVER's 32-bit sizes cannot
+hold, the host computes ``R`` as before (:func:`suits`). Any failure on the
+GPU (memory, a CUDA error) also leaves ``R`` to the host, with a warning
+(:func:`._least_squares._on_gpu`).
+"""
+
+import functools
+
+import numpy as np
+
+from .. import _gpu
+
+# Bytes of host rows per upload (one block of centred rows in Fortran order).
+UPLOAD_BYTES = 32 << 20
+
+# cuSOLVER's dense API takes 32-bit sizes; the array's element count must fit.
+INT32_MAX = 2**31 - 1
+
+# Device memory kept free beside the factor and its workspace.
+SLACK_BYTES = 64 << 20
+
+_HANDLES = {}  # context handle -> cuSOLVER dense handle, made on first use
+
+
+@functools.lru_cache(maxsize=None)
+def _cusolver():
+    """CuPy's cuSOLVER binding, or None where CuPy (or its cuSOLVER) cannot be loaded."""
+    try:
+        # (the import loads libcusolver: a missing library fails here, not mid-step)
+        from cupy_backends.cuda.libs import cusolver
+    except Exception:  # not installed, or installed without its CUDA libraries
+        return None
+    return cusolver
+
+
+def _driver():
+    """PyCUDA's driver module (the allocations and copies)."""
+    import pycuda.driver as drv
+
+    return drv
+
+
+def suits(n, p):
+    """Whether the QR of ``n`` rows and ``p`` columns can run here on the GPU.
+
+    More rows than columns (otherwise the data are used directly, with no
+    QR), an element count cuSOLVER's 32-bit sizes hold, and CuPy installed.
+    """
+    return n > p and n * p <= INT32_MAX and _cusolver() is not None
+
+
+def device_bytes(n, p, lwork):
+    """Device memory of the factorisation: the data, ``tau``, the workspace and the info word."""
+    return 8 * n * p + 8 * p + 8 * lwork + 8
+
+
+@_gpu.exclusive
+def centred_triangular_factor(X, order, rows_of):
+    """``R`` of the QR of the centred data in causal order, over ``sqrt(n)``, on the GPU.
+
+    Parameters
+    ----------
+    X : ndarray or ScaledData, shape (n, p)
+        The data (only its shape is read here).
+    order : ndarray of int
+        The causal order.
+    rows_of : callable
+        ``rows_of(start, stop)``: rows ``start:stop`` centred, over
+        ``sqrt(n)``, in causal order, as a Fortran-ordered float64 array
+        (the host route's blocks, :func:`._least_squares._centred_rows`).
+
+    Returns
+    -------
+    R : ndarray, shape (p, p)
+        Upper triangular, ``R^T R`` the covariance of ``X[:, order]`` (as the
+        host's ``R``, to rounding; the signs of its rows may differ).
+
+    Raises
+    ------
+    paralingam.InsufficientMemoryError
+        The data do not fit in the device's free memory (its subclass
+        ``GPUMemoryError``).
+    """
+    drv, cusolver = _driver(), _cusolver()
+    n, p = X.shape[0], len(order)
+    ctx = _gpu.context()
+    handle = _HANDLES.get(ctx.handle)
+    if handle is None:
+        handle = _HANDLES[ctx.handle] = cusolver.create()
+    return _gpu.guarded(_factor, drv, cusolver, handle, n, p, rows_of)
+
+
+def _factor(drv, cusolver, handle, n, p, rows_of):
+    """:func:`centred_triangular_factor` in the current context (errors: the caller's)."""
+    _require(drv, 8 * n * p, n, p)
+    buffers = [drv.mem_alloc(8 * n * p)]
+    try:
+        d_a = buffers[0]
+        lwork = cusolver.dgeqrf_bufferSize(handle, n, p, int(d_a), n)
+        _require(drv, device_bytes(n, p, lwork) - 8 * n * p, n, p)
+        d_tau, d_work, d_info = (drv.mem_alloc(size) for size in (8 * p, max(8 * lwork, 8), 8))
+        buffers += [d_tau, d_work, d_info]
+        step = max(1, UPLOAD_BYTES // (8 * p))
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            _copy_2d(drv, rows_of(start, stop), int(d_a) + 8 * start, 8 * n, to_device=True)
+        cusolver.dgeqrf(handle, n, p, int(d_a), n, int(d_tau), int(d_work), lwork, int(d_info))
+        info = np.zeros(1, dtype=np.int32)
+        drv.memcpy_dtoh(info, d_info)  # (after the factorisation: the same stream, the null one)
+        if info[0] != 0:
+            raise RuntimeError(f"cuSOLVER dgeqrf failed (info={info[0]})")
+        R = np.empty((p, p), order="F")
+        _copy_2d(drv, R, int(d_a), 8 * n, to_device=False)  # the top p rows
+    finally:
+        for buf in buffers:
+            buf.free()
+    if not np.isfinite(R).all():
+        raise FloatingPointError("the data's QR on the GPU gave non-finite values")
+    return np.triu(R)
+
+
+def _require(drv, nbytes, n, p):
+    """Raise GPUMemoryError unless ``nbytes`` (and the slack) fit in the free device memory."""
+    free, _ = drv.mem_get_info()
+    if nbytes + SLACK_BYTES > free:
+        raise _gpu.GPUMemoryError(
+            f"the data's QR ({n} x {p}) needs {(nbytes + SLACK_BYTES) / 2**20:.0f} MiB more "
+            f"GPU memory; {max(free, 0) / 2**20:.0f} MiB are free")
+
+
+def _copy_2d(drv, host, device_ptr, device_pitch, to_device):
+    """Copy a Fortran-ordered host block to (or from) rows of a column-major device array.
+
+    The block's columns (``8 * rows`` bytes each, contiguous) go to columns
+    ``device_pitch`` bytes apart from ``device_ptr``: one 2-D copy.
+    """
+    rows, cols = host.shape
+    if not (host.flags.f_contiguous and host.dtype == np.float64):
+        raise ValueError("the QR's host blocks are Fortran-ordered float64 arrays")
+    flat = host.reshape(-1, order="F")  # (a view of the block)
+    copy = drv.Memcpy2D()
+    if to_device:
+        copy.set_src_host(flat)
+        copy.src_pitch = 8 * rows
+        copy.set_dst_device(device_ptr)
+        copy.dst_pitch = device_pitch
+    else:
+        copy.set_src_device(device_ptr)
+        copy.src_pitch = device_pitch
+        copy.set_dst_host(flat)
+        copy.dst_pitch = 8 * rows
+    copy.width_in_bytes = 8 * rows
+    copy.height = cols
+    copy(aligned=True)
+
+
+@_gpu.register_cache
+def clear_cache(after_fault=False):
+    """Destroy the kept cuSOLVER handles (after a fault, forget them with their context)."""
+    cusolver = _cusolver() if _HANDLES else None
+    for handle in _HANDLES.values():
+        if not after_fault:
+            try:
+                cusolver.destroy(handle)
+            except Exception:  # (its context may be gone already at exit)
+                pass
+    _HANDLES.clear()

@@ -1,0 +1,326 @@
+"""The data's QR on the GPU (``paralingam/adjacency/_cuda_qr.py``).
+
+The first tests run everywhere: they drive the module's copies and its
+cuSOLVER call through numpy stand-ins of PyCUDA and cuSOLVER (the same
+column-major layout, pitches and pointers), and check how the adjacency
+step chooses and falls back. The ``gpu`` tests run the real thing against
+the host's QR.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import paralingam
+from paralingam import _gpu
+from paralingam.adjacency import _adaptive_lasso, _cuda_qr, _least_squares
+from paralingam.adjacency._common import _column_means
+
+from test_rank_deficient import explained_targets, rank_deficient
+
+
+def host_factor(X, order):
+    return _least_squares._centred_triangular_factor(X, order)
+
+
+def assert_same_gram(R, R_host):
+    """``R^T R`` equal (the signs of R's rows are free), and R upper triangular."""
+    assert np.array_equal(R, np.triu(R))
+    scale = np.abs(R_host.T @ R_host).max()
+    np.testing.assert_allclose(R.T @ R, R_host.T @ R_host, rtol=0, atol=1e-12 * scale)
+
+
+# --- numpy stand-ins of PyCUDA's driver and CuPy's cuSOLVER binding -----------------------------
+
+class FakeDevice:
+    """Device memory as one byte array; pointers are offsets (plus a base, never 0)."""
+
+    BASE = 1 << 20
+
+    def __init__(self, size=1 << 26):
+        self.memory = np.zeros(size, dtype=np.uint8)
+        self.next = 0
+        self.allocated = {}
+        self.freed = []
+
+    def doubles(self, ptr, count):
+        start = ptr - self.BASE
+        assert start % 8 == 0 and 0 <= start and start + 8 * count <= len(self.memory)
+        return self.memory[start:start + 8 * count].view(np.float64)
+
+
+class FakeBuffer:
+    def __init__(self, device, nbytes):
+        self.device, self.ptr = device, device.BASE + device.next
+        device.next += -(-nbytes // 256) * 256
+        device.allocated[self.ptr] = nbytes
+
+    def __int__(self):
+        return self.ptr
+
+    def free(self):
+        self.device.freed.append(self.ptr)
+
+
+class FakeDriver:
+    def __init__(self, device, free_bytes=1 << 40):
+        self.device, self.free_bytes = device, free_bytes
+        outer = self
+
+        class Memcpy2D:
+            def set_src_host(self, a):
+                self.src = ("host", a)
+
+            def set_dst_host(self, a):
+                self.dst = ("host", a)
+
+            def set_src_device(self, ptr):
+                self.src = ("device", ptr)
+
+            def set_dst_device(self, ptr):
+                self.dst = ("device", ptr)
+
+            def __call__(self, aligned=False):
+                assert self.width_in_bytes % 8 == 0
+                for col in range(self.height):
+                    src = outer.view(self.src, self.src_pitch, col, self.width_in_bytes)
+                    dst = outer.view(self.dst, self.dst_pitch, col, self.width_in_bytes)
+                    dst[:] = src
+
+        self.Memcpy2D = Memcpy2D
+
+    def view(self, end, pitch, col, width):
+        kind, what = end
+        if kind == "host":  # a contiguous 1-D float64 array, its columns at `pitch`
+            assert what.ndim == 1 and what.flags.c_contiguous and what.dtype == np.float64
+            return what[col * pitch // 8:(col * pitch + width) // 8]
+        start = what + col * pitch
+        return self.device.doubles(start, width // 8)
+
+    def mem_get_info(self):
+        return self.free_bytes, 1 << 40
+
+    def mem_alloc(self, nbytes):
+        return FakeBuffer(self.device, nbytes)
+
+    def memcpy_dtoh(self, host, buf):
+        start = int(buf) - self.device.BASE
+        host.view(np.uint8)[:] = self.device.memory[start:start + host.nbytes]
+
+
+class FakeCusolver:
+    """``dgeqrf`` as LAPACK's: R in the upper triangle of the column-major array."""
+
+    def __init__(self, device):
+        self.device, self.calls = device, []
+
+    def create(self):
+        return 7
+
+    def destroy(self, handle):
+        pass
+
+    def dgeqrf_bufferSize(self, handle, m, n, a, lda):
+        return 64 * n
+
+    def dgeqrf(self, handle, m, n, a, lda, tau, work, lwork, info):
+        self.calls.append((m, n, lda))
+        A = self.device.doubles(a, lda * n).reshape((lda, n), order="F")
+        R = np.linalg.qr(A[:m], mode="r")
+        A[:n, :] = R
+        self.device.memory[info - self.device.BASE:info - self.device.BASE + 4] = 0
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """``_cuda_qr`` on the stand-ins: (driver, cusolver)."""
+    device = FakeDevice()
+    drv, cusolver = FakeDriver(device), FakeCusolver(device)
+
+    class Context:
+        handle = 1
+
+    monkeypatch.setattr(_cuda_qr, "_cusolver", lambda: cusolver)
+    monkeypatch.setattr(_gpu, "context", lambda device=0: Context())
+    monkeypatch.setattr(_gpu, "guarded", lambda launch, *args: launch(*args))
+    monkeypatch.setattr(_cuda_qr, "_HANDLES", {})
+    monkeypatch.setattr(_cuda_qr, "_driver", lambda: drv)
+    return drv, cusolver
+
+
+@pytest.mark.parametrize("n, p, upload_bytes", [(500, 7, 8 * 7 * 64), (1000, 40, 8 * 40 * 333),
+                                               (300, 299, 1 << 20)])
+def test_blocks_land_where_the_factorisation_reads_them(fake_gpu, monkeypatch, n, p,
+                                                        upload_bytes):
+    # row blocks (the last one short) copied into the column-major array at
+    # their rows, and the top p rows copied back: the host's R to rounding
+    drv, cusolver = fake_gpu
+    monkeypatch.setattr(_cuda_qr, "UPLOAD_BYTES", upload_bytes)
+    rng = np.random.default_rng(n + p)
+    X = rng.laplace(size=(n, p)) @ rng.standard_normal((p, p)) + 3.0
+    order = rng.permutation(p)
+    R = _cuda_qr.centred_triangular_factor(
+        X, order, _least_squares._centred_rows(X, order, _column_means(X)))
+    assert cusolver.calls == [(n, p, n)]
+    assert_same_gram(R, host_factor(X, order))
+    assert sorted(drv.device.freed) == sorted(drv.device.allocated)  # every buffer freed
+
+
+def test_too_little_device_memory_is_a_gpu_memory_error(fake_gpu):
+    drv, _ = fake_gpu
+    drv.free_bytes = 8 * 1000 * 40  # the data alone, without workspace and slack
+    X = np.random.default_rng(0).standard_normal((1000, 40))
+    with pytest.raises(_gpu.GPUMemoryError, match="the data's QR"):
+        _cuda_qr.centred_triangular_factor(X, np.arange(40),
+                                           _least_squares._centred_rows(X, np.arange(40),
+                                                                        _column_means(X)))
+    assert not drv.device.allocated  # checked before anything was allocated
+
+
+def test_suits_tall_data_of_32_bit_sizes_with_cupy(monkeypatch):
+    monkeypatch.setattr(_cuda_qr, "_cusolver", lambda: object())
+    assert _cuda_qr.suits(1001, 1000)
+    assert not _cuda_qr.suits(1000, 1000)  # no QR: the data are used directly
+    assert not _cuda_qr.suits(2**31 // 100 + 1, 100)
+    monkeypatch.setattr(_cuda_qr, "_cusolver", lambda: None)  # no CuPy
+    assert not _cuda_qr.suits(1001, 1000)
+
+
+# --- how the adjacency step uses it ----------------------------------------------------------------
+
+@pytest.fixture
+def gpu_usable(monkeypatch):
+    monkeypatch.setattr(_gpu, "unavailable_reason", lambda: None)
+
+
+def test_the_cuda_route_takes_the_gpu_factor(fake_gpu, gpu_usable):
+    # fit's least squares after a CUDA search: rows of targets that are not
+    # exact combinations equal the host route's; exact ones reproduce them
+    _, cusolver = fake_gpu
+    X = rank_deficient(30, 4096, 20, 361)
+    order = np.asarray(paralingam.fit(X, backend="cpu", on_collinear="ignore").causal_order)
+    mean, scatter = _least_squares._scatter_by_blocks(X)
+    cov = scatter[np.ix_(order, order)] / X.shape[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        got = _least_squares._ols_rows_host(cov, X, order, mean=mean, on_gpu=True)
+    assert len(cusolver.calls) == 1
+    host = _least_squares._ols_rows_host(cov, X, order, mean=mean, segmented=True)
+    np.testing.assert_allclose(got, host, rtol=0, atol=1e-9)
+
+
+def test_the_estimators_weights_take_the_gpu_factor(fake_gpu, gpu_usable):
+    _, cusolver = fake_gpu
+    X = rank_deficient(30, 4096, 20, 362)
+    order = np.asarray(paralingam.fit(X, backend="cpu", on_collinear="ignore").causal_order)
+    assert X.shape[1] < _adaptive_lasso.CUDA_LASSO_MIN_FEATURES  # (paths on the host)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        got = _adaptive_lasso.adaptive_lasso_adjacency(X, order, backend="cuda")
+    assert len(cusolver.calls) == 1
+    exact = explained_targets(X, order)
+    host = _adaptive_lasso.adaptive_lasso_adjacency(X, order, backend="cpu")
+    np.testing.assert_allclose(got[~exact], host[~exact], rtol=0, atol=1e-8)
+
+
+def test_a_failed_gpu_factor_warns_and_the_host_computes_it(gpu_usable, monkeypatch):
+    def fails(*args):
+        raise _gpu.GPUMemoryError("the data's QR (4096 x 30) needs 1 MiB; 0 MiB are free")
+
+    monkeypatch.setattr(_cuda_qr, "suits", lambda n, p: True)
+    monkeypatch.setattr(_cuda_qr, "centred_triangular_factor", fails)
+    X = rank_deficient(30, 4096, 20, 363)
+    order = np.arange(30)
+    with pytest.warns(RuntimeWarning, match=r"the data's QR on the GPU failed \(GPUMemoryError"):
+        V = _least_squares._data_vectors(X, order, segmented=True, on_gpu=True)
+    # the host's segments, bit for bit
+    assert np.array_equal(V, _least_squares._data_vectors(X, order, segmented=True))
+
+
+def test_without_cupy_the_host_factor_is_silent(monkeypatch):
+    monkeypatch.setattr(_cuda_qr, "_cusolver", lambda: None)
+    X = rank_deficient(30, 4096, 20, 364)
+    order = np.arange(30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        V = _least_squares._data_vectors(X, order, segmented=True, on_gpu=True)
+    assert np.array_equal(V, _least_squares._data_vectors(X, order, segmented=True))
+
+
+# --- on the GPU ------------------------------------------------------------------------------------
+
+needs_cupy = pytest.mark.skipif(_cuda_qr._cusolver() is None,
+                                reason="CuPy (cupy_backends' cuSOLVER) is not installed")
+
+
+@pytest.mark.gpu
+@needs_cupy
+@pytest.mark.parametrize("n, p, dtype", [(4096, 300, np.float64), (20000, 87, np.float64),
+                                         (3000, 200, np.float32), (301, 300, np.float64)])
+def test_gpu_factor_equals_the_hosts(n, p, dtype):
+    rng = np.random.default_rng(n)
+    X = (rng.laplace(size=(n, p)) @ rng.standard_normal((p, p)) + 5.0).astype(dtype)
+    order = rng.permutation(p)
+    mean = _column_means(X)
+    R = _cuda_qr.centred_triangular_factor(X, order, _least_squares._centred_rows(X, order, mean))
+    assert_same_gram(R, host_factor(X, order))
+
+
+@pytest.mark.gpu
+@needs_cupy
+def test_fit_on_rank_deficient_data_takes_the_gpu_factor(monkeypatch):
+    X = rank_deficient(300, 4096, 150, 365)
+    calls = []
+    factor = _cuda_qr.centred_triangular_factor
+
+    def recorded(*args):
+        calls.append(args[0].shape)
+        return factor(*args)
+
+    monkeypatch.setattr(_cuda_qr, "centred_triangular_factor", recorded)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        res = paralingam.fit(X, backend="cuda", on_collinear="ignore")
+    assert calls == [X.shape]
+    monkeypatch.setattr(_cuda_qr, "suits", lambda n, p: False)
+    host = paralingam.fit(X, backend="cuda", on_collinear="ignore")
+    assert res.causal_order == host.causal_order
+    scale = np.abs(host.adjacency_matrix).max()
+    np.testing.assert_allclose(res.adjacency_matrix, host.adjacency_matrix, rtol=0,
+                               atol=1e-9 * scale)
+
+
+@pytest.mark.gpu
+@needs_cupy
+def test_estimator_on_rank_deficient_float32_data_takes_the_gpu_factor(monkeypatch):
+    X = rank_deficient(120, 6000, 60, 366).astype(np.float32)
+    calls = []
+    factor = _cuda_qr.centred_triangular_factor
+    monkeypatch.setattr(_cuda_qr, "centred_triangular_factor",
+                        lambda *args: calls.append(1) or factor(*args))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        warnings.simplefilter("error", RuntimeWarning)
+        est = paralingam.DirectLiNGAM(backend="cuda").fit(X)
+    assert calls
+    order = np.asarray(est.causal_order_)
+    exact = explained_targets(X.astype(np.float64), order)
+    monkeypatch.setattr(_cuda_qr, "suits", lambda n, p: False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        host = paralingam.DirectLiNGAM(backend="cuda").fit(X)
+    assert host.causal_order_ == est.causal_order_
+    np.testing.assert_allclose(est.adjacency_matrix_[~exact], host.adjacency_matrix_[~exact],
+                               rtol=0, atol=1e-8)
+
+
+@pytest.mark.gpu
+@needs_cupy
+def test_gpu_factor_short_of_memory_falls_back_to_the_host(monkeypatch):
+    monkeypatch.setattr(_cuda_qr, "SLACK_BYTES", 1 << 50)
+    X = rank_deficient(60, 4096, 30, 367)
+    order = np.arange(60)
+    with pytest.warns(RuntimeWarning, match="the data's QR on the GPU failed"):
+        V = _least_squares._data_vectors(X, order, segmented=True, on_gpu=True)
+    assert np.array_equal(V, _least_squares._data_vectors(X, order, segmented=True))
