@@ -50,10 +50,12 @@ settings alternated in ``--rounds`` rounds of ``--repeats`` fits (medians):
 
 ``--mode gpu-qr`` (CUDA) is the same-process A/B of the data's QR on the GPU
 (cuSOLVER through CuPy, ``adjacency._cuda_qr``) against the host's row
-segments: the adjacency phase of ``paralingam.fit`` and of
-``DirectLiNGAM().fit`` on ``bench_pipeline``'s E. coli and rank-deficient
-cases, alternated in ``--rounds`` rounds of ``--repeats`` fits (medians); each
-row counts the GPU factorisations, so that a silent fallback shows:
+segments, and the GPU's with its row blocks prepared on one thread (the
+calling one) against ``fit``'s threads: the adjacency phase of
+``paralingam.fit`` and of ``DirectLiNGAM().fit`` on ``bench_pipeline``'s
+E. coli and rank-deficient cases, alternated in ``--rounds`` rounds of
+``--repeats`` fits (medians); each row counts the GPU factorisations, so that
+a silent fallback shows:
 
     python benchmarks/bench_adjacency.py --mode gpu-qr --backend cuda --data-dir .gpu/data
 
@@ -280,9 +282,11 @@ def gpu_qr(args):
         counts["gpu"] += 1
         return factor(*a)
 
-    def install(rule):
-        _cuda_qr.suits = rule
-        _cuda_qr.centred_triangular_factor = counted
+    def one_thread(X, order, rows_of, n_threads=1):  # the blocks prepared on the calling thread
+        return counted(X, order, rows_of, 1)
+
+    def install(setting):
+        _cuda_qr.suits, _cuda_qr.centred_triangular_factor = setting
 
     def restore():
         _cuda_qr.suits, _cuda_qr.centred_triangular_factor = suits, factor
@@ -290,9 +294,10 @@ def gpu_qr(args):
     cases = ("ecoli", "rank_deficient_300", "rank_deficient_1000")
     rows = alternated_settings(
         args, args.cases or (cases[:2] if args.quick else cases),
-        {"host_segments": lambda n, p: False, "gpu": suits}, install, restore)
+        {"host_segments": (lambda n, p: False, counted), "gpu_one_thread": (suits, one_thread),
+         "gpu": (suits, counted)}, install, restore)
     counts_at_end = counts["gpu"]
-    for row in rows:  # (every fit of the "gpu" setting must have factorised there)
+    for row in rows:  # (every fit of the GPU settings must have factorised there)
         row["gpu_factorisations_total"] = counts_at_end
     _common.write_result(args, {"rows": rows})
 

@@ -472,6 +472,21 @@ def tsqr_segments(out):
     (out / "tsqr_segments.rst").write_text(text + "\n" + "\n".join(sources))
 
 
+def gpu_qr(out):
+    """The data's QR on the GPU against the host's segments (bench_adjacency.py --mode gpu-qr)."""
+    name = "bench_adjacency_h100.json"
+    d = _load(name)["gpu_qr"]
+    rows = [[r["case"], f"{r['p']} x {r['n']}",
+             _rounds_ms(r, "host_segments", "fit_adjacency_s"),
+             _rounds_ms(r, "gpu", "fit_adjacency_s"),
+             _rounds_ms(r, "host_segments", "estimator_adjacency_s"),
+             _rounds_ms(r, "gpu", "estimator_adjacency_s"),
+             _rounds_ms(r, "gpu", "search_s")] for r in d["rows"]]
+    text = _table(["case", "p x n", "fit, host segments", "fit, GPU", "estimator, host segments",
+                   "estimator, GPU", "search (GPU rounds)"], rows)
+    (out / "gpu_qr.rst").write_text(text + "\n" + _source(name, d, "gpu_qr"))
+
+
 def qr_ahead(out):
     """Least squares with the data's QR ahead of the scatter matrix or after it (bench_adjacency.py --mode qr-ahead)."""
     name = "bench_adjacency_vm_2cores.json"
@@ -528,6 +543,7 @@ def render(out):
     adjacency_blas(out)
     estimator_blas(out)
     tsqr_segments(out)
+    gpu_qr(out)
     qr_ahead(out)
     pivot_noise(out)
 

@@ -155,16 +155,38 @@ def test_blocks_land_where_the_factorisation_reads_them(fake_gpu, monkeypatch, n
                                                         upload_bytes):
     # row blocks (the last one short) copied into the column-major array at
     # their rows, and the top p rows copied back: the host's R to rounding
+    # (with threads, blocks of PREPARE_BYTES prepared ahead: the same values land)
     drv, cusolver = fake_gpu
     monkeypatch.setattr(_cuda_qr, "UPLOAD_BYTES", upload_bytes)
+    monkeypatch.setattr(_cuda_qr, "PREPARE_BYTES", upload_bytes // 2)
     rng = np.random.default_rng(n + p)
     X = rng.laplace(size=(n, p)) @ rng.standard_normal((p, p)) + 3.0
     order = rng.permutation(p)
-    R = _cuda_qr.centred_triangular_factor(
-        X, order, _least_squares._centred_rows(X, order, _column_means(X)))
-    assert cusolver.calls == [(n, p, n)]
-    assert_same_gram(R, host_factor(X, order))
+    factors = [_cuda_qr.centred_triangular_factor(
+        X, order, _least_squares._centred_rows(X, order, _column_means(X)), n_threads)
+        for n_threads in (1, 3)]
+    assert cusolver.calls == [(n, p, n)] * 2
+    assert_same_gram(factors[0], host_factor(X, order))
+    assert np.array_equal(factors[0], factors[1])  # the same bits on any number of threads
     assert sorted(drv.device.freed) == sorted(drv.device.allocated)  # every buffer freed
+
+
+def test_an_error_preparing_a_block_reaches_the_caller_and_frees_the_buffers(fake_gpu,
+                                                                           monkeypatch):
+    drv, cusolver = fake_gpu
+    monkeypatch.setattr(_cuda_qr, "PREPARE_BYTES", 8 * 10 * 50)
+    X = np.random.default_rng(1).standard_normal((2000, 10))
+    rows = _least_squares._centred_rows(X, np.arange(10), _column_means(X))
+
+    def rows_of(start, stop):
+        if start >= 1000:
+            raise MemoryError("no room for a block")
+        return rows(start, stop)
+
+    with pytest.raises(MemoryError, match="no room"):
+        _cuda_qr.centred_triangular_factor(X, np.arange(10), rows_of, 4)
+    assert not cusolver.calls
+    assert sorted(drv.device.freed) == sorted(drv.device.allocated)
 
 
 def test_too_little_device_memory_is_a_gpu_memory_error(fake_gpu):

@@ -233,10 +233,13 @@ def _data_vectors(X, order, mean=None, segmented=False, n_threads=None, stop=Non
             from . import _cuda_qr
 
             if _cuda_qr.suits(n, len(order)):
+                from .._validation import default_threads
+
                 if mean is None:
                     mean = _column_means(X)
                 R = _on_gpu(lambda: _cuda_qr.centred_triangular_factor(
-                    X, order, _centred_rows(X, order, mean)), "the data's QR", "it")
+                    X, order, _centred_rows(X, order, mean), n_threads or default_threads()),
+                    "the data's QR", "it")
                 if R is not None:
                     return R
         return _centred_triangular_factor(X, order, mean=mean, segmented=segmented,
