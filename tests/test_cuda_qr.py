@@ -158,7 +158,7 @@ def test_blocks_land_where_the_factorisation_reads_them(fake_gpu, monkeypatch, n
     # (with threads, blocks of PREPARE_BYTES prepared ahead: the same values land)
     drv, cusolver = fake_gpu
     monkeypatch.setattr(_cuda_qr, "UPLOAD_BYTES", upload_bytes)
-    monkeypatch.setattr(_cuda_qr, "PREPARE_BYTES", upload_bytes // 2)
+    monkeypatch.setattr(_cuda_qr, "PREPARE_BYTES", 8 * p * 50)  # (threads from 100 rows on)
     rng = np.random.default_rng(n + p)
     X = rng.laplace(size=(n, p)) @ rng.standard_normal((p, p)) + 3.0
     order = rng.permutation(p)

@@ -27,7 +27,9 @@ UPLOAD_BYTES = 32 << 20
 # Bytes per block when several threads prepare the blocks (a gather in causal
 # order, the exact rescaling, the centring: memory-bound passes that one
 # thread ran at a third of the step's time at p=1000, n=8192). At most two
-# blocks per thread are in flight.
+# blocks per thread are in flight. Data of no more than two such blocks are
+# prepared on the calling thread: on E. coli's 7 MB the pool cost more than
+# it saved (docs/design/adjacency.rst, "The data's QR on the GPU").
 PREPARE_BYTES = 8 << 20
 
 # cuSOLVER's dense API takes 32-bit sizes; the array's element count must fit.
@@ -143,7 +145,7 @@ def _blocks(n, p, rows_of, n_threads):
     Each block is prepared once whatever the threads, so the blocks (and the
     factor) are the same on any number of them.
     """
-    if n_threads <= 1:
+    if n_threads <= 1 or 8 * n * p <= 2 * PREPARE_BYTES:
         step = max(1, UPLOAD_BYTES // (8 * p))
         for start in range(0, n, step):
             yield start, rows_of(start, min(n, start + step))
