@@ -282,8 +282,8 @@ def gpu_qr(args):
         counts["gpu"] += 1
         return factor(*a)
 
-    def one_thread(X, order, rows_of, n_threads=1):  # the blocks prepared on the calling thread
-        return counted(X, order, rows_of, 1)
+    def one_thread(shape, rows_of, n_threads=1):  # the blocks prepared on the calling thread
+        return counted(shape, rows_of, 1)
 
     def install(setting):
         _cuda_qr.suits, _cuda_qr.centred_triangular_factor = setting

@@ -163,7 +163,7 @@ def test_blocks_land_where_the_factorisation_reads_them(fake_gpu, monkeypatch, n
     X = rng.laplace(size=(n, p)) @ rng.standard_normal((p, p)) + 3.0
     order = rng.permutation(p)
     factors = [_cuda_qr.centred_triangular_factor(
-        X, order, _least_squares._centred_rows(X, order, _column_means(X)), n_threads)
+        X.shape, _least_squares._centred_rows(X, order, _column_means(X)), n_threads)
         for n_threads in (1, 3)]
     assert cusolver.calls == [(n, p, n)] * 2
     assert_same_gram(factors[0], host_factor(X, order))
@@ -184,9 +184,28 @@ def test_an_error_preparing_a_block_reaches_the_caller_and_frees_the_buffers(fak
         return rows(start, stop)
 
     with pytest.raises(MemoryError, match="no room"):
-        _cuda_qr.centred_triangular_factor(X, np.arange(10), rows_of, 4)
+        _cuda_qr.centred_triangular_factor(X.shape, rows_of, 4)
     assert not cusolver.calls
     assert sorted(drv.device.freed) == sorted(drv.device.allocated)
+
+
+@pytest.mark.parametrize("n, threads_used", [(1000, False), (100000, True)])
+def test_only_data_of_more_than_two_blocks_are_prepared_on_threads(fake_gpu, monkeypatch, n,
+                                                                   threads_used):
+    # (on E. coli's 7 MB the thread pool cost more than it saved)
+    import threading
+
+    monkeypatch.setattr(_cuda_qr, "PREPARE_BYTES", 8 * 10 * 20000)  # 20,000 rows of 10
+    X = np.random.default_rng(n).standard_normal((n, 10))
+    rows = _least_squares._centred_rows(X, np.arange(10), _column_means(X))
+    threads = set()
+
+    def rows_of(start, stop):
+        threads.add(threading.get_ident())
+        return rows(start, stop)
+
+    _cuda_qr.centred_triangular_factor(X.shape, rows_of, 4)
+    assert (threads != {threading.get_ident()}) == threads_used
 
 
 def test_too_little_device_memory_is_a_gpu_memory_error(fake_gpu):
@@ -194,9 +213,8 @@ def test_too_little_device_memory_is_a_gpu_memory_error(fake_gpu):
     drv.free_bytes = 8 * 1000 * 40  # the data alone, without workspace and slack
     X = np.random.default_rng(0).standard_normal((1000, 40))
     with pytest.raises(_gpu.GPUMemoryError, match="the data's QR"):
-        _cuda_qr.centred_triangular_factor(X, np.arange(40),
-                                           _least_squares._centred_rows(X, np.arange(40),
-                                                                        _column_means(X)))
+        _cuda_qr.centred_triangular_factor(
+            X.shape, _least_squares._centred_rows(X, np.arange(40), _column_means(X)))
     assert not drv.device.allocated  # checked before anything was allocated
 
 
@@ -285,7 +303,7 @@ def test_gpu_factor_equals_the_hosts(n, p, dtype):
     X = (rng.laplace(size=(n, p)) @ rng.standard_normal((p, p)) + 5.0).astype(dtype)
     order = rng.permutation(p)
     mean = _column_means(X)
-    R = _cuda_qr.centred_triangular_factor(X, order, _least_squares._centred_rows(X, order, mean))
+    R = _cuda_qr.centred_triangular_factor(X.shape, _least_squares._centred_rows(X, order, mean))
     assert_same_gram(R, host_factor(X, order))
 
 
@@ -297,7 +315,7 @@ def test_fit_on_rank_deficient_data_takes_the_gpu_factor(monkeypatch):
     factor = _cuda_qr.centred_triangular_factor
 
     def recorded(*args):
-        calls.append(args[0].shape)
+        calls.append(args[0])
         return factor(*args)
 
     monkeypatch.setattr(_cuda_qr, "centred_triangular_factor", recorded)

@@ -74,15 +74,13 @@ def device_bytes(n, p, lwork):
 
 
 @_gpu.exclusive
-def centred_triangular_factor(X, order, rows_of, n_threads=1):
+def centred_triangular_factor(shape, rows_of, n_threads=1):
     """``R`` of the QR of the centred data in causal order, over ``sqrt(n)``, on the GPU.
 
     Parameters
     ----------
-    X : ndarray or ScaledData, shape (n, p)
-        The data (only its shape is read here).
-    order : ndarray of int
-        The causal order.
+    shape : tuple of int
+        ``(n, p)``: the rows and the columns ``rows_of`` gives.
     rows_of : callable
         ``rows_of(start, stop)``: rows ``start:stop`` centred, over
         ``sqrt(n)``, in causal order, as a Fortran-ordered float64 array
@@ -94,7 +92,7 @@ def centred_triangular_factor(X, order, rows_of, n_threads=1):
     Returns
     -------
     R : ndarray, shape (p, p)
-        Upper triangular, ``R^T R`` the covariance of ``X[:, order]`` (as the
+        Upper triangular, ``R^T R`` the covariance of the data in causal order (as the
         host's ``R``, to rounding; the signs of its rows may differ).
 
     Raises
@@ -104,7 +102,7 @@ def centred_triangular_factor(X, order, rows_of, n_threads=1):
         ``GPUMemoryError``).
     """
     drv, cusolver = _driver(), _cusolver()
-    n, p = X.shape[0], len(order)
+    n, p = shape
     ctx = _gpu.context()
     handle = _HANDLES.get(ctx.handle)
     if handle is None:
@@ -154,11 +152,10 @@ def _blocks(n, p, rows_of, n_threads):
     from concurrent.futures import ThreadPoolExecutor
 
     step = max(1, PREPARE_BYTES // (8 * p))
-    starts = iter(range(0, n, step))
     pending = deque()
     with ThreadPoolExecutor(n_threads, thread_name_prefix="paralingam-qr-rows") as pool:
         try:
-            for start in starts:
+            for start in range(0, n, step):
                 pending.append((start, pool.submit(rows_of, start, min(n, start + step))))
                 if len(pending) >= 2 * n_threads:
                     start, block = pending.popleft()

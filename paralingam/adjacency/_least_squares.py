@@ -238,8 +238,8 @@ def _data_vectors(X, order, mean=None, segmented=False, n_threads=None, stop=Non
                 if mean is None:
                     mean = _column_means(X)
                 R = _on_gpu(lambda: _cuda_qr.centred_triangular_factor(
-                    X, order, _centred_rows(X, order, mean), n_threads or default_threads()),
-                    "the data's QR", "it")
+                    (n, len(order)), _centred_rows(X, order, mean),
+                    n_threads or default_threads()), "the data's QR", "it")
                 if R is not None:
                     return R
         return _centred_triangular_factor(X, order, mean=mean, segmented=segmented,
