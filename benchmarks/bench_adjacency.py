@@ -59,6 +59,14 @@ a silent fallback shows:
 
     python benchmarks/bench_adjacency.py --mode gpu-qr --backend cuda --data-dir .gpu/data
 
+``--mode device-copy`` (CUDA) is the same-process A/B of that QR's input:
+the CUDA search's copy of the data on the device (``fit``'s route) against
+the data uploaded again from the host, and the host's row segments; the
+adjacency phases as above and ``fit``'s upload phase, which holds the
+copy; each row counts the factorisations of either GPU route:
+
+    python benchmarks/bench_adjacency.py --mode device-copy --backend cuda --data-dir .gpu/data
+
 ``--mode pivot-noise`` (CUDA) times back-to-back fits of p=1000, n=8192 (the
 pipeline's ``typical`` data) with the least squares' pivot-noise bound summed
 by a matrix-vector product on numpy's BLAS, as before, against the tree's
@@ -182,14 +190,16 @@ def estimator_blas(args):
     _common.write_result(args, {"rows": rows})
 
 
-def alternated_settings(args, cases, settings, install, restore, estimator=True, fields=None):
+def alternated_settings(args, cases, settings, install, restore, estimator=True, fields=None,
+                        phases=()):
     """Rows of adjacency phases under each of ``settings``, alternated in ``--rounds`` rounds.
 
     ``settings``: label -> value; ``install(value)`` puts one in place and
     ``restore()`` the tree's own. Each round times ``--repeats`` fits of
     ``bench_pipeline``'s case on ``--backend`` per setting (and of
     ``DirectLiNGAM``, with ``estimator``), after one warm-up fit; medians.
-    ``fields(n, p)``: more entries of a case's row.
+    ``fields(n, p)``: more entries of a case's row; ``phases``: more phases
+    of the fits to record (``"<phase>_s"``), besides the adjacency and the search.
     """
     import bench_pipeline as bp
 
@@ -206,15 +216,18 @@ def alternated_settings(args, cases, settings, install, restore, estimator=True,
                     for label, value in settings.items():
                         install(value)
                         paralingam.fit(X, backend=args.backend, on_collinear="ignore")  # warm-up
-                        fit, est = [], []
+                        fit, est, more = [], [], {k: [] for k in phases}
                         for _ in range(args.repeats):
                             r = paralingam.fit(X, backend=args.backend, on_collinear="ignore")
                             fit.append(r.stats["time"]["adjacency"])
+                            for k in phases:
+                                more[k].append(r.stats["time"][k])
                             if estimator:
                                 m = paralingam.DirectLiNGAM(backend=args.backend).fit(X)
                                 est.append(m.fit_stats_["time"]["adjacency"])
                         got = {"fit_adjacency_s": statistics.median(fit),
-                               "search_s": r.stats["time"]["search"]}
+                               "search_s": r.stats["time"]["search"],
+                               **{f"{k}_s": statistics.median(v) for k, v in more.items()}}
                         if estimator:
                             got["estimator_adjacency_s"] = statistics.median(est)
                         row["rounds"][label].append(got)
@@ -302,6 +315,44 @@ def gpu_qr(args):
     _common.write_result(args, {"rows": rows})
 
 
+def device_copy(args):
+    """The data's QR on the GPU from the search's copy of the data and from an upload (see the module docstring)."""
+    from paralingam import _api
+    from paralingam.adjacency import _cuda_qr
+
+    if args.backend != "cuda" or _cuda_qr._cusolver() is None:
+        raise SystemExit("--mode device-copy compares CUDA routes: pass --backend cuda, with CuPy")
+    tree = (_cuda_qr.suits, _api._keeps_copy, _cuda_qr.centred_triangular_factor,
+            _cuda_qr.centred_triangular_factor_of_copy)
+    counts = {"upload": 0, "copy": 0}
+
+    def counted(route, factor):
+        def call(*a):
+            counts[route] += 1
+            return factor(*a)
+        return call
+
+    def install(setting):
+        suits, keeps = setting
+        _cuda_qr.suits, _api._keeps_copy = suits, keeps
+        _cuda_qr.centred_triangular_factor = counted("upload", tree[2])
+        _cuda_qr.centred_triangular_factor_of_copy = counted("copy", tree[3])
+
+    def restore():
+        (_cuda_qr.suits, _api._keeps_copy, _cuda_qr.centred_triangular_factor,
+         _cuda_qr.centred_triangular_factor_of_copy) = tree
+
+    cases = ("ecoli", "rank_deficient_300", "rank_deficient_1000")
+    no_copy = lambda data, settings: False  # noqa: E731
+    rows = alternated_settings(
+        args, args.cases or (cases[:2] if args.quick else cases),
+        {"host_segments": (lambda n, p: False, no_copy), "gpu_upload": (tree[0], no_copy),
+         "gpu_device_copy": (tree[0], tree[1])}, install, restore, phases=("upload",))
+    for row in rows:  # (every fit of the GPU settings must have factorised there)
+        row["gpu_factorisations_total"] = dict(counts)
+    _common.write_result(args, {"rows": rows})
+
+
 def pivot_noise(args):
     """Back-to-back CUDA fits with the noise bound on BLAS and without (see the module docstring)."""
     import bench_pipeline as bp
@@ -346,7 +397,8 @@ def pivot_noise(args):
 def main():
     ap = _common.parser("bench_adjacency", __doc__, modes=("steps", "blas-threads", "estimator-blas",
                                                              "tsqr-segments", "qr-ahead",
-                                                             "pivot-noise", "gpu-qr"),
+                                                             "pivot-noise", "gpu-qr",
+                                                             "device-copy"),
                         quick="blas-threads, estimator-blas, tsqr-segments: the two small cases only")
     ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--sizes", nargs="*", default=["100x1024", "200x2048", "500x4096", "1000x8192"],
@@ -355,7 +407,8 @@ def main():
                     help="sizes on which lingam's adaptive lasso runs too (it is slow)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3,
-                    help="tsqr-segments, qr-ahead, pivot-noise, gpu-qr: rounds of the A/B")
+                    help="tsqr-segments, qr-ahead, pivot-noise, gpu-qr, device-copy: rounds "
+                         "of the A/B")
     ap.add_argument("--data-dir", default=os.environ.get("PARALINGAM_DATA", "/work/shared/data"),
                     help="folder of ecoli_core_fluxes_n10000.npz (blas-threads, estimator-blas)")
     ap.add_argument("--cases", nargs="+", default=None,
@@ -366,7 +419,7 @@ def main():
     args = ap.parse_args()
     other_modes = {"blas-threads": blas_threads, "estimator-blas": estimator_blas,
                    "tsqr-segments": tsqr_segments, "qr-ahead": qr_ahead,
-                   "pivot-noise": pivot_noise, "gpu-qr": gpu_qr}
+                   "pivot-noise": pivot_noise, "gpu-qr": gpu_qr, "device-copy": device_copy}
     if args.mode in other_modes:
         other_modes[args.mode](args)
         return

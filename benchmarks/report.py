@@ -486,6 +486,23 @@ def gpu_qr(out):
     (out / "gpu_qr.rst").write_text(text + "\n" + _source(name, d, "gpu_qr"))
 
 
+def device_copy(out):
+    """The data's QR on the GPU from the search's copy or an upload (bench_adjacency.py --mode device-copy)."""
+    name = "bench_adjacency_h100.json"
+    d = _load(name).get("device_copy")
+    if d is None:
+        return
+    settings = (("host_segments", "host segments"), ("gpu_upload", "GPU, the data uploaded"),
+                ("gpu_device_copy", "GPU, the search's copy"))
+    rows = [[r["case"], f"{r['p']} x {r['n']}", label, _rounds_ms(r, key, "fit_adjacency_s"),
+             _rounds_ms(r, key, "estimator_adjacency_s"), _rounds_ms(r, key, "upload_s"),
+             _rounds_ms(r, key, "search_s")]
+            for r in d["rows"] for key, label in settings]
+    text = _table(["case", "p x n", "the data's QR", "fit's adjacency phase",
+                   "estimator's adjacency phase", "fit's upload phase", "search"], rows)
+    (out / "device_copy.rst").write_text(text + "\n" + _source(name, d, "device_copy"))
+
+
 def qr_ahead(out):
     """Least squares with the data's QR ahead of the scatter matrix or after it (bench_adjacency.py --mode qr-ahead)."""
     name = "bench_adjacency_vm_2cores.json"
@@ -543,6 +560,7 @@ def render(out):
     estimator_blas(out)
     tsqr_segments(out)
     gpu_qr(out)
+    device_copy(out)
     qr_ahead(out)
     pivot_noise(out)
 

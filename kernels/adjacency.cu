@@ -8,6 +8,9 @@
 //                               ones from that factor (one backward solve each)
 //   lars_paths                  the adaptive lasso's LARS paths, one block per
 //                               target, all targets in one launch
+//   gather_centred              the data's columns in causal order, centred and
+//                               scaled, from the CUDA search's copy of the data
+//                               (the QR of the minimum-norm rows, _cuda_qr.py)
 //
 // lars_paths follows the CPU port (paralingam/adjacency/_lasso.pyx, itself scikit-learn's
 // _lars_path_solver for a precomputed Gram matrix, method="lasso",
@@ -584,4 +587,32 @@ extern "C" __global__ void __launch_bounds__(TPB, LARS_MIN_BLOCKS) ols_rows(
         if (threadIdx.x == 0) rss[k] = L[(size_t)k * p + k] * L[(size_t)k * p + k];
         __syncthreads();
     }
+}
+
+// Column k of the column-major n x (gridDim.x) array A: variable order[k] of
+// the search's copy of the data (one variable per row, ld doubles apart),
+// minus its mean, times `scale` (1/sqrt(n)), as the host's _centred_rows
+// computes it. One block per column; the mean's sum runs in a fixed order
+// (thread-strided partial sums, then shuffles), so a run gives the same bits
+// every time.
+extern "C" __global__ void __launch_bounds__(TPB) gather_centred(
+    const double *__restrict__ X, long long ld, int n, const int *__restrict__ order,
+    double *__restrict__ A, double scale)
+{
+    __shared__ double part[NWARPS];
+    const double *x = X + (long long)order[blockIdx.x] * ld;
+    double s = 0.0;
+    for (int i = threadIdx.x; i < n; i += TPB) s += x[i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(FULL_MASK, s, o);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        s = threadIdx.x < NWARPS ? part[threadIdx.x] : 0.0;
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(FULL_MASK, s, o);
+        if (threadIdx.x == 0) part[0] = s / n;
+    }
+    __syncthreads();
+    const double mean = part[0];
+    double *a = A + (long long)blockIdx.x * n;
+    for (int i = threadIdx.x; i < n; i += TPB) a[i] = (x[i] - mean) * scale;
 }

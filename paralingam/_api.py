@@ -261,6 +261,7 @@ class Found:
     per_iteration: dict
     n_rederived: int
     scatter: object = None  # the CUDA search's scatter matrix of the rescaled data, or None
+    device_copy: object = None  # the CUDA search's data on the device (search._cuda.DeviceCopy)
 
 
 def _tuning_with_deprecated(tuning, **launch):
@@ -428,7 +429,7 @@ def search(search_data, settings, names, times):
                     drift_tol=DRIFT_TOL, times=times, threads_per_block=tuning.threads_per_block,
                     blocks=tuning.blocks, warps_per_pair=tuning.warps_per_pair,
                     stop_on_dependence=stop, candidates=candidates, devices=settings.devices,
-                    progress=_monotonic(bar))
+                    progress=_monotonic(bar), keep_copy=_keeps_copy(search_data, settings))
                 bar.update_to(p)
     except LinearDependenceError as exc:
         raise exc.with_names(names) from None
@@ -439,7 +440,19 @@ def search(search_data, settings, names, times):
             if sd is None:
                 sd = search_data.std(axis=0)
             scatter = search_data.shape[0] * per_it.pop("correlation") * np.outer(sd, sd)
-    return Found(np.asarray(order, dtype=np.intp), explained, per_it, n_rederived, scatter)
+    return Found(np.asarray(order, dtype=np.intp), explained, per_it, n_rederived, scatter,
+                 per_it.pop("device_copy", None))
+
+
+def _keeps_copy(search_data, settings):  # pragma: no cover - needs a GPU
+    """Whether the CUDA search keeps the data on the device for the adjacency step's QR.
+
+    One GPU and data the QR on the GPU takes (``adjacency._cuda_qr.suits``):
+    rank-deficient data's minimum-norm rows then need no second upload.
+    """
+    from .adjacency import _cuda_qr
+
+    return settings.devices is None and _cuda_qr.suits(*search_data.shape)
 
 
 def adjacency(search_data, found, settings, exponents, names, times, *, method="ols",
@@ -462,7 +475,8 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
             B = _estimate_adjacency(search_data, found.order, method=method,
                                     prior_knowledge=prior_knowledge, backend=settings.backend,
                                     n_threads=n_threads, scatter=found.scatter,
-                                    progress=progress, dependent=bool(found.explained))
+                                    progress=progress, dependent=bool(found.explained),
+                                    device_copy=found.device_copy)
     B = _scaled_back(B, exponents, names)
     times["adjacency"] = time.perf_counter() - t0
     return B

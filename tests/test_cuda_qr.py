@@ -14,7 +14,7 @@ import pytest
 
 import paralingam
 from paralingam import _gpu
-from paralingam.adjacency import _adaptive_lasso, _cuda_qr, _least_squares
+from paralingam.adjacency import _adaptive_lasso, _cuda_adjacency, _cuda_qr, _least_squares
 from paralingam.adjacency._common import _column_means
 
 from test_rank_deficient import explained_targets, rank_deficient
@@ -108,6 +108,44 @@ class FakeDriver:
         start = int(buf) - self.device.BASE
         host.view(np.uint8)[:] = self.device.memory[start:start + host.nbytes]
 
+    def to_device(self, host):
+        buf = FakeBuffer(self.device, host.nbytes)
+        start = int(buf) - self.device.BASE
+        self.device.memory[start:start + host.nbytes] = np.ascontiguousarray(host).view(np.uint8)
+        return buf
+
+
+class FakeGather:
+    """``gather_centred`` of kernels/adjacency.cu in numpy (the mean summed as numpy sums)."""
+
+    def __init__(self, device):
+        self.device, self.launches = device, []
+
+    def prepared_call(self, grid, block, X, ld, n, order, A, scale):
+        p, ld, n = grid[0], int(ld), int(n)
+        self.launches.append((p, n))
+        start = int(order) - self.device.BASE
+        cols = self.device.memory[start:start + 4 * p].view(np.int32)
+        rows = self.device.doubles(X, ld * (int(cols.max()) + 1)).reshape(-1, ld)[cols, :n]
+        out = self.device.doubles(int(A), n * p).reshape((n, p), order="F")
+        out[:] = ((rows - rows.mean(axis=1, keepdims=True)) * float(scale)).T
+
+
+class FakeCopy:
+    """A ``search._cuda.DeviceCopy`` of ``X`` on the fake device: one variable per row, ``ld`` apart."""
+
+    def __init__(self, device, X, ld):
+        n, p = X.shape
+        self.n, self.p, self.ld, self.holds = n, p, ld, True
+        buf = FakeBuffer(device, 8 * p * ld)
+        self.ptr = int(buf)
+        rows = device.doubles(self.ptr, p * ld).reshape(p, ld)
+        rows[:] = 0.0
+        rows[:, :n] = X.T
+
+    def valid(self):
+        return self.holds
+
 
 class FakeCusolver:
     """``dgeqrf`` as LAPACK's: R in the upper triangle of the column-major array."""
@@ -146,6 +184,9 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(_gpu, "guarded", lambda launch, *args: launch(*args))
     monkeypatch.setattr(_cuda_qr, "_HANDLES", {})
     monkeypatch.setattr(_cuda_qr, "_driver", lambda: drv)
+    gather = FakeGather(device)
+    monkeypatch.setattr(_cuda_adjacency, "_kernels", lambda handle: {"gather_centred": gather})
+    drv.gather = gather
     return drv, cusolver
 
 
@@ -206,6 +247,62 @@ def test_only_data_of_more_than_two_blocks_are_prepared_on_threads(fake_gpu, mon
 
     _cuda_qr.centred_triangular_factor(X.shape, rows_of, 4)
     assert (threads != {threading.get_ident()}) == threads_used
+
+
+@pytest.mark.parametrize("n, p, columns", [(500, 7, "all"), (1000, 40, "all"), (300, 299, "all"),
+                                           (1000, 40, "some")])
+def test_the_searchs_copy_is_gathered_in_order_centred_and_factorised(fake_gpu, n, p, columns):
+    # the kernel's columns: variable order[k], centred, over sqrt(n); R as the host's
+    drv, cusolver = fake_gpu
+    rng = np.random.default_rng(n + p)
+    X = rng.laplace(size=(n, p)) @ rng.standard_normal((p, p)) + 3.0
+    order = rng.permutation(p)[: p if columns == "all" else p // 2]
+    copy = FakeCopy(drv.device, X, ld=n + 32 - n % 32)
+    allocated = set(drv.device.allocated)
+    R = _cuda_qr.centred_triangular_factor_of_copy(copy, order)
+    assert drv.gather.launches == [(len(order), n)]
+    assert cusolver.calls == [(n, len(order), n)]
+    assert_same_gram(R, host_factor(X, order))
+    assert sorted(drv.device.freed) == sorted(set(drv.device.allocated) - allocated)
+
+
+def test_the_data_vectors_read_the_searchs_copy_while_it_holds_these_data(fake_gpu, gpu_usable,
+                                                                          monkeypatch):
+    drv, cusolver = fake_gpu
+    X = rank_deficient(30, 4096, 20, 368)
+    order = np.random.default_rng(0).permutation(30)
+    copy = FakeCopy(drv.device, X, ld=4096)
+    uploads = []
+    upload = _cuda_qr.centred_triangular_factor
+    monkeypatch.setattr(_cuda_qr, "centred_triangular_factor",
+                        lambda *args: uploads.append(1) or upload(*args))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        V = _least_squares._data_vectors(X, order, on_gpu=True, device_copy=copy)
+        assert len(drv.gather.launches) == 1 and not uploads
+        assert_same_gram(V, host_factor(X, order))
+        # a copy of other data (another shape), or one a later search replaced: uploaded
+        _least_squares._data_vectors(X[:4000], order, on_gpu=True, device_copy=copy)
+        copy.holds = False
+        _least_squares._data_vectors(X, order, on_gpu=True, device_copy=copy)
+    assert len(drv.gather.launches) == 1 and len(uploads) == 2
+    assert len(cusolver.calls) == 3
+
+
+def test_a_device_copy_holds_until_the_next_copy_or_the_buffers_are_freed(monkeypatch):
+    from types import SimpleNamespace
+
+    from paralingam.search import _cuda
+
+    ws = SimpleNamespace(p=5, ld=64, copy_buf=4096, copies=1, keep=[])
+    copy = _cuda.DeviceCopy(ws, 50)
+    assert copy.valid() and (copy.n, copy.p, copy.ld, copy.ptr) == (50, 5, 64, 4096)
+    ws.copies += 1  # (_keep_copy: the next search's)
+    assert not copy.valid()
+    copy = _cuda.DeviceCopy(ws, 50)
+    monkeypatch.setattr(_cuda, "_WORKSPACES", {"key": ws})
+    _cuda._drop_workspaces(after_fault=True)
+    assert not copy.valid()
 
 
 def test_too_little_device_memory_is_a_gpu_memory_error(fake_gpu):
@@ -307,43 +404,76 @@ def test_gpu_factor_equals_the_hosts(n, p, dtype):
     assert_same_gram(R, host_factor(X, order))
 
 
+def record_routes(monkeypatch):
+    """Record which route each GPU QR takes: ``"copy"`` (the search's copy) or ``"upload"``."""
+    routes = []
+    upload, copy = _cuda_qr.centred_triangular_factor, _cuda_qr.centred_triangular_factor_of_copy
+    monkeypatch.setattr(_cuda_qr, "centred_triangular_factor",
+                        lambda *args: routes.append("upload") or upload(*args))
+    monkeypatch.setattr(_cuda_qr, "centred_triangular_factor_of_copy",
+                        lambda *args: routes.append("copy") or copy(*args))
+    return routes
+
+
 @pytest.mark.gpu
 @needs_cupy
-def test_fit_on_rank_deficient_data_takes_the_gpu_factor(monkeypatch):
+@pytest.mark.parametrize("n, p, dtype", [(4096, 300, np.float64), (20000, 87, np.float32),
+                                         (301, 300, np.float64)])
+def test_gpu_factor_of_the_searchs_copy_equals_the_hosts(n, p, dtype):
+    from paralingam.search import _cuda
+
+    rng = np.random.default_rng(n + 1)
+    X = (rng.laplace(size=(n, p)) @ rng.standard_normal((p, p)) + 5.0).astype(dtype)
+    order = rng.permutation(p)
+    data = X.astype(np.float64)  # (the device's copy: float32 data converted exactly)
+    times = {}
+    kw = dict(threshold=True, gamma0=1e-4, c=2.0, dtype="float32", collinear_tol=1e-10,
+              explained_tol=1e-10, drift_tol=1e-8, keep_copy=True)
+    _, _, per_it, _ = _cuda.search(X, times=times, **kw)
+    copy = per_it["device_copy"]
+    assert copy is not None and _cuda_qr.copy_holds(copy, X.shape)
+    R = _cuda_qr.centred_triangular_factor_of_copy(copy, order)
+    assert_same_gram(R, host_factor(data, order))
+    sub = order[: p // 3]
+    assert_same_gram(_cuda_qr.centred_triangular_factor_of_copy(copy, sub), host_factor(data, sub))
+    # the next search's copy replaces it
+    _cuda.search(X, times={}, **kw)
+    assert not copy.valid()
+
+
+@pytest.mark.gpu
+@needs_cupy
+def test_fit_on_rank_deficient_data_takes_the_gpu_factor_of_the_searchs_copy(monkeypatch):
     X = rank_deficient(300, 4096, 150, 365)
-    calls = []
-    factor = _cuda_qr.centred_triangular_factor
-
-    def recorded(*args):
-        calls.append(args[0])
-        return factor(*args)
-
-    monkeypatch.setattr(_cuda_qr, "centred_triangular_factor", recorded)
+    routes = record_routes(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         res = paralingam.fit(X, backend="cuda", on_collinear="ignore")
-    assert calls == [X.shape]
+    assert routes == ["copy"]
+    # without the copy (a search that kept none): the upload route
+    monkeypatch.setattr(paralingam._api, "_keeps_copy", lambda data, settings: False)
+    uploaded = paralingam.fit(X, backend="cuda", on_collinear="ignore")
+    assert routes == ["copy", "upload"]
     monkeypatch.setattr(_cuda_qr, "suits", lambda n, p: False)
     host = paralingam.fit(X, backend="cuda", on_collinear="ignore")
-    assert res.causal_order == host.causal_order
+    assert routes == ["copy", "upload"]
+    assert res.causal_order == uploaded.causal_order == host.causal_order
     scale = np.abs(host.adjacency_matrix).max()
-    np.testing.assert_allclose(res.adjacency_matrix, host.adjacency_matrix, rtol=0,
-                               atol=1e-9 * scale)
+    for other in (uploaded, host):
+        np.testing.assert_allclose(res.adjacency_matrix, other.adjacency_matrix, rtol=0,
+                                   atol=1e-9 * scale)
 
 
 @pytest.mark.gpu
 @needs_cupy
 def test_estimator_on_rank_deficient_float32_data_takes_the_gpu_factor(monkeypatch):
     X = rank_deficient(120, 6000, 60, 366).astype(np.float32)
-    calls = []
-    factor = _cuda_qr.centred_triangular_factor
-    monkeypatch.setattr(_cuda_qr, "centred_triangular_factor",
-                        lambda *args: calls.append(1) or factor(*args))
+    routes = record_routes(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
         warnings.simplefilter("error", RuntimeWarning)
         est = paralingam.DirectLiNGAM(backend="cuda").fit(X)
-    assert calls
+    assert routes == ["copy"]
     order = np.asarray(est.causal_order_)
     exact = explained_targets(X.astype(np.float64), order)
     monkeypatch.setattr(_cuda_qr, "suits", lambda n, p: False)

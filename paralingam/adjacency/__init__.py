@@ -132,20 +132,25 @@ def estimate_adjacency(
 
 
 def _estimate_adjacency(X, order, *, method, prior_knowledge=None, backend=None,
-                        n_threads=None, scatter=None, progress=False, dependent=False):
+                        n_threads=None, scatter=None, progress=False, dependent=False,
+                        device_copy=None):
     """:func:`estimate_adjacency` on checked input (float64 ``X``, ``order`` a permutation).
 
     No ``coef_threshold``: the callers apply it on the data's own scale.
     ``dependent``: the search found variables that others explain (least
     squares may then start the data's QR early: ``_least_squares.qr_ahead``).
+    ``device_copy``: the CUDA search's copy of ``X`` on the device
+    (``paralingam.search._cuda.DeviceCopy``), which the data's QR on the GPU
+    then reads instead of uploading ``X`` (:mod:`._cuda_qr`).
     """
     if method == "adaptive_lasso":
         B = _adaptive_lasso_adjacency(X, order, prior_knowledge=prior_knowledge,
                                       n_threads=n_threads, backend=backend, scatter=scatter,
-                                      progress=progress)
+                                      progress=progress, device_copy=device_copy)
     elif method == "ols":
         B = _ols_adjacency(X, order, prior_knowledge=prior_knowledge, backend=backend,
-                           scatter=scatter, n_threads=n_threads, dependent=dependent)
+                           scatter=scatter, n_threads=n_threads, dependent=dependent,
+                           device_copy=device_copy)
     else:
         raise ValueError(f"adjacency must be one of {ADJACENCY_METHODS}; got {method!r}")
     return B

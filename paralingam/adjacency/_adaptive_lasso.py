@@ -114,16 +114,18 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
 
 
 def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_threads=None,
-                              engine="auto", backend=None, scatter=None, progress=False):
+                              engine="auto", backend=None, scatter=None, progress=False,
+                              device_copy=None):
     """:func:`adaptive_lasso_adjacency` on checked input (float64 ``X``, ``order``
-    a permutation); ``progress``: a bar of the targets (:func:`estimate_adjacency`)."""
+    a permutation); ``progress``: a bar of the targets (:func:`estimate_adjacency`);
+    ``device_copy``: the CUDA search's copy of ``X`` (``_estimate_adjacency``'s)."""
     with Progress(max(X.shape[1] - 1, 0), progress, desc="adjacency", unit="target") as bar:
         return _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine,
-                                        backend, scatter, bar)
+                                        backend, scatter, bar, device_copy)
 
 
 def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine, backend,
-                             scatter, bar):
+                             scatter, bar, device_copy=None):
     """The body of :func:`_adaptive_lasso_adjacency`, counting its targets on ``bar``."""
     if engine not in ("auto", "compiled", "sklearn"):
         raise ValueError(f"engine must be 'auto', 'compiled' or 'sklearn'; got {engine!r}")
@@ -204,7 +206,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
                 ols_coef, ols_rss, filled = _min_norm_weights(
                     X, order, std, gram_ord, ols_coef, ols_rss, solved,
                     segmented=qr_in_segments(backend), n_threads=n_threads,
-                    on_gpu=backend == "cuda")
+                    on_gpu=backend == "cuda", device_copy=device_copy)
                 given = (given.astype(bool) | (full & filled[targets_arr])).astype(np.uint8)
             flags = np.zeros(len(rows), dtype=np.uint8)
             B_cpu, fallback = lasso.adaptive_lasso_rows(
@@ -316,7 +318,7 @@ def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, 
 
 
 def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n_threads=None,
-                      on_gpu=False):
+                      on_gpu=False, device_copy=None):
     """Least squares of every variable on all before it, past the Cholesky factor's rows.
 
     :func:`_ols_on_predecessors` solves the rows up to the first dependent
@@ -346,6 +348,9 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n
     on_gpu : bool
         The data's QR on the GPU where it can run there (after a CUDA
         search: :mod:`._cuda_qr`).
+    device_copy : paralingam.search._cuda.DeviceCopy, optional
+        The CUDA search's copy of ``X`` on the device, which that QR then
+        reads (:func:`._least_squares._data_vectors`).
 
     Returns
     -------
@@ -367,7 +372,8 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n
     # (a QR of its leading columns, projections on the basis), so fewer rows
     # cost less at any rank
     first = max(m - 1, 0)
-    V = _data_vectors(X, order, segmented=segmented, n_threads=n_threads, on_gpu=on_gpu)
+    V = _data_vectors(X, order, segmented=segmented, n_threads=n_threads, on_gpu=on_gpu,
+                      device_copy=device_copy)
     V /= std[order]  # the standardised variables' vectors: lstsq's scale
     first = min(first, V.shape[0])
     rows = _min_norm_rows(V, first)[m - first:]

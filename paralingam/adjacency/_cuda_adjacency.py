@@ -5,7 +5,9 @@
   ``adjacency="ols"`` matrix, and the adaptive lasso's weights);
 * :func:`lars_supports`: the adaptive lasso's LARS paths, one block per
   target, all targets in one launch; each marks the predictors of its
-  BIC-best point (the small least-squares refits stay on the host).
+  BIC-best point (the small least-squares refits stay on the host);
+* ``gather_centred``: the data's columns in causal order, centred, from the
+  CUDA search's copy of the data (launched by :mod:`._cuda_qr`).
 
 The kernels are compiled once per context with PyCUDA (disk cache keyed by
 source and options) and launched as prepared calls; the LARS work buffers are
@@ -44,7 +46,8 @@ def _kernels(ctx_handle):
     mod = drv.module_from_buffer(_gpu.cubin(src, options, _gpu.arch()))
     fns = {"module": mod}
     for name, sig in (("lars_paths", "PiPiPPddiPPPPP"), ("chol_panel", "PiiPdP"),
-                      ("chol_trailing", "PiiP"), ("ols_rows", "PiPPPPP")):
+                      ("chol_trailing", "PiiP"), ("ols_rows", "PiPPPPP"),
+                      ("gather_centred", "PqiPPd")):
         fns[name] = mod.get_function(name)
         fns[name].prepare(sig)
     return fns

@@ -3,11 +3,16 @@
 Rank-deficient data need ``R`` of the QR decomposition of the centred data
 in causal order (:func:`._least_squares._data_vectors`); on the host that
 QR was most of the CUDA route's adjacency step (docs/design/adjacency.rst,
-"The data's QR on the GPU"). Here the centred rows are uploaded in blocks
-into one column-major array on device 0 (PyCUDA, in the context every GPU
-step shares), factorised in place by cuSOLVER's ``dgeqrf`` through CuPy's
+"The data's QR on the GPU"). Here the centred columns in causal order fill
+one column-major array on device 0 (PyCUDA, in the context every GPU step
+shares), which cuSOLVER's ``dgeqrf`` factorises in place through CuPy's
 thin binding (``cupy_backends``: the library's own wrapper, without CuPy's
-arrays or runtime-compiled kernels), and the upper triangle is copied back.
+arrays or runtime-compiled kernels); the upper triangle is copied back.
+
+The columns come from the CUDA search's copy of the data on the device
+where ``fit`` kept one (:func:`centred_triangular_factor_of_copy`: one
+kernel gathers, centres and scales them), else from the host, uploaded in
+blocks of centred rows (:func:`centred_triangular_factor`).
 
 CuPy is optional: without it, or for data cuSOLVER's 32-bit sizes cannot
 hold, the host computes ``R`` as before (:func:`suits`). Any failure on the
@@ -68,6 +73,11 @@ def suits(n, p):
     return n > p and n * p <= INT32_MAX and _cusolver() is not None
 
 
+def copy_holds(device_copy, shape):
+    """Whether ``device_copy`` (a ``paralingam.search._cuda.DeviceCopy``) still holds data of ``shape``."""
+    return device_copy.valid() and (device_copy.n, device_copy.p) == tuple(shape)
+
+
 def device_bytes(n, p, lwork):
     """Device memory of the factorisation: the data, ``tau``, the workspace and the info word."""
     return 8 * n * p + 8 * p + 8 * lwork + 8
@@ -101,17 +111,73 @@ def centred_triangular_factor(shape, rows_of, n_threads=1):
         The data do not fit in the device's free memory (its subclass
         ``GPUMemoryError``).
     """
-    drv, cusolver = _driver(), _cusolver()
     n, p = shape
+
+    def fill(drv, d_a, buffers):  # the host's blocks of rows, each one 2-D copy
+        for start, block in _blocks(n, p, rows_of, n_threads):
+            _copy_2d(drv, block, int(d_a) + 8 * start, 8 * n, to_device=True)
+
+    return _factor_in_context(n, p, fill)
+
+
+@_gpu.exclusive
+def centred_triangular_factor_of_copy(device_copy, order):
+    """:func:`centred_triangular_factor` of the CUDA search's copy of the data, in ``order``.
+
+    Parameters
+    ----------
+    device_copy : paralingam.search._cuda.DeviceCopy
+        The data as the search's upload left them on the device (exactly
+        the host's values, one variable per row); it must still hold them
+        (:func:`copy_holds`).
+    order : sequence of int
+        The columns, in causal order (all of them, or some).
+
+    Returns
+    -------
+    R : ndarray, shape (len(order), len(order))
+        As :func:`centred_triangular_factor`'s. Each column's mean is summed
+        on the device (``kernels/adjacency.cu``: ``gather_centred``), in
+        another order than the host's: the centred values, and ``R``, agree
+        with the host's to rounding.
+
+    Raises
+    ------
+    paralingam.InsufficientMemoryError
+        As :func:`centred_triangular_factor`.
+    """
+    from . import _cuda_adjacency
+
+    n, p = device_copy.n, len(order)
+    order = np.ascontiguousarray(order, dtype=np.int32)
+
+    def fill(drv, d_a, buffers):  # one kernel: block k gathers, centres and scales column order[k]
+        gather = _cuda_adjacency._kernels(_gpu.context().handle)["gather_centred"]
+        d_order = drv.to_device(order)
+        buffers.append(d_order)
+        gather.prepared_call((p, 1, 1), (_cuda_adjacency.THREADS, 1, 1), device_copy.ptr,
+                             np.int64(device_copy.ld), np.int32(n), d_order, d_a,
+                             np.float64(1.0 / np.sqrt(n)))
+
+    return _factor_in_context(n, p, fill)
+
+
+def _factor_in_context(n, p, fill):
+    """``R`` of the ``n x p`` array that ``fill(drv, device_array, buffers)`` writes, in device 0's context.
+
+    ``fill`` appends any device buffer it allocates to ``buffers``; they are
+    freed with the factorisation's own, after it.
+    """
+    drv, cusolver = _driver(), _cusolver()
     ctx = _gpu.context()
     handle = _HANDLES.get(ctx.handle)
     if handle is None:
         handle = _HANDLES[ctx.handle] = cusolver.create()
-    return _gpu.guarded(_factor, drv, cusolver, handle, n, p, rows_of, n_threads)
+    return _gpu.guarded(_factor, drv, cusolver, handle, n, p, fill)
 
 
-def _factor(drv, cusolver, handle, n, p, rows_of, n_threads):
-    """:func:`centred_triangular_factor` in the current context (errors: the caller's)."""
+def _factor(drv, cusolver, handle, n, p, fill):
+    """:func:`_factor_in_context` in the current context (errors: the caller's)."""
     _require(drv, 8 * n * p, n, p)
     buffers = [drv.mem_alloc(8 * n * p)]
     try:
@@ -120,8 +186,7 @@ def _factor(drv, cusolver, handle, n, p, rows_of, n_threads):
         _require(drv, device_bytes(n, p, lwork) - 8 * n * p, n, p)
         d_tau, d_work, d_info = (drv.mem_alloc(size) for size in (8 * p, max(8 * lwork, 8), 8))
         buffers += [d_tau, d_work, d_info]
-        for start, block in _blocks(n, p, rows_of, n_threads):
-            _copy_2d(drv, block, int(d_a) + 8 * start, 8 * n, to_device=True)
+        fill(drv, d_a, buffers)
         cusolver.dgeqrf(handle, n, p, int(d_a), n, int(d_tau), int(d_work), lwork, int(d_info))
         info = np.zeros(1, dtype=np.int32)
         drv.memcpy_dtoh(info, d_info)  # (after the factorisation: the same stream, the null one)

@@ -88,7 +88,7 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
 
 
 def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None, n_threads=None,
-                   dependent=False):
+                   dependent=False, device_copy=None):
     """:func:`ols_adjacency` on checked input (``order`` a permutation).
 
     ``X``: float64 data, or a :class:`~paralingam._preparation.ScaledData`
@@ -101,7 +101,9 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     the search found variables that others explain (``fit``'s hint): the
     data's QR, which their rows need, may then start on a thread of its own
     beside the scatter matrix (:func:`qr_ahead`); the hint changes when the
-    QR runs, never a result.
+    QR runs, never a result. ``device_copy``: the CUDA search's copy of
+    ``X`` on the device, which the data's QR on the GPU then reads
+    (:func:`_data_vectors`).
     """
     if backend not in ADJACENCY_BACKENDS:
         raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
@@ -128,7 +130,8 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
         if B_ord is None:
             B_ord = _ols_rows_host(cov, X, order, factor, mean=mean,
                                    segmented=qr_in_segments(backend), n_threads=n_threads,
-                                   ahead=ahead, on_gpu=backend == "cuda")
+                                   ahead=ahead, on_gpu=backend == "cuda",
+                                   device_copy=device_copy)
     finally:
         if ahead is not None:
             ahead.cancel()  # (done already where its factor was used)
@@ -162,7 +165,7 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
 
 
 def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False, n_threads=None,
-                   ahead=None, on_gpu=False):
+                   ahead=None, on_gpu=False, device_copy=None):
     """Row ``k``: least squares of variable ``k`` on ``0..k-1`` (``cov`` in causal order).
 
     One Cholesky factorisation of ``cov`` gives the rows up to the first
@@ -174,7 +177,8 @@ def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False, n_thr
     ``segmented``: the data's QR in row segments on ``n_threads`` threads
     (:func:`_data_vectors`). ``ahead``: that QR already under way
     (:class:`_FactorAhead`, of the same ``X``, ``order`` and ``mean``).
-    ``on_gpu``: that QR on the GPU where it can run there (:mod:`._cuda_qr`).
+    ``on_gpu``: that QR on the GPU where it can run there (:mod:`._cuda_qr`),
+    from ``device_copy`` (the CUDA search's copy of ``X``) where given.
     """
     p = cov.shape[0]
     coef, rss, solved = factor if factor is not None else _ols_on_predecessors(cov)
@@ -188,7 +192,8 @@ def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False, n_thr
         else:
             _memory.require("the adjacency step's minimum-norm least squares (dependent columns)",
                             _memory.min_norm_bytes(X.shape[0], p), _memory.FEWER)
-            V = _data_vectors(X, order, mean, segmented, n_threads, on_gpu=on_gpu)
+            V = _data_vectors(X, order, mean, segmented, n_threads, on_gpu=on_gpu,
+                              device_copy=device_copy)
         first = min(first, V.shape[0])  # no more independent columns than rows
         coef[first:] = _min_norm_rows(V, first)
     return coef
@@ -214,7 +219,7 @@ def _pivot_noise(gram, coef):
 
 
 def _data_vectors(X, order, mean=None, segmented=False, n_threads=None, stop=None,
-                  on_gpu=False):
+                  on_gpu=False, device_copy=None):
     """Columns whose inner products are the covariance of ``X[:, order]``.
 
     The centred data over ``sqrt(n)``, or, with more samples than variables,
@@ -225,7 +230,10 @@ def _data_vectors(X, order, mean=None, segmented=False, n_threads=None, stop=Non
     ``segmented``: that QR in row segments on ``n_threads`` threads
     (:func:`_centred_triangular_factor`; :func:`qr_in_segments`); ``stop``:
     as that function's. ``on_gpu``: that QR on the GPU where it can run
-    there (:mod:`._cuda_qr`; after a CUDA search), else as above.
+    there (:mod:`._cuda_qr`; after a CUDA search), else as above; the
+    columns then come from ``device_copy`` (the CUDA search's copy of ``X``
+    on the device, a ``paralingam.search._cuda.DeviceCopy``) while it holds
+    ``X``'s shape and values, else from ``X``, uploaded.
     """
     n, p = X.shape
     if n > p:
@@ -233,13 +241,17 @@ def _data_vectors(X, order, mean=None, segmented=False, n_threads=None, stop=Non
             from . import _cuda_qr
 
             if _cuda_qr.suits(n, len(order)):
-                from .._validation import default_threads
+                if device_copy is not None and _cuda_qr.copy_holds(device_copy, X.shape):
+                    R = _on_gpu(lambda: _cuda_qr.centred_triangular_factor_of_copy(
+                        device_copy, order), "the data's QR", "it")
+                else:
+                    from .._validation import default_threads
 
-                if mean is None:
-                    mean = _column_means(X)
-                R = _on_gpu(lambda: _cuda_qr.centred_triangular_factor(
-                    (n, len(order)), _centred_rows(X, order, mean),
-                    n_threads or default_threads()), "the data's QR", "it")
+                    if mean is None:
+                        mean = _column_means(X)
+                    R = _on_gpu(lambda: _cuda_qr.centred_triangular_factor(
+                        (n, len(order)), _centred_rows(X, order, mean),
+                        n_threads or default_threads()), "the data's QR", "it")
                 if R is not None:
                     return R
         return _centred_triangular_factor(X, order, mean=mean, segmented=segmented,

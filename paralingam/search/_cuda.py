@@ -218,6 +218,8 @@ class _Workspace:
         self.p, self.ld = p, ld
         self.keep = []
         self.dev = {}
+        self.copy_buf = None  # DeviceCopy's buffer, allocated on first use
+        self.copies = 0       # bumped by every copy and when the buffers are freed
         for block in _cuda_state.allocations(p, ld, use_float, multi, replica):
             buf = drv.mem_alloc(block.nbytes)
             self.keep.append(buf)
@@ -258,6 +260,50 @@ def _workspace(key, needed):
     _check_device(key, needed)
     ws = _WORKSPACES[key] = _Workspace(key[1], key[2], key[3])
     return ws
+
+
+class DeviceCopy:
+    """The search's data on device 0 as the upload left them, for the adjacency step.
+
+    X64 before the search standardises it: exactly ``data.T`` as float64,
+    one variable per row, ``ld`` doubles apart, at ``ptr``. The adjacency
+    step's QR of rank-deficient data (``paralingam.adjacency._cuda_qr``)
+    reads it instead of uploading the data again. It holds until the next
+    search on the same buffers, or until they are freed: :meth:`valid`.
+    """
+
+    def __init__(self, ws, n):
+        self._ws, self._generation = ws, ws.copies
+        self.n, self.p, self.ld, self.ptr = n, ws.p, ws.ld, int(ws.copy_buf)
+
+    def valid(self):
+        """Whether the buffer still holds these data."""
+        return self._ws.copies == self._generation
+
+
+# Device memory left free beside a kept copy of the data: the QR that reads
+# it allocates its own n x p array, a workspace and its slack.
+COPY_SLACK_BYTES = 256 << 20
+
+
+def _keep_copy(ws, n, stream):
+    """Copy X64 (as the upload left it) into the workspace's copy buffer: a DeviceCopy, or None.
+
+    None where the buffer and the QR that would read it (about as large
+    again) do not fit in the free device memory: the adjacency step then
+    uploads the data itself. The copy is queued on ``stream``.
+    """
+    import pycuda.driver as drv
+
+    nbytes = 8 * ws.p * ws.ld
+    if ws.copy_buf is None:
+        if 2 * nbytes + COPY_SLACK_BYTES > drv.mem_get_info()[0]:
+            return None
+        ws.copy_buf = drv.mem_alloc(nbytes)
+        ws.keep.append(ws.copy_buf)
+    ws.copies += 1
+    drv.memcpy_dtod_async(ws.copy_buf, ws.dev["X64"], nbytes, stream)
+    return DeviceCopy(ws, n)
 
 
 def check_memory(n, p, use_float):
@@ -312,8 +358,9 @@ def _drop_workspaces(after_fault=False):
     """Free this module's kept search buffers; after a fault, forget them and the modules."""
     global _LAST_MULTI
     _LAST_MULTI = None  # (its buffers are freed with it)
-    if not after_fault:
-        for ws in _WORKSPACES.values():
+    for ws in _WORKSPACES.values():
+        ws.copies += 1  # (their DeviceCopy objects no longer hold)
+        if not after_fault:
             for buf in ws.keep:
                 buf.free()
     _WORKSPACES.clear()  # (after a fault their memory went with the context)
@@ -759,7 +806,8 @@ def warps_per_pair_for(n, warps):
 def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, drift_tol,
            times, threads_per_block=None, blocks=None, stop_on_dependence=False,
            profile=False, min_blocks=None, candidates=None,
-           warps_per_pair=None, all_pairs_work=None, devices=None, progress=None):
+           warps_per_pair=None, all_pairs_work=None, devices=None, progress=None,
+           keep_copy=False):
     """Causal-order search of ``data`` (n_samples, n_features) on the GPU.
 
     ``candidates`` (prior knowledge, ``paralingam.prior``) is called with the
@@ -772,7 +820,9 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     one round. ``devices`` (``fit``'s): several GPUs share the search
     (``search_multi``; the same order as one GPU's). ``progress(n_ordered)``
     (optional, one GPU) is called with the variables ordered so far, at most
-    every 0.1 s, as iterations end.
+    every 0.1 s, as iterations end. ``keep_copy`` (one GPU): keep the data
+    on the device for the adjacency step, where memory allows
+    (``per_iteration["device_copy"]``, a :class:`DeviceCopy`, or None).
 
     Returns
     -------
@@ -838,6 +888,11 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
                 sums = pool.submit(noise_and_std, data)
                 upload(ws, data)
                 noise[:p], column_std = sums.result()
+        device_copy = None
+        if keep_copy:  # before the search standardises X64
+            stream = drv.Stream()
+            device_copy = _keep_copy(ws, n, stream)
+            stream.synchronize()
         drv.memcpy_htod(ws.dev["noise"], noise)
         drv.memset_d32(ws.dev["lock"], 0, p * p)  # epochs restart with every search
         times["upload"] = time.perf_counter() - t0
@@ -872,7 +927,10 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
             raise _sticky_fault(exc) from exc
         raise
     times["search"] = time.perf_counter() - t0
-    return _read_result(ws, out, p, times, column_std)
+    found = _read_result(ws, out, p, times, column_std)
+    if keep_copy:
+        found[2]["device_copy"] = device_copy
+    return found
 
 
 def _sticky_fault(exc):
