@@ -5,7 +5,8 @@
 import numpy as np
 import pytest
 
-from paralingam.adjacency import _least_squares, _min_norm
+from paralingam.adjacency import SINGULAR_TOL, _least_squares, _linalg, _min_norm
+from paralingam.adjacency._linalg import cholesky_add
 from paralingam.adjacency import ols_adjacency
 
 EPS = np.finfo(float).eps
@@ -343,26 +344,104 @@ def test_nogil_qr_steps_check_their_shapes():
     np.testing.assert_allclose(R.T @ R, A.T @ A + B.T @ B, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("trans", ["N", "T"])
-@pytest.mark.parametrize("cap, m", [(50, 30), (64, 64), (300, 23), (5, 1)])
-def test_the_loops_triangular_solves_are_scipys_bit_for_bit(trans, cap, m):
-    # _solve_upper calls LAPACK's dtrtrs as scipy.linalg.solve_triangular
-    # does, for C-ordered slices of the loop's factor and Fortran arrays
+def loop_in_numpy(U, C, R, Y, A, L, cols, sq_norm, rest2, m0, m):
+    """The variable-by-variable loop of _min_norm_rows as numpy wrote it (the oracle)."""
     from scipy.linalg import solve_triangular
 
-    rng = np.random.default_rng(cap * 100 + m)
-    big = np.triu(rng.standard_normal((cap, cap))) + 5 * np.eye(cap)
-    b = rng.standard_normal(m)
-    for R in (big[:m, :m], np.asfortranarray(big[:m, :m])):
-        got = _min_norm._solve_upper(R, b, trans=trans)
-        assert got.tobytes() == solve_triangular(R, b, trans=trans, check_finite=False).tobytes()
+    d = U.shape[0]
+    joins = _min_norm._joins
+    for i, k in enumerate(cols):
+        a = A[:, i]
+        l = np.zeros(U.shape[1])
+        l[:m0] = L[:, i]
+        for _ in range(2):
+            step = U[:, m0:m].T @ a
+            a -= U[:, m0:m] @ step
+            l[m0:m] += step
+        if m:
+            w = solve_triangular(R[:m, :m], l[:m], trans="T")
+            Y[k, :m] = solve_triangular(R[:m, :m], w)
+        res2 = a @ a
+        to_blocks = False
+        if joins(res2, sq_norm[k], m < d):
+            l[m] = np.sqrt(res2)
+            U[:, m] = a / l[m]
+            m += 1
+            if rest2 is not None and i + 1 < len(cols):
+                rest2[i + 1:] -= (U[:, m - 1] @ A[:, i + 1:]) ** 2
+                to_blocks = not joins(rest2[i + 1:], sq_norm[cols[i + 1:]], m < d).any()
+        C[:m, k] = l[:m]
+        cholesky_add(R, l, m)
+        if to_blocks:
+            return _linalg.MIN_NORM_TO_BLOCKS, i + 1, m
+    return _linalg.MIN_NORM_DONE, len(cols), m
 
 
-def test_the_loops_triangular_solve_refuses_a_singular_factor():
-    R = np.triu(np.ones((3, 3)))
-    R[1, 1] = 0.0
-    with pytest.raises(np.linalg.LinAlgError, match="singular"):
-        _min_norm._solve_upper(R, np.ones(3))
+def loop_case(seed, d=60, p=40, m0=5, track=False):
+    """A block of variables 10..p-1 on a basis of the first m0 vectors: some join, some not."""
+    rng = np.random.default_rng(seed)
+    V = rng.standard_normal((d, p))
+    for j in range(12, p, 3):  # every third an exact combination of earlier ones
+        V[:, j] = V[:, :j] @ (rng.standard_normal(j) * (rng.random(j) < 0.2))
+    cap = p
+    Q, T = np.linalg.qr(V[:, :10])
+    U, C = np.zeros((d, cap), order="F"), np.zeros((cap, p))
+    R, Y = np.zeros((cap, cap)), np.zeros((p, cap))
+    U[:, :m0] = Q[:, :m0]
+    C[:m0, :10] = T[:m0]
+    R[:m0, :m0] = np.linalg.qr(C[:m0, :10].T, mode="r")
+    cols = np.arange(10, p)
+    A = V[:, cols].copy()
+    L = U[:, :m0].T @ A
+    A -= U[:, :m0] @ L
+    sq_norm = np.einsum("ij,ij->j", V, V)
+    rest2 = np.einsum("ij,ij->j", A, A) if track else None
+    return U, C, R, Y, A, L, cols, sq_norm, rest2, m0
+
+
+@pytest.mark.parametrize("seed, track", [(1, False), (2, False), (3, True), (4, True)])
+def test_the_compiled_loop_is_the_numpy_loop(seed, track):
+    ref = [a.copy(order="K") if isinstance(a, np.ndarray) else a for a in loop_case(seed, track=track)]
+    got = [a.copy(order="K") if isinstance(a, np.ndarray) else a for a in loop_case(seed, track=track)]
+    status_ref, i_ref, m_ref = loop_in_numpy(*ref, ref[-1])
+    U, C, R, Y, A, L, cols, sq_norm, rest2, m0 = got
+    l = np.zeros(U.shape[1])
+    status, i, m = _linalg.min_norm_variables(
+        U, C, R, Y, np.asfortranarray(A), L, cols, sq_norm,
+        rest2 if rest2 is not None else np.zeros(0), track, l, 0, m0, m0, SINGULAR_TOL)
+    assert (status, i, m) == (status_ref, i_ref, m_ref)
+    assert m > m0 and (status == _linalg.MIN_NORM_TO_BLOCKS) == (i < len(cols))
+    for name, a, b in zip("UCRY", (U, C, R, Y), ref[:4]):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-10 * max(1.0, np.abs(b).max()),
+                                   err_msg=name)
+
+
+def test_the_compiled_loop_stops_at_a_singular_factor_and_resumes():
+    # an exact zero on R's diagonal (dtrtrs's singularity): the loop stops
+    # before the solve with the variable's coordinates in l and Y untouched;
+    # called again with solved=True it goes on from the basis test
+    U, C, R, Y, A, L, cols, sq_norm, _, m0 = loop_case(5)
+    R[2, 2] = 0.0
+    A = np.asfortranarray(A)
+    l = np.zeros(U.shape[1])
+    args = (U, C, R, Y, A, L, cols, sq_norm, np.zeros(0), False, l)
+    status, i, m = _linalg.min_norm_variables(*args, 0, m0, m0, SINGULAR_TOL)
+    assert (status, i, m) == (_linalg.MIN_NORM_SINGULAR, 0, m0)
+    assert not Y.any()
+    np.testing.assert_array_equal(l[:m0], L[:, 0])
+    status, i, m = _linalg.min_norm_variables(*args, 0, m0, m0, SINGULAR_TOL, True)
+    assert i >= 1 and not Y[cols[0]].any()  # (the caller's row, not the loop's)
+    assert C[:m0, cols[0]].tolist() == L[:, 0].tolist()
+
+
+def test_the_compiled_loop_needs_room_for_every_variable_to_join():
+    U, C, R, Y, A, L, cols, sq_norm, _, m0 = loop_case(6)
+    small = [np.ascontiguousarray(a[:, :m0 + 3]) for a in (U, Y)] + [C[:m0 + 3], R[:m0 + 3, :m0 + 3]]
+    with pytest.raises(ValueError, match="room"):
+        _linalg.min_norm_variables(np.asfortranarray(small[0]), np.ascontiguousarray(small[2]),
+                                   np.ascontiguousarray(small[3]), small[1],
+                                   np.asfortranarray(A), L, cols, sq_norm, np.zeros(0), False,
+                                   np.zeros(m0 + 3), 0, m0, m0, SINGULAR_TOL)
 
 
 @pytest.mark.parametrize("m, width", [(0, 64), (23, 64), (64, 64), (100, 100), (256, 256),

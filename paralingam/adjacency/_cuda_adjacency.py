@@ -141,6 +141,9 @@ def _ols_launch(fns, gram, tol, blocks):
 ABORT_TASK = 1 << 30
 
 
+# wait_interruptibly's first sleep between polls (seconds; doubled each poll)
+FIRST_POLL = 2e-5
+
 # wait_interruptibly(progress=...) reads the task counter at most this often
 PROGRESS_INTERVAL = 0.1
 
@@ -161,9 +164,14 @@ def wait_interruptibly(next_task=None, interval=1e-3, progress=None):
     PROGRESS_INTERVAL with the value of ``next_task`` (tasks drawn by the
     blocks so far, each block drawing one past the last at its end), read by
     a copy on a stream that runs beside the kernel.
+
+    The polls start ``FIRST_POLL`` apart and double up to ``interval``:
+    small problems' kernels end within a fraction of a millisecond, which
+    a first sleep of ``interval`` would have added to every call.
     """
     import pycuda.driver as drv
 
+    delay = min(FIRST_POLL, interval)
     done = drv.Event(drv.event_flags.DISABLE_TIMING)
     done.record()
     reader = None
@@ -172,7 +180,8 @@ def wait_interruptibly(next_task=None, interval=1e-3, progress=None):
         next_report = time.perf_counter() + PROGRESS_INTERVAL
     try:
         while not done.query():
-            time.sleep(interval)
+            time.sleep(delay)
+            delay = min(2 * delay, interval)
             if reader is not None and time.perf_counter() >= next_report:
                 side, drawn = reader
                 # CU_STREAM_NON_BLOCKING: the copy is not ordered after the kernel

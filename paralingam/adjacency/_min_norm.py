@@ -25,6 +25,12 @@ MIN_NORM_REFINED = 1e-12
 MIN_NORM_BLOCK = 256
 MIN_NORM_MIN_BLOCK = 64
 
+_NO_REST = np.zeros(0)  # min_norm_variables's rest2 where the residuals are not tracked
+
+# Rows of the coefficients per product of the last step (_min_norm_rows): each
+# chunk skips the columns after its last row, about half of Y C in all.
+MIN_NORM_ROWS_CHUNK = 256
+
 
 def _min_norm_rows(V, first, block=None):
     """Minimum-norm least squares of each variable from ``first`` on its predecessors.
@@ -39,7 +45,8 @@ def _min_norm_rows(V, first, block=None):
     of ``k`` on them is ``pinv(C_k) l_k = C_k^T y_k`` with
     ``(C_k C_k^T) y_k = l_k``; ``C_k C_k^T`` gains ``l_j l_j^T`` with each
     variable, so its Cholesky factor is updated by Givens rotations
-    (``_linalg.cholesky_add``) instead of refactorised. All rows cost
+    (in ``_linalg.min_norm_variables``, the compiled loop of the variables
+    that blocks cannot take) instead of refactorised. All rows cost
     O(p^2 r + d p r) for rank r, where a least-squares solve per target costs
     O(p^4) (docs/design/adjacency.rst, "Rank-deficient data: minimum-norm
     rows").
@@ -66,7 +73,7 @@ def _min_norm_rows(V, first, block=None):
         Row ``i``: the coefficients of variable ``first + i`` on the
         variables before it.
     """
-    from ._linalg import cholesky_add
+    from ._linalg import MIN_NORM_SINGULAR, MIN_NORM_TO_BLOCKS, min_norm_variables
 
     d, p = V.shape
     sq_norm = np.einsum("ij,ij->j", V, V)
@@ -86,7 +93,7 @@ def _min_norm_rows(V, first, block=None):
             if lead_rows is None:
                 lead = first
     cap = max(lead, min(p, d, 64))
-    U = np.zeros((d, cap))    # orthonormal basis, in the order its variables came
+    U = np.zeros((d, cap), order="F")  # orthonormal basis, in the order its variables came
     C = np.zeros((cap, p))    # column j: l_j, the coordinates of variable j
     R = np.zeros((cap, cap))  # upper, R^T R = C_k C_k^T
     Y = np.zeros((p, cap))    # row k: y_k
@@ -96,6 +103,10 @@ def _min_norm_rows(V, first, block=None):
     if lead:
         U[:, :lead], C[:lead, :lead] = Q[:, :lead], T[:lead, :lead]
         R[:lead, :lead] = np.linalg.qr(C[:lead, :lead].T, mode="r")
+    # the basis vectors are zero from row `support` on: with V triangular (the
+    # data's R), a variable's vector lies in the rows up to its own, and the
+    # block's projections skip the rows that add exact zeros
+    support = _support(U[:, :m])
     k0 = lead
     while k0 < p:
         cols = np.arange(k0, min(k0 + _block_width(m, block), p))
@@ -103,8 +114,8 @@ def _min_norm_rows(V, first, block=None):
         A = V[:, cols].copy()
         L = np.zeros((m0, len(cols)))
         for _ in range(2):  # the block on the basis as it stands
-            step = U[:, :m0].T @ A
-            A -= U[:, :m0] @ step
+            step = U[:support, :m0].T @ A[:support]
+            A[:support] -= U[:support, :m0] @ step
             L += step
         rest2 = None  # the residual norms of the loop's variables, while tracked
         if m0 and not direct:
@@ -134,54 +145,52 @@ def _min_norm_rows(V, first, block=None):
                 rest2 = res2[:last].copy()
         G = None  # the loop below changes C_k C_k^T variable by variable
         k0 += len(cols)
-        to_blocks = False
-        for i, k in enumerate(cols):
-            a = A[:, i]
-            l = np.zeros(cap)
-            l[:m0] = L[:, i]
-            for _ in range(2):  # on the basis vectors added inside this block
-                step = U[:, m0:m].T @ a
-                a -= U[:, m0:m] @ step
-                l[m0:m] += step
-            if m:
-                try:
-                    w = _solve_upper(R[:m, :m], l[:m], trans="T")
-                    Y[k, :m] = _solve_upper(R[:m, :m], w)
-                except np.linalg.LinAlgError:
-                    # R lost rank in floating point (predecessors whose scales
-                    # differ by ~1e16 or more): pinv(C_k) l_k directly
-                    direct[k] = np.linalg.lstsq(C[:m, :k], l[:m], rcond=None)[0]
-            res2 = a @ a
-            if _joins(res2, sq_norm[k], m < d):
-                if m == cap:
+        # variable by variable (compiled: _linalg.min_norm_variables); with
+        # rest2 tracked, once none of the block's later variables can join
+        # any more, they go to the blocks (wide data: the last independent
+        # variable, then only combinations of the basis)
+        A, L = np.asfortranarray(A), np.ascontiguousarray(L)
+        i, solved, l = 0, False, np.zeros(cap)
+        while i < len(cols):
+            room = min(m + len(cols) - i, p, d)  # (every variable left may join)
+            if cap < room:
+                while cap < room:
                     cap = min(2 * cap, p, d)
-                    U, C = _grown(U, (d, cap)), _grown(C, (cap, p))
-                    R, Y, l = _grown(R, (cap, cap)), _grown(Y, (p, cap)), _grown(l, (cap,))
-                l[m] = np.sqrt(res2)
-                U[:, m] = a / l[m]
-                m += 1
-                if rest2 is not None and i + 1 < len(cols):
-                    # the variables after it lose their part along the new
-                    # vector: once none of them can join any more, they go
-                    # to the blocks (wide data: the last independent
-                    # variable, then only combinations of the basis)
-                    rest2[i + 1:] -= (U[:, m - 1] @ A[:, i + 1:]) ** 2
-                    to_blocks = not _joins(rest2[i + 1:], sq_norm[cols[i + 1:]], m < d).any()
-            C[:m, k] = l[:m]
-            cholesky_add(R, l, m)
-            if to_blocks:
-                k0 = k + 1
+                U, C = _grown(U, (d, cap)), _grown(C, (cap, p))
+                R, Y, l = _grown(R, (cap, cap)), _grown(Y, (p, cap)), _grown(l, (cap,))
+            m_before = m
+            status, i, m = min_norm_variables(
+                U, C, R, Y, A, L, cols, sq_norm, rest2 if rest2 is not None else _NO_REST,
+                rest2 is not None, l, i, m0, m, SINGULAR_TOL, solved)
+            support = max(support, _support(U[:, m_before:m]))
+            solved = False
+            if status == MIN_NORM_SINGULAR:
+                # R lost rank in floating point (predecessors whose scales
+                # differ by ~1e16 or more): pinv(C_k) l_k directly
+                k = cols[i]
+                direct[k] = np.linalg.lstsq(C[:m, :k], l[:m], rcond=None)[0]
+                solved = True
+            elif status == MIN_NORM_TO_BLOCKS:
+                k0 = cols[i - 1] + 1
                 break
-    # row k: C_k^T y_k, the columns before k of Y C (one BLAS-3 product per chunk)
+    # row k: C_k^T y_k, the columns before k of Y C (one BLAS-3 product per
+    # chunk of rows, over the basis's m coordinates and the chunk's columns
+    # before its last row: the rest are zeros)
     coef = np.zeros((p - first, p))
-    for r0 in range(first, p, 1024):
-        r1 = min(r0 + 1024, p)
-        coef[r0 - first:r1 - first] = np.tril(Y[r0:r1] @ C, r0 - 1)
+    for r0 in range(first, p, MIN_NORM_ROWS_CHUNK):
+        r1 = min(r0 + MIN_NORM_ROWS_CHUNK, p)
+        coef[r0 - first:r1 - first, :r1] = np.tril(Y[r0:r1, :m] @ C[:m, :r1], r0 - 1)
     for k, row in direct.items():
         coef[k - first, :k] = row
     if lead_rows is not None:
         coef[:lead - first, :lead] = lead_rows
     return coef
+
+
+def _support(U):
+    """1 + the last row in which a column of ``U`` is non-zero (0 for none)."""
+    rows = np.flatnonzero(U.any(axis=1))
+    return int(rows[-1]) + 1 if len(rows) else 0
 
 
 def _block_width(m, block=None):
@@ -319,31 +328,8 @@ def _factor_add_rows(R, X):
     return np.triu(Rn)
 
 
-def _solve_upper(R, b, trans="N"):
-    """``R^{-1} b`` (or ``R^{-T} b``) for upper triangular ``R``.
-
-    LAPACK's ``dtrtrs`` called as ``scipy.linalg.solve_triangular`` calls it
-    (a C-ordered ``R`` as its transpose, lower), so the same bits, without
-    that function's checks: the loop of :func:`_min_norm_rows` makes two such
-    solves per variable, and the checks cost more than a small solve.
-    """
-    from .._lapack import lapack
-
-    dtrtrs, = lapack("dtrtrs")  # (scipy's, without the import of scipy.linalg)
-    t = 1 if trans == "T" else 0
-    if R.flags.f_contiguous:
-        x, info = dtrtrs(R, b, lower=0, trans=t)
-    else:
-        x, info = dtrtrs(R.T, b, lower=1, trans=1 - t)
-    if info > 0:
-        raise np.linalg.LinAlgError(f"singular matrix: resolution failed at diagonal {info - 1}")
-    if info < 0:
-        raise ValueError(f"illegal value in argument {-info} of dtrtrs")
-    return x
-
-
 def _grown(A, shape):
-    """``A`` in the leading corner of a larger zero array."""
-    out = np.zeros(shape)
+    """``A`` in the leading corner of a larger zero array (Fortran-ordered as ``A`` is)."""
+    out = np.zeros(shape, order="F" if A.ndim > 1 and not A.flags.c_contiguous else "C")
     out[tuple(slice(0, s) for s in A.shape)] = A
     return out
