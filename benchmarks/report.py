@@ -503,6 +503,25 @@ def device_copy(out):
     (out / "device_copy.rst").write_text(text + "\n" + _source(name, d, "device_copy"))
 
 
+def min_norm_loop(out):
+    """The compiled minimum-norm loop against the Python one, whole CUDA jobs (tools/ab_trees.sh)."""
+    name = "bench_adjacency_h100.json"
+    d = _load(name).get("min_norm_loop")
+    if d is None:
+        return
+    base, head = d["provenance"]["base"], d["provenance"]["commit"]
+
+    def rounds(runs, key):
+        return ", ".join(f"{r[key] * 1e3:.1f}" for r in runs) + " ms"
+
+    rows = [[r["case"], f"{r['p']} x {r['n']}", tree, rounds(r[side], "adjacency_s"),
+             rounds(r[side], "fit_s"), rounds(r[side], "estimator_fit_s"), rounds(r[side], "search_s")]
+            for r in d["rows"] for side, tree in (("base", base), ("head", head))]
+    text = _table(["case", "p x n", "tree", "fit's adjacency phase", "fit", "DirectLiNGAM().fit",
+                   "search"], rows)
+    (out / "min_norm_loop.rst").write_text(text + "\n" + _source(name, d, "min_norm_loop"))
+
+
 def qr_ahead(out):
     """Least squares with the data's QR ahead of the scatter matrix or after it (bench_adjacency.py --mode qr-ahead)."""
     name = "bench_adjacency_vm_2cores.json"
@@ -561,6 +580,7 @@ def render(out):
     tsqr_segments(out)
     gpu_qr(out)
     device_copy(out)
+    min_norm_loop(out)
     qr_ahead(out)
     pivot_noise(out)
 

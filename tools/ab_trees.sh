@@ -16,6 +16,6 @@ for round in $(seq 1 "$rounds"); do
     for tree in "$a" "$b"; do
         name="$(basename "$tree")"
         echo "== $name (round $round)"
-        (cd "$tree" && PYTHONPATH="$tree" "$py" "$script" "$@" --json "$out/${name}_$round.json") 2>&1 | tail -n 4
+        (cd "$tree" && PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}" "$py" "$script" "$@" --json "$out/${name}_$round.json") 2>&1 | tail -n 4
     done
 done
