@@ -67,6 +67,14 @@ copy; each row counts the factorisations of either GPU route:
 
     python benchmarks/bench_adjacency.py --mode device-copy --backend cuda --data-dir .gpu/data
 
+``--mode ols-factor`` (CUDA) is the same-process A/B of where ``fit``'s
+least-squares Cholesky rows run after a CUDA search: the GPU's kernels
+against the host's LAPACK, alternated on the Sachs-sized, E. coli,
+rank-deficient p=300 and typical p=1000 cases (the adjacency phase of
+``fit``), to place ``adjacency._least_squares.CUDA_OLS_MIN_FEATURES``:
+
+    python benchmarks/bench_adjacency.py --mode ols-factor --backend cuda --data-dir .gpu/data
+
 ``--mode pivot-noise`` (CUDA) times back-to-back fits of p=1000, n=8192 (the
 pipeline's ``typical`` data) with the least squares' pivot-noise bound summed
 by a matrix-vector product on numpy's BLAS, as before, against the tree's
@@ -353,6 +361,23 @@ def device_copy(args):
     _common.write_result(args, {"rows": rows})
 
 
+def ols_factor(args):
+    """fit's least squares with the Cholesky rows on the GPU and on the host (see the module docstring)."""
+    from paralingam.adjacency import _least_squares
+
+    if args.backend != "cuda":
+        raise SystemExit("--mode ols-factor compares CUDA routes: pass --backend cuda")
+    tree = _least_squares.CUDA_OLS_MIN_FEATURES
+
+    def install(min_features):
+        _least_squares.CUDA_OLS_MIN_FEATURES = min_features
+
+    rows = alternated_settings(
+        args, args.cases or ("sachs_p_values", "ecoli", "rank_deficient_300", "typical"),
+        {"gpu": 0, "host": 1 << 30}, install, lambda: install(tree), estimator=False)
+    _common.write_result(args, {"rows": rows, "cuda_ols_min_features": tree})
+
+
 def pivot_noise(args):
     """Back-to-back CUDA fits with the noise bound on BLAS and without (see the module docstring)."""
     import bench_pipeline as bp
@@ -398,7 +423,7 @@ def main():
     ap = _common.parser("bench_adjacency", __doc__, modes=("steps", "blas-threads", "estimator-blas",
                                                              "tsqr-segments", "qr-ahead",
                                                              "pivot-noise", "gpu-qr",
-                                                             "device-copy"),
+                                                             "device-copy", "ols-factor"),
                         quick="blas-threads, estimator-blas, tsqr-segments: the two small cases only")
     ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--sizes", nargs="*", default=["100x1024", "200x2048", "500x4096", "1000x8192"],
@@ -412,14 +437,16 @@ def main():
     ap.add_argument("--data-dir", default=os.environ.get("PARALINGAM_DATA", "/work/shared/data"),
                     help="folder of ecoli_core_fluxes_n10000.npz (blas-threads, estimator-blas)")
     ap.add_argument("--cases", nargs="+", default=None,
-                    choices=("ecoli", "rank_deficient_300", "rank_deficient_1000", "wide", "wide_5000"),
+                    choices=("ecoli", "rank_deficient_300", "rank_deficient_1000", "wide", "wide_5000",
+                             "sachs_p_values", "typical"),
                     help="blas-threads, tsqr-segments, qr-ahead: the cases to time (default: "
                          "blas-threads all but wide_5000, tsqr-segments E. coli and the "
                          "rank-deficient ones, qr-ahead E. coli and rank-deficient p=300)")
     args = ap.parse_args()
     other_modes = {"blas-threads": blas_threads, "estimator-blas": estimator_blas,
                    "tsqr-segments": tsqr_segments, "qr-ahead": qr_ahead,
-                   "pivot-noise": pivot_noise, "gpu-qr": gpu_qr, "device-copy": device_copy}
+                   "pivot-noise": pivot_noise, "gpu-qr": gpu_qr, "device-copy": device_copy,
+                   "ols-factor": ols_factor}
     if args.mode in other_modes:
         other_modes[args.mode](args)
         return

@@ -331,6 +331,26 @@ def gpu_usable(monkeypatch):
     monkeypatch.setattr(_gpu, "unavailable_reason", lambda: None)
 
 
+@pytest.mark.parametrize("p, on_gpu", [(20, False), (300, True)])
+def test_the_cuda_routes_cholesky_rows_run_on_the_gpu_from_a_size_on(gpu_usable, monkeypatch, p,
+                                                                     on_gpu):
+    # below CUDA_OLS_MIN_FEATURES the host's LAPACK factor of the small
+    # covariance beats the GPU's launches: the same rows as the CPU route
+    calls = []
+
+    def factor(gram, gpu):  # (a stand-in of the GPU's factor: the host's)
+        calls.append(gpu)
+        return _least_squares._ols_on_predecessors(gram)
+
+    monkeypatch.setattr(_least_squares, "_least_squares_factor", factor)
+    X = np.random.default_rng(p).laplace(size=(2 * p + 50, p))
+    order = np.random.default_rng(0).permutation(p)
+    got = _least_squares._ols_adjacency(X, order, backend="cuda")
+    assert calls == ([True] if on_gpu else [])
+    assert (p >= _least_squares.CUDA_OLS_MIN_FEATURES) == on_gpu
+    np.testing.assert_allclose(got, _least_squares._ols_adjacency(X, order), rtol=0, atol=1e-12)
+
+
 def test_the_cuda_route_takes_the_gpu_factor(fake_gpu, gpu_usable):
     # fit's least squares after a CUDA search: rows of targets that are not
     # exact combinations equal the host route's; exact ones reproduce them

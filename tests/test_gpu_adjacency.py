@@ -11,7 +11,7 @@ import pytest
 from lingam_cases import lingam_adjacency, random_prior_knowledge, tutorial_data
 
 from paralingam.search import reference
-from paralingam.adjacency import adaptive_lasso_adjacency, ols_adjacency
+from paralingam.adjacency import _least_squares, adaptive_lasso_adjacency, ols_adjacency
 
 pytestmark = pytest.mark.gpu
 
@@ -157,7 +157,8 @@ def test_gpu_least_squares_factor_stops_at_a_singular_pivot():
 
 
 @pytest.mark.parametrize("p, n, density, seed", [(12, 300, "sparse", 220), (100, 800, "dense", 221)])
-def test_gpu_ols_adjacency_equals_host(lingam_data, p, n, density, seed):
+def test_gpu_ols_adjacency_equals_host(lingam_data, p, n, density, seed, monkeypatch):
+    monkeypatch.setattr(_least_squares, "CUDA_OLS_MIN_FEATURES", 0)  # (the GPU's rows at any size)
     X = lingam_data(p, n, density, seed)[0]
     order = list(np.random.default_rng(seed).permutation(p))
     with warnings.catch_warnings():
@@ -177,6 +178,8 @@ def test_gpu_ols_adjacency_equals_host(lingam_data, p, n, density, seed):
 def test_fit_on_cuda_gives_least_squares_from_the_gpu(lingam_data, monkeypatch):
     import paralingam
     from paralingam.adjacency import _cuda_adjacency
+
+    monkeypatch.setattr(_least_squares, "CUDA_OLS_MIN_FEATURES", 40)  # (X has 40 variables)
 
     calls = []
     factor = _cuda_adjacency.ols_on_predecessors
@@ -218,7 +221,8 @@ def test_gpu_least_squares_factor_panel_edges(p, bad):
 
 
 @pytest.mark.parametrize("p", [1, 2])
-def test_gpu_ols_adjacency_of_one_or_two_variables(p):
+def test_gpu_ols_adjacency_of_one_or_two_variables(p, monkeypatch):
+    monkeypatch.setattr(_least_squares, "CUDA_OLS_MIN_FEATURES", 0)
     X = np.random.default_rng(p).laplace(size=(50, p)) @ np.triu(np.ones((p, p)))
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)

@@ -55,14 +55,14 @@ from ._adaptive_lasso import (CUDA_LASSO_MIN_FEATURES, _adaptive_lasso_adjacency
                               adaptive_lasso_adjacency)
 from ._common import (ADJACENCY_BACKENDS, ADJACENCY_METHODS, SHARED_SCALE_SPAN, SINGULAR_TOL,
                       AdjacencyWarning, _checked_inputs, _scaled_back)
-from ._least_squares import _ols_adjacency, ols_adjacency
+from ._least_squares import CUDA_OLS_MIN_FEATURES, _ols_adjacency, ols_adjacency
 from ._min_norm import MIN_NORM_REFINED, MIN_NORM_REFINEMENTS
 from ._prior import SCHUR_MAX_EXCLUDED, SCHUR_MIN_PIVOT, allowed_predictors
 
 __all__ = [
     "estimate_adjacency", "ols_adjacency", "adaptive_lasso_adjacency", "allowed_predictors",
     "AdjacencyWarning", "ADJACENCY_METHODS", "ADJACENCY_BACKENDS", "SINGULAR_TOL",
-    "SHARED_SCALE_SPAN", "CUDA_LASSO_MIN_FEATURES", "MIN_NORM_REFINEMENTS",
+    "SHARED_SCALE_SPAN", "CUDA_LASSO_MIN_FEATURES", "CUDA_OLS_MIN_FEATURES", "MIN_NORM_REFINEMENTS",
     "MIN_NORM_REFINED", "SCHUR_MAX_EXCLUDED", "SCHUR_MIN_PIVOT",
 ]
 

@@ -20,6 +20,13 @@ from ._common import (ADJACENCY_BACKENDS, SINGULAR_TOL, _EPS, _checked_inputs, _
 from ._min_norm import _min_norm_rows
 from ._prior import SCHUR_MAX_EXCLUDED, _inverse_factor, _row_without, allowed_predictors
 
+# After a CUDA search, the Cholesky rows of the least squares run on the GPU
+# from this many variables on (kernels/adjacency.cu); below it the host's
+# LAPACK factor of the small covariance takes less than the GPU's launches,
+# copies and allocations (docs/design/adjacency.rst, "Small covariances on
+# the host").
+CUDA_OLS_MIN_FEATURES = 256
+
 # Rows per step of the streaming QR of the data (_centred_triangular_factor):
 # a chunk of up to a few hundred columns stays in cache.
 TSQR_CHUNK = 512
@@ -46,7 +53,8 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
         ``prior_knowledge[i, j] == 0`` removes ``j`` from the predictors of
         ``i`` (lingam's convention).
     backend : {None, "cpu", "cuda"}
-        ``"cuda"``: the Cholesky factor and the rows come from the GPU
+        ``"cuda"``: from ``CUDA_OLS_MIN_FEATURES`` variables on, the
+        Cholesky factor and the rows come from the GPU
         (``kernels/adjacency.cu``); when a pivot is singular to
         ``SINGULAR_TOL``, or the GPU cannot run (a warning says why), the
         host computes them. The O(n p^2) part, the scatter matrix, can come
@@ -122,7 +130,8 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
         cov = scatter[np.ix_(order, order)] / X.shape[0]
         B_ord = None
         factor = None
-        if backend == "cuda":  # the factor on the GPU; any failed pivot: the host's path
+        if backend == "cuda" and p >= CUDA_OLS_MIN_FEATURES:
+            # the factor on the GPU; any failed pivot: the host's path
             factor = _least_squares_factor(cov, True)
             coef, rss, solved = factor
             if solved.all() and (rss > _pivot_noise(cov, coef)).all():
