@@ -522,6 +522,20 @@ def min_norm_loop(out):
     (out / "min_norm_loop.rst").write_text(text + "\n" + _source(name, d, "min_norm_loop"))
 
 
+def ols_factor(out):
+    """fit's Cholesky rows on the GPU against the host's (bench_adjacency.py --mode ols-factor)."""
+    name = "bench_adjacency_h100.json"
+    d = _load(name).get("ols_factor")
+    if d is None:
+        return
+    settings = (("gpu", "on the GPU"), ("host", "on the host"))
+    rows = [[r["case"], f"{r['p']} x {r['n']}", label, _rounds_ms(r, key, "fit_adjacency_s"),
+             _rounds_ms(r, key, "search_s")]
+            for r in d["rows"] for key, label in settings]
+    text = _table(["case", "p x n", "the Cholesky rows", "fit's adjacency phase", "search"], rows)
+    (out / "ols_factor.rst").write_text(text + "\n" + _source(name, d, "ols_factor"))
+
+
 def qr_ahead(out):
     """Least squares with the data's QR ahead of the scatter matrix or after it (bench_adjacency.py --mode qr-ahead)."""
     name = "bench_adjacency_vm_2cores.json"
@@ -581,6 +595,7 @@ def render(out):
     gpu_qr(out)
     device_copy(out)
     min_norm_loop(out)
+    ols_factor(out)
     qr_ahead(out)
     pivot_noise(out)
 
