@@ -187,6 +187,7 @@ def test_a_factor_that_stopped_early_is_not_computed_again(monkeypatch):
     def no_second_factor(gram):
         raise AssertionError("the covariance was factorised again")
 
+    monkeypatch.setattr(_least_squares, "CUDA_OLS_MIN_FEATURES", 0)  # (the GPU's rows at p=40)
     monkeypatch.setattr(_least_squares, "_least_squares_factor", lambda gram, on_gpu: gpu_like)
     monkeypatch.setattr(_least_squares, "_ols_on_predecessors", no_second_factor)
     got = ols_adjacency(X, order, backend="cuda")
