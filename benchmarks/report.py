@@ -472,35 +472,43 @@ def tsqr_segments(out):
     (out / "tsqr_segments.rst").write_text(text + "\n" + "\n".join(sources))
 
 
+def _ab_settings(out, section, settings, columns, setting_header, optional=False):
+    """A bench_adjacency.py A/B section of bench_adjacency_h100.json: one row per case and setting.
+
+    ``settings``: (key, label) of each setting; ``columns``: (field, header)
+    of the rounds shown, each as :func:`_rounds_ms`. With ``optional``, a
+    section the file lacks writes nothing.
+    """
+    name = "bench_adjacency_h100.json"
+    d = _load(name).get(section)
+    if d is None and optional:
+        return
+    rows = [[r["case"], f"{r['p']} x {r['n']}", label]
+            + [_rounds_ms(r, key, field) for field, _ in columns]
+            for r in d["rows"] for key, label in settings]
+    text = _table(["case", "p x n", setting_header] + [header for _, header in columns], rows)
+    (out / f"{section}.rst").write_text(text + "\n" + _source(name, d, section))
+
+
 def gpu_qr(out):
     """The data's QR on the GPU against the host's segments (bench_adjacency.py --mode gpu-qr)."""
-    name = "bench_adjacency_h100.json"
-    d = _load(name)["gpu_qr"]
-    settings = (("host_segments", "host segments"), ("gpu_one_thread", "GPU, blocks on one thread"),
-                ("gpu", "GPU, blocks on fit's threads"))
-    rows = [[r["case"], f"{r['p']} x {r['n']}", label, _rounds_ms(r, key, "fit_adjacency_s"),
-             _rounds_ms(r, key, "estimator_adjacency_s"), _rounds_ms(r, key, "search_s")]
-            for r in d["rows"] for key, label in settings]
-    text = _table(["case", "p x n", "the data's QR", "fit's adjacency phase",
-                   "estimator's adjacency phase", "search"], rows)
-    (out / "gpu_qr.rst").write_text(text + "\n" + _source(name, d, "gpu_qr"))
+    _ab_settings(out, "gpu_qr",
+                 (("host_segments", "host segments"), ("gpu_one_thread", "GPU, blocks on one thread"),
+                  ("gpu", "GPU, blocks on fit's threads")),
+                 (("fit_adjacency_s", "fit's adjacency phase"),
+                  ("estimator_adjacency_s", "estimator's adjacency phase"), ("search_s", "search")),
+                 "the data's QR")
 
 
 def device_copy(out):
     """The data's QR on the GPU from the search's copy or an upload (bench_adjacency.py --mode device-copy)."""
-    name = "bench_adjacency_h100.json"
-    d = _load(name).get("device_copy")
-    if d is None:
-        return
-    settings = (("host_segments", "host segments"), ("gpu_upload", "GPU, the data uploaded"),
-                ("gpu_device_copy", "GPU, the search's copy"))
-    rows = [[r["case"], f"{r['p']} x {r['n']}", label, _rounds_ms(r, key, "fit_adjacency_s"),
-             _rounds_ms(r, key, "estimator_adjacency_s"), _rounds_ms(r, key, "upload_s"),
-             _rounds_ms(r, key, "search_s")]
-            for r in d["rows"] for key, label in settings]
-    text = _table(["case", "p x n", "the data's QR", "fit's adjacency phase",
-                   "estimator's adjacency phase", "fit's upload phase", "search"], rows)
-    (out / "device_copy.rst").write_text(text + "\n" + _source(name, d, "device_copy"))
+    _ab_settings(out, "device_copy",
+                 (("host_segments", "host segments"), ("gpu_upload", "GPU, the data uploaded"),
+                  ("gpu_device_copy", "GPU, the search's copy")),
+                 (("fit_adjacency_s", "fit's adjacency phase"),
+                  ("estimator_adjacency_s", "estimator's adjacency phase"),
+                  ("upload_s", "fit's upload phase"), ("search_s", "search")),
+                 "the data's QR", optional=True)
 
 
 def min_norm_loop(out):
@@ -524,16 +532,9 @@ def min_norm_loop(out):
 
 def ols_factor(out):
     """fit's Cholesky rows on the GPU against the host's (bench_adjacency.py --mode ols-factor)."""
-    name = "bench_adjacency_h100.json"
-    d = _load(name).get("ols_factor")
-    if d is None:
-        return
-    settings = (("gpu", "on the GPU"), ("host", "on the host"))
-    rows = [[r["case"], f"{r['p']} x {r['n']}", label, _rounds_ms(r, key, "fit_adjacency_s"),
-             _rounds_ms(r, key, "search_s")]
-            for r in d["rows"] for key, label in settings]
-    text = _table(["case", "p x n", "the Cholesky rows", "fit's adjacency phase", "search"], rows)
-    (out / "ols_factor.rst").write_text(text + "\n" + _source(name, d, "ols_factor"))
+    _ab_settings(out, "ols_factor", (("gpu", "on the GPU"), ("host", "on the host")),
+                 (("fit_adjacency_s", "fit's adjacency phase"), ("search_s", "search")),
+                 "the Cholesky rows", optional=True)
 
 
 def qr_ahead(out):
