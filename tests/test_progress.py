@@ -400,3 +400,35 @@ def test_command_line_draws_bars_on_a_terminal_only(tmp_path):
     assert rc == 0 and "variables (" not in err and "targets (" not in err, err
     rc, err = _cli_stderr(args + ["--quiet"], True, tmp_path)  # --quiet on a terminal
     assert rc == 0 and "variables (" not in err and "targets (" not in err, err
+
+
+def test_waiting_for_the_adjacency_kernels_polls_from_short_sleeps(monkeypatch):
+    # wait_interruptibly's sleeps start at FIRST_POLL and double up to its
+    # interval: small problems' kernels end well inside the old first sleep
+    # of a whole interval (1 ms), which every call paid
+    from paralingam.adjacency import _cuda_adjacency
+
+    class Event:
+        polls = 0
+
+        def __init__(self, flags):
+            pass
+
+        def record(self):
+            pass
+
+        def query(self):
+            Event.polls += 1
+            return Event.polls > 8
+
+    driver = types.SimpleNamespace(Event=Event, event_flags=types.SimpleNamespace(DISABLE_TIMING=2))
+    package = types.ModuleType("pycuda")
+    package.driver = driver
+    monkeypatch.setitem(sys.modules, "pycuda", package)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", driver)
+    sleeps = []
+    monkeypatch.setattr(_cuda_adjacency.time, "sleep", sleeps.append)
+    _cuda_adjacency.wait_interruptibly(interval=1e-3)
+    first = _cuda_adjacency.FIRST_POLL
+    assert sleeps == [min(first * 2 ** i, 1e-3) for i in range(8)]
+    assert sleeps[0] < 1e-4 and sleeps[-1] == 1e-3
