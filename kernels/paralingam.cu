@@ -1751,17 +1751,122 @@ extern "C" __global__ void __launch_bounds__(1024) select64(PlSearch *s)
 
 // ---------------------------------------------------------------- UpdateData and UpdateCovMat
 
-// Regress the root out of the row at position k (Alg. 5), in double and
-// float; detect a fully explained variable; measure the drift
-// max(|mean|, |var - 1|, |corr(x, root)|) of the updated row; with float
-// comparisons, the entropy moments of the new float row, for setup_f32,
-// and of long rows the double entropy, for a re-decision (hx64_in_update)
-// (one block).
+// UpdateData (Alg. 5) regresses the root out of every remaining row, in
+// double and float; detects a fully explained variable; measures the drift
+// max(|mean|, |var - 1|, |corr(x, root)|) of the updated row; and with float
+// comparisons computes the entropy moments of the new float row, for
+// setup_f32, and of long rows the double entropy, for a re-decision
+// (hx64_in_update). Rows of fewer than PL_UPDATE_SPLIT_MIN_N samples take
+// one block each (update_data*, regress_root_out); longer rows are split
+// into chunks of PL_UPDATE_CHUNK samples over three kernels (update_sums,
+// update_rows*, update_finish). The pieces below are their shared
+// arithmetic.
 //
 // The rows are 16-byte aligned (the row stride is a multiple of 32), so
 // both passes move two samples per load and store; the loops are unrolled
-// to keep several loads in flight: the kernel is bound by memory latency,
-// one block per row.
+// to keep several loads in flight: the passes are bound by memory.
+
+// This thread's share (stride blockDim.x) of the sums {a, b, ab, aa, bb} of
+// row x2 (a) against the root's row xr2 (b) over the sample pairs
+// q0 <= q < q1; with `cache`, each pair of the row is stored there too.
+__device__ __forceinline__ void add_root_sums(const double2 *x2, const double2 *__restrict__ xr2,
+                                              int q0, int q1, double2 *cache, double sum[5])
+{
+#pragma unroll 4
+    for (int q = q0 + threadIdx.x; q < q1; q += blockDim.x) {
+        const double2 a = x2[q], b = __ldg(xr2 + q);
+        if (cache) cache[q] = a;
+        sum[0] += a.x + a.y; sum[1] += b.x + b.y; sum[2] += a.x * b.x + a.y * b.y;
+        sum[3] += a.x * a.x + a.y * a.y; sum[4] += b.x * b.x + b.y * b.y;
+    }
+}
+
+// The odd last sample of an odd n in the sums above (the calling thread).
+__device__ __forceinline__ void add_root_sums_tail(const double *x, const double *xr, int n,
+                                                   double sum[5])
+{
+    const double a = x[n - 1], b = xr[n - 1];
+    sum[0] += a; sum[1] += b; sum[2] += a * b; sum[3] += a * a; sum[4] += b * b;
+}
+
+// Block sums of one row's regression: {v, v^2, v y} and the float (and, H64,
+// double) entropy series sums of the new values v.
+template <bool H64>
+using RegressSums = double[H64 ? 9 : 6];
+
+// Row x's new values v = (a - rho y) / sqrt(f) (inv_s = 1 / sqrt(f), y the
+// root's row xr) over the sample pairs q0 <= q < q1, and with `tail` the
+// odd last sample n - 1, written to the row (x) and its float copy (x32),
+// and their block sums t (every thread gets them). src2: where the old
+// values are read (the row, or the block's cache of it).
+template <bool H64>
+__device__ void regress_pairs(double *x, float *x32, const double *xr, const double2 *src2, int q0,
+                              int q1, bool tail, int n, double rho, double inv_s, bool want_h,
+                              RegressSums<H64> &t, double *sh)
+{
+    const double2 *xr2 = reinterpret_cast<const double2 *>(xr);
+    PlSeriesSums h;
+    PlSums64 hd;  // (H64) the double entropy of the new row
+    double mom[3] = {0.0, 0.0, 0.0};  // v, v^2, v y
+    double2 *w2 = reinterpret_cast<double2 *>(x);
+    float2 *w32 = reinterpret_cast<float2 *>(x32);
+#pragma unroll 4
+    for (int q = q0 + threadIdx.x; q < q1; q += blockDim.x) {  // (each thread reads its own src)
+        const double2 y = __ldg(xr2 + q);
+        const double2 a = src2[q];
+        const double2 v = make_double2((a.x - rho * y.x) * inv_s, (a.y - rho * y.y) * inv_s);
+        const float2 v32 = make_float2((float)v.x, (float)v.y);
+        w2[q] = v;
+        w32[q] = v32;
+        mom[0] += v.x + v.y; mom[1] += v.x * v.x + v.y * v.y; mom[2] += v.x * y.x + v.y * y.y;
+        if (want_h) { h.add(v32.x); h.add(v32.y); }
+        if (H64) { hd.add(v.x); hd.add(v.y); }
+    }
+    if (tail && threadIdx.x == 0) {
+        const double y = xr[n - 1], v = (x[n - 1] - rho * y) * inv_s;
+        x[n - 1] = v;
+        x32[n - 1] = (float)v;
+        mom[0] += v; mom[1] += v * v; mom[2] += v * y;
+        if (want_h) h.add((float)v);
+        if (H64) hd.add(v);
+    }
+    h.flush();
+    hd.flush();
+    t[0] = mom[0]; t[1] = mom[1]; t[2] = mom[2];
+    t[3] = h.a.value(); t[4] = h.l.value(); t[5] = h.g.value();
+    if constexpr (H64) {
+        t[6] = hd.a;
+        t[7] = hd.l;
+        t[8] = hd.g;
+    }
+    block_sums(t, sh);
+}
+
+// Thread 0's record of regressed variable i from its sums t: its
+// remaining-variance fraction fr, rounding noise, the drift, and the
+// entropies of its new row. eps_drift: DBL_EPSILON / f, where the
+// covariance update divides this row's entries (rounding ~eps) by sqrt(f),
+// which counts as drift (the CPU's update_row).
+template <bool H64>
+__device__ void record_regressed(PlSearch *s, int i, double fr, double noise_after,
+                                 double eps_drift, const RegressSums<H64> &t)
+{
+    const int n = (int)s->n;
+    s->frac[i] = fr;
+    s->noise[i] = noise_after;
+    const double mean = t[0] / n, var = t[1] / n - mean * mean, corr = t[2] / n;
+    const double drift = fmax(fmax(fabs(mean), fmax(fabs(var - 1.0), fabs(corr))), eps_drift);
+    atomicMax(&s->ctl->drift_bits, (unsigned long long)__double_as_longlong(drift));
+    if (s->use_float) {
+        double m[2];
+        pl_series_moments_of(t + 3, n, m);
+        s->hx_var[i] = entropy_of(m[0], m[1]);
+        s->hx_var_err[i] = entropy_bound(m[0], m[1], s->moment_err);
+    }
+    if constexpr (H64) s->hx64_var[i] = entropy_of((t[6] + t[7]) / n - PL_LN2, t[8] / n);
+}
+
+// Regress the root out of the row at position k: one block, the whole row.
 template <bool H64>
 __device__ void regress_root_out(PlSearch *s, int k, double *sh)
 {
@@ -1773,8 +1878,6 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
     double *x = s->X64 + i * ld;
     float *x32 = s->X32 + i * ld;
     const double *xr = s->X64 + (size_t)root * ld;
-    const double2 *x2 = reinterpret_cast<const double2 *>(x);
-    const double2 *xr2 = reinterpret_cast<const double2 *>(xr);
     // The correlation with the root from the data (see verify_band), which
     // UpdateCovMat then uses too. When the host gave the block shared memory
     // for the row, the update reads it from there: the row is read from
@@ -1789,19 +1892,10 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
     // after the passes; no block writes the root's.
     const double frac_i = s->frac[i], noise_i = s->noise[i], noise_root = s->noise[root];
     const double band = verify_band(s), tol = s->explained_tol;
-    const bool want_h = s->use_float;
     double sum[5] = {0.0, 0.0, 0.0, 0.0, 0.0};  // a, b, ab, aa, bb
-#pragma unroll 4
-    for (int q = threadIdx.x; q < n2; q += blockDim.x) {
-        const double2 a = x2[q], b = __ldg(xr2 + q);
-        if (cached) xs2[q] = a;
-        sum[0] += a.x + a.y; sum[1] += b.x + b.y; sum[2] += a.x * b.x + a.y * b.y;
-        sum[3] += a.x * a.x + a.y * a.y; sum[4] += b.x * b.x + b.y * b.y;
-    }
-    if ((n & 1) && threadIdx.x == 0) {  // odd n: the last sample
-        const double a = x[n - 1], b = xr[n - 1];
-        sum[0] += a; sum[1] += b; sum[2] += a * b; sum[3] += a * a; sum[4] += b * b;
-    }
+    add_root_sums(reinterpret_cast<const double2 *>(x), reinterpret_cast<const double2 *>(xr), 0,
+                  n2, cached ? xs2 : nullptr, sum);
+    if ((n & 1) && threadIdx.x == 0) add_root_sums_tail(x, xr, n, sum);  // odd n: the last sample
     block_sums(sum, sh);  // every thread gets the same sums
     const double rho = corr_from_sums(sum[0], sum[1], sum[2], sum[3], sum[4], n);
     if (threadIdx.x == 0) {
@@ -1837,63 +1931,13 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
         if (threadIdx.x == 0) { s->frac[i] = frac_i * f; s->gone[i] = 1; }
         return;
     }
-    const double fr = frac_i * f;
-    const double inv_s = 1.0 / sqrt(f);
     // thread 0's last values, computed here so that their divisions overlap
     // the pass below instead of lengthening every block's tail
     const double noise_after = noise / sqrt(f), eps_drift = DBL_EPSILON / f;
-    const bool want_h64 = H64;  // (update_data_h64: hx64_in_update)
-    PlSeriesSums h;
-    PlSums64 hd;  // (want_h64) the double entropy of the new row
-    double mom[3] = {0.0, 0.0, 0.0};  // v, v^2, v y
-    double2 *w2 = reinterpret_cast<double2 *>(x);
-    float2 *w32 = reinterpret_cast<float2 *>(x32);
-#pragma unroll 4
-    for (int q = threadIdx.x; q < n2; q += blockDim.x) {  // (each thread reads its own xs)
-        const double2 y = __ldg(xr2 + q);
-        const double2 a = cached ? xs2[q] : x2[q];
-        const double2 v = make_double2((a.x - rho * y.x) * inv_s, (a.y - rho * y.y) * inv_s);
-        const float2 v32 = make_float2((float)v.x, (float)v.y);
-        w2[q] = v;
-        w32[q] = v32;
-        mom[0] += v.x + v.y; mom[1] += v.x * v.x + v.y * v.y; mom[2] += v.x * y.x + v.y * y.y;
-        if (want_h) { h.add(v32.x); h.add(v32.y); }
-        if (want_h64) { hd.add(v.x); hd.add(v.y); }
-    }
-    if ((n & 1) && threadIdx.x == 0) {
-        const double y = xr[n - 1], v = (x[n - 1] - rho * y) * inv_s;
-        x[n - 1] = v;
-        x32[n - 1] = (float)v;
-        mom[0] += v; mom[1] += v * v; mom[2] += v * y;
-        if (want_h) h.add((float)v);
-        if (want_h64) hd.add(v);
-    }
-    h.flush();
-    hd.flush();
-    double t[H64 ? 9 : 6] = {mom[0], mom[1], mom[2], h.a.value(), h.l.value(), h.g.value()};
-    if constexpr (H64) {
-        t[6] = hd.a;
-        t[7] = hd.l;
-        t[8] = hd.g;
-    }
-    block_sums(t, sh);
-    if (threadIdx.x == 0) {
-        s->frac[i] = fr;
-        s->noise[i] = noise_after;
-        const double mean = t[0] / n, var = t[1] / n - mean * mean, corr = t[2] / n;
-        // the covariance update divides this row's entries (rounding ~eps)
-        // by sqrt(f): eps / f counts as drift (the CPU's update_row)
-        const double drift = fmax(fmax(fabs(mean), fmax(fabs(var - 1.0), fabs(corr))),
-                                  eps_drift);
-        atomicMax(&c->drift_bits, (unsigned long long)__double_as_longlong(drift));
-        if (want_h) {
-            double m[2];
-            pl_series_moments_of(t + 3, n, m);
-            s->hx_var[i] = entropy_of(m[0], m[1]);
-            s->hx_var_err[i] = entropy_bound(m[0], m[1], s->moment_err);
-        }
-        if constexpr (H64) s->hx64_var[i] = entropy_of((t[6] + t[7]) / n - PL_LN2, t[8] / n);
-    }
+    RegressSums<H64> t;
+    regress_pairs<H64>(x, x32, xr, cached ? xs2 : reinterpret_cast<const double2 *>(x), 0, n2,
+                       n & 1, n, rho, 1.0 / sqrt(f), s->use_float, t, sh);
+    if (threadIdx.x == 0) record_regressed<H64>(s, i, frac_i * f, noise_after, eps_drift, t);
 }
 
 __device__ __forceinline__ bool drifted(const PlSearch *s)
@@ -1952,13 +1996,29 @@ __device__ void update_cov_by_block(PlSearch *s, int r, int root, bool drift)
     }
 }
 
-// One block per remaining position (grid: at least r blocks): UpdateData.
-// The last block to finish checks the drift: if any updated row drifted, it
-// re-standardises every remaining row from its data (rare; one block is
-// enough, and no launch is spent on the common case), with their float
-// entropies and, where hx64_in_update holds, their double ones.
-// FUSED (update_data_fused): the last block then also does update_cov's
-// work (update_cov_by_block), and the host launches no update_cov.
+// After an update (the last block of its last kernel, all rows written): if
+// any updated row drifted, re-standardise every remaining row from its data
+// (rare; one block is enough, and no launch is spent on the common case),
+// with their float entropies and, where hx64_in_update holds, their double
+// ones. Returns whether it did.
+__device__ bool restandardise_if_drifted(PlSearch *s, int r)
+{
+    PlControl *c = s->ctl;
+    if (!drifted(s)) return false;
+    if (threadIdx.x == 0) c->n_rederived += 1;
+    for (int k = 0; k < r; ++k) {
+        const int i = s->alive[k];
+        if (i == c->root || ld_volatile(&s->gone[i])) continue;
+        standardise_variable(s, i);
+    }
+    return true;
+}
+
+// One block per remaining position (grid: at least r blocks): UpdateData of
+// rows shorter than PL_UPDATE_SPLIT_MIN_N. The last block to finish checks
+// the drift. FUSED (update_data_fused): the last block then also does
+// update_cov's work (update_cov_by_block), and the host launches no
+// update_cov.
 template <bool H64, bool FUSED>
 __device__ void update_data_body(PlSearch *s)
 {
@@ -1968,15 +2028,7 @@ __device__ void update_data_body(PlSearch *s)
     const int r = c->r;
     if (blockIdx.x < r) regress_root_out<H64>(s, blockIdx.x, sh);
     if (!last_block_done(&c->blocks_done)) return;
-    const bool drift = drifted(s);
-    if (drift) {
-        if (threadIdx.x == 0) c->n_rederived += 1;
-        for (int k = 0; k < r; ++k) {
-            const int i = s->alive[k];
-            if (i == c->root || ld_volatile(&s->gone[i])) continue;
-            standardise_variable(s, i);
-        }
-    }
+    const bool drift = restandardise_if_drifted(s, r);
     if constexpr (FUSED) update_cov_by_block(s, r, c->root, drift);
 }
 
@@ -1989,6 +2041,175 @@ __device__ void update_data_body(PlSearch *s)
 extern "C" __global__ void update_data(PlSearch *s) { pl_enter(); update_data_body<false, false>(s); }
 extern "C" __global__ void update_data_h64(PlSearch *s) { pl_enter(); update_data_body<true, false>(s); }
 extern "C" __global__ void update_data_fused(PlSearch *s) { pl_enter(); update_data_body<false, true>(s); }
+
+// Rows of PL_UPDATE_SPLIT_MIN_N samples and more, in chunks of
+// PL_UPDATE_CHUNK samples: a grid of (positions, chunks) blocks, so that
+// every multiprocessor streams rows however few remain. One block per row
+// of half a million samples left most multiprocessors idle: a few hundred
+// rows, each streamed by one block, in one or two waves. The kernels:
+//
+//   update_sums    each chunk's sums against the root, into upd_part
+//   update_rows    each block adds its row's chunk sums in chunk order (every
+//                  block of the row alike, so they agree on rho) and
+//                  regresses its chunk; its block sums into upd_part
+//   update_finish  one block per row: rho again from the same sums, the
+//                  covariance entries, a fully explained variable, the
+//                  record from the chunks' sums; a row whose 1 - rho^2 falls
+//                  in the verify band (update_rows left it) is measured and
+//                  regressed there by the one-block path (regress_root_out).
+//                  Its last block checks the drift.
+//
+// upd_part holds PL_UPDATE_PARTS doubles per chunk of each position: the 5
+// sums against the root, then update_rows' block sums.
+
+__device__ __forceinline__ int update_chunks(const PlSearch *s)
+{
+    return (int)((s->n + PL_UPDATE_CHUNK - 1) / PL_UPDATE_CHUNK);
+}
+
+__device__ __forceinline__ double *update_part(const PlSearch *s, int k, int chunk)
+{
+    return s->upd_part + ((size_t)k * update_chunks(s) + chunk) * PL_UPDATE_PARTS;
+}
+
+// Position k's chunk sums at offset `at` of each chunk's part, added in one
+// fixed order (the block's threads over the chunks, then block_sums): every
+// block of 256 threads that calls it gets the same totals.
+template <int N>
+__device__ void add_chunk_parts(const PlSearch *s, int k, int at, double (&v)[N], double *sh)
+{
+    const int chunks = update_chunks(s);
+#pragma unroll
+    for (int j = 0; j < N; ++j) v[j] = 0.0;
+    for (int chunk = threadIdx.x; chunk < chunks; chunk += blockDim.x) {
+        const double *part = update_part(s, k, chunk) + at;
+#pragma unroll
+        for (int j = 0; j < N; ++j) v[j] += part[j];
+    }
+    block_sums(v, sh);
+}
+
+// The sample pairs [q0, q1) of chunk `chunk`, and whether it ends with an odd n's last sample.
+__device__ __forceinline__ void chunk_range(const PlSearch *s, int chunk, int &q0, int &q1, bool &tail)
+{
+    const int n = (int)s->n;
+    q0 = chunk * (PL_UPDATE_CHUNK / 2);
+    q1 = min(n >> 1, q0 + PL_UPDATE_CHUNK / 2);
+    tail = (n & 1) && chunk == update_chunks(s) - 1;
+}
+
+extern "C" __global__ void update_sums(PlSearch *s)
+{
+    pl_enter();
+    __shared__ double sh[32 * 5];
+    PlControl *c = s->ctl;
+    if (c->state != PL_DECIDED) return;
+    const int k = blockIdx.x, chunk = blockIdx.y;
+    if (k >= c->r) return;
+    const int root = c->root, i = s->alive[k];
+    if (i == root) return;
+    const size_t ld = s->ld;
+    const double *x = s->X64 + i * ld, *xr = s->X64 + (size_t)root * ld;
+    int q0, q1;
+    bool tail;
+    chunk_range(s, chunk, q0, q1, tail);
+    double sum[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+    add_root_sums(reinterpret_cast<const double2 *>(x), reinterpret_cast<const double2 *>(xr), q0,
+                  q1, nullptr, sum);
+    if (tail && threadIdx.x == 0) add_root_sums_tail(x, xr, (int)s->n, sum);
+    block_sums(sum, sh);
+    if (threadIdx.x == 0) {
+        double *part = update_part(s, k, chunk);
+#pragma unroll
+        for (int j = 0; j < 5; ++j) part[j] = sum[j];
+    }
+}
+
+// Position k's correlation with the root from its chunks' sums.
+__device__ double chunked_rho(const PlSearch *s, int k, double *sh)
+{
+    double sum[5];
+    add_chunk_parts(s, k, 0, sum, sh);
+    return corr_from_sums(sum[0], sum[1], sum[2], sum[3], sum[4], (int)s->n);
+}
+
+template <bool H64>
+__device__ void update_rows_body(PlSearch *s)
+{
+    __shared__ double sh[32 * (H64 ? 9 : 6)];
+    PlControl *c = s->ctl;
+    if (c->state != PL_DECIDED) return;
+    const int k = blockIdx.x, chunk = blockIdx.y;
+    if (k >= c->r) return;
+    const int root = c->root, i = s->alive[k];
+    if (i == root) return;
+    const double frac_i = s->frac[i], noise = s->noise[i] + s->noise[root] + PL_STEP_NOISE;
+    const double rho = chunked_rho(s, k, sh);
+    const double f = fmax(0.0, 1.0 - rho * rho);
+    // the verify band: update_finish measures f on the whole row; explained: no new row
+    if (f <= verify_band(s) || dependent(f, frac_i, s->explained_tol, noise)) return;
+    const size_t ld = s->ld;
+    double *x = s->X64 + i * ld;
+    int q0, q1;
+    bool tail;
+    chunk_range(s, chunk, q0, q1, tail);
+    RegressSums<H64> t;
+    regress_pairs<H64>(x, s->X32 + i * ld, s->X64 + (size_t)root * ld,
+                       reinterpret_cast<const double2 *>(x), q0, q1, tail, (int)s->n, rho,
+                       1.0 / sqrt(f), s->use_float, t, sh);
+    if (threadIdx.x == 0) {
+        double *part = update_part(s, k, chunk) + 5;
+#pragma unroll
+        for (int j = 0; j < (H64 ? 9 : 6); ++j) part[j] = t[j];
+    }
+}
+
+extern "C" __global__ void update_rows(PlSearch *s) { pl_enter(); update_rows_body<false>(s); }
+extern "C" __global__ void update_rows_h64(PlSearch *s) { pl_enter(); update_rows_body<true>(s); }
+
+template <bool H64>
+__device__ void finish_chunked_row(PlSearch *s, int k, double *sh)
+{
+    PlControl *c = s->ctl;
+    const int root = c->root, i = s->alive[k];
+    if (i == root) return;
+    const double rho = chunked_rho(s, k, sh);
+    const double f = fmax(0.0, 1.0 - rho * rho);
+    if (f <= verify_band(s)) {  // update_rows left the row: the one-block path measures f
+        regress_root_out<H64>(s, k, sh);
+        return;
+    }
+    const size_t p = s->p;
+    const double frac_i = s->frac[i], noise = s->noise[i] + s->noise[root] + PL_STEP_NOISE;
+    if (threadIdx.x == 0) {
+        s->cov[(size_t)i * p + root] = rho;
+        s->cov[(size_t)root * p + i] = rho;
+    }
+    if (dependent(f, frac_i, s->explained_tol, noise)) {
+        if (threadIdx.x == 0) { s->frac[i] = frac_i * f; s->gone[i] = 1; }
+        return;
+    }
+    RegressSums<H64> t;
+    add_chunk_parts(s, k, 5, t, sh);
+    if (threadIdx.x == 0)
+        record_regressed<H64>(s, i, frac_i * f, noise / sqrt(f), DBL_EPSILON / f, t);
+}
+
+// One block per remaining position (grid: at least r blocks).
+extern "C" __global__ void update_finish(PlSearch *s)
+{
+    pl_enter();
+    __shared__ double sh[32 * 9];
+    PlControl *c = s->ctl;
+    if (c->state != PL_DECIDED) return;
+    const int r = c->r;
+    if (blockIdx.x < r) {
+        if (hx64_in_update(s)) finish_chunked_row<true>(s, blockIdx.x, sh);
+        else finish_chunked_row<false>(s, blockIdx.x, sh);
+    }
+    if (!last_block_done(&c->blocks_done)) return;
+    restandardise_if_drifted(s, r);
+}
 
 // 16 x 16 tiles of remaining positions: the covariance of the updated rows,
 // by the update algebra (Alg. 6) or, after drift, from the data; and the

@@ -85,6 +85,16 @@ enum { PL_DEP_COLLINEAR = 1, PL_DEP_EXPLAINED = 2 };
  * a re-decision. */
 #define PL_HX64_IN_UPDATE_MIN_N 16384
 
+/* Rows of at least PL_UPDATE_SPLIT_MIN_N samples are updated in chunks of
+ * PL_UPDATE_CHUNK samples (an even number, a multiple of 32), a block each,
+ * instead of a block per row (kernels/paralingam.cu, update_sums): late in a
+ * search few rows remain, and one block per long row leaves most of the GPU
+ * idle. Rows that long do not fit update_data's row cache either, which
+ * reads a row once. Each chunk keeps PL_UPDATE_PARTS sums (upd_part). */
+#define PL_UPDATE_SPLIT_MIN_N 16384
+#define PL_UPDATE_CHUNK 8192
+#define PL_UPDATE_PARTS 14
+
 /* Searches of at most this many remaining variables update the covariance in
  * update_data's last block (update_data_fused) instead of kernel update_cov:
  * at most three 16 x 16 tiles, whose work one block does sooner than the GPU

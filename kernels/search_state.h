@@ -60,7 +60,8 @@ typedef struct {
  * memory formula and the host's fill of this struct all follow from it, so
  * a buffer is added here and nowhere else. Extents: [p x ld] (rows),
  * [p x p] (pairs), [p + 1] (one entry per variable, position, worker or
- * iteration), [control] (the PlControl block), [host] (PlStatus, mapped host
+ * iteration), [p x chunks] (PL_UPDATE_PARTS per chunk of each row of a
+ * long-row search, PL_UPDATE_SPLIT_MIN_N), [control] (the PlControl block), [host] (PlStatus, mapped host
  * memory). Flags after the extent: "float", allocated in full only for float
  * comparisons; "device 0", held by the first device alone in a search over
  * several devices (the others use its copy); "mirror", copied from device 0
@@ -115,6 +116,7 @@ typedef struct {
     unsigned int *lock;    /* [p x p, device 0] 2 * epoch: claimed in this iteration */
     double *stat;          /* [p x p, device 0] I(a, b); stat[b, a] = -stat[a, b] */
     double *stat_err;      /* [p x p, float, device 0] error bound of I(a, b), a < b (float math) */
+    double *upd_part;      /* [p x chunks] long rows' chunk sums (update_sums, update_rows) */
     /* per iteration */
     int *it_r;             /* [p + 1] */
     int *it_rounds;        /* [p + 1] */

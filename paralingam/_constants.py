@@ -113,3 +113,7 @@ HX64_IN_UPDATE_MIN_N = _VALUES["HX64_IN_UPDATE_MIN_N"]
 # CUDA search: remaining variables whose covariance update_data updates (one kernel)
 FUSED_COV_MAX_R = _VALUES["FUSED_COV_MAX_R"]
 FUSED_COV_SMEM = _VALUES["FUSED_COV_SMEM"]
+# CUDA search: rows updated in chunks (update_sums, update_rows, update_finish)
+UPDATE_SPLIT_MIN_N = _VALUES["UPDATE_SPLIT_MIN_N"]
+UPDATE_CHUNK = _VALUES["UPDATE_CHUNK"]
+UPDATE_PARTS = _VALUES["UPDATE_PARTS"]

@@ -252,6 +252,26 @@ def test_shared_memory_requests_fit_what_the_device_granted():
     assert _scheduler.row_cache_bytes(5000, default) == 5000 * 8
 
 
+def test_long_rows_are_updated_in_chunks_that_cover_them():
+    # UpdateData splits rows of UPDATE_SPLIT_MIN_N samples and more into
+    # chunks of UPDATE_CHUNK samples (a block each, the grid's y): every
+    # sample in exactly one chunk, the chunk sums in the [p x chunks] buffer,
+    # and a grid the device takes (y at most 65535).
+    from paralingam import _constants
+    from paralingam.search import _cuda_state, _scheduler
+
+    split, chunk = _constants.UPDATE_SPLIT_MIN_N, _constants.UPDATE_CHUNK
+    assert chunk % 32 == 0 and split >= chunk
+    assert _scheduler.update_chunks(split - 1) == 0
+    for n in (split, split + 1, split + chunk - 1, 500_000, 2_000_001):
+        chunks = _scheduler.update_chunks(n)
+        assert (chunks - 1) * chunk < n <= chunks * chunk, n
+        assert chunks <= 65535
+        ld = _cuda_state.row_stride(n)
+        assert _cuda_state.chunk_parts(ld) == chunks * _constants.UPDATE_PARTS
+    assert _cuda_state.chunk_parts(_cuda_state.row_stride(split - 32)) == 0  # (a placeholder)
+
+
 def test_update_cov_blocks_are_shapes_the_kernel_handles():
     # update_cov (kernels/paralingam.cu) maps its tile's 16 rows to threadIdx.y
     # < 16 and shares band pairs among whole warps: a block needs at least 16

@@ -160,6 +160,12 @@ OLD_PER_VARIABLE = {
 OLD_MIRROR = ("idx", "kind", "weight", "hx", "hx_err")
 
 
+def chunk_sums(ld):
+    """Sums per variable of the chunked update (added since): 14 per chunk of 8192 samples
+    of rows of 16384 samples and more."""
+    return -(-ld // 8192) * 14 if ld >= 16384 else 0
+
+
 def old_workspace(p, ld, use_float, multi=False, replica=False):
     sizes = {"X64": p * ld * 8, "X32": p * ld * 4, "cov": p * p * 8, "partner": p * p * 4}
     if not replica:
@@ -171,13 +177,14 @@ def old_workspace(p, ld, use_float, multi=False, replica=False):
             sizes[name] = (p + 1) * size
     if mirror:
         sizes["mirror"] = sum(-(-(p + 1) * OLD_PER_VARIABLE[m] // 256) * 256 for m in mirror)
+    sizes["upd_part"] = p * chunk_sums(ld) * 8
     sizes["ctl"] = 256
     sizes["search"] = (3 if replica else 2) * cs.STATE_BYTES
     return {name: max(size, 8) for name, size in sizes.items()}
 
 
 GRID = [(p, n) for p in (1, 2, 3, 17, 100, 1000, 4097, 20000)
-        for n in (1, 2, 31, 32, 33, 1000, 8192, 10000)]
+        for n in (1, 2, 31, 32, 33, 1000, 8192, 10000, 16383, 16384, 500001)]
 
 
 @pytest.mark.parametrize("multi, replica", [(False, False), (True, False), (True, True)])
@@ -211,13 +218,15 @@ def old_device_bytes(n, p, use_float=True):
     """_memory.cuda_device_bytes before the layout had one home."""
     ld = (n + 31) // 32 * 32
     pairs = p * p * (4 + 4 + 8 + (8 if use_float else 0))
-    return p * ld * (8 + 4) + 2 * 8 * p * p + pairs + p * PER_VARIABLE_BYTES + 4096
+    return (p * ld * (8 + 4) + 2 * 8 * p * p + pairs + p * PER_VARIABLE_BYTES + 4096
+            + p * chunk_sums(ld) * 8)
 
 
 def old_replica_bytes(n, p):
     """_memory.cuda_replica_bytes before the layout had one home."""
     ld = (n + 31) // 32 * 32
-    return p * ld * (8 + 4) + (8 + 4) * p * p + p * PER_VARIABLE_BYTES + 4096
+    return (p * ld * (8 + 4) + (8 + 4) * p * p + p * PER_VARIABLE_BYTES + 4096
+            + p * chunk_sums(ld) * 8)
 
 
 def test_the_memory_formula_gives_the_numbers_it_gave():

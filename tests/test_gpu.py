@@ -122,6 +122,30 @@ def test_cuda_long_rows_redecide_with_their_updates_double_entropies():
     assert list(always[0]) == cpu
 
 
+@pytest.mark.parametrize("seed", [531, 532])
+def test_cuda_long_rows_updated_in_chunks_equal_reference(lingam_data, seed):
+    # Rows of UPDATE_SPLIT_MIN_N samples and more are updated in chunks
+    # (update_sums, update_rows, update_finish): planted exact dependencies
+    # (variables explained by a root: update_finish's explained path), a near
+    # copy (1 - rho^2 ~ 1e-6, in the verify band: update_finish's one-block
+    # path) and an odd n (the last chunk's tail sample). The reference's order
+    # and explained variables, float and double comparisons; bit for bit again.
+    from paralingam import _constants
+    from paralingam.search import _scheduler
+
+    n = _constants.UPDATE_SPLIT_MIN_N + 2 * _constants.UPDATE_CHUNK + 777
+    assert _scheduler.update_chunks(n) == 5 and n % 2 == 1
+    X, n_planted = planted_degenerate_data(lingam_data(12, n, "sparse", seed)[0])
+    X = near_copy(X, 4, 1e-6)
+    ref_order, ref_explained = reference.causal_order(X)
+    assert len(ref_explained) == n_planted
+    for dtype in ("float32", "float64"):
+        first, again = fit(X, dtype=dtype), fit(X, dtype=dtype)
+        assert first.causal_order == ref_order
+        assert first.stats["explained"] == ref_explained
+        assert again.stats["scores"] == first.stats["scores"]
+
+
 def test_cuda_all_pairs_round_redecided_in_double(monkeypatch):
     # bench_gpu's sparse p=100 n=1024 case: every iteration is an all-pairs
     # round by default, and three of them are re-decided in float64 (whose

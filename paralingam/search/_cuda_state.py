@@ -29,8 +29,9 @@ from .. import _constants
 
 HEADER = "search_state.h"
 
-# What a buffer's extent counts, per search of p variables and row stride ld.
-EXTENTS = ("p x ld", "p x p", "p + 1", "control", "host")
+# What a buffer's extent counts, per search of p variables and row stride ld
+# ("p x chunks": chunk_parts(ld) per variable).
+EXTENTS = ("p x ld", "p x p", "p + 1", "p x chunks", "control", "host")
 # "float": allocated in full only for float comparisons (a placeholder
 # otherwise); "device 0": held by the first device alone in a search over
 # several devices; "mirror": copied from device 0 to the others after every
@@ -197,11 +198,21 @@ def row_stride(n):
     return (n + 31) // 32 * 32
 
 
+def chunk_parts(ld):
+    """Entries per variable of a ``[p x chunks]`` buffer: ``UPDATE_PARTS`` per
+    chunk of ``UPDATE_CHUNK`` samples of rows of stride ``ld``, where the rows
+    are updated in chunks (``UPDATE_SPLIT_MIN_N`` samples and more), else 0."""
+    if ld < _constants.UPDATE_SPLIT_MIN_N:
+        return 0
+    return -(-ld // _constants.UPDATE_CHUNK) * _constants.UPDATE_PARTS
+
+
 def _count(field, p, ld, use_float):
     """Elements of the buffer ``field`` (0: a placeholder)."""
     if "float" in field.flags and not use_float:
         return 0
-    return {"p x ld": p * ld, "p x p": p * p, "p + 1": p + 1}[field.extent]
+    return {"p x ld": p * ld, "p x p": p * p, "p + 1": p + 1,
+            "p x chunks": p * chunk_parts(ld)}[field.extent]
 
 
 def _held(field, replica):
@@ -253,18 +264,20 @@ def allocations(p, ld, use_float, multi=False, replica=False):
 
 def _formula(n, p, use_float, replica):
     ld = row_stride(n)
-    rows = pairs = per_variable = 0
+    rows = pairs = per_variable = chunks = 0
     for f in BUFFERS:
         if not _held(f, replica) or f.dtype is None:
             continue
         if f.extent == "p x ld":
             rows += f.dtype.itemsize
+        elif f.extent == "p x chunks":
+            chunks += f.dtype.itemsize
         elif f.extent == "p x p" and (use_float or "float" not in f.flags):
             pairs += f.dtype.itemsize
         elif f.extent == "p + 1":
             per_variable += f.dtype.itemsize
     per_variable = -(-per_variable // PER_VARIABLE_ROUNDING) * PER_VARIABLE_ROUNDING
-    return p * ld * rows + p * p * pairs + p * per_variable + FIXED_BYTES
+    return p * ld * rows + p * p * pairs + p * (per_variable + chunk_parts(ld) * chunks) + FIXED_BYTES
 
 
 def device_bytes(n, p, use_float=True):

@@ -31,7 +31,11 @@ cdef enum:
     K_ALL_PAIRS64 = 15
     K_UPDATE_DATA_H64 = 16
     K_UPDATE_DATA_FUSED = 17
-    N_KERNELS = 18
+    K_UPDATE_SUMS = 18
+    K_UPDATE_ROWS = 19
+    K_UPDATE_ROWS_H64 = 20
+    K_UPDATE_FINISH = 21
+    N_KERNELS = 22
 
 
 cdef class Module:

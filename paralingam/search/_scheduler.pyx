@@ -117,6 +117,8 @@ cdef extern from "search_state.h":
 cdef extern from "pl_constants.h":
     int PL_HX64_IN_UPDATE_MIN_N
     int PL_FUSED_COV_MAX_R
+    int PL_UPDATE_SPLIT_MIN_N
+    int PL_UPDATE_CHUNK
     int PL_FUSED_COV_SMEM
 
 ctypedef int CUresult
@@ -276,7 +278,8 @@ KERNEL_NAMES[:] = [b"init_search", b"standardise", b"covariance", b"prep", b"set
                    b"setup_f64", b"worker_f32", b"worker_f64", b"select_root",
                    b"entropy64", b"pairs64", b"select64", b"update_data",
                    b"update_cov", b"all_pairs_f32", b"all_pairs_f64", b"update_data_h64",
-                   b"update_data_fused"]
+                   b"update_data_fused", b"update_sums", b"update_rows", b"update_rows_h64",
+                   b"update_finish"]
 
 
 cdef class Module:
@@ -419,20 +422,43 @@ cdef inline int prep_threads(int r) noexcept nogil:
     return min(PREP_MAX_THREADS, max(PREP_MIN_THREADS, t))
 
 
+cpdef int update_chunks(int n) noexcept nogil:
+    """Chunks of ``PL_UPDATE_CHUNK`` samples that UpdateData splits each row of
+    ``n`` samples into (``update_sums``, ``update_rows``, ``update_finish``),
+    or 0 below ``PL_UPDATE_SPLIT_MIN_N`` samples (a block per row)."""
+    if n < PL_UPDATE_SPLIT_MIN_N:
+        return 0
+    return (n + PL_UPDATE_CHUNK - 1) // PL_UPDATE_CHUNK
+
+
+cdef inline int rows_kernel(int k_update) noexcept nogil:
+    """The chunked counterpart of UpdateData kernel ``k_update``: ``update_rows_h64``
+    for ``update_data_h64`` (the rows' double entropies too), else ``update_rows``."""
+    return K_UPDATE_ROWS_H64 if k_update == K_UPDATE_DATA_H64 else K_UPDATE_ROWS
+
+
 cdef int launch_updates(Module m, int k_update, int r, int n, void **params,
                         bint band) except -1 nogil:
     """UpdateData (kernel ``k_update``, with re-standardisation after drift)
-    and UpdateCovMat over ``r`` positions: two kernels, or for at most
-    ``PL_FUSED_COV_MAX_R`` positions one, ``update_data_fused``.
+    and UpdateCovMat over ``r`` positions: two kernels; for at most
+    ``PL_FUSED_COV_MAX_R`` positions one, ``update_data_fused``; for rows of
+    ``PL_UPDATE_SPLIT_MIN_N`` samples and more, UpdateData in chunks
+    (:func:`update_chunks`: three kernels).
 
     Each kernel does nothing unless the device state is PL_DECIDED, and
     skips positions at or past the device's own r.
     """
-    if k_update == K_UPDATE_DATA and r <= PL_FUSED_COV_MAX_R:  # one kernel (pl_constants.h)
+    cdef int chunks = update_chunks(n)
+    if chunks:
+        launch(m, K_UPDATE_SUMS, r, chunks, 256, 1, params)
+        launch(m, rows_kernel(k_update), r, chunks, 256, 1, params)
+        launch(m, K_UPDATE_FINISH, r, 1, 256, 1, params)
+    elif k_update == K_UPDATE_DATA and r <= PL_FUSED_COV_MAX_R:  # one kernel (pl_constants.h)
         launch(m, K_UPDATE_DATA_FUSED, r, 1, 256, 1, params,
                max(row_cache_bytes(n, m.row_smem), <unsigned int>PL_FUSED_COV_SMEM))
         return 0
-    launch(m, k_update, r, 1, 256, 1, params, row_cache_bytes(n, m.row_smem))
+    else:
+        launch(m, k_update, r, 1, 256, 1, params, row_cache_bytes(n, m.row_smem))
     launch(m, K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16, update_cov_rows(r, band), params)
     return 0
 
@@ -969,8 +995,15 @@ cdef int wait_status_multi(PlStatus *st, int seq, bint poll, int n_dev,
 
 cdef int launch_updates_on(CUfunction *fn, int k_update, unsigned int row_smem, int r, int n,
                            void **params, bint band) except -1 nogil:
-    """launch_updates with one device's kernels (current context)."""
-    launch_on(fn[k_update], k_update, r, 1, 256, 1, params, row_cache_bytes(n, row_smem))
+    """launch_updates with one device's kernels (current context; no fused kernel)."""
+    cdef int chunks = update_chunks(n)
+    cdef int k_rows = rows_kernel(k_update)
+    if chunks:
+        launch_on(fn[K_UPDATE_SUMS], K_UPDATE_SUMS, r, chunks, 256, 1, params)
+        launch_on(fn[k_rows], k_rows, r, chunks, 256, 1, params)
+        launch_on(fn[K_UPDATE_FINISH], K_UPDATE_FINISH, r, 1, 256, 1, params)
+    else:
+        launch_on(fn[k_update], k_update, r, 1, 256, 1, params, row_cache_bytes(n, row_smem))
     launch_on(fn[K_UPDATE_COV], K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16,
               update_cov_rows(r, band), params)
     return 0
@@ -990,7 +1023,8 @@ REPLICA_LOCAL = ("X32", "X64", "cov", "alive", "gone", "frac", "noise", "linked"
                  "explained_by", "hx_var", "hx_var_err", "hx64_var", "pk_status", "label", "scratch",
                  "idx", "weight", "kind", "hx", "hx_err", "hx64", "score", "err", "ndone",
                  "cursor", "live", "active", "final_score", "final_err", "cand", "it_r",
-                 "it_rounds", "it_redo", "it_compared", "it_gamma", "it_score", "ctl", "partner")
+                 "it_rounds", "it_redo", "it_compared", "it_gamma", "it_score", "ctl", "partner",
+                 "upd_part")
 
 
 def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray status_host,
