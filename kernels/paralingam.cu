@@ -1810,10 +1810,17 @@ __device__ void regress_pairs(double *x, float *x32, const double *xr, const dou
     double mom[3] = {0.0, 0.0, 0.0};  // v, v^2, v y
     double2 *w2 = reinterpret_cast<double2 *>(x);
     float2 *w32 = reinterpret_cast<float2 *>(x32);
-#pragma unroll 4
-    for (int q = q0 + threadIdx.x; q < q1; q += blockDim.x) {  // (each thread reads its own src)
-        const double2 y = __ldg(xr2 + q);
-        const double2 a = src2[q];
+    // Each thread loads its next pair before it computes and stores this
+    // one: the stores go to the row, where src2 may point too, so the
+    // compiler would not move a load above them itself, and a thread would
+    // otherwise have one pair's loads in flight at a time.
+    const int stride = blockDim.x;
+    int q = q0 + threadIdx.x;
+    double2 a_next = make_double2(0.0, 0.0), y_next = make_double2(0.0, 0.0);
+    if (q < q1) { a_next = src2[q]; y_next = __ldg(xr2 + q); }
+    for (; q < q1; q += stride) {
+        const double2 a = a_next, y = y_next;
+        if (q + stride < q1) { a_next = src2[q + stride]; y_next = __ldg(xr2 + q + stride); }
         const double2 v = make_double2((a.x - rho * y.x) * inv_s, (a.y - rho * y.y) * inv_s);
         const float2 v32 = make_float2((float)v.x, (float)v.y);
         w2[q] = v;
