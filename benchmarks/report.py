@@ -511,10 +511,10 @@ def device_copy(out):
                  "the data's QR", optional=True)
 
 
-def min_norm_loop(out):
-    """The compiled minimum-norm loop against the Python one, whole CUDA jobs (tools/ab_trees.sh)."""
-    name = "bench_adjacency_h100.json"
-    d = _load(name).get("min_norm_loop")
+def _ab_trees(out, name, section):
+    """Whole jobs of two trees alternated (tools/ab_trees.sh running bench_pipeline.py):
+    per case and tree, each round's phases; into ``<section>.rst`` (nothing where the file lacks it)."""
+    d = _load(name).get(section)
     if d is None:
         return
     base, head = d["provenance"]["base"], d["provenance"]["commit"]
@@ -527,7 +527,17 @@ def min_norm_loop(out):
             for r in d["rows"] for side, tree in (("base", base), ("head", head))]
     text = _table(["case", "p x n", "tree", "fit's adjacency phase", "fit", "DirectLiNGAM().fit",
                    "search"], rows)
-    (out / "min_norm_loop.rst").write_text(text + "\n" + _source(name, d, "min_norm_loop"))
+    (out / f"{section}.rst").write_text(text + "\n" + _source(name, d, section))
+
+
+def min_norm_loop(out):
+    """The compiled minimum-norm loop against the Python one, whole CUDA jobs (tools/ab_trees.sh)."""
+    _ab_trees(out, "bench_adjacency_h100.json", "min_norm_loop")
+
+
+def scatter_from_search(out):
+    """The CPU route's scatter matrix from its search's correlation matrix against its own pass (tools/ab_trees.sh)."""
+    _ab_trees(out, "bench_adjacency_vm_2cores.json", "scatter_from_search")
 
 
 def ols_factor(out):
@@ -598,6 +608,7 @@ def render(out):
     min_norm_loop(out)
     ols_factor(out)
     qr_ahead(out)
+    scatter_from_search(out)
     pivot_noise(out)
 
 

@@ -24,7 +24,7 @@ from .adjacency import _estimate_adjacency
 from .adjacency._common import _scaled_back
 from .search import _backends
 from .search._tuning import Tuning, check_tuning
-from .search.policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError, initial_noise
+from .search.policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError, noise_and_std
 from .prior import PriorKnowledge
 
 DEFAULT_GAMMA0 = 1e-4
@@ -434,7 +434,7 @@ def search(search_data, settings, names, times):
     except LinearDependenceError as exc:
         raise exc.with_names(names) from None
     scatter = None
-    if "correlation" in per_it:  # the CUDA backend's: no X.T @ X on the host
+    if "correlation" in per_it:  # the data's, from the search: no X.T @ X pass
         with np.errstate(over="ignore"):
             sd = per_it.pop("column_std", None)  # search_data.std(axis=0), from the upload
             if sd is None:
@@ -533,6 +533,11 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
                     _memory.standardise_bytes(n, p), _memory.FEWER)
     with _blas.in_this_thread():
         Z, cov = _preparation.standardise_rows(data)
+    # The data's correlation matrix, before the search updates cov in place:
+    # the adjacency step's scatter matrix follows from it and the columns'
+    # std (search()), as after a CUDA search, instead of another pass over
+    # the data.
+    correlation = cov.copy()
     times["standardise"] = time.perf_counter() - t0
     _memory.require("the CPU order search (its n_features x n_features state)",
                     _memory.cpu_search_bytes(n, p, use_float, threads), _memory.FEWER)
@@ -548,15 +553,17 @@ def _search_cpu(data, threshold, gamma0, c, collinear_tol, explained_tol, n_thre
             cov[np.ix_(alive, alive)] = _preparation.covariance_of_rows(rows)
 
     t0 = time.perf_counter()
+    noise, column_std = noise_and_std(data, threads)  # (the std: the scatter matrix's, above)
     with Progress(p, progress, desc="search", unit="variable") as bar:
         result = _cpu.search_order(
             Z, cov, threshold=threshold, gamma0=gamma0, c=c, collinear_tol=collinear_tol,
             explained_tol=explained_tol, drift_tol=DRIFT_TOL,
             n_threads=threads, adapt_threads=n_threads is None, rederive=rederive,
             stop_on_dependence=stop_on_dependence, candidates=candidates, use_float=use_float,
-            noise=initial_noise(data, threads), progress=_monotonic(bar))
+            noise=noise, progress=_monotonic(bar))
         bar.update_to(p)
     times["search"] = time.perf_counter() - t0
+    result[2].update(correlation=correlation, column_std=column_std)
     return result
 
 

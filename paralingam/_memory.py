@@ -210,8 +210,9 @@ def cpu_search_bytes(n, p, use_float=True, n_threads=1):
 
 
 def cpu_fit_search_bytes(n, p, use_float=True, n_threads=1):
-    """Standardisation's kept arrays (Z and the covariance) and the search on top."""
-    return F8 * (n * p + p * p) + cpu_search_bytes(n, p, use_float, n_threads)
+    """Standardisation's kept arrays (Z, the covariance and the first
+    correlation matrix, kept for the adjacency step) and the search on top."""
+    return F8 * (n * p + 2 * p * p) + cpu_search_bytes(n, p, use_float, n_threads)
 
 
 def cuda_host_bytes(n, p):
@@ -308,7 +309,7 @@ def fit_plan(n, p, *, backend, use_float=True, n_threads=1, adjacency="ols"):
     else:
         plan.append(("the CUDA search's host buffers (upload and correlation matrix)",
                      cuda_host_bytes(n, p), FEWER))
-    scatter_given = backend != "cpu"
+    scatter_given = True  # from the search's correlation matrix (either backend)
     name = "adaptive lasso" if adjacency == "adaptive_lasso" else "least squares"
     advice = FEWER
     if adjacency == "adaptive_lasso":

@@ -121,7 +121,7 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     mean = None  # the columns' means, when the scatter matrix is made here
     ahead = None
     try:
-        if scatter is None and n > p and qr_ahead(backend, dependent, n_threads) \
+        if n > p and qr_ahead(backend, dependent, n_threads) \
                 and _memory.fits(_memory.ols_bytes(n, p) + _memory.min_norm_bytes(n, p)):
             mean = _column_means(X)
             ahead = _FactorAhead(X, order, mean)
@@ -344,14 +344,15 @@ class _Stopped(Exception):
 
 
 def qr_ahead(backend, dependent, n_threads=None):
-    """Whether the adjacency step starts the data's QR beside the scatter matrix.
+    """Whether the adjacency step starts the data's QR beside the scatter matrix and Cholesky factor.
 
     Only where the search found dependent variables (``dependent``), whose
     rows need the QR, only on the CPU route, whose QR is one stream on one
-    core (:func:`qr_in_segments`; after a CUDA search the scatter matrix is
-    the search's and the QR takes every core already), and only with at
-    least two threads (``n_threads``, default
-    :func:`paralingam._validation.default_threads`).
+    core (:func:`qr_in_segments`; after a CUDA search the QR takes every
+    core already), and only with at least two threads (``n_threads``,
+    default :func:`paralingam._validation.default_threads`). (After a
+    search the scatter matrix comes from its correlation matrix, and the QR
+    runs beside the Cholesky factor alone.)
     """
     from .._validation import default_threads
 
