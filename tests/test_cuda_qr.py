@@ -305,6 +305,27 @@ def test_a_device_copy_holds_until_the_next_copy_or_the_buffers_are_freed(monkey
     assert not copy.valid()
 
 
+def test_freeing_the_buffers_of_a_multi_device_search_too(monkeypatch):
+    # _drop_workspaces also frees a search over several devices, whose
+    # workspace holds one per device (a multi-device fit failed on every
+    # later fit when it met one)
+    from types import SimpleNamespace
+
+    from paralingam.search import _cuda
+
+    freed = []
+    buf = SimpleNamespace(free=lambda: freed.append(1))
+    parts = [SimpleNamespace(copies=3, keep=[buf]), SimpleNamespace(copies=3, keep=[buf, buf])]
+    multi = _cuda._MultiWorkspace.__new__(_cuda._MultiWorkspace)  # (no devices here)
+    multi.parts = parts
+    single = SimpleNamespace(p=5, ld=64, copy_buf=4096, copies=1, keep=[buf])
+    copy = _cuda.DeviceCopy(single, 50)
+    monkeypatch.setattr(_cuda, "_WORKSPACES", {"one": single, "several": multi})
+    _cuda._drop_workspaces()
+    assert len(freed) == 4 and not copy.valid()
+    assert [part.copies for part in parts] == [4, 4] and not _cuda._WORKSPACES
+
+
 def test_too_little_device_memory_is_a_gpu_memory_error(fake_gpu):
     drv, _ = fake_gpu
     drv.free_bytes = 8 * 1000 * 40  # the data alone, without workspace and slack

@@ -359,7 +359,8 @@ def _drop_workspaces(after_fault=False):
     global _LAST_MULTI
     _LAST_MULTI = None  # (its buffers are freed with it)
     for ws in _WORKSPACES.values():
-        ws.copies += 1  # (their DeviceCopy objects no longer hold)
+        for part in getattr(ws, "parts", (ws,)):  # (a multi-device workspace: each device's)
+            part.copies += 1  # (their DeviceCopy objects no longer hold)
         if not after_fault:
             for buf in ws.keep:
                 buf.free()
