@@ -186,7 +186,8 @@ __device__ __forceinline__ void pl_series_moments_of(const double t[3], int n, d
 // thread t takes the sample pairs (2q, 2q + 1) for q = t, t + blockDim, ...
 // (8-byte loads; rows are 16-byte aligned) into PlSeriesSums, then a double
 // block sum (sh: 32 * 3 doubles). update_data accumulates the rows it writes
-// in the same order. Every thread gets the result.
+// in the same order (rows updated in chunks: each chunk so, the chunks'
+// sums added in chunk order). Every thread gets the result.
 __device__ void block_series_moments(const float *__restrict__ x, int n, double out[2], double *sh)
 {
     PlSeriesSums h;

@@ -94,6 +94,11 @@ enum { PL_DEP_COLLINEAR = 1, PL_DEP_EXPLAINED = 2 };
 #define PL_UPDATE_SPLIT_MIN_N 16384
 #define PL_UPDATE_CHUNK 8192
 #define PL_UPDATE_PARTS 14
+/* ...up to this many chunks a row (n up to 8,388,608): each block of a row
+ * adds all of the row's chunk sums (a row's blocks read chunks^2 sums), and
+ * the chunks are the grid's y (at most 65535). Longer rows take one block
+ * each, as shorter ones did before the split. */
+#define PL_UPDATE_MAX_CHUNKS 1024
 
 /* Searches of at most this many remaining variables update the covariance in
  * update_data's last block (update_data_fused) instead of kernel update_cov:

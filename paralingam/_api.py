@@ -260,7 +260,8 @@ class Found:
     explained: dict
     per_iteration: dict
     n_rederived: int
-    scatter: object = None  # the CUDA search's scatter matrix of the rescaled data, or None
+    correlation: object = None  # the rescaled data's correlation matrix, from the search
+    column_std: object = None  # its columns' std (None: the adjacency step computes them)
     device_copy: object = None  # the CUDA search's data on the device (search._cuda.DeviceCopy)
 
 
@@ -433,15 +434,23 @@ def search(search_data, settings, names, times):
                 bar.update_to(p)
     except LinearDependenceError as exc:
         raise exc.with_names(names) from None
-    scatter = None
-    if "correlation" in per_it:  # the data's, from the search: no X.T @ X pass
-        with np.errstate(over="ignore"):
-            sd = per_it.pop("column_std", None)  # search_data.std(axis=0), from the upload
-            if sd is None:
-                sd = search_data.std(axis=0)
-            scatter = search_data.shape[0] * per_it.pop("correlation") * np.outer(sd, sd)
-    return Found(np.asarray(order, dtype=np.intp), explained, per_it, n_rederived, scatter,
+    return Found(np.asarray(order, dtype=np.intp), explained, per_it, n_rederived,
+                 per_it.pop("correlation", None), per_it.pop("column_std", None),
                  per_it.pop("device_copy", None))
+
+
+def _scatter_matrix(search_data, found):
+    """The scatter matrix ``Xc.T @ Xc`` of the rescaled data from the search's
+    correlation matrix and the columns' std: ``n D C D`` (None without them).
+
+    No pass over the data where the search gave the std (both backends on one
+    GPU or the CPU); a search over several GPUs gives only the correlations.
+    """
+    if found.correlation is None:
+        return None
+    with np.errstate(over="ignore"):
+        sd = found.column_std if found.column_std is not None else search_data.std(axis=0)
+        return search_data.shape[0] * found.correlation * np.outer(sd, sd)
 
 
 def _keeps_copy(search_data, settings):  # pragma: no cover - needs a GPU
@@ -460,12 +469,14 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
     """Edge weights on the found order (``method`` of :mod:`paralingam.adjacency`), on the data's scale.
 
     It runs where the search ran (the adaptive lasso's paths on the GPU with
-    the CUDA backend) and reuses the scatter matrix the CUDA search computed.
+    the CUDA backend), with the scatter matrix from the search's correlation
+    matrix (:func:`_scatter_matrix`, timed here).
     No ``coef_threshold``: the estimator applies it on the data's scale.
     ``progress``: a bar of the adaptive lasso's targets
     (:func:`paralingam.adjacency.estimate_adjacency`).
     """
     t0 = time.perf_counter()
+    scatter = _scatter_matrix(search_data, found)
     if method != "ols" and isinstance(search_data, _preparation.ScaledData):
         search_data = search_data.copy(_by_rows)  # the adaptive lasso reads whole columns
     with np.errstate(over="ignore"):
@@ -474,7 +485,7 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
         with _blas.for_adjacency(found.order.size, settings.backend == "cpu"):
             B = _estimate_adjacency(search_data, found.order, method=method,
                                     prior_knowledge=prior_knowledge, backend=settings.backend,
-                                    n_threads=n_threads, scatter=found.scatter,
+                                    n_threads=n_threads, scatter=scatter,
                                     progress=progress, dependent=bool(found.explained),
                                     device_copy=found.device_copy)
     B = _scaled_back(B, exponents, names)

@@ -261,15 +261,19 @@ def test_long_rows_are_updated_in_chunks_that_cover_them():
     from paralingam.search import _cuda_state, _scheduler
 
     split, chunk = _constants.UPDATE_SPLIT_MIN_N, _constants.UPDATE_CHUNK
-    assert chunk % 32 == 0 and split >= chunk
+    most = _constants.UPDATE_MAX_CHUNKS
+    assert chunk % 32 == 0 and split >= chunk and most <= 65535
     assert _scheduler.update_chunks(split - 1) == 0
-    for n in (split, split + 1, split + chunk - 1, 500_000, 2_000_001):
+    for n in (split, split + 1, split + chunk - 1, 500_000, 2_000_001, most * chunk):
         chunks = _scheduler.update_chunks(n)
         assert (chunks - 1) * chunk < n <= chunks * chunk, n
-        assert chunks <= 65535
         ld = _cuda_state.row_stride(n)
         assert _cuda_state.chunk_parts(ld) == chunks * _constants.UPDATE_PARTS
     assert _cuda_state.chunk_parts(_cuda_state.row_stride(split - 32)) == 0  # (a placeholder)
+    # longer rows: a block each again (no buffer); n beyond 32-bit ints too
+    for n in (most * chunk + 1, 65535 * chunk + 1, 2**31 + 5):
+        assert _scheduler.update_chunks(n) == 0
+        assert _cuda_state.chunk_parts(_cuda_state.row_stride(n)) == 0
 
 
 def test_update_cov_blocks_are_shapes_the_kernel_handles():

@@ -103,7 +103,8 @@ def test_after_a_cuda_search_blas_threads_follow_the_problem_size(large, monkeyp
         return np.zeros((p, p))
 
     monkeypatch.setattr(_api, "_estimate_adjacency", recording)
-    found = SimpleNamespace(order=np.arange(p), scatter=None, explained={}, device_copy=None)
+    found = SimpleNamespace(order=np.arange(p), correlation=None, column_std=None, explained={},
+                            device_copy=None)
     _api.adjacency(X, found, settings, np.zeros(p, dtype=int), None, {})
     own = _blas.scipy_blas()
     if own is None:

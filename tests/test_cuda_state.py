@@ -162,8 +162,9 @@ OLD_MIRROR = ("idx", "kind", "weight", "hx", "hx_err")
 
 def chunk_sums(ld):
     """Sums per variable of the chunked update (added since): 14 per chunk of 8192 samples
-    of rows of 16384 samples and more."""
-    return -(-ld // 8192) * 14 if ld >= 16384 else 0
+    of rows of 16384 samples and more, up to 1024 chunks."""
+    chunks = -(-ld // 8192)
+    return chunks * 14 if ld >= 16384 and chunks <= 1024 else 0
 
 
 def old_workspace(p, ld, use_float, multi=False, replica=False):
@@ -184,7 +185,7 @@ def old_workspace(p, ld, use_float, multi=False, replica=False):
 
 
 GRID = [(p, n) for p in (1, 2, 3, 17, 100, 1000, 4097, 20000)
-        for n in (1, 2, 31, 32, 33, 1000, 8192, 10000, 16383, 16384, 500001)]
+        for n in (1, 2, 31, 32, 33, 1000, 8192, 10000, 16383, 16384, 500001, 8388609)]
 
 
 @pytest.mark.parametrize("multi, replica", [(False, False), (True, False), (True, True)])

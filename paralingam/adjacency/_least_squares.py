@@ -58,11 +58,11 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
         (``kernels/adjacency.cu``); when a pivot is singular to
         ``SINGULAR_TOL``, or the GPU cannot run (a warning says why), the
         host computes them. The O(n p^2) part, the scatter matrix, can come
-        from the GPU search through ``scatter``.
+        from the search through ``scatter``.
     scatter : ndarray, shape (n_features, n_features), optional
         The scatter matrix ``Xc.T @ Xc`` of the centred data when it is
-        already known (``paralingam.fit`` passes the one the CUDA backend
-        computed); by default it is computed from ``X``.
+        already known (``paralingam.fit`` passes the one it makes from the
+        search's correlation matrix); by default it is computed from ``X``.
 
     Returns
     -------
@@ -108,7 +108,8 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     and the same values give the same bits in either form. ``dependent``:
     the search found variables that others explain (``fit``'s hint): the
     data's QR, which their rows need, may then start on a thread of its own
-    beside the scatter matrix (:func:`qr_ahead`); the hint changes when the
+    beside the scatter matrix (where made here) and the Cholesky factor
+    (:func:`qr_ahead`); the hint changes when the
     QR runs, never a result. ``device_copy``: the CUDA search's copy of
     ``X`` on the device, which the data's QR on the GPU then reads
     (:func:`_data_vectors`).
@@ -121,8 +122,9 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     mean = None  # the columns' means, when the scatter matrix is made here
     ahead = None
     try:
-        if n > p and qr_ahead(backend, dependent, n_threads) \
-                and _memory.fits(_memory.ols_bytes(n, p) + _memory.min_norm_bytes(n, p)):
+        if n > p and qr_ahead(backend, dependent, n_threads) and _memory.fits(
+                _memory.ols_bytes(n, p, scatter_given=scatter is not None)
+                + _memory.min_norm_bytes(n, p)):
             mean = _column_means(X)
             ahead = _FactorAhead(X, order, mean)
         if scatter is None:
@@ -362,8 +364,9 @@ def qr_ahead(backend, dependent, n_threads=None):
 class _FactorAhead:
     """The data's QR (:func:`_data_vectors`, one stream) on a thread of its own.
 
-    Started before the scatter matrix, so that the two read the data at once
-    (the QR's LAPACK calls run without the GIL); :meth:`result` waits for
+    Started before the scatter matrix (where the step makes it) and the
+    Cholesky factor, so that they run at once (the QR's LAPACK calls run
+    without the GIL); :meth:`result` waits for
     it. :meth:`cancel` stops it after its current chunk (or its first QR, of
     ``max(TSQR_CHUNK, p)`` rows, which cannot be stopped) and waits: when
     the factor is not needed, or on an error or Ctrl-C in the caller's

@@ -241,8 +241,8 @@ class DirectLiNGAM(BaseEstimator):
         columns are rescaled exactly); ``absmax``, its columns' largest
         ``|x|`` where known. The phases of :func:`paralingam.fit`, with this
         estimator's adjacency method: it runs where the search ran (the
-        adaptive lasso's paths on the GPU with the CUDA backend) and reuses
-        the scatter matrix the CUDA search computed.
+        adaptive lasso's paths on the GPU with the CUDA backend) and takes
+        its scatter matrix from the search's correlation matrix.
         """
         options = dict(settings["fit_options"])
         tuning = _api._tuning_with_deprecated(

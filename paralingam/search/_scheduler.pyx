@@ -119,6 +119,7 @@ cdef extern from "pl_constants.h":
     int PL_FUSED_COV_MAX_R
     int PL_UPDATE_SPLIT_MIN_N
     int PL_UPDATE_CHUNK
+    int PL_UPDATE_MAX_CHUNKS
     int PL_FUSED_COV_SMEM
 
 ctypedef int CUresult
@@ -422,13 +423,15 @@ cdef inline int prep_threads(int r) noexcept nogil:
     return min(PREP_MAX_THREADS, max(PREP_MIN_THREADS, t))
 
 
-cpdef int update_chunks(int n) noexcept nogil:
+cpdef int update_chunks(long long n) noexcept nogil:
     """Chunks of ``PL_UPDATE_CHUNK`` samples that UpdateData splits each row of
     ``n`` samples into (``update_sums``, ``update_rows``, ``update_finish``),
-    or 0 below ``PL_UPDATE_SPLIT_MIN_N`` samples (a block per row)."""
-    if n < PL_UPDATE_SPLIT_MIN_N:
+    or 0 (a block per row) below ``PL_UPDATE_SPLIT_MIN_N`` samples and above
+    ``PL_UPDATE_MAX_CHUNKS`` chunks (kernels/pl_constants.h)."""
+    cdef long long chunks = (n + PL_UPDATE_CHUNK - 1) // PL_UPDATE_CHUNK
+    if n < PL_UPDATE_SPLIT_MIN_N or chunks > PL_UPDATE_MAX_CHUNKS:
         return 0
-    return (n + PL_UPDATE_CHUNK - 1) // PL_UPDATE_CHUNK
+    return <int>chunks
 
 
 cdef inline int rows_kernel(int k_update) noexcept nogil:
