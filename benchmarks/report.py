@@ -453,9 +453,14 @@ def estimator_blas(out):
     (out / "estimator_blas.rst").write_text(text + "\n" + _source(name, d, "estimator_blas"))
 
 
+def _runs_ms(runs, key):
+    """``key`` of each of ``runs`` (one dict per round), in ms."""
+    return ", ".join(f"{g[key] * 1e3:.1f}" for g in runs) + " ms"
+
+
 def _rounds_ms(row, setting, key):
     """A bench_adjacency.py A/B row's ``key`` in each round under ``setting``, in ms."""
-    return ", ".join(f"{g[key] * 1e3:.1f}" for g in row["rounds"][setting]) + " ms"
+    return _runs_ms(row["rounds"][setting], key)
 
 
 def tsqr_segments(out):
@@ -521,12 +526,8 @@ def _ab_trees(out, name, section):
     if d is None:
         return
     base, head = d["provenance"]["base"], d["provenance"]["commit"]
-
-    def rounds(runs, key):
-        return ", ".join(f"{r[key] * 1e3:.1f}" for r in runs) + " ms"
-
-    rows = [[r["case"], f"{r['p']} x {r['n']}", tree, rounds(r[side], "adjacency_s"),
-             rounds(r[side], "fit_s"), rounds(r[side], "estimator_fit_s"), rounds(r[side], "search_s")]
+    rows = [[r["case"], f"{r['p']} x {r['n']}", tree]
+            + [_runs_ms(r[side], key) for key in ("adjacency_s", "fit_s", "estimator_fit_s", "search_s")]
             for r in d["rows"] for side, tree in (("base", base), ("head", head))]
     text = _table(["case", "p x n", "tree", "fit's adjacency phase", "fit", "DirectLiNGAM().fit",
                    "search"], rows)

@@ -309,12 +309,12 @@ def fit_plan(n, p, *, backend, use_float=True, n_threads=1, adjacency="ols"):
     else:
         plan.append(("the CUDA search's host buffers (upload and correlation matrix)",
                      cuda_host_bytes(n, p), FEWER))
-    scatter_given = True  # from the search's correlation matrix (either backend)
     name = "adaptive lasso" if adjacency == "adaptive_lasso" else "least squares"
     advice = FEWER
     if adjacency == "adaptive_lasso":
         advice += ", fewer threads (n_threads: each holds an n_features^2 scratch)"
         advice += ", or adjacency='ols'"
     plan.append((f"the adjacency step ({name})",
-                 adjacency_bytes(adjacency, n, p, threads, scatter_given), advice))
+                 # (the scatter matrix comes from the search's correlation matrix)
+                 adjacency_bytes(adjacency, n, p, threads, scatter_given=True), advice))
     return plan
