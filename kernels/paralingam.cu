@@ -1873,6 +1873,28 @@ __device__ void record_regressed(PlSearch *s, int i, double fr, double noise_aft
     if constexpr (H64) s->hx64_var[i] = entropy_of((t[6] + t[7]) / n - PL_LN2, t[8] / n);
 }
 
+// Thread 0 stores rho, variable i's correlation with the root, in both
+// of their entries of cov (p: s->p, which callers read early).
+__device__ __forceinline__ void store_root_corr(PlSearch *s, size_t p, int i, int root, double rho)
+{
+    if (threadIdx.x == 0) {
+        s->cov[(size_t)i * p + root] = rho;
+        s->cov[(size_t)root * p + i] = rho;
+    }
+}
+
+// Whether variable i, with remaining-variance fraction f after the root's
+// regression, is fully explained (dependent); if so thread 0 marks it gone
+// with its fraction, and its row is not regressed. tol: explained_tol.
+// Block-uniform.
+__device__ __forceinline__ bool mark_if_explained(PlSearch *s, int i, double f, double frac_i,
+                                                  double tol, double noise)
+{
+    if (!dependent(f, frac_i, tol, noise)) return false;
+    if (threadIdx.x == 0) { s->frac[i] = frac_i * f; s->gone[i] = 1; }
+    return true;
+}
+
 // Regress the root out of the row at position k: one block, the whole row.
 template <bool H64>
 __device__ void regress_root_out(PlSearch *s, int k, double *sh)
@@ -1905,10 +1927,7 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
     if ((n & 1) && threadIdx.x == 0) add_root_sums_tail(x, xr, n, sum);  // odd n: the last sample
     block_sums(sum, sh);  // every thread gets the same sums
     const double rho = corr_from_sums(sum[0], sum[1], sum[2], sum[3], sum[4], n);
-    if (threadIdx.x == 0) {
-        s->cov[(size_t)i * p + root] = rho;
-        s->cov[(size_t)root * p + i] = rho;
-    }
+    store_root_corr(s, p, i, root, rho);
     double f = fmax(0.0, 1.0 - rho * rho);
     if (f <= band) {  // 1 - rho^2 is too coarse here: measure it (block-uniform)
         const double ma = sum[0] / n, mb = sum[1] / n;
@@ -1934,10 +1953,7 @@ __device__ void regress_root_out(PlSearch *s, int k, double *sh)
         }
     }
     const double noise = noise_i + noise_root + PL_STEP_NOISE;
-    if (dependent(f, frac_i, tol, noise)) {
-        if (threadIdx.x == 0) { s->frac[i] = frac_i * f; s->gone[i] = 1; }
-        return;
-    }
+    if (mark_if_explained(s, i, f, frac_i, tol, noise)) return;
     // thread 0's last values, computed here so that their divisions overlap
     // the pass below instead of lengthening every block's tail
     const double noise_after = noise / sqrt(f), eps_drift = DBL_EPSILON / f;
@@ -2105,16 +2121,25 @@ __device__ __forceinline__ void chunk_range(const PlSearch *s, int chunk, int &q
     tail = (n & 1) && chunk == update_chunks(s) - 1;
 }
 
+// The row a block of update_sums or update_rows works on: position k's
+// variable i and the root, once a root is decided; false where the block
+// has no row (k beyond the remaining positions, or the root's own).
+__device__ __forceinline__ bool chunk_block_row(const PlSearch *s, int k, int &root, int &i)
+{
+    const PlControl *c = s->ctl;
+    if (c->state != PL_DECIDED || k >= c->r) return false;
+    root = c->root;
+    i = s->alive[k];
+    return i != root;
+}
+
 extern "C" __global__ void update_sums(PlSearch *s)
 {
     pl_enter();
     __shared__ double sh[32 * 5];
-    PlControl *c = s->ctl;
-    if (c->state != PL_DECIDED) return;
     const int k = blockIdx.x, chunk = blockIdx.y;
-    if (k >= c->r) return;
-    const int root = c->root, i = s->alive[k];
-    if (i == root) return;
+    int root, i;
+    if (!chunk_block_row(s, k, root, i)) return;
     const size_t ld = s->ld;
     const double *x = s->X64 + i * ld, *xr = s->X64 + (size_t)root * ld;
     int q0, q1;
@@ -2144,12 +2169,9 @@ template <bool H64>
 __device__ void update_rows_body(PlSearch *s)
 {
     __shared__ double sh[32 * (H64 ? 9 : 6)];
-    PlControl *c = s->ctl;
-    if (c->state != PL_DECIDED) return;
     const int k = blockIdx.x, chunk = blockIdx.y;
-    if (k >= c->r) return;
-    const int root = c->root, i = s->alive[k];
-    if (i == root) return;
+    int root, i;
+    if (!chunk_block_row(s, k, root, i)) return;
     const double frac_i = s->frac[i], noise = s->noise[i] + s->noise[root] + PL_STEP_NOISE;
     const double rho = chunked_rho(s, k, sh);
     const double f = fmax(0.0, 1.0 - rho * rho);
@@ -2186,16 +2208,9 @@ __device__ void finish_chunked_row(PlSearch *s, int k, double *sh)
         regress_root_out<H64>(s, k, sh);
         return;
     }
-    const size_t p = s->p;
     const double frac_i = s->frac[i], noise = s->noise[i] + s->noise[root] + PL_STEP_NOISE;
-    if (threadIdx.x == 0) {
-        s->cov[(size_t)i * p + root] = rho;
-        s->cov[(size_t)root * p + i] = rho;
-    }
-    if (dependent(f, frac_i, s->explained_tol, noise)) {
-        if (threadIdx.x == 0) { s->frac[i] = frac_i * f; s->gone[i] = 1; }
-        return;
-    }
+    store_root_corr(s, s->p, i, root, rho);
+    if (mark_if_explained(s, i, f, frac_i, s->explained_tol, noise)) return;
     RegressSums<H64> t;
     add_chunk_parts(s, k, 5, t, sh);
     if (threadIdx.x == 0)
