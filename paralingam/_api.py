@@ -430,7 +430,7 @@ def search(search_data, settings, names, times):
                     drift_tol=DRIFT_TOL, times=times, threads_per_block=tuning.threads_per_block,
                     blocks=tuning.blocks, warps_per_pair=tuning.warps_per_pair,
                     stop_on_dependence=stop, candidates=candidates, devices=settings.devices,
-                    progress=_monotonic(bar), keep_copy=_keeps_copy(search_data, settings))
+                    progress=_monotonic(bar), keep_copy=_keeps_copy(search_data))
                 bar.update_to(p)
     except LinearDependenceError as exc:
         raise exc.with_names(names) from None
@@ -443,8 +443,8 @@ def _scatter_matrix(search_data, found):
     """The scatter matrix ``Xc.T @ Xc`` of the rescaled data from the search's
     correlation matrix and the columns' std: ``n D C D`` (None without them).
 
-    No pass over the data where the search gave the std (both backends on one
-    GPU or the CPU); a search over several GPUs gives only the correlations.
+    No pass over the data where the search gave the std (every search route
+    does; otherwise the std is computed here).
     """
     if found.correlation is None:
         return None
@@ -453,15 +453,16 @@ def _scatter_matrix(search_data, found):
         return search_data.shape[0] * found.correlation * np.outer(sd, sd)
 
 
-def _keeps_copy(search_data, settings):  # pragma: no cover - needs a GPU
+def _keeps_copy(search_data):  # pragma: no cover - needs a GPU
     """Whether the CUDA search keeps the data on the device for the adjacency step's QR.
 
-    One GPU and data the QR on the GPU takes (``adjacency._cuda_qr.suits``):
-    rank-deficient data's minimum-norm rows then need no second upload.
+    Data the QR on the GPU takes (``adjacency._cuda_qr.suits``), on one GPU
+    or several (the copy is on device 0): rank-deficient data's
+    minimum-norm rows then need no second upload.
     """
     from .adjacency import _cuda_qr
 
-    return settings.devices is None and _cuda_qr.suits(*search_data.shape)
+    return _cuda_qr.suits(*search_data.shape)
 
 
 def adjacency(search_data, found, settings, exponents, names, times, *, method="ols",

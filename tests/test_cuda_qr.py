@@ -492,7 +492,7 @@ def test_fit_on_rank_deficient_data_takes_the_gpu_factor_of_the_searchs_copy(mon
         res = paralingam.fit(X, backend="cuda", on_collinear="ignore")
     assert routes == ["copy"]
     # without the copy (a search that kept none): the upload route
-    monkeypatch.setattr(paralingam._api, "_keeps_copy", lambda data, settings: False)
+    monkeypatch.setattr(paralingam._api, "_keeps_copy", lambda data: False)
     uploaded = paralingam.fit(X, backend="cuda", on_collinear="ignore")
     assert routes == ["copy", "upload"]
     monkeypatch.setattr(_cuda_qr, "suits", lambda n, p: False)

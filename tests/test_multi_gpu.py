@@ -424,3 +424,22 @@ def test_multi_gpu_search_reports_progress_and_keeps_its_result(gpus, monkeypatc
     # the scheduler's callback: increasing counts of ordered variables
     assert calls and calls == sorted(calls) and 0 <= calls[0] and calls[-1] <= 300
     assert order == list(one.causal_order)
+
+
+@pytest.mark.gpu
+def test_multi_gpu_rank_deficient_adjacency_takes_device_0s_copy(gpus, monkeypatch):
+    # rank-deficient data: the adjacency step's QR reads device 0's copy of
+    # the data, as after a one-GPU search, so both give the same bits
+    from paralingam.adjacency import _cuda_qr
+    from paralingam.search import _cuda
+    from test_cuda_qr import record_routes
+    from test_rank_deficient import rank_deficient
+
+    if _cuda_qr._cusolver() is None:
+        pytest.skip("CuPy (cupy_backends' cuSOLVER) is not installed")
+    monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
+    X = rank_deficient(120, 2048, 60, 2431)
+    routes = record_routes(monkeypatch)
+    one, many = assert_same_as_one_gpu(X, on_collinear="ignore")
+    assert routes == ["copy", "copy"]
+    assert len(many.stats["explained"]) == 60

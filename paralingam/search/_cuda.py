@@ -27,7 +27,7 @@ import numpy as np
 from .. import _constants
 from . import _cuda_state
 from ._cuda_state import row_stride
-from .policy import initial_noise, noise_and_std
+from .policy import noise_and_std
 
 DEFAULT_WARPS = 8  # warps per worker block (threads_per_block = 256)
 # Worker blocks per SM the register allocation must allow (0: compiler's
@@ -306,6 +306,16 @@ def _keep_copy(ws, n, stream):
     return DeviceCopy(ws, n)
 
 
+def _keep_copy_now(ws, n):
+    """:func:`_keep_copy`, the copy made before it returns."""
+    import pycuda.driver as drv
+
+    stream = drv.Stream()
+    device_copy = _keep_copy(ws, n, stream)
+    stream.synchronize()
+    return device_copy
+
+
 def check_memory(n, p, use_float):
     """GPUMemoryError, before anything is allocated, when a search of this shape cannot fit.
 
@@ -546,8 +556,13 @@ def replica_arrays(names=("X64", "cov")):
 
 
 def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks, candidates,
-                      times, progress=None):
-    """Compile, allocate, upload and run a search over ``devices``; returns (workspace, out)."""
+                      times, progress=None, keep_copy=False):
+    """Compile, allocate, upload and run a search over ``devices``.
+
+    Returns device 0's workspace, the loop's output, the data's column std
+    and (``keep_copy``) a :class:`DeviceCopy` on device 0 or None, as the
+    single-GPU search makes them.
+    """
     import pycuda.driver as drv
 
     from . import _scheduler
@@ -575,7 +590,7 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
     X = np.zeros((p, cfg["ld"]))
     X[:, :n] = data.T
     noise = np.zeros(p + 1)
-    noise[:p] = initial_noise(data)
+    noise[:p], column_std = noise_and_std(data)
     grids = []
     for ctx, part, mod in zip(ctxs, ws.parts, mods):
         def upload(part=part, mod=mod):
@@ -587,6 +602,9 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
             return sms * mod.worker_blocks_per_sm(use_float)
         grids.append(_in_context(ctx, upload))
     _in_context(ctxs[0], drv.memset_d32, ws.parts[0].dev["lock"], 0, p * p)
+    # device 0's data before the search standardises them, as on one GPU:
+    # the adjacency step then takes the same route, with the same bits
+    device_copy = _in_context(ctxs[0], _keep_copy_now, ws.parts[0], n) if keep_copy else None
     times["upload"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     ctxs[0].push()
@@ -612,7 +630,7 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
     LAST_MULTI_RUN = {"redo_spread": int(out["redo_spread"]),
                       "status_wait_s": float(out["status_wait_s"]),
                       "rounds": int(out["rounds"])}
-    return ws.parts[0], out
+    return ws.parts[0], out, column_std, device_copy
 
 
 PREPARE_OPTIONS = ("-std=c++17", "-O3")
@@ -821,8 +839,8 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     one round. ``devices`` (``fit``'s): several GPUs share the search
     (``search_multi``; the same order as one GPU's). ``progress(n_ordered)``
     (optional, one GPU) is called with the variables ordered so far, at most
-    every 0.1 s, as iterations end. ``keep_copy`` (one GPU): keep the data
-    on the device for the adjacency step, where memory allows
+    every 0.1 s, as iterations end. ``keep_copy``: keep the data
+    on device 0 for the adjacency step, where memory allows
     (``per_iteration["device_copy"]``, a :class:`DeviceCopy`, or None).
 
     Returns
@@ -889,11 +907,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
                 sums = pool.submit(noise_and_std, data)
                 upload(ws, data)
                 noise[:p], column_std = sums.result()
-        device_copy = None
-        if keep_copy:  # before the search standardises X64
-            stream = drv.Stream()
-            device_copy = _keep_copy(ws, n, stream)
-            stream.synchronize()
+        device_copy = _keep_copy_now(ws, n) if keep_copy else None  # (before the search standardises X64)
         drv.memcpy_htod(ws.dev["noise"], noise)
         drv.memset_d32(ws.dev["lock"], 0, p * p)  # epochs restart with every search
         times["upload"] = time.perf_counter() - t0
@@ -911,9 +925,13 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     if not threshold and cfg["all_pairs_work"] > 0:
         cfg["all_pairs_work"] = float("inf")
     if devices is not None:
-        ws, out = _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
-                                    candidates, times, progress=progress)
-        return _read_result(ws, out, p, times)
+        ws, out, column_std, device_copy = _search_multi_run(
+            data, devices, cfg, threads_per_block, min_blocks, blocks, candidates, times,
+            progress=progress, keep_copy=keep_copy)
+        found = _read_result(ws, out, p, times, column_std)
+        if keep_copy:
+            found[2]["device_copy"] = device_copy
+        return found
     if blocks is None:
         blocks = device_properties()["multiprocessors"] * mod.worker_blocks_per_sm(use_float)
     t0 = time.perf_counter()
