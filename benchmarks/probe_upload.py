@@ -3,6 +3,8 @@
     python benchmarks/probe_upload.py                          # the issue's sizes (GPU machine)
     python benchmarks/probe_upload.py --sizes 600x500000 --repeats 5
     python benchmarks/probe_upload.py --sizes 600x500000 --no-old --copy-threads 1 4 1 4
+    python benchmarks/probe_upload.py --sizes 11x7466 87x10000 --dtypes float64 --no-old --fits \
+        --repeats 15 --noise-thread-min 33554432 1048576 33554432 1048576
 
 For each size (p x n) and input dtype: ``_cuda.upload`` (blocks of rows
 through two page-locked buffers, transposed on the device), the rows'
@@ -13,7 +15,10 @@ transposed float64 copy on the host and one pageable copy), each the median
 of ``--repeats`` after a warm-up, with the bytes per second of the input.
 ``--copy-threads`` repeats each size with these numbers of host threads
 copying the blocks into page-locked memory (``_cuda.UPLOAD_COPY_THREADS``),
-in the order given: an A/B of that setting in one process. ``--layouts``
+in the order given: an A/B of that setting in one process;
+``--noise-thread-min`` the same for ``_cuda.UPLOAD_NOISE_THREAD_MIN_BYTES``
+(the smallest data whose noise a fit sums on a thread beside the upload;
+it changes only the ``--fits`` columns). ``--layouts``
 sends the data in C order, Fortran order (a pandas frame's values), or
 both; the upload and the noise then read them as a fit does (scaled by
 powers of two, ``ScaledData``). ``--fits`` adds the upload and search
@@ -68,13 +73,16 @@ def upload_with_noise(ws, data):
         sums.result()
 
 
-def probe(p, n, dtype, repeats, old, copy_threads, layout="C", fits=False):
+def probe(p, n, dtype, repeats, old, copy_threads, layout="C", fits=False,
+          noise_thread_min=None):
     import pycuda.driver as drv
 
     from paralingam._validation import _as_data_matrix
 
     _cuda._context()
     _cuda.UPLOAD_COPY_THREADS = copy_threads
+    if noise_thread_min is not None:
+        _cuda.UPLOAD_NOISE_THREAD_MIN_BYTES = noise_thread_min
     rng = np.random.default_rng(0)
     data = np.asarray(rng.standard_normal((n, p)), dtype=dtype, order=layout)
     product = _as_data_matrix(data, scaled="deferred")[0]  # as fit reads it
@@ -82,7 +90,8 @@ def probe(p, n, dtype, repeats, old, copy_threads, layout="C", fits=False):
     ws = _cuda._Workspace(p, ld, True)
     try:
         row = {"p": p, "n": n, "dtype": np.dtype(dtype).name, "layout": layout,
-               "bytes": data.nbytes, "copy_threads": copy_threads}
+               "bytes": data.nbytes, "copy_threads": copy_threads,
+               "noise_thread_min_bytes": _cuda.UPLOAD_NOISE_THREAD_MIN_BYTES}
         row["upload"] = timed(lambda: _cuda.upload(ws, product), repeats)
         row["noise_and_std"] = timed(lambda: policy.noise_and_std(product), repeats)
         row["upload_with_noise"] = timed(lambda: upload_with_noise(ws, product), repeats)
@@ -125,6 +134,9 @@ def main():
     ap.add_argument("--no-old", action="store_true", help="skip the old host route")
     ap.add_argument("--copy-threads", nargs="*", type=int, default=[_cuda.UPLOAD_COPY_THREADS],
                     help="host threads copying the blocks (each value a row of its own)")
+    ap.add_argument("--noise-thread-min", nargs="*", type=int,
+                    default=[_cuda.UPLOAD_NOISE_THREAD_MIN_BYTES],
+                    help="_cuda.UPLOAD_NOISE_THREAD_MIN_BYTES (each value a row of its own)")
     ap.add_argument("--layouts", nargs="*", default=["C"], choices=["C", "F"],
                     help="the data's order: C, or F (a pandas frame's values)")
     ap.add_argument("--fits", action="store_true",
@@ -139,16 +151,17 @@ def main():
           f"medians of {args.repeats} (seconds; GB/s of the input)")
     print(f"{'p':>6} {'n':>8} {'dtype':>8} {'order':>5} {'MB':>8} {'copiers':>7} {'upload':>14} "
           f"{'noise+std':>14} {'both at once':>14} {'old route':>14} {'fit: upload':>14} "
-          f"{'fit: search':>14}")
+          f"{'fit: search':>14} {'noise thread from':>17}")
     rows = []
     for size in args.sizes:
         p, n = (int(v) for v in size.split("x"))
         for dtype in args.dtypes:
             for layout in args.layouts:
-                for copy_threads in args.copy_threads:
+                for copy_threads, noise_min in [(c, m) for c in args.copy_threads
+                                                for m in args.noise_thread_min]:
                     row = probe(p, n, dtype, args.repeats,
                                 not args.no_old and dtype == "float64", copy_threads, layout,
-                                args.fits)
+                                args.fits, noise_min)
                     rows.append(row)
                     gb = row["bytes"] / 1e9
 
@@ -159,8 +172,8 @@ def main():
                     print(f"{p:>6} {n:>8} {row['dtype']:>8} {layout:>5} "
                           f"{row['bytes'] / 1e6:8.1f} {copy_threads:>7} {cell('upload')} "
                           f"{cell('noise_and_std')} {cell('upload_with_noise')} "
-                          f"{cell('old_route')} {cell('fit_upload')} {cell('fit_search')}",
-                          flush=True)
+                          f"{cell('old_route')} {cell('fit_upload')} {cell('fit_search')} "
+                          f"{noise_min:>17}", flush=True)
     with open(args.json, "w") as fh:
         json.dump({"meta": meta, "rows": rows}, fh, indent=1)
     print(f"wrote {args.json}")

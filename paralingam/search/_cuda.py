@@ -74,6 +74,11 @@ UPLOAD_COPY_THREADS = 4
 # handing them the blocks cost more than they save on smaller data
 # (docs/design/pipeline.rst, "Copy threads on small data").
 UPLOAD_COPY_THREADS_MIN_BYTES = 1 << 25
+# The rows' rounding noise and std are summed on a thread of their own
+# while the upload runs, for data of at least this many bytes: below it the
+# thread's start costs more than the overlap saves
+# (docs/design/pipeline.rst, "The noise beside the upload").
+UPLOAD_NOISE_THREAD_MIN_BYTES = 1 << 20
 # Fortran-ordered data go by whole variables (kernels/prepare.cu,
 # variables_block): threads per block, and blocks per variable at most
 # (each thread then copies several samples).
@@ -897,7 +902,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         times["compile"] += time.perf_counter() - t1
         t0 += time.perf_counter() - t1
         noise = np.zeros(p + 1)  # the rows' rounding noise (paralingam.search.policy)
-        if data.nbytes < UPLOAD_BLOCK_BYTES:
+        if data.nbytes < UPLOAD_NOISE_THREAD_MIN_BYTES:
             upload(ws, data)
             noise[:p], column_std = noise_and_std(data)
         else:
