@@ -75,10 +75,10 @@ UPLOAD_COPY_THREADS = 4
 # (docs/design/pipeline.rst, "Copy threads on small data").
 UPLOAD_COPY_THREADS_MIN_BYTES = 1 << 25
 # The rows' rounding noise and std are summed on a thread of their own
-# while the upload runs, for data of at least this many bytes: below it the
-# thread's start costs more than the overlap saves
-# (docs/design/pipeline.rst, "The noise beside the upload").
-UPLOAD_NOISE_THREAD_MIN_BYTES = 1 << 20
+# while the upload runs, for data of at least this many bytes (one upload
+# block); smaller data's fits gained nothing measurable from the thread
+# (docs/design/pipeline.rst, "Copy threads on small data").
+UPLOAD_NOISE_THREAD_MIN_BYTES = UPLOAD_BLOCK_BYTES
 # Fortran-ordered data go by whole variables (kernels/prepare.cu,
 # variables_block): threads per block, and blocks per variable at most
 # (each thread then copies several samples).
