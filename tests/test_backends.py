@@ -276,6 +276,39 @@ def test_long_rows_are_updated_in_chunks_that_cover_them():
         assert _cuda_state.chunk_parts(_cuda_state.row_stride(n)) == 0
 
 
+def test_an_iterations_update_launches_follow_the_rows_and_devices():
+    # _scheduler.update_plan, which both launchers (one GPU, each device of
+    # several) run: the chunked UpdateData for long rows, the fused kernel
+    # for few positions on one GPU only, UpdateCovMat after any other.
+    from paralingam import _constants as k
+    from paralingam.search import _scheduler
+
+    def names(n, r, use_float=True, fused=True, smem=98304):
+        plan = _scheduler.update_launches(_scheduler.update_data_kernel(n, use_float), r, n,
+                                          smem, False, fused)
+        return [launch[0] for launch in plan], plan
+
+    long_n, r = k.UPDATE_SPLIT_MIN_N, 500
+    got, plan = names(long_n, r)
+    chunks = _scheduler.update_chunks(long_n)
+    assert got == ["update_sums", "update_rows_h64", "update_finish", "update_cov"]
+    assert [launch[1:3] for launch in plan[:3]] == [(r, chunks), (r, chunks), (r, 1)]
+    assert names(long_n, r, use_float=False)[0][1] == "update_rows"
+    assert names(long_n, 3)[0][:3] == ["update_sums", "update_rows_h64", "update_finish"]
+    # short rows: a block per row, its shared memory the row where it fits
+    got, plan = names(8192, r)
+    assert got == ["update_data", "update_cov"] and plan[0][5] == 8192 * 8
+    assert names(8192, r, smem=1024)[1][0][5] == 0
+    tiles = (r + 15) // 16
+    assert plan[1][1:3] == (tiles, tiles)
+    # few positions: one fused kernel on one GPU, two kernels on several
+    few = k.FUSED_COV_MAX_R
+    got, plan = names(1024, few)
+    assert got == ["update_data_fused"] and plan[0][5] >= k.FUSED_COV_SMEM
+    assert names(1024, few, fused=False)[0] == ["update_data", "update_cov"]
+    assert names(1024, few + 1)[0] == ["update_data", "update_cov"]
+
+
 def test_update_cov_blocks_are_shapes_the_kernel_handles():
     # update_cov (kernels/paralingam.cu) maps its tile's 16 rows to threadIdx.y
     # < 16 and shares band pairs among whole warps: a block needs at least 16

@@ -440,29 +440,70 @@ cdef inline int rows_kernel(int k_update) noexcept nogil:
     return K_UPDATE_ROWS_H64 if k_update == K_UPDATE_DATA_H64 else K_UPDATE_ROWS
 
 
-cdef int launch_updates(Module m, int k_update, int r, int n, void **params,
-                        bint band) except -1 nogil:
-    """UpdateData (kernel ``k_update``, with re-standardisation after drift)
-    and UpdateCovMat over ``r`` positions: two kernels; for at most
-    ``PL_FUSED_COV_MAX_R`` positions one, ``update_data_fused``; for rows of
-    ``PL_UPDATE_SPLIT_MIN_N`` samples and more, UpdateData in chunks
-    (:func:`update_chunks`: three kernels).
+# One kernel launch of an iteration's updates (update_plan): the kernel, its
+# grid, its block and its dynamic shared memory.
+cdef struct UpdateLaunch:
+    int k
+    unsigned int gx, gy, bx, by, shared
 
+# Launches of one update at most: the chunked UpdateData's three, then UpdateCovMat.
+DEF UPDATE_PLAN_MAX = 4
+
+
+cdef inline int put_launch(UpdateLaunch *plan, int i, int k, unsigned int gx, unsigned int gy,
+                           unsigned int bx, unsigned int by, unsigned int shared=0) noexcept nogil:
+    plan[i].k = k
+    plan[i].gx = gx; plan[i].gy = gy
+    plan[i].bx = bx; plan[i].by = by
+    plan[i].shared = shared
+    return i + 1
+
+
+cdef int update_plan(UpdateLaunch *plan, int k_update, int r, int n, unsigned int row_smem,
+                     bint band, bint fused) noexcept nogil:
+    """The launches of UpdateData (kernel ``k_update``, with re-standardisation
+    after drift) and UpdateCovMat over ``r`` positions, into ``plan``; returns
+    their count (at most UPDATE_PLAN_MAX).
+
+    Two kernels; for rows of ``PL_UPDATE_SPLIT_MIN_N`` samples and more,
+    UpdateData in chunks (:func:`update_chunks`: three kernels); with
+    ``fused`` (one GPU), for at most ``PL_FUSED_COV_MAX_R`` positions one,
+    ``update_data_fused``. ``row_smem``: the shared memory a row may take.
     Each kernel does nothing unless the device state is PL_DECIDED, and
     skips positions at or past the device's own r.
     """
     cdef int chunks = update_chunks(n)
+    cdef int i = 0
     if chunks:
-        launch(m, K_UPDATE_SUMS, r, chunks, 256, 1, params)
-        launch(m, rows_kernel(k_update), r, chunks, 256, 1, params)
-        launch(m, K_UPDATE_FINISH, r, 1, 256, 1, params)
-    elif k_update == K_UPDATE_DATA and r <= PL_FUSED_COV_MAX_R:  # one kernel (pl_constants.h)
-        launch(m, K_UPDATE_DATA_FUSED, r, 1, 256, 1, params,
-               max(row_cache_bytes(n, m.row_smem), <unsigned int>PL_FUSED_COV_SMEM))
-        return 0
+        i = put_launch(plan, i, K_UPDATE_SUMS, r, chunks, 256, 1)
+        i = put_launch(plan, i, rows_kernel(k_update), r, chunks, 256, 1)
+        i = put_launch(plan, i, K_UPDATE_FINISH, r, 1, 256, 1)
+    elif fused and k_update == K_UPDATE_DATA and r <= PL_FUSED_COV_MAX_R:  # (pl_constants.h)
+        return put_launch(plan, i, K_UPDATE_DATA_FUSED, r, 1, 256, 1,
+                          max(row_cache_bytes(n, row_smem), <unsigned int>PL_FUSED_COV_SMEM))
     else:
-        launch(m, k_update, r, 1, 256, 1, params, row_cache_bytes(n, m.row_smem))
-    launch(m, K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16, update_cov_rows(r, band), params)
+        i = put_launch(plan, i, k_update, r, 1, 256, 1, row_cache_bytes(n, row_smem))
+    return put_launch(plan, i, K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16,
+                      update_cov_rows(r, band))
+
+
+def update_launches(int k_update, int r, int n, unsigned int row_smem, bint band, bint fused):
+    """:func:`update_plan` for tests: a list of (kernel name, grid x, grid y,
+    block x, block y, shared bytes)."""
+    cdef UpdateLaunch plan[UPDATE_PLAN_MAX]
+    cdef int count = update_plan(plan, k_update, r, n, row_smem, band, fused)
+    return [((<bytes>KERNEL_NAMES[plan[i].k]).decode(), plan[i].gx, plan[i].gy, plan[i].bx,
+             plan[i].by, plan[i].shared) for i in range(count)]
+
+
+cdef int launch_updates(Module m, int k_update, int r, int n, void **params,
+                        bint band) except -1 nogil:
+    """The update's launches (:func:`update_plan`, fused where it applies) on one GPU."""
+    cdef UpdateLaunch plan[UPDATE_PLAN_MAX]
+    cdef int i, count = update_plan(plan, k_update, r, n, m.row_smem, band, True)
+    for i in range(count):
+        launch(m, plan[i].k, plan[i].gx, plan[i].gy, plan[i].bx, plan[i].by, params,
+               plan[i].shared)
     return 0
 
 
@@ -998,17 +1039,13 @@ cdef int wait_status_multi(PlStatus *st, int seq, bint poll, int n_dev,
 
 cdef int launch_updates_on(CUfunction *fn, int k_update, unsigned int row_smem, int r, int n,
                            void **params, bint band) except -1 nogil:
-    """launch_updates with one device's kernels (current context; no fused kernel)."""
-    cdef int chunks = update_chunks(n)
-    cdef int k_rows = rows_kernel(k_update)
-    if chunks:
-        launch_on(fn[K_UPDATE_SUMS], K_UPDATE_SUMS, r, chunks, 256, 1, params)
-        launch_on(fn[k_rows], k_rows, r, chunks, 256, 1, params)
-        launch_on(fn[K_UPDATE_FINISH], K_UPDATE_FINISH, r, 1, 256, 1, params)
-    else:
-        launch_on(fn[k_update], k_update, r, 1, 256, 1, params, row_cache_bytes(n, row_smem))
-    launch_on(fn[K_UPDATE_COV], K_UPDATE_COV, (r + 15) // 16, (r + 15) // 16, 16,
-              update_cov_rows(r, band), params)
+    """The update's launches (:func:`update_plan`, no fused kernel) with one
+    device's kernels (current context)."""
+    cdef UpdateLaunch plan[UPDATE_PLAN_MAX]
+    cdef int i, count = update_plan(plan, k_update, r, n, row_smem, band, False)
+    for i in range(count):
+        launch_on(fn[plan[i].k], plan[i].k, plan[i].gx, plan[i].gy, plan[i].bx, plan[i].by,
+                  params, plan[i].shared)
     return 0
 
 
