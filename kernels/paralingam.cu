@@ -2059,7 +2059,7 @@ __device__ void update_data_body(PlSearch *s)
 // of the update that caches its (shorter) rows: the host launches
 // update_data_h64 where hx64_in_update holds (_scheduler.update_data_kernel).
 // And update_data_fused, with the covariance update, where few variables
-// remain (_scheduler.launch_updates): a kernel boundary costs more than the
+// remain (_scheduler.update_plan): a kernel boundary costs more than the
 // update of a few tiles.
 extern "C" __global__ void update_data(PlSearch *s) { pl_enter(); update_data_body<false, false>(s); }
 extern "C" __global__ void update_data_h64(PlSearch *s) { pl_enter(); update_data_body<true, false>(s); }
