@@ -351,7 +351,7 @@ def device_copy(args):
          _cuda_qr.centred_triangular_factor_of_copy) = tree
 
     cases = ("ecoli", "rank_deficient_300", "rank_deficient_1000")
-    no_copy = lambda data, settings: False  # noqa: E731
+    no_copy = lambda data: False  # noqa: E731
     rows = alternated_settings(
         args, args.cases or (cases[:2] if args.quick else cases),
         {"host_segments": (lambda n, p: False, no_copy), "gpu_upload": (tree[0], no_copy),

@@ -1874,7 +1874,8 @@ __device__ void record_regressed(PlSearch *s, int i, double fr, double noise_aft
 }
 
 // Thread 0 stores rho, variable i's correlation with the root, in both
-// of their entries of cov (p: s->p, which callers read early).
+// of their entries of cov (p: s->p; regress_root_out reads it before its
+// passes, so that the load is off its tail).
 __device__ __forceinline__ void store_root_corr(PlSearch *s, size_t p, int i, int root, double rho)
 {
     if (threadIdx.x == 0) {

@@ -148,8 +148,8 @@ def fit(
         both backends: ``True`` always, ``"auto"`` when stderr is a terminal
         and the search has run for a second, ``False`` never (the default,
         so that the fits of a bootstrap or a script's loop stay silent; the
-        command line passes ``"auto"``). A search over several GPUs
-        (``devices``) reports none.
+        command line passes ``"auto"``), a search over several GPUs
+        (``devices``) too.
     devices : None, "all" or list of int, optional
         CUDA backend: the GPUs of one host that share the causal-order
         search (``None``, the default: GPU 0 alone; ``"all"``: every visible
@@ -443,8 +443,8 @@ def _scatter_matrix(search_data, found):
     """The scatter matrix ``Xc.T @ Xc`` of the rescaled data from the search's
     correlation matrix and the columns' std: ``n D C D`` (None without them).
 
-    No pass over the data where the search gave the std (every search route
-    does; otherwise the std is computed here).
+    No pass over the data where the search gave the std, as every search
+    route does; a search result without it gets it computed here.
     """
     if found.correlation is None:
         return None
@@ -457,7 +457,8 @@ def _keeps_copy(search_data):  # pragma: no cover - needs a GPU
     """Whether the CUDA search keeps the data on the device for the adjacency step's QR.
 
     Data the QR on the GPU takes (``adjacency._cuda_qr.suits``), on one GPU
-    or several (the copy is on device 0): rank-deficient data's
+    or several (the copy is on GPU 0, and only where the search's first
+    device is GPU 0: ``search._cuda.search``): rank-deficient data's
     minimum-norm rows then need no second upload.
     """
     from .adjacency import _cuda_qr

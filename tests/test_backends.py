@@ -300,7 +300,14 @@ def test_an_iterations_update_launches_follow_the_rows_and_devices():
     assert got == ["update_data", "update_cov"] and plan[0][5] == 8192 * 8
     assert names(8192, r, smem=1024)[1][0][5] == 0
     tiles = (r + 15) // 16
-    assert plan[1][1:3] == (tiles, tiles)
+    assert plan[1][1:5] == (tiles, tiles, 16, _scheduler.update_cov_rows(r, False))
+    assert all(launch[3:5] == (256, 1) for launch in names(long_n, r)[1][:3] + [plan[0]])
+    # after band pairs: update_cov's rows per block as update_cov_rows says
+    k_update = _scheduler.update_data_kernel(8192, True)
+    for band in (False, True):
+        for fused in (False, True):
+            last = _scheduler.update_launches(k_update, 40, 8192, 98304, band, fused)[-1]
+            assert last[0] == "update_cov" and last[4] == _scheduler.update_cov_rows(40, band)
     # few positions: one fused kernel on one GPU, two kernels on several
     few = k.FUSED_COV_MAX_R
     got, plan = names(1024, few)

@@ -443,3 +443,26 @@ def test_multi_gpu_rank_deficient_adjacency_takes_device_0s_copy(gpus, monkeypat
     one, many = assert_same_as_one_gpu(X, on_collinear="ignore")
     assert routes == ["copy", "copy"]
     assert len(many.stats["explained"]) == 60
+
+
+@pytest.mark.gpu
+def test_multi_gpu_from_another_first_gpu_uploads_for_the_adjacency_step(gpus, monkeypatch):
+    # devices=[1, 0]: device 0 of the search is GPU 1, whose memory the
+    # adjacency step's QR (on GPU 0) should not read: no copy is kept, the
+    # step uploads the data, and its edges agree with one GPU's to rounding
+    from paralingam.adjacency import _cuda_qr
+    from test_cuda_qr import record_routes
+    from test_rank_deficient import rank_deficient
+
+    if _cuda_qr._cusolver() is None:
+        pytest.skip("CuPy (cupy_backends' cuSOLVER) is not installed")
+    X = rank_deficient(120, 2048, 60, 2432)
+    routes = record_routes(monkeypatch)
+    one = fit(X, on_collinear="ignore")
+    other_first = fit(X, devices=[1, 0], on_collinear="ignore")
+    assert routes == ["copy", "upload"]
+    assert other_first.stats["devices"] == [1, 0]
+    assert other_first.causal_order == one.causal_order
+    scale = np.abs(one.adjacency_matrix).max()
+    np.testing.assert_allclose(other_first.adjacency_matrix, one.adjacency_matrix, rtol=0,
+                               atol=1e-9 * scale)

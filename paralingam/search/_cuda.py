@@ -565,8 +565,9 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
     """Compile, allocate, upload and run a search over ``devices``.
 
     Returns device 0's workspace, the loop's output, the data's column std
-    and (``keep_copy``) a :class:`DeviceCopy` on device 0 or None, as the
-    single-GPU search makes them.
+    and a :class:`DeviceCopy` on device 0 or None, as the single-GPU search
+    makes them (a copy only with ``keep_copy`` and where device 0, the
+    first of ``devices``, is GPU 0).
     """
     import pycuda.driver as drv
 
@@ -608,7 +609,11 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
         grids.append(_in_context(ctx, upload))
     _in_context(ctxs[0], drv.memset_d32, ws.parts[0].dev["lock"], 0, p * p)
     # device 0's data before the search standardises them, as on one GPU:
-    # the adjacency step then takes the same route, with the same bits
+    # the adjacency step then takes the same route, with the same bits. Only
+    # where the first device is GPU 0, the one the adjacency step's QR runs
+    # on (paralingam._gpu.context()); GPU 0 may lack access to another's
+    # memory, and the step then uploads the data itself.
+    keep_copy = keep_copy and devices[0] == 0
     device_copy = _in_context(ctxs[0], _keep_copy_now, ws.parts[0], n) if keep_copy else None
     times["upload"] = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -843,10 +848,11 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     iteration with ``threshold=False`` unless it is 0) compare every pair in
     one round. ``devices`` (``fit``'s): several GPUs share the search
     (``search_multi``; the same order as one GPU's). ``progress(n_ordered)``
-    (optional, one GPU) is called with the variables ordered so far, at most
-    every 0.1 s, as iterations end. ``keep_copy``: keep the data
-    on device 0 for the adjacency step, where memory allows
-    (``per_iteration["device_copy"]``, a :class:`DeviceCopy`, or None).
+    (optional) is called with the variables ordered so far, at most
+    every 0.1 s, as iterations end. ``keep_copy``: keep the data on GPU 0
+    for the adjacency step, where memory allows and (several GPUs) GPU 0 is
+    the first of ``devices`` (``per_iteration["device_copy"]``, a
+    :class:`DeviceCopy`, or None).
 
     Returns
     -------
