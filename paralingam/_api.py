@@ -261,7 +261,7 @@ class Found:
     per_iteration: dict
     n_rederived: int
     correlation: object = None  # the rescaled data's correlation matrix, from the search
-    column_std: object = None  # its columns' std (None: the adjacency step computes them)
+    column_std: object = None  # its columns' std, from the same search
     device_copy: object = None  # the CUDA search's data on the device (search._cuda.DeviceCopy)
 
 
@@ -443,13 +443,13 @@ def _scatter_matrix(search_data, found):
     """The scatter matrix ``Xc.T @ Xc`` of the rescaled data from the search's
     correlation matrix and the columns' std: ``n D C D`` (None without them).
 
-    No pass over the data where the search gave the std, as every search
-    route does; a search result without it gets it computed here.
+    No pass over the data: every search route gives both (the std from the
+    sums of its rounding noise).
     """
     if found.correlation is None:
         return None
     with np.errstate(over="ignore"):
-        sd = found.column_std if found.column_std is not None else search_data.std(axis=0)
+        sd = found.column_std
         return search_data.shape[0] * found.correlation * np.outer(sd, sd)
 
 
