@@ -27,6 +27,8 @@ from paralingam.search import reference
 from paralingam.datasets import make_lingam_data
 from child_process import child_env
 from test_cpu_backend import near_copy, planted_degenerate_data
+from test_cuda_qr import needs_cupy, record_routes
+from test_rank_deficient import rank_deficient
 from test_runtime import INTERRUPT_BOUND
 
 
@@ -427,16 +429,12 @@ def test_multi_gpu_search_reports_progress_and_keeps_its_result(gpus, monkeypatc
 
 
 @pytest.mark.gpu
+@needs_cupy
 def test_multi_gpu_rank_deficient_adjacency_takes_device_0s_copy(gpus, monkeypatch):
     # rank-deficient data: the adjacency step's QR reads device 0's copy of
     # the data, as after a one-GPU search, so both give the same bits
-    from paralingam.adjacency import _cuda_qr
     from paralingam.search import _cuda
-    from test_cuda_qr import record_routes
-    from test_rank_deficient import rank_deficient
 
-    if _cuda_qr._cusolver() is None:
-        pytest.skip("CuPy (cupy_backends' cuSOLVER) is not installed")
     monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
     X = rank_deficient(120, 2048, 60, 2431)
     routes = record_routes(monkeypatch)
@@ -446,16 +444,11 @@ def test_multi_gpu_rank_deficient_adjacency_takes_device_0s_copy(gpus, monkeypat
 
 
 @pytest.mark.gpu
+@needs_cupy
 def test_multi_gpu_from_another_first_gpu_uploads_for_the_adjacency_step(gpus, monkeypatch):
     # devices=[1, 0]: device 0 of the search is GPU 1, whose memory the
     # adjacency step's QR (on GPU 0) should not read: no copy is kept, the
     # step uploads the data, and its edges agree with one GPU's to rounding
-    from paralingam.adjacency import _cuda_qr
-    from test_cuda_qr import record_routes
-    from test_rank_deficient import rank_deficient
-
-    if _cuda_qr._cusolver() is None:
-        pytest.skip("CuPy (cupy_backends' cuSOLVER) is not installed")
     X = rank_deficient(120, 2048, 60, 2432)
     routes = record_routes(monkeypatch)
     one = fit(X, on_collinear="ignore")
