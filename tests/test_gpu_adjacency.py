@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 from lingam_cases import lingam_adjacency, random_prior_knowledge, tutorial_data
+from test_rank_deficient import assert_rows_fit, explained_targets, order_of, rank_deficient
 
 from paralingam.search import reference
 from paralingam.adjacency import _least_squares, adaptive_lasso_adjacency, ols_adjacency
@@ -113,6 +114,41 @@ def test_gpu_with_prior_knowledge_and_degenerate_targets(lingam_data):
 
     np.testing.assert_allclose(merged(gpu), merged(cpu), rtol=0, atol=1e-9)
     np.testing.assert_allclose(gpu[:4], cpu[:4], rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("p, n, explained, seed, outliers", [
+    (60, 400, 40, 231, None), (150, 1000, 120, 232, 5), (300, 2048, 277, 233, None),
+])
+def test_gpu_paths_over_dependent_predecessors_equal_cpu_engine(p, n, explained, seed,
+                                                                outliers, monkeypatch):
+    # Rank-deficient data: nearly every target's predecessors are linearly
+    # dependent, and their minimum-norm weights go to the GPU's paths with
+    # the Cholesky rows' (not target by target to the CPU engine).
+    from paralingam.adjacency import _cuda_adjacency
+
+    X = rank_deficient(p, n, explained, seed, noise=outliers)
+    order = order_of(X)
+    sent = []
+    original = _cuda_adjacency.lars_supports
+
+    def recorded(gram, targets, *args, **kwargs):
+        kept, ok = original(gram, targets, *args, **kwargs)
+        sent.append((np.asarray(targets).copy(), ok.copy()))
+        return kept, ok
+
+    monkeypatch.setattr(_cuda_adjacency, "lars_supports", recorded)
+    gpu, cpu = both(X, order)
+    (targets, ok), = sent
+    assert sorted(targets) == list(range(1, p))  # every target's path, dependent ones too
+    assert ok.mean() >= 0.9, f"{np.count_nonzero(~ok)} of {p - 1} paths handed back"
+    # A target its predecessors explain exactly has many exact fits, and which
+    # one the path ends on is decided by rounding (as between the data's QR on
+    # the GPU and on the host, tests/test_cuda_qr.py): each must fit its
+    # target; every other row equals the CPU engine's.
+    exact = explained_targets(X, order)
+    assert exact.any() and not exact.all()
+    np.testing.assert_allclose(gpu[~exact], cpu[~exact], rtol=0, atol=1e-9)
+    assert_rows_fit(X, gpu, exact)
 
 
 def test_estimator_on_cuda_equals_lingam(lingam_data):

@@ -205,6 +205,52 @@ def test_estimator_on_rank_deficient_data_runs_no_target_in_sklearn(monkeypatch)
     assert_rows_fit(X, model.adjacency_matrix_, exact)
 
 
+def test_the_cuda_route_sends_dependent_targets_paths_to_the_gpu(monkeypatch):
+    # The CUDA route's paths, with the GPU played by the CPU engine: every
+    # target goes there with its weights, the minimum-norm ones for targets
+    # past a dependent variable, and those it hands back run on the CPU; the
+    # matrix is the CPU route's bit for bit (the GPU itself: test_gpu_adjacency).
+    from paralingam import _isa
+
+    lasso = _isa.load("adjacency._lasso")
+    X = rank_deficient(40, 500, 30, 352, noise=3)
+    order = order_of(X)
+    sent = []
+
+    def gpu_played_by_the_cpu(gram, scatter, targets, given, coef, rss, n, gamma, n_threads,
+                              progress=None):
+        sent.append((targets[given].copy(), coef.copy()))
+        rows = np.flatnonzero(given)
+        offsets = np.zeros(len(rows) + 1, dtype=np.intp)
+        offsets[1:] = np.cumsum(targets[rows])
+        preds = np.concatenate([np.arange(k) for k in targets[rows]]).astype(np.intp)
+        B, fallback = lasso.adaptive_lasso_rows(gram, scatter, targets[rows], offsets, preds,
+                                                float(n), float(gamma), 1, coef, rss,
+                                                np.ones(len(rows), dtype=np.uint8))
+        done = np.zeros(len(targets), dtype=bool)
+        done[rows] = ~fallback
+        done[rows[::3]] = False  # handed back: the CPU engine computes them again
+        B[targets[rows[::3]]] = 0.0
+        return B, done
+
+    monkeypatch.setattr(_adaptive_lasso, "CUDA_LASSO_MIN_FEATURES", 0)
+    monkeypatch.setattr(_adaptive_lasso, "_least_squares_factor",
+                        lambda gram, on_gpu: _least_squares._ols_on_predecessors(gram))
+    monkeypatch.setattr(_adaptive_lasso, "_adaptive_lasso_rows_cuda", gpu_played_by_the_cpu)
+    monkeypatch.setattr(_cuda_qr, "suits", lambda n, p: False)  # the data's QR on the host
+    got = adaptive_lasso_adjacency(X, order, backend="cuda", n_threads=1)
+    (targets, coef), = sent
+    assert sorted(targets) == list(range(1, 40))
+    dependent = np.flatnonzero(dependent_targets(X, order)[order])  # positions in the order
+    assert len(dependent) > 20
+    # their weights are the minimum-norm least squares on the standardised data
+    Z = standardised(X)[:, order]
+    for k in dependent[:5]:
+        np.testing.assert_allclose(coef[k, :k], np.linalg.lstsq(Z[:, :k], Z[:, k], rcond=None)[0],
+                                   rtol=0, atol=1e-6)
+    assert np.array_equal(got, adaptive_lasso_adjacency(X, order, backend="cpu", n_threads=1))
+
+
 def test_near_copies_follow_sklearn_path_on_the_same_weights(monkeypatch):
     # Column 3 copies column 0 up to 1e-9 (1 - R^2 ~ 1e-18, below SINGULAR_TOL):
     # both count as one direction and get minimum-norm weights, equal for the

@@ -179,19 +179,27 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
         raise RuntimeError("the compiled adaptive lasso (paralingam.adjacency._lasso) is not built")
     if lasso is not None and targets:
         n_threads = n_threads or default_threads()  # OpenMP's own default is not capped
-        offsets = np.zeros(len(targets) + 1, dtype=np.intp)
-        offsets[1:] = np.cumsum([len(s) for s in predictor_sets])
         on_gpu = backend == "cuda" and p >= CUDA_LASSO_MIN_FEATURES
         ols_coef, ols_rss, solved = _least_squares_factor(gram_ord, on_gpu)
-        given = np.array([solved[k] and len(s) == k for k, s in zip(targets, predictor_sets)],
-                         dtype=np.uint8)
         targets_arr = np.asarray(targets, dtype=np.intp)
+        full = np.array([len(s) == k for k, s in zip(targets, predictor_sets)])
+        given = full & solved[targets_arr]
+        if (full & ~given).any():
+            # predecessors linearly dependent: minimum-norm weights, as
+            # sklearn's lstsq gives them, before the paths, so that those
+            # targets' paths run on the GPU too (on rank-deficient data they
+            # are nearly all of them)
+            ols_coef, ols_rss, filled = _min_norm_weights(
+                X, order, std, gram_ord, ols_coef, ols_rss, solved,
+                segmented=qr_in_segments(backend), n_threads=n_threads,
+                on_gpu=backend == "cuda", device_copy=device_copy)
+            given = full & filled[targets_arr]
         on_cpu = np.ones(len(targets), dtype=bool)
         B_ord = np.zeros((p, p))
         if on_gpu and given.any():
-            B_gpu, done = _adaptive_lasso_rows_cuda(gram_ord, scatter_ord, targets_arr,
-                                                    given.astype(bool), ols_coef, ols_rss,
-                                                    n, gamma, n_threads, _ahead(bar, 0))
+            B_gpu, done = _adaptive_lasso_rows_cuda(gram_ord, scatter_ord, targets_arr, given,
+                                                    ols_coef, ols_rss, n, gamma, n_threads,
+                                                    _ahead(bar, 0))
             B_ord += B_gpu
             on_cpu &= ~done
         if on_cpu.any():
@@ -199,20 +207,11 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
             sets = [predictor_sets[t] for t in rows]
             sub_offsets = np.zeros(len(rows) + 1, dtype=np.intp)
             sub_offsets[1:] = np.cumsum([len(s) for s in sets])
-            full = np.array([len(s) == k for k, s in zip(targets, predictor_sets)])
-            if (full & ~given.astype(bool) & on_cpu).any():
-                # predecessors linearly dependent: minimum-norm weights, as
-                # sklearn's lstsq gives them, for the compiled engine
-                ols_coef, ols_rss, filled = _min_norm_weights(
-                    X, order, std, gram_ord, ols_coef, ols_rss, solved,
-                    segmented=qr_in_segments(backend), n_threads=n_threads,
-                    on_gpu=backend == "cuda", device_copy=device_copy)
-                given = (given.astype(bool) | (full & filled[targets_arr])).astype(np.uint8)
             flags = np.zeros(len(rows), dtype=np.uint8)
             B_cpu, fallback = lasso.adaptive_lasso_rows(
                 gram_ord, scatter_ord, targets_arr[rows], sub_offsets,
                 np.concatenate(sets).astype(np.intp), float(n), float(gamma),
-                n_threads, ols_coef, ols_rss, given[rows],
+                n_threads, ols_coef, ols_rss, given[rows].astype(np.uint8),
                 progress=_ahead(bar, len(targets) - len(rows)), flags=flags)
             _singular_refits(B_cpu, scatter_ord, targets_arr[rows][flags & SINGULAR_REFIT > 0])
             B_ord += B_cpu

@@ -939,10 +939,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         ws, out, column_std, device_copy = _search_multi_run(
             data, devices, cfg, threads_per_block, min_blocks, blocks, candidates, times,
             progress=progress, keep_copy=keep_copy)
-        found = _read_result(ws, out, p, times, column_std)
-        if keep_copy:
-            found[2]["device_copy"] = device_copy
-        return found
+        return _read_result(ws, out, p, times, column_std, device_copy)
     if blocks is None:
         blocks = device_properties()["multiprocessors"] * mod.worker_blocks_per_sm(use_float)
     t0 = time.perf_counter()
@@ -957,10 +954,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
             raise _sticky_fault(exc) from exc
         raise
     times["search"] = time.perf_counter() - t0
-    found = _read_result(ws, out, p, times, column_std)
-    if keep_copy:
-        found[2]["device_copy"] = device_copy
-    return found
+    return _read_result(ws, out, p, times, column_std, device_copy)
 
 
 def _sticky_fault(exc):
@@ -974,11 +968,12 @@ def _sticky_fault(exc):
         exc.code)
 
 
-def _read_result(ws, out, p, times, column_std=None):
+def _read_result(ws, out, p, times, column_std, device_copy=None):
     """search's results from the workspace of device 0 (order, stats, correlation).
 
-    ``column_std``: the data's ``std(axis=0)`` where the upload computed it
-    (the scatter matrix is made from it), else None.
+    ``column_std``: the data's ``std(axis=0)`` from the upload's sums (the
+    scatter matrix is made from it); ``device_copy``: the data kept on the
+    device for the adjacency step (:class:`DeviceCopy`), or None.
     """
     import pycuda.driver as drv
 
@@ -1003,8 +998,9 @@ def _read_result(ws, out, p, times, column_std=None):
     corr = np.empty((p, p))
     drv.memcpy_dtoh(corr, ws.dev["corr0"])
     per_iteration["correlation"] = corr
-    if column_std is not None:
-        per_iteration["column_std"] = column_std  # data.std(axis=0), for the scatter matrix
+    per_iteration["column_std"] = column_std  # data.std(axis=0), for the scatter matrix
+    if device_copy is not None:
+        per_iteration["device_copy"] = device_copy
     times["readback"] = time.perf_counter() - t0
     if out["gpu_time"]:
         for name, secs in out["gpu_time"].items():
