@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 from lingam_cases import lingam_adjacency, random_prior_knowledge, tutorial_data
-from test_rank_deficient import assert_rows_fit, explained_targets, order_of, rank_deficient
+from test_rank_deficient import explained_targets, order_of, rank_deficient
 
 from paralingam.search import reference
 from paralingam.adjacency import _least_squares, adaptive_lasso_adjacency, ols_adjacency
@@ -142,13 +142,20 @@ def test_gpu_paths_over_dependent_predecessors_equal_cpu_engine(p, n, explained,
     assert sorted(targets) == list(range(1, p))  # every target's path, dependent ones too
     assert ok.mean() >= 0.9, f"{np.count_nonzero(~ok)} of {p - 1} paths handed back"
     # A target its predecessors explain exactly has many exact fits, and which
-    # one the path ends on is decided by rounding (as between the data's QR on
-    # the GPU and on the host, tests/test_cuda_qr.py): each must fit its
-    # target; every other row equals the CPU engine's.
+    # one the path ends on (or whether it stops short of one, its correlations
+    # under LARS's tolerance, as lingam's may) is decided by rounding, as
+    # between the data's QR on the GPU and on the host (tests/test_cuda_qr.py).
+    # Every other row equals the CPU engine's; an exact target's row equals
+    # it or fits its target at least as well.
     exact = explained_targets(X, order)
     assert exact.any() and not exact.all()
     np.testing.assert_allclose(gpu[~exact], cpu[~exact], rtol=0, atol=1e-9)
-    assert_rows_fit(X, gpu, exact)
+    Xc = X - X.mean(axis=0)
+    for i in np.flatnonzero(exact):
+        if np.allclose(gpu[i], cpu[i], rtol=0, atol=1e-9):
+            continue
+        residual = [np.linalg.norm(Xc[:, i] - Xc @ B[i]) for B in (gpu, cpu)]
+        assert residual[0] <= max(residual[1] * (1 + 1e-6), 1e-8 * np.linalg.norm(Xc[:, i])), i
 
 
 def test_estimator_on_cuda_equals_lingam(lingam_data):
