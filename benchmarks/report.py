@@ -539,6 +539,11 @@ def min_norm_loop(out):
     _ab_trees(out, "bench_adjacency_h100.json", "min_norm_loop")
 
 
+def dependent_paths(out):
+    """The estimator's paths over dependent predecessors on the GPU against the host's engine (tools/ab_trees.sh)."""
+    _ab_trees(out, "bench_adjacency_h100.json", "dependent_paths")
+
+
 def scatter_from_search(out):
     """The CPU route's scatter matrix from its search's correlation matrix against its own pass (tools/ab_trees.sh)."""
     _ab_trees(out, "bench_adjacency_vm_2cores.json", "scatter_from_search")
@@ -613,6 +618,7 @@ def render(out):
     ols_factor(out)
     qr_ahead(out)
     scatter_from_search(out)
+    dependent_paths(out)
     pivot_noise(out)
 
 
