@@ -216,17 +216,15 @@ def fit(
 def _reads_scaled(data, settings):
     """Whether the search reads ``data``, a ScaledData, as it is (else it needs the copy).
 
-    The CPU search does; so does a single GPU's upload (which scales the
-    blocks on the device, exactly) of float64 or float32 input whose scaling
-    is a product by normal powers of two. The multi-GPU search sends a whole
-    array.
+    The CPU search does; so does the GPU upload (which scales the blocks on
+    the device, exactly; on each device of a multi-GPU search) of float64
+    or float32 input whose scaling is a product by normal powers of two.
     """
     if not isinstance(data, _preparation.ScaledData):
         return True
     if settings.backend == "cpu":
         return True
-    return (settings.devices is None and data.factors is not None
-            and data.source.dtype in (np.float64, np.float32))
+    return data.factors is not None and data.source.dtype in (np.float64, np.float32)
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ class ScaledData:
     rows (:func:`standardise_rows`), the rounding noise
     (``paralingam.search.policy.noise_and_std``), the GPU upload and least
     squares (:func:`float_rows`) read it this way, and :meth:`copy` makes
-    the whole array when a step needs it (the adaptive lasso, several GPUs).
+    the whole array when a step needs it (the adaptive lasso).
     Every value is the one of ``copy()``: the product by a power of two does
     not depend on the layout or the block.
 

@@ -117,6 +117,21 @@ def test_multi_gpu_order_equals_one_gpu(gpus, lingam_data, p, n, density, seed, 
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_multi_gpu_of_scaled_float32_input_equals_one_gpu(gpus, layout, spread):
+    # columns 1e-30..1e30 apart: the input is scaled by powers of two, on
+    # each device by the upload's kernels (a C-ordered block transposed, a
+    # Fortran-ordered one copied by variables), as on one GPU
+    rng = np.random.default_rng(2431)
+    X = make_lingam_data(40, 3000, density="sparse", random_state=2431)[0]
+    X = (X * 10.0 ** rng.uniform(-30, 30, 40)).astype(np.float32)
+    X = np.asfortranarray(X) if layout == "F" else np.ascontiguousarray(X)
+    one, many = assert_same_as_one_gpu(X)
+    widened = fit(X.astype(np.float64), devices="all")
+    assert widened.causal_order == many.causal_order
+
+
+@pytest.mark.gpu
 def test_multi_gpu_small_case_equals_reference(gpus, lingam_data, reference_on, monkeypatch):
     from paralingam.search import _cuda
 

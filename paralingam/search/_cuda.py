@@ -590,23 +590,24 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
         check_memory_multi(n, p, use_float, devices)
         ws = _WORKSPACES[key] = _MultiWorkspace(ctxs, p, cfg["ld"], use_float)
     _LAST_MULTI = ws
-    from .._memory import F8, require
 
-    require("the CUDA search's upload buffer", F8 * p * cfg["ld"], "use fewer variables")
-    X = np.zeros((p, cfg["ld"]))
-    X[:, :n] = data.T
-    noise = np.zeros(p + 1)
-    noise[:p], column_std = noise_and_std(data)
+    from concurrent.futures import ThreadPoolExecutor
+
+    noise = np.zeros(p + 1)  # the rows' rounding noise (paralingam.search.policy)
+    with ThreadPoolExecutor(1) as pool:  # the noise's sums while the blocks cross the buses
+        sums = pool.submit(noise_and_std, data)
+        for ctx, part in zip(ctxs, ws.parts):  # each device's X64 exactly data.T, as on one GPU
+            _in_context(ctx, upload, part, data, ctx.handle)
+        noise[:p], column_std = sums.result()
     grids = []
     for ctx, part, mod in zip(ctxs, ws.parts, mods):
-        def upload(part=part, mod=mod):
-            drv.memcpy_htod(part.dev["X64"], X)
+        def finish_upload(part=part, mod=mod):
             drv.memcpy_htod(part.dev["noise"], noise)
             if blocks is not None:
                 return int(blocks)
             sms = drv.Context.get_device().get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
             return sms * mod.worker_blocks_per_sm(use_float)
-        grids.append(_in_context(ctx, upload))
+        grids.append(_in_context(ctx, finish_upload))
     _in_context(ctxs[0], drv.memset_d32, ws.parts[0].dev["lock"], 0, p * p)
     # device 0's data before the search standardises them, as on one GPU:
     # the adjacency step then takes the same route, with the same bits. Only
@@ -677,7 +678,7 @@ def _prepare_kernels(ctx_handle):
     return kernels
 
 
-def upload(ws, data):
+def upload(ws, data, ctx_handle=None):
     """Copy ``data`` (n_samples, n_features) into the workspace's X64, one variable per row.
 
     ``data``: float64 or float32, any layout (C or Fortran order, strided
@@ -698,6 +699,9 @@ def upload(ws, data):
     it is (float32 at half the bytes of a float64 copy) and the columns are
     scaled on the device, exactly as the host scales them, so that X64
     holds exactly ``data.copy().T``.
+
+    ``ctx_handle``: the current context's handle where it is not the
+    package's (a multi-device search's other devices), for the kernels.
     """
     import pycuda.driver as drv
 
@@ -710,7 +714,7 @@ def upload(ws, data):
                              "ScaledData needs ldexp: upload its copy()")
         data, factors = data.source, data.factors
     data = np.asarray(data)
-    kernels = _prepare_kernels(_context().handle)
+    kernels = _prepare_kernels(_context().handle if ctx_handle is None else ctx_handle)
     if data.ndim != 2 or data.dtype not in kernels["scaled"]:
         raise ValueError(f"upload needs a 2-D float64 or float32 array; got {data.dtype} "
                          f"of shape {data.shape}")
@@ -876,10 +880,6 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     n, p = data.shape
     ld = row_stride(n)
     if devices is not None:
-        from .._preparation import ScaledData
-
-        if isinstance(data, ScaledData):  # the multi-GPU upload sends a whole array
-            data = data.copy()
         if profile:
             raise ValueError("profile is a single-GPU option (devices=None)")
         warps = (threads_per_block or DEFAULT_WARPS * 32) // 32
