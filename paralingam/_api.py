@@ -369,7 +369,8 @@ def prepare(data, absmax, settings, *, adjacency="ols", adjacency_threads=1, exp
         _compile_gpu_kernels_soon()
     _memory.require_all(_memory.fit_plan(
         n, p, backend=settings.backend, use_float=settings.use_float, adjacency=adjacency,
-        n_threads=max(settings.n_threads or 1, adjacency_threads)))
+        n_threads=max(settings.n_threads or 1, adjacency_threads),
+        devices=len(settings.devices or (0,))))
     if exponents is not None:
         return data, exponents
     exponents = _preparation.column_exponents(data, absmax)

@@ -215,12 +215,13 @@ def cpu_fit_search_bytes(n, p, use_float=True, n_threads=1):
     return F8 * (n * p + 2 * p * p) + cpu_search_bytes(n, p, use_float, n_threads)
 
 
-def cuda_host_bytes(n, p):
+def cuda_host_bytes(n, p, devices=1):
     """Host side of the CUDA search: the upload's two page-locked blocks
-    (``_cuda.upload``) and the correlation read back, then the scatter matrix
-    made from it (three p x p). (The device side is
-    ``search._cuda_state.device_bytes``, derived from the state's layout.)"""
-    return 2 * min(UPLOAD_BLOCK_BYTES, F8 * n * p) + F8 * 4 * p * p
+    (``_cuda.upload``; kept per device of a multi-GPU search) and the
+    correlation read back, then the scatter matrix made from it (three p x
+    p). (The device side is ``search._cuda_state.device_bytes``, derived from
+    the state's layout.)"""
+    return 2 * devices * min(UPLOAD_BLOCK_BYTES, F8 * n * p) + F8 * 4 * p * p
 
 
 def scatter_bytes(n, p):
@@ -291,11 +292,12 @@ def bootstrap_result_bytes(n_sampling, n, p):
     return F8 * (2 * n_sampling * p * p + n_sampling * n)
 
 
-def fit_plan(n, p, *, backend, use_float=True, n_threads=1, adjacency="ols"):
+def fit_plan(n, p, *, backend, use_float=True, n_threads=1, adjacency="ols", devices=1):
     """``(step, bytes, advice)`` of every large step of ``paralingam.fit``.
 
     Each entry is the step's own peak, beyond the data already held: the
     steps run one after another and free their arrays in between.
+    ``devices``: the number of GPUs sharing a CUDA search.
     """
     threads = max(1, n_threads)
     plan = []
@@ -308,7 +310,7 @@ def fit_plan(n, p, *, backend, use_float=True, n_threads=1, adjacency="ols"):
                               "; dtype='float64' needs 16 bytes less per pair")))
     else:
         plan.append(("the CUDA search's host buffers (upload and correlation matrix)",
-                     cuda_host_bytes(n, p), FEWER))
+                     cuda_host_bytes(n, p, devices), FEWER))
     name = "adaptive lasso" if adjacency == "adaptive_lasso" else "least squares"
     advice = FEWER
     if adjacency == "adaptive_lasso":

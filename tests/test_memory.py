@@ -127,6 +127,15 @@ def test_fit_checks_every_step_before_the_first_runs(memory, monkeypatch, level,
     assert not ran  # refused before the search started
 
 
+def test_the_cuda_host_plan_counts_each_devices_upload_blocks():
+    # a multi-GPU search keeps the upload's two page-locked blocks per device
+    n, p = 100_000, 300
+    one = dict((step, need) for step, need, _ in _memory.fit_plan(n, p, backend="cuda"))
+    two = dict((step, need) for step, need, _ in _memory.fit_plan(n, p, backend="cuda", devices=2))
+    step = "the CUDA search's host buffers (upload and correlation matrix)"
+    assert two[step] - one[step] == 2 * _memory.UPLOAD_BLOCK_BYTES
+
+
 def test_each_step_checks_itself(memory):
     n, p = 60, 30
     X = _data(n, p)

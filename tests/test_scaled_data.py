@@ -176,6 +176,20 @@ def test_fit_of_float32_input_is_that_of_its_float64_widening():
     _same(a.adjacency_matrix, b.adjacency_matrix)
 
 
+@pytest.mark.parametrize("devices", [None, [0, 1]])
+def test_the_gpu_search_reads_scaled_input_as_it_is_on_one_gpu_or_several(devices):
+    # each device's upload scales the blocks (tests/test_gpu_scaled.py,
+    # tests/test_multi_gpu.py); only ldexp factors need the host copy
+    from types import SimpleNamespace
+
+    settings = SimpleNamespace(backend="cuda", devices=devices)
+    X = np.random.default_rng(5).standard_normal((50, 3)) * [1e-30, 1.0, 1e30]
+    product, _, _ = _as_data_matrix(X, scaled="deferred")
+    assert product.factors is not None and _api._reads_scaled(product, settings)
+    tiny, _, _ = _as_data_matrix(X[:, 1:] * 1e-305, scaled="deferred")
+    assert tiny.factors is None and not _api._reads_scaled(tiny, settings)
+
+
 def test_fit_leaves_the_input_unchanged():
     X = make_lingam_data(6, 1000, random_state=9)[0] * 1e-200
     before = X.copy()

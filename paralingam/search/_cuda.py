@@ -999,8 +999,7 @@ def _read_result(ws, out, p, times, column_std, device_copy=None):
     drv.memcpy_dtoh(corr, ws.dev["corr0"])
     per_iteration["correlation"] = corr
     per_iteration["column_std"] = column_std  # data.std(axis=0), for the scatter matrix
-    if device_copy is not None:
-        per_iteration["device_copy"] = device_copy
+    per_iteration["device_copy"] = device_copy
     times["readback"] = time.perf_counter() - t0
     if out["gpu_time"]:
         for name, secs in out["gpu_time"].items():
