@@ -856,7 +856,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     every 0.1 s, as iterations end. ``keep_copy``: keep the data on GPU 0
     for the adjacency step, where memory allows and (several GPUs) GPU 0 is
     the first of ``devices`` (``per_iteration["device_copy"]``, a
-    :class:`DeviceCopy`, or None).
+    :class:`DeviceCopy`; absent where none was kept).
 
     Returns
     -------
@@ -973,7 +973,8 @@ def _read_result(ws, out, p, times, column_std, device_copy=None):
 
     ``column_std``: the data's ``std(axis=0)`` from the upload's sums (the
     scatter matrix is made from it); ``device_copy``: the data kept on the
-    device for the adjacency step (:class:`DeviceCopy`), or None.
+    device for the adjacency step (:class:`DeviceCopy`), or None (then
+    ``per_iteration`` has no ``"device_copy"``).
     """
     import pycuda.driver as drv
 
@@ -999,7 +1000,8 @@ def _read_result(ws, out, p, times, column_std, device_copy=None):
     drv.memcpy_dtoh(corr, ws.dev["corr0"])
     per_iteration["correlation"] = corr
     per_iteration["column_std"] = column_std  # data.std(axis=0), for the scatter matrix
-    per_iteration["device_copy"] = device_copy
+    if device_copy is not None:
+        per_iteration["device_copy"] = device_copy
     times["readback"] = time.perf_counter() - t0
     if out["gpu_time"]:
         for name, secs in out["gpu_time"].items():
