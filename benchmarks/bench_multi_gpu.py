@@ -27,6 +27,7 @@ waits and copies queued by the host loop.
     python benchmarks/bench_multi_gpu.py --mode memory  # device memory per GPU (formula, no GPU)
     python benchmarks/bench_multi_gpu.py --mode multi-only --sizes 10000x10000  # no one-GPU run
     python benchmarks/bench_multi_gpu.py --mode kernels-ab --baseline-kernels DIR --sizes 3000x4096
+    python benchmarks/bench_multi_gpu.py --mode options-ab --variant claim16=-DPL_CLAIM_BATCH=16
 
 ``--mode multi-only`` times the multi-GPU search alone, once per case, with no
 warm-up, one-GPU reference or phase split (for sizes where one GPU would
@@ -45,6 +46,11 @@ alternated on the same data in one process, after one warm-up search of
 each. Only the multi-GPU module (``PL_PEERS``) is built from DIR; the host
 code and the one-GPU kernels are this tree's, so DIR must be a tree whose
 kernels this host code can launch.
+
+``--mode options-ab`` is the same for compile options of this tree's
+multi-GPU kernels (each ``--variant LABEL=OPTIONS``, e.g. another
+``PL_CLAIM_BATCH``) against the kernels as they are; the one-GPU search of
+each case gives the speed-ups.
 """
 
 import statistics
@@ -164,45 +170,89 @@ def kernels_ab(sizes, case_repeats, devices, args):
     from paralingam.search import _cuda
 
     folder = Path(args.baseline_kernels)
-    baseline_source = _cuda.kernel_source(read=lambda name: (folder / name).read_text())
+    source = _cuda.kernel_source(read=lambda name: (folder / name).read_text())
+    rows = alternate_kernels({"baseline": (source, ()), "this_tree": (None, ())},
+                             sizes, case_repeats, devices, args, {"baseline_kernels": str(folder)})
+    return rows
+
+
+def options_ab(sizes, case_repeats, devices, args):
+    """The multi-GPU search with this tree's kernels as they are against the same
+    kernels compiled with each ``--variant LABEL=OPTIONS`` (e.g. another
+    ``PL_CLAIM_BATCH``), alternated; the one-GPU order is the reference."""
+    variants = {"default": (None, ())}
+    for spec in args.variant:
+        label, _, options = spec.partition("=")
+        variants[label] = (None, tuple(options.split()))
+    return alternate_kernels(variants, sizes, case_repeats, devices, args,
+                             {"variants": {k: list(v[1]) for k, v in variants.items()}})
+
+
+def alternate_kernels(variants, sizes, case_repeats, devices, args, extra):
+    """Time the multi-GPU search with each variant's ``PL_PEERS`` module, alternated.
+
+    ``variants``: label -> (kernel source or None for this tree's, added
+    compile options). The first variant is the baseline of each row's
+    ``change``. One warm-up search per variant on the first case
+    (compilation; later cases need none); the one-GPU fit of each case is
+    the order's reference and the speed-ups' baseline.
+    """
+    from paralingam.search import _cuda
+
     this_tree_compile = _cuda.compile_kernels
-    use_baseline = [False]
+    active = [None]
 
     def compile_kernels(source, warps, min_blocks, peers=False, options=()):
-        if peers and use_baseline[0]:
-            source = baseline_source
+        if peers and active[0] is not None:
+            other, added = variants[active[0]]
+            source = other or source
+            options = tuple(options) + added
         return this_tree_compile(source, warps, min_blocks, peers, options)
 
     _cuda.compile_kernels = compile_kernels  # (_cuda._module looks it up at each call)
 
-    def search_with(kernels, X):
-        use_baseline[0] = kernels == "baseline"
+    def search_with(label, X):
+        active[0] = label
         _cuda._module.cache_clear()  # load the module of these kernels (disk cache)
         return fit_once(X, devices=devices)
 
+    labels = list(variants)
     rows = []
-    for size, repeats in zip(sizes, case_repeats):
-        p, n = _common.parse_size(size)
-        X = case_data(p, n)
-        ref = fit_once(X)  # the one-GPU order (and the warm-up of the one-GPU kernels)
-        same = all(search_with(k, X).causal_order == ref.causal_order
-                   for k in ("baseline", "this_tree"))  # warm-ups, compilation included
-        times = {"baseline": [], "this_tree": []}
-        for _ in range(repeats):
-            for kernels in times:
-                r = search_with(kernels, X)
-                times[kernels].append(r.stats["time"]["search"])
-                same &= r.causal_order == ref.causal_order
-        base, head = statistics.median(times["baseline"]), statistics.median(times["this_tree"])
-        rows.append({"case": f"sparse p={p} n={n}", "p": p, "n": n, "devices": devices,
-                     "repeats": repeats, "baseline_s": base, "this_tree_s": head,
-                     "change": head / base - 1.0, "times": times, "same_order": bool(same)})
-        print(f"{rows[-1]['case']}: {len(devices)} GPUs, baseline kernels {base:.3f} s, this tree's "
-              f"{head:.3f} s ({100 * (head / base - 1):+.1f}%), same order {same}", flush=True)
-        _common.write_result(args, {"baseline_kernels": str(folder), "rows": rows})
-        del X
-    _cuda.compile_kernels = this_tree_compile
-    _cuda._module.cache_clear()
+    try:
+        for size, repeats in zip(sizes, case_repeats):
+            p, n = _common.parse_size(size)
+            X = case_data(p, n)
+            ref = fit_once(X)  # the one-GPU order (and the warm-up of the one-GPU kernels)
+            same = True
+            if not rows:  # warm-ups, compilation included
+                same = all(search_with(k, X).causal_order == ref.causal_order for k in labels)
+            times = {k: [] for k in labels}
+            for _ in range(repeats):
+                for k in labels:
+                    r = search_with(k, X)
+                    times[k].append(r.stats["time"]["search"])
+                    same &= r.causal_order == ref.causal_order
+            medians = {k: statistics.median(v) for k, v in times.items()}
+            base = medians[labels[0]]
+            one_gpu = ref.stats["time"]["search"]
+            row = {"case": f"sparse p={p} n={n}", "p": p, "n": n, "devices": devices,
+                   "repeats": repeats, "one_gpu_s": one_gpu, "times": times,
+                   "medians_s": medians,
+                   "change": {k: medians[k] / base - 1.0 for k in labels[1:]},
+                   "speedup": {k: one_gpu / medians[k] for k in labels},
+                   "same_order": bool(same)}
+            if labels == ["baseline", "this_tree"]:  # (the kernels-ab table's columns)
+                row.update(baseline_s=base, this_tree_s=medians["this_tree"],
+                           change=medians["this_tree"] / base - 1.0)
+            rows.append(row)
+            print(f"{row['case']}: one GPU {one_gpu:.3f} s; {len(devices)} GPUs " +
+                  ", ".join(f"{k} {medians[k]:.3f} s ({one_gpu / medians[k]:.2f}x)" for k in labels) +
+                  f"; same order {same}", flush=True)
+            _common.write_result(args, {**extra, "rows": rows})
+            del X
+    finally:
+        _cuda.compile_kernels = this_tree_compile
+        _cuda._module.cache_clear()
     return rows
 
 
@@ -252,7 +302,7 @@ def print_memory(rows):
 def main():
     ap = _common.parser("bench_multi_gpu", __doc__, repeats=3, gpu=True,
                         quick=f"only {' '.join(QUICK_SIZES)}",
-                        modes=("split", "memory", "multi-only", "kernels-ab"))
+                        modes=("split", "memory", "multi-only", "kernels-ab", "options-ab"))
     ap.add_argument("--sizes", nargs="*", default=None, metavar="PxN",
                     help=f"cases as variables x samples (default: {' '.join(DEFAULT_SIZES)})")
     ap.add_argument("--devices", nargs="*", type=int, default=None,
@@ -265,9 +315,14 @@ def main():
     ap.add_argument("--large", action="store_true", help=f"add {' '.join(LARGE_SIZES)}")
     ap.add_argument("--baseline-kernels", metavar="DIR",
                     help="kernels-ab: the kernels/ folder to compare this tree's with")
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL=OPTIONS",
+                    help="options-ab: compile options of a variant of this tree's multi-GPU "
+                         "kernels (e.g. claim16=-DPL_CLAIM_BATCH=16); repeatable")
     args = ap.parse_args()
     if args.mode == "kernels-ab" and not args.baseline_kernels:
         ap.error("--mode kernels-ab needs --baseline-kernels DIR")
+    if args.mode == "options-ab" and not args.variant:
+        ap.error("--mode options-ab needs one or more --variant LABEL=OPTIONS")
 
     if args.mode == "memory":  # the device memory per GPU of MEMORY_SIZES; no GPU needed
         rows = memory_rows(MEMORY_SIZES)
@@ -301,6 +356,9 @@ def main():
         raise SystemExit(f"--case-repeats needs one count of 1 or more per case ({len(sizes)})")
     if args.mode == "kernels-ab":
         kernels_ab(sizes, case_repeats, devices, args)
+        return
+    if args.mode == "options-ab":
+        options_ab(sizes, case_repeats, devices, args)
         return
     rows = []
     for size, repeats in zip(sizes, case_repeats):

@@ -442,3 +442,38 @@ def test_the_upload_copies_with_threads_only_large_data_of_several_blocks(monkey
     assert _cuda._copy_threads(big, False, 100) == 1
     assert _cuda._copy_threads(big, True, 100) == min(4, _usable_cores())
     assert _cuda._copy_threads(big, True, 2) == min(2, _usable_cores())
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_the_upload_sums_the_noise_beside_it_from_the_threshold_on(monkeypatch, threaded):
+    # one rule for one GPU and several (search() and _search_multi_run): the
+    # noise's sums run on a thread while the upload goes, from
+    # UPLOAD_NOISE_THREAD_MIN_BYTES on, else after it on the calling thread
+    import threading
+
+    from paralingam.search import _cuda
+    from paralingam.search.policy import noise_and_std
+
+    X = np.random.default_rng(3).standard_normal((500, 7)) * np.arange(1, 8)
+    monkeypatch.setattr(_cuda, "UPLOAD_NOISE_THREAD_MIN_BYTES",
+                        X.nbytes if threaded else X.nbytes + 1)
+    seen = {}
+    real = _cuda.noise_and_std
+
+    def sums(data):
+        seen["thread"] = threading.current_thread() is not threading.main_thread()
+        seen["after_upload"] = seen.get("uploads", 0) == 1
+        return real(data)
+
+    def upload_all():
+        seen["uploads"] = seen.get("uploads", 0) + 1
+
+    monkeypatch.setattr(_cuda, "noise_and_std", sums)
+    noise, std = _cuda._upload_with_noise(X, upload_all)
+    expected_noise, expected_std = noise_and_std(X)
+    assert seen["uploads"] == 1 and seen["thread"] == threaded
+    if not threaded:
+        assert seen["after_upload"]
+    assert noise.shape == (8,) and noise[-1] == 0.0
+    np.testing.assert_array_equal(noise[:-1], expected_noise)
+    np.testing.assert_array_equal(std, expected_std)

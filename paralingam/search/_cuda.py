@@ -591,14 +591,11 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
         ws = _WORKSPACES[key] = _MultiWorkspace(ctxs, p, cfg["ld"], use_float)
     _LAST_MULTI = ws
 
-    from concurrent.futures import ThreadPoolExecutor
-
-    noise = np.zeros(p + 1)  # the rows' rounding noise (paralingam.search.policy)
-    with ThreadPoolExecutor(1) as pool:  # the noise's sums while the blocks cross the buses
-        sums = pool.submit(noise_and_std, data)
-        for ctx, part in zip(ctxs, ws.parts):  # each device's X64 exactly data.T, as on one GPU
+    def upload_all():  # each device's X64 exactly data.T, as on one GPU
+        for ctx, part in zip(ctxs, ws.parts):
             _in_context(ctx, upload, part, data, ctx.handle)
-        noise[:p], column_std = sums.result()
+
+    noise, column_std = _upload_with_noise(data, upload_all)
     grids = []
     for ctx, part, mod in zip(ctxs, ws.parts, mods):
         def finish_upload(part=part, mod=mod):
@@ -767,6 +764,30 @@ def upload(ws, data, ctx_handle=None):
             scale.free()
 
 
+def _upload_with_noise(data, upload_all):
+    """Run ``upload_all()`` and sum the rows' rounding noise and std of ``data``.
+
+    Returns ``(noise, column_std)``: ``noise`` has p + 1 entries, the last
+    zero (the search's buffer; paralingam.search.policy), ``column_std`` as
+    :func:`~paralingam.search.policy.noise_and_std`. Data of at least
+    ``UPLOAD_NOISE_THREAD_MIN_BYTES`` are summed on a thread while the blocks
+    cross the bus (every device's upload, for a multi-GPU search); smaller
+    data are summed after the upload, on the calling thread.
+    """
+    noise = np.zeros(data.shape[1] + 1)
+    if data.nbytes < UPLOAD_NOISE_THREAD_MIN_BYTES:
+        upload_all()
+        noise[:-1], column_std = noise_and_std(data)
+        return noise, column_std
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        sums = pool.submit(noise_and_std, data)
+        upload_all()
+        noise[:-1], column_std = sums.result()
+    return noise, column_std
+
+
 def _upload_units(data, block_bytes):
     """How ``upload`` cuts ``data`` into blocks of at most ``block_bytes``.
 
@@ -907,17 +928,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         _prepare_kernels(_context().handle)  # compiled on a machine's first fit: timed as such
         times["compile"] += time.perf_counter() - t1
         t0 += time.perf_counter() - t1
-        noise = np.zeros(p + 1)  # the rows' rounding noise (paralingam.search.policy)
-        if data.nbytes < UPLOAD_NOISE_THREAD_MIN_BYTES:
-            upload(ws, data)
-            noise[:p], column_std = noise_and_std(data)
-        else:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(1) as pool:  # the noise's sums while the blocks cross the bus
-                sums = pool.submit(noise_and_std, data)
-                upload(ws, data)
-                noise[:p], column_std = sums.result()
+        noise, column_std = _upload_with_noise(data, lambda: upload(ws, data))
         device_copy = _keep_copy_now(ws, n) if keep_copy else None  # (before the search standardises X64)
         drv.memcpy_htod(ws.dev["noise"], noise)
         drv.memset_d32(ws.dev["lock"], 0, p * p)  # epochs restart with every search
