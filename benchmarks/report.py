@@ -341,6 +341,19 @@ def multi_gpu(out):
                  f"({len(d['gpus'])} GPUs):\n\n"
                  + _table(["case", ab["baseline_commit"], ab["provenance"]["commit"], "change",
                            "same order"], ab_rows) + "\n" + _source(name, ab, "kernels_ab"))
+    opt = d.get("options_ab")  # (compile options of the multi-GPU kernels, against the default)
+    if opt:
+        labels = list(opt["variants"])
+        opt_rows = [[f"p={r['p']}, n={r['n']}", _ms(r["one_gpu_s"])]
+                    + [f"{_ms(r['medians_s'][k])} ({r['speedup'][k]:.2f}x)" for k in labels]
+                    + ["yes" if r["same_order"] else "NO"] for r in opt["rows"]]
+        heads = [k if not opt["variants"][k] else f"{k} (``{' '.join(opt['variants'][k])}``)"
+                 for k in labels]
+        text += (f"\nThe multi-GPU kernels of ``{opt['provenance']['commit']}`` with other compile "
+                 f"options, alternated on the same data in one run ({len(d['gpus'])} GPUs; "
+                 "speed-up over the one-GPU search of the same run):\n\n"
+                 + _table(["case", "1 GPU"] + heads + ["same order"], opt_rows) + "\n"
+                 + _source(name, opt, "options_ab"))
     large_name = "bench_multi_gpu_h200x2.json"  # sizes timed on several GPUs only
     large = _load(large_name)["multi_only"]
     large_rows = [[f"p={r['p']}, n={r['n']}", len(r["devices"]), _ms(r["search_s"]),
