@@ -83,6 +83,21 @@ after it beside the next fit's upload. ``--rounds`` rounds of ``--repeats``
 fits, medians of each phase:
 
     python benchmarks/bench_adjacency.py --mode pivot-noise --repeats 7
+
+``--mode threaded-blas`` (CUDA) is the same-process A/B of where numpy's BLAS
+keeps its threads in the adjacency step after a CUDA search
+(``paralingam._blas``): from ``THREADED_BLAS_MIN_FEATURES`` variables on
+(``by_features``, the rule before ``THREADED_BLAS_MIN_BASIS``), the tree's
+rule (also a basis of ``THREADED_BLAS_MIN_BASIS`` variables that are not
+exactly explained), and every BLAS on the calling thread at every size. Its cases
+are the pipeline's rank-deficient p=1000 and typical data and wide data of
+p=1500, n=1000 and p=2000, n=1500 (fits only: the adaptive lasso needs more
+samples than variables); each repeat is a fit and then ``DirectLiNGAM().fit``, so a
+fit's validation and upload follow the estimator's step, and the estimator
+follows the fit's. Medians of the fit's wall time and phases and of the
+estimator's wall time and adjacency phase:
+
+    python benchmarks/bench_adjacency.py --mode threaded-blas --backend cuda --repeats 5
 """
 
 import contextlib
@@ -419,11 +434,65 @@ def pivot_noise(args):
     _common.write_result(args, {"rows": [row]})
 
 
+def threaded_blas(args):
+    """Back-to-back fits and estimator fits with numpy's BLAS threaded from the tree's
+    threshold and with every BLAS on one thread (see the module docstring)."""
+    import bench_pipeline as bp
+    from paralingam import _blas
+
+    if args.backend != "cuda":
+        raise SystemExit("--mode threaded-blas times the step after a CUDA search: pass --backend cuda")
+    tree = _blas.THREADED_BLAS_MIN_FEATURES, _blas.THREADED_BLAS_MIN_BASIS
+    settings = {"by_features": (tree[0], 0),  # (the rule before THREADED_BLAS_MIN_BASIS)
+                "tree": tree, "one_thread": (1 << 30, tree[1])}
+    cases = {"rank_deficient_1000": lambda: bp.make_data("rank_deficient_1000", 1000, 8192, args.data_dir),
+             "typical": lambda: bp.make_data("typical", 1000, 8192, args.data_dir),
+             "wide_1500": lambda: bp.synthetic(1500, 1000, 5),
+             "wide": lambda: bp.synthetic(2000, 1500, 5)}  # (blas-threads' wide case)
+    chosen = args.cases or list(cases)
+    rows = []
+    for name in [c for c in cases if c in chosen]:
+        X = np.ascontiguousarray(cases[name]())
+        n, p = X.shape
+        row = {"case": name, "p": p, "n": n, "rounds": {label: [] for label in settings}}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for _ in range(args.rounds):
+                    for label, value in settings.items():
+                        _blas.THREADED_BLAS_MIN_FEATURES, _blas.THREADED_BLAS_MIN_BASIS = value
+                        paralingam.fit(X, backend="cuda", on_collinear="ignore")  # warm-up
+                        got = {k: [] for k in ("fit", "validate", "upload", "search", "adjacency")
+                               + (("estimator", "estimator_adjacency") if n > p + 1 else ())}
+                        for _ in range(args.repeats):
+                            t0 = time.perf_counter()
+                            st = paralingam.fit(X, backend="cuda", on_collinear="ignore").stats["time"]
+                            got["fit"].append(time.perf_counter() - t0)
+                            for k in ("validate", "upload", "search", "adjacency"):
+                                got[k].append(st[k])
+                            if n <= p + 1:  # (the adaptive lasso needs more samples)
+                                continue
+                            t0 = time.perf_counter()
+                            m = paralingam.DirectLiNGAM(backend="cuda").fit(X)
+                            got["estimator"].append(time.perf_counter() - t0)
+                            got["estimator_adjacency"].append(m.fit_stats_["time"]["adjacency"])
+                        med = {f"{k}_s": statistics.median(v) for k, v in got.items()}
+                        row["rounds"][label].append(med)
+                        print(f"{name:20s} {label:10s} " + " | ".join(
+                            f"{k[:-2]} {v * 1e3:.1f}" for k, v in med.items()) + " ms", flush=True)
+        finally:
+            _blas.THREADED_BLAS_MIN_FEATURES, _blas.THREADED_BLAS_MIN_BASIS = tree
+        rows.append(row)
+        del X
+        _common.write_result(args, {"rows": rows, "settings": settings})
+
+
 def main():
     ap = _common.parser("bench_adjacency", __doc__, modes=("steps", "blas-threads", "estimator-blas",
                                                              "tsqr-segments", "qr-ahead",
                                                              "pivot-noise", "gpu-qr",
-                                                             "device-copy", "ols-factor"),
+                                                             "device-copy", "ols-factor",
+                                                             "threaded-blas"),
                         quick="blas-threads, estimator-blas, tsqr-segments: the two small cases only")
     ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--sizes", nargs="*", default=["100x1024", "200x2048", "500x4096", "1000x8192"],
@@ -438,7 +507,7 @@ def main():
                     help="folder of ecoli_core_fluxes_n10000.npz (blas-threads, estimator-blas)")
     ap.add_argument("--cases", nargs="+", default=None,
                     choices=("ecoli", "rank_deficient_300", "rank_deficient_1000", "wide", "wide_5000",
-                             "sachs_p_values", "typical"),
+                             "sachs_p_values", "typical", "wide_1500"),
                     help="blas-threads, tsqr-segments, qr-ahead: the cases to time (default: "
                          "blas-threads all but wide_5000, tsqr-segments E. coli and the "
                          "rank-deficient ones, qr-ahead E. coli and rank-deficient p=300)")
@@ -446,7 +515,7 @@ def main():
     other_modes = {"blas-threads": blas_threads, "estimator-blas": estimator_blas,
                    "tsqr-segments": tsqr_segments, "qr-ahead": qr_ahead,
                    "pivot-noise": pivot_noise, "gpu-qr": gpu_qr, "device-copy": device_copy,
-                   "ols-factor": ols_factor}
+                   "ols-factor": ols_factor, "threaded-blas": threaded_blas}
     if args.mode in other_modes:
         other_modes[args.mode](args)
         return

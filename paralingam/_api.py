@@ -483,7 +483,7 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
     with np.errstate(over="ignore"):
         # (paralingam._blas: beside the CPU search's spinning threads, or the
         # two BLAS libraries' workers)
-        with _blas.for_adjacency(found.order.size, settings.backend == "cpu"):
+        with _blas.for_adjacency(found.order.size, settings.backend == "cpu", len(found.explained)):
             B = _estimate_adjacency(search_data, found.order, method=method,
                                     prior_knowledge=prior_knowledge, backend=settings.backend,
                                     n_threads=n_threads, scatter=scatter,

@@ -19,9 +19,16 @@ from . import _lapack
 
 # The adjacency step of fewer variables than this runs every BLAS in the
 # calling thread (after a CPU search, every size does); from this size on,
-# numpy's BLAS keeps its threads for the large products of wide and
-# rank-deficient data, and scipy's own BLAS runs in the calling thread.
+# numpy's BLAS keeps its threads for the large products of wide data, and
+# scipy's own BLAS runs in the calling thread.
 THREADED_BLAS_MIN_FEATURES = 1000
+# ... unless fewer than this many variables are left when the search's
+# exactly explained ones are taken out: the least squares' basis, whose
+# size sets the products' (rank-deficient data: on p=1000 with 76 of them
+# numpy's threads lost in the step itself, and their spinning slowed the
+# adaptive lasso and the next fit; wide data of 999 and 1499 gained;
+# docs/design/adjacency.rst, "Threads by the basis").
+THREADED_BLAS_MIN_BASIS = 500
 
 _controller = None
 _controller_libraries = None
@@ -126,16 +133,19 @@ class SharedLimit:
 _adjacency_limit = SharedLimit()
 
 
-def for_adjacency(n_features, after_cpu_search=False):
+def for_adjacency(n_features, after_cpu_search=False, n_explained=0):
     """The BLAS limits of an adjacency step over ``n_features`` variables.
 
-    Every BLAS in the calling thread after a CPU search or below
-    ``THREADED_BLAS_MIN_FEATURES``; else scipy's own BLAS only. Loads
-    scipy's LAPACK module first, so that its BLAS is limited too. Steps that
-    overlap in several threads share the first one's limits
-    (:class:`SharedLimit`).
+    Every BLAS in the calling thread after a CPU search, below
+    ``THREADED_BLAS_MIN_FEATURES``, or where the variables that are not
+    exactly explained by earlier ones (``n_features - n_explained``, the
+    search's count) are fewer than ``THREADED_BLAS_MIN_BASIS``; else
+    scipy's own BLAS only. Loads scipy's LAPACK module first, so that its
+    BLAS is limited too. Steps that overlap in several threads share the
+    first one's limits (:class:`SharedLimit`).
     """
     _lapack.flapack()
-    if after_cpu_search or n_features < THREADED_BLAS_MIN_FEATURES:
+    if (after_cpu_search or n_features < THREADED_BLAS_MIN_FEATURES
+            or n_features - n_explained < THREADED_BLAS_MIN_BASIS):
         return _adjacency_limit(in_this_thread)
     return _adjacency_limit(scipy_in_this_thread)

@@ -75,13 +75,16 @@ def test_blas_controller_is_made_again_once_scipy_lapack_is_loaded(monkeypatch):
             for lib in second.select(user_api="blas").lib_controllers} == blas
 
 
-@pytest.mark.parametrize("large", [False, True])
-def test_after_a_cuda_search_blas_threads_follow_the_problem_size(large, monkeypatch):
+@pytest.mark.parametrize("large, basis", [(False, None), (True, None), (True, "below"),
+                                          (True, "at")])
+def test_after_a_cuda_search_blas_threads_follow_the_problem_size(large, basis, monkeypatch):
     """numpy's and scipy's wheels each bring an OpenBLAS: after a CUDA search the
     adjacency step keeps scipy's on the calling thread (the two libraries' spinning
     workers fought for the cores), and numpy's too below THREADED_BLAS_MIN_FEATURES
-    variables (its spinning workers held the adaptive lasso's OpenMP threads' cores);
-    from that size on numpy's keeps its threads for the large products."""
+    variables (its spinning workers held the adaptive lasso's OpenMP threads' cores)
+    or where fewer than THREADED_BLAS_MIN_BASIS variables are not exactly explained
+    (rank-deficient data: small products); else numpy's keeps its threads for the
+    large products."""
     import dataclasses
     from types import SimpleNamespace
 
@@ -103,8 +106,10 @@ def test_after_a_cuda_search_blas_threads_follow_the_problem_size(large, monkeyp
         return np.zeros((p, p))
 
     monkeypatch.setattr(_api, "_estimate_adjacency", recording)
-    found = SimpleNamespace(order=np.arange(p), correlation=None, column_std=None, explained={},
-                            device_copy=None)
+    n_explained = {None: 0, "below": p - _blas.THREADED_BLAS_MIN_BASIS + 1,
+                   "at": p - _blas.THREADED_BLAS_MIN_BASIS}[basis]
+    found = SimpleNamespace(order=np.arange(p), correlation=None, column_std=None,
+                            explained={int(j): None for j in range(n_explained)}, device_copy=None)
     _api.adjacency(X, found, settings, np.zeros(p, dtype=int), None, {})
     own = _blas.scipy_blas()
     if own is None:
@@ -114,7 +119,7 @@ def test_after_a_cuda_search_blas_threads_follow_the_problem_size(large, monkeyp
     assert all(seen[path] == 1 for path in scipy_paths), seen
     others = [path for path in seen if path not in scipy_paths]
     assert others, seen  # numpy's BLAS
-    if large:
+    if large and basis != "below":
         assert all(seen[path] == after[path] > 1 for path in others), seen
     else:
         assert all(seen[path] == 1 for path in others), seen

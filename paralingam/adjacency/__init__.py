@@ -25,8 +25,10 @@ rescale columns by exact powers of two (``_common``). While they run,
 numpy's and scipy's BLAS take the thread limits of ``fit``'s adjacency step
 after a CUDA search (``paralingam._blas.for_adjacency``: every BLAS on the
 calling thread below ``_blas.THREADED_BLAS_MIN_FEATURES`` variables, else
-scipy's own BLAS alone); the limits hold for the whole process while a call
-runs. The implementation is
+scipy's own BLAS alone; ``fit``'s step also keeps every BLAS there where
+fewer than ``_blas.THREADED_BLAS_MIN_BASIS`` variables are not exactly
+explained, a count the functions do not have); the limits hold for the
+whole process while a call runs. The implementation is
 in private modules, one per part:
 
 * ``_common``: the checks, the rescaling, the scatter matrix and the names
