@@ -595,6 +595,22 @@ def pivot_noise(out):
     (out / "pivot_noise.rst").write_text(text + "\n" + _source(name, d, "pivot_noise"))
 
 
+def threaded_blas(out):
+    """Where numpy's BLAS keeps its threads after a CUDA search (bench_adjacency.py --mode threaded-blas)."""
+    name = "bench_adjacency_h100.json"
+    d = _load(name)["threaded_blas"]
+    labels = (("by_features", "from 1000 variables"), ("tree", "and a basis of 500"),
+              ("one_thread", "never"))
+    keys = ("fit", "validate", "upload", "adjacency", "estimator")
+    rows = [[f"{r['case']} ({r['p']} x {r['n']})" if i == 0 and key == "by_features" else "",
+             label, str(i + 1)] + [_ms(got[f"{k}_s"]) if f"{k}_s" in got else "-" for k in keys]
+            for r in d["rows"] for i in range(len(r["rounds"]["tree"])) for key, label in labels
+            for got in [r["rounds"][key][i]]]
+    text = _table(["case", "numpy's BLAS threaded", "round", "fit", "validate", "upload",
+                   "adjacency", "DirectLiNGAM().fit"], rows)
+    (out / "threaded_blas.rst").write_text(text + "\n" + _source(name, d, "threaded_blas"))
+
+
 def render(out):
     """Write every table (``*.rst``) and plot (``*.png``) into the folder ``out``."""
     import matplotlib
@@ -633,6 +649,7 @@ def render(out):
     scatter_from_search(out)
     dependent_paths(out)
     pivot_noise(out)
+    threaded_blas(out)
 
 
 if __name__ == "__main__":
