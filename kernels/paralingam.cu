@@ -89,16 +89,6 @@ __device__ __forceinline__ T ld_volatile(const T *p) { return *(const volatile T
 #define PL_CLAIM_BATCH 4
 #endif
 static_assert(PL_CLAIM_BATCH >= 1 && PL_CLAIM_BATCH <= 32, "a lane claims each partner of a batch");
-// Pair ownership (worker_body): in a round spread over the devices, pair
-// (a, b) is compared on device (a + b) % peers, which claims it with its own
-// cursors, live bits and claim locks; 0: every device claims every pair in
-// device 0's (the kernels-ab baseline of bench_multi_gpu.py).
-#ifndef PL_OWNERSHIP
-#define PL_OWNERSHIP 1
-#endif
-#if PL_OWNERSHIP && PL_CLAIM_BATCH < 2
-#error "PL_OWNERSHIP needs the batched claims of worker_body (PL_CLAIM_BATCH >= 2)"
-#endif
 #else
 #define PL_FENCE() __threadfence()
 #define PL_SYS(atomic) atomic
@@ -1223,22 +1213,6 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
     const int kb = pl_block0 > 0 ? PL_CLAIM_BATCH : 1;
     unsigned q_mask = 0;       // the claimed pairs left to compare (leader warp)
     int q_lo = -1, q_hi = -1;  // lane j: the j-th claimed pair
-#if PL_OWNERSHIP
-    // In a round spread over the devices (more blocks than this device's),
-    // each device compares the pairs it owns, (a + b) % peers == peer, and
-    // claims them in its own memory (claims_round resets them): no claim
-    // crosses the link. A pair is still compared once, by one of the two
-    // workers' engines of its device. Its lock on device 0 is marked too,
-    // for pairs64 (a plain store: nothing waits for it). Device 0 alone
-    // (an iteration not spread) owns every pair.
-    const int owners = PL_BLOCKS > gridDim.x ? (int)s->peers : 1, me = (int)s->peer;
-    int *cursor = s->claim_cursor;
-    unsigned *live = s->claim_live, *claims = s->claim;
-#else
-    const int owners = 1, me = 0;
-    int *cursor = s->cursor;
-    unsigned *live = s->live, *claims = s->lock;
-#endif
 #endif
     for (;;) {
         int a = -1, b = -1;
@@ -1246,20 +1220,20 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
         if (g == 0) {
             while (q_mask == 0) {  // find a live worker and claim its next partners
                 if (pos != known) {
-                    pos = next_live(live, n_active, pos);
+                    pos = next_live(s->live, n_active, pos);
                     if (pos < 0) { a = -2; break; }
                 }
                 int cur = nw, w = 0;
                 if (lane == 0) {
                     if (pos != known) w_known = PL_SHARED(s->active[pos]);
                     w = w_known;
-                    if (ld_volatile(&s->score[w]) <= stop) cur = atomicAdd_system(&cursor[w], kb);
+                    if (ld_volatile(&s->score[w]) <= stop) cur = atomicAdd_system(&s->cursor[w], kb);
                 }
                 cur = __shfl_sync(FULL, cur, 0);
                 w = __shfl_sync(FULL, w, 0);
                 const int move = cur >= nw - 1;
                 if (move) {
-                    if (lane == 0) atomicAnd_system(&live[pos >> 5], ~(1u << (pos & 31)));
+                    if (lane == 0) atomicAnd_system(&s->live[pos >> 5], ~(1u << (pos & 31)));
                 } else {
                     bool owned = false;
                     const int at = cur + lane;
@@ -1273,11 +1247,8 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
                         }
                         q_lo = min(w, t);
                         q_hi = max(w, t);
-                        // (else the partner holds the pair: its result arrives as a
-                        // message; or another device owns it)
-                        owned = (owners == 1 || (q_lo + q_hi) % owners == me) &&
-                                atomicMax_system(&claims[q_lo * p + q_hi], busy) < busy;
-                        if (owned && claims != s->lock) s->lock[q_lo * p + q_hi] = busy;
+                        // (else the partner holds the pair: its result arrives as a message)
+                        owned = atomicMax_system(&s->lock[q_lo * p + q_hi], busy) < busy;
                     }
                     q_mask = __ballot_sync(FULL, owned);
                 }
@@ -1658,27 +1629,6 @@ __device__ void select_root_body(PlSearch *s)
     if (threadIdx.x == 0) {
         c->n_active = n_active;
         publish(s);
-    }
-}
-
-// A threshold round's claims on one device of a search over several
-// (PL_PEERS, pair ownership: worker_body): every active position live in
-// claim_live, and in an iteration's first round (`first`) every worker's
-// claim_cursor at 0. The host launches it on each device before that
-// device's worker kernel, with the device's worker view (device 0's
-// control block). Defined in every build, so that every module has the
-// same kernels.
-extern "C" __global__ void __launch_bounds__(256) claims_round(PlSearch *s, int first)
-{
-    pl_enter();
-    const PlControl *c = s->ctl;
-    const int n_active = PL_SHARED(c->n_active);
-    if (first)
-        for (int w = threadIdx.x, nw = PL_SHARED(c->nw); w < nw; w += blockDim.x)
-            s->claim_cursor[w] = 0;
-    for (int q = threadIdx.x; q < (n_active + 31) / 32; q += blockDim.x) {
-        const int left = n_active - 32 * q;
-        s->claim_live[q] = left >= 32 ? 0xffffffffu : (1u << left) - 1u;
     }
 }
 

@@ -64,9 +64,7 @@ typedef struct {
  * long-row search, PL_UPDATE_SPLIT_MIN_N), [control] (the PlControl block), [host] (PlStatus, mapped host
  * memory). Flags after the extent: "float", allocated in full only for float
  * comparisons; "device 0", held by the first device alone in a search over
- * several devices (the others use its copy); "others", held by the devices
- * after the first alone (the first, and a search on one device, use the
- * buffer the field's comment names); "mirror", copied from device 0
+ * several devices (the others use its copy); "mirror", copied from device 0
  * to the others after every prep and setup. The scalars are filled from the
  * search's settings of the same name, magic with PL_MAGIC. Every field is 8 bytes (pointers,
  * long long, double): no padding, one layout for nvcc and the host. */
@@ -83,8 +81,6 @@ typedef struct {
     long long stop_on_degenerate;
     long long use_prior;   /* 1: pk_status gives the candidates (prior knowledge) */
     long long group_warps; /* warps that compare one pair together (divides WARPS) */
-    long long peer;        /* this view's device in a search over several devices (0 on one) */
-    long long peers;       /* the devices of that search (1 on one) */
     /* per variable */
     int *alive;            /* [p + 1] remaining variables, ascending (length r) */
     int *gone;             /* [p + 1] 0 searching, 1 explained by the current root, 2 ordered */
@@ -110,17 +106,14 @@ typedef struct {
     double *err;           /* [p + 1] partial error bound of the score (atomics) */
     int *ndone;            /* [p + 1] comparisons known to each worker */
     int *cursor;           /* [p + 1] next partner offset */
-    int *claim_cursor;     /* [p + 1] next partner offset among this device's pairs (several devices) */
     int *partner;          /* [p x p] partners of each worker, by decreasing |correlation| (row stride p) */
     unsigned int *live;    /* [p + 1] bit k: active[k] may still have work in this round */
-    unsigned int *claim_live; /* [p + 1] bit k: active[k] may still have this device's pairs (several devices) */
     int *active;           /* [p + 1] workers of this round (n_active of them) */
     double *final_score;   /* [p + 1] score of a finished worker, summed in index order; -1 unfinished */
     double *final_err;     /* [p + 1] its error bound */
     int *cand;             /* [p + 1] PL_REDO: candidate workers, ascending */
     /* pairs of workers, row stride p */
     unsigned int *lock;    /* [p x p, device 0] 2 * epoch: claimed in this iteration */
-    unsigned int *claim;   /* [p x p, others] 2 * epoch: this device's pair claimed in this iteration (several devices; device 0's is lock) */
     double *stat;          /* [p x p, device 0] I(a, b); stat[b, a] = -stat[a, b] */
     double *stat_err;      /* [p x p, float, device 0] error bound of I(a, b), a < b (float math) */
     double *upd_part;      /* [p x chunks] long rows' chunk sums (update_sums, update_rows) */

@@ -110,7 +110,7 @@ def _dev_and_cfg(rng, defaults):
            "moment_err": 5e-7, "use_float": 1, "stop_on_degenerate": 0,
            "all_pairs_work": 1e7}  # (a setting the struct does not hold)
     if not defaults:
-        cfg.update(use_prior=1, group_warps=4, peer=1, peers=2)
+        cfg.update(use_prior=1, group_warps=4)
     return dev, cfg
 
 
@@ -118,8 +118,7 @@ def _dev_and_cfg(rng, defaults):
 def test_pack_fills_every_field_as_the_scheduler_did(compiled, defaults):
     # the rules of the hand-written fill this replaces: each buffer from
     # dev[name], the status from dev["status_dev"], each setting from cfg[name]
-    # (use_prior 0 and group_warps 1 by default; since pair ownership, peer 0
-    # and peers 1), magic = PL_MAGIC
+    # (use_prior 0 and group_warps 1 by default), magic = PL_MAGIC
     dev, cfg = _dev_and_cfg(np.random.default_rng(int(defaults)), defaults)
     state = cs.pack(dev, cfg)
     assert len(state) == compiled["sizeof"]["PlSearch"]
@@ -133,26 +132,13 @@ def test_pack_fills_every_field_as_the_scheduler_did(compiled, defaults):
             expected = dev[name]
         elif name == "magic":
             expected = compiled["magic"]
-        elif name in ("use_prior", "group_warps", "peer", "peers") and defaults:
-            expected = {"use_prior": 0, "group_warps": 1, "peer": 0, "peers": 1}[name]
+        elif name in ("use_prior", "group_warps") and defaults:
+            expected = {"use_prior": 0, "group_warps": 1}[name]
         else:
             expected = cfg[name]
         assert value == expected and type(value) is type(expected), name
         seen += struct.calcsize(code)
     assert seen == len(state)  # no byte left unset (no padding)
-
-
-def test_pack_points_device_0s_claims_at_its_locks():
-    # a search on one device, and device 0 of several, hold no claim buffer:
-    # their engines claim pairs in the locks (kernels/paralingam.cu, worker_body)
-    dev, cfg = _dev_and_cfg(np.random.default_rng(5), True)
-    del dev["claim"]
-    offsets = {f.name: i for i, f in enumerate(cs.FIELDS)}
-    values = cs._STATE.unpack(cs.pack(dev, cfg))
-    assert values[offsets["claim"]] == dev["lock"]
-    assert "claim" not in {a.name for a in cs.allocations(100, 1024, True)}
-    assert "claim" not in {a.name for a in cs.allocations(100, 1024, True, multi=True)}
-    assert "claim" in {a.name for a in cs.allocations(100, 1024, True, multi=True, replica=True)}
 
 
 def test_pack_names_a_missing_buffer_or_setting():
@@ -170,9 +156,7 @@ OLD_PER_VARIABLE = {
     "pk_status": 1, "label": 4, "scratch": 4, "idx": 4, "weight": 8, "kind": 4, "hx_var": 8,
     "hx_var_err": 8, "hx64_var": 8, "hx": 8, "hx_err": 8, "hx64": 8, "score": 8, "err": 8, "ndone": 4,
     "cursor": 4, "live": 4, "active": 4, "final_score": 8, "final_err": 8, "cand": 4,
-    "it_r": 4, "it_rounds": 4, "it_redo": 4, "it_compared": 8, "it_gamma": 8, "it_score": 8,
-    # (added since: each device's claims of the pairs it owns)
-    "claim_cursor": 4, "claim_live": 4}
+    "it_r": 4, "it_rounds": 4, "it_redo": 4, "it_compared": 8, "it_gamma": 8, "it_score": 8}
 OLD_MIRROR = ("idx", "kind", "weight", "hx", "hx_err")
 
 
@@ -188,8 +172,6 @@ def old_workspace(p, ld, use_float, multi=False, replica=False):
     if not replica:
         sizes.update(corr0=p * p * 8, lock=p * p * 4, stat=p * p * 8,
                      stat_err=p * p * 8 if use_float else 8)
-    else:  # (added since: the claims of the pairs the device owns)
-        sizes.update(claim=p * p * 4)
     mirror = OLD_MIRROR if (multi or replica) else ()
     for name, size in OLD_PER_VARIABLE.items():
         if name not in mirror:
@@ -229,9 +211,8 @@ def test_the_mirror_block_holds_its_buffers_apart():
 
 # Bytes per variable of the per-variable buffers in the formula: 192 before
 # the layout had one home, 200 since hx64_var (the double entropies the
-# update computes for long rows), 208 since claim_cursor and claim_live (pair
-# ownership).
-PER_VARIABLE_BYTES = 208
+# update computes for long rows).
+PER_VARIABLE_BYTES = 200
 
 
 def old_device_bytes(n, p, use_float=True):
@@ -245,8 +226,8 @@ def old_device_bytes(n, p, use_float=True):
 def old_replica_bytes(n, p):
     """_memory.cuda_replica_bytes before the layout had one home."""
     ld = (n + 31) // 32 * 32
-    return (p * ld * (8 + 4) + (8 + 4 + 4) * p * p + p * PER_VARIABLE_BYTES + 4096
-            + p * chunk_sums(ld) * 8)  # (+ 4 p^2 since: the claims of the pairs it owns)
+    return (p * ld * (8 + 4) + (8 + 4) * p * p + p * PER_VARIABLE_BYTES + 4096
+            + p * chunk_sums(ld) * 8)
 
 
 def test_the_memory_formula_gives_the_numbers_it_gave():
@@ -324,16 +305,13 @@ def test_the_workspace_allocates_the_plan_and_fills_a_state(monkeypatch, multi, 
         assert ws.dev["mirror_bytes"] == [a.nbytes for a in plan if a.name == "mirror"][0]
         ws.dev["status_dev"] = 0xABC000  # (the multi workspace's status word)
     held = {f.name for f in cs.BUFFERS if f.extent != "host"}
-    others = {f.name for f in cs.BUFFERS if "others" in f.flags}  # (the other devices' claims)
     if replica:
         held -= {f.name for f in cs.BUFFERS if "device 0" in f.flags}
         # the scheduler's replica views take exactly these from the replica
         assert set(_scheduler.REPLICA_LOCAL) == held - {"corr0"}
-        assert set(_scheduler.WORKER_LOCAL) <= held and others <= set(_scheduler.WORKER_LOCAL)
+        assert set(_scheduler.WORKER_LOCAL) <= held
         # what the replica lacks, device 0's workspace provides
         ws.dev.update({name: 1 << 40 for name in ("lock", "stat", "stat_err")})
-    else:
-        held -= others
     assert held <= set(ws.dev)
     # each buffer lies inside its own allocation
     spans = sorted(drv.allocated)

@@ -606,8 +606,6 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
             return sms * mod.worker_blocks_per_sm(use_float)
         grids.append(_in_context(ctx, finish_upload))
     _in_context(ctxs[0], drv.memset_d32, ws.parts[0].dev["lock"], 0, p * p)
-    for ctx, part in zip(ctxs[1:], ws.parts[1:]):  # the other devices' claims (pair ownership)
-        _in_context(ctx, drv.memset_d32, part.dev["claim"], 0, p * p)
     # device 0's data before the search standardises them, as on one GPU:
     # the adjacency step then takes the same route, with the same bits. Only
     # where the first device is GPU 0, the one the adjacency step's QR runs

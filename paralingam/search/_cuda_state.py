@@ -34,14 +34,9 @@ HEADER = "search_state.h"
 EXTENTS = ("p x ld", "p x p", "p + 1", "p x chunks", "control", "host")
 # "float": allocated in full only for float comparisons (a placeholder
 # otherwise); "device 0": held by the first device alone in a search over
-# several devices; "others": held by the devices after the first alone (the
-# first, and a search on one device, point the field at the buffer of
-# ALIASES); "mirror": copied from device 0 to the others after every prep
-# and setup, so kept in one block there.
-FLAGS = ("float", "device 0", "others", "mirror")
-# The buffer an "others" field points at where it is not held: device 0's
-# claims are its locks (kernels/paralingam.cu, worker_body).
-ALIASES = {"claim": "lock"}
+# several devices; "mirror": copied from device 0 to the others after every
+# prep and setup, so kept in one block there.
+FLAGS = ("float", "device 0", "mirror")
 # Element types of the buffers (what a field's pointer points to).
 _POINTEE = {"float": np.float32, "double": np.float64, "int": np.int32,
             "unsigned int": np.uint32, "signed char": np.int8, "long long": np.int64,
@@ -195,7 +190,7 @@ MIRROR = tuple(f.name for f in BUFFERS if "mirror" in f.flags)
 # status's device address is the mapped host memory's (dev["status_dev"]),
 # and two settings have defaults.
 _DEV_KEY = {"status": "status_dev"}
-_DEFAULTS = {"use_prior": 0, "group_warps": 1, "peer": 0, "peers": 1}
+_DEFAULTS = {"use_prior": 0, "group_warps": 1}
 
 
 def row_stride(n):
@@ -226,8 +221,6 @@ def _count(field, p, ld, use_float):
 
 
 def _held(field, replica):
-    if "others" in field.flags:
-        return replica
     return not (replica and "device 0" in field.flags)
 
 
@@ -319,10 +312,8 @@ def pack(dev, cfg):
         Device address of every buffer of the struct (``"status_dev"``: the
         status's, in mapped host memory).
     cfg : dict
-        The search's settings, one per scalar field (``use_prior``,
-        ``group_warps``, ``peer`` and ``peers`` default to 0, 1, 0 and 1).
-        A buffer of ``ALIASES`` missing from ``dev`` takes its alias's
-        address (device 0's claims are its locks).
+        The search's settings, one per scalar field (``use_prior`` and
+        ``group_warps`` default to 0 and 1).
 
     Returns
     -------
@@ -332,8 +323,7 @@ def pack(dev, cfg):
     values = []
     for f in FIELDS:
         if f.pointer:
-            name = _DEV_KEY.get(f.name, f.name)
-            values.append(dev[name] if name in dev or name not in ALIASES else dev[ALIASES[name]])
+            values.append(dev[_DEV_KEY.get(f.name, f.name)])
         elif f.name == "magic":
             values.append(MAGIC)
         elif f.name in _DEFAULTS:

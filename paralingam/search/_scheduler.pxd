@@ -35,8 +35,7 @@ cdef enum:
     K_UPDATE_ROWS = 19
     K_UPDATE_ROWS_H64 = 20
     K_UPDATE_FINISH = 21
-    K_CLAIMS = 22
-    N_KERNELS = 23
+    N_KERNELS = 22
 
 
 cdef class Module:

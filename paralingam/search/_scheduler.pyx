@@ -280,7 +280,7 @@ KERNEL_NAMES[:] = [b"init_search", b"standardise", b"covariance", b"prep", b"set
                    b"entropy64", b"pairs64", b"select64", b"update_data",
                    b"update_cov", b"all_pairs_f32", b"all_pairs_f64", b"update_data_h64",
                    b"update_data_fused", b"update_sums", b"update_rows", b"update_rows_h64",
-                   b"update_finish", b"claims_round"]
+                   b"update_finish"]
 
 
 cdef class Module:
@@ -1054,11 +1054,9 @@ cdef int launch_updates_on(CUfunction *fn, int k_update, unsigned int row_smem, 
 # copied from device 0 after prep, and the entropies and partner orders,
 # which the device's own setup derives from them (all read on every pair);
 # and the double entropies its share of a re-decision computes (entropy64),
-# from the rows' own where its updates computed them (hx64_var); and its own
-# claims of the pairs it owns (claim, claim_cursor, claim_live: pair
-# ownership, kernels/paralingam.cu's worker_body).
+# from the rows' own where its updates computed them (hx64_var).
 WORKER_LOCAL = ("X32", "X64", "cov", "idx", "weight", "kind", "hx", "hx_err", "partner", "hx64",
-                "hx64_var", "claim", "claim_cursor", "claim_live")
+                "hx64_var")
 # Buffers of the replicas the update kernels (and the first standardisation
 # and covariance) read and write: all of them on the replica's device.
 REPLICA_LOCAL = ("X32", "X64", "cov", "alive", "gone", "frac", "noise", "linked", "order",
@@ -1066,7 +1064,7 @@ REPLICA_LOCAL = ("X32", "X64", "cov", "alive", "gone", "frac", "noise", "linked"
                  "idx", "weight", "kind", "hx", "hx_err", "hx64", "score", "err", "ndone",
                  "cursor", "live", "active", "final_score", "final_err", "cand", "it_r",
                  "it_rounds", "it_redo", "it_compared", "it_gamma", "it_score", "ctl", "partner",
-                 "upd_part", "claim", "claim_cursor", "claim_live")
+                 "upd_part")
 
 
 def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray status_host,
@@ -1134,8 +1132,6 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     cdef void *lparams[MAX_DEVICES][1]
     cdef void *wparams[MAX_DEVICES][3]
     cdef void *sparams[MAX_DEVICES][1]
-    cdef void *cparams[MAX_DEVICES][2]
-    cdef int claims_first = 0
     cdef void *rparams[MAX_DEVICES][3]
     cdef int redo_block0[MAX_DEVICES]
     cdef int redo_nb[MAX_DEVICES]
@@ -1158,22 +1154,20 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
         grid[d] = worker_blocks[d]
         ev_worker[d] = NULL
         # the replica's own view (device 0: the only one), and the worker view
-        # (each knows its device: pair ownership)
-        view_cfg = dict(cfg, peer=d, peers=n_dev)
         local = dict(devs[0])
         if d > 0:
             local.update({name: devs[d][name] for name in REPLICA_LOCAL})
         local["status_dev"] = status_devs[d]
-        fill_search(&hl[d], local, view_cfg)
+        fill_search(&hl[d], local, cfg)
         worker = dict(devs[0])
         if d > 0:
             worker.update({name: devs[d][name] for name in WORKER_LOCAL})
         worker["status_dev"] = status_devs[d]
-        fill_search(&hw[d], worker, view_cfg)
+        fill_search(&hw[d], worker, cfg)
         # the setup view: the replica's own buffers, device 0's control block
         setup = dict(local)
         setup["ctl"] = devs[0]["ctl"]
-        fill_search(&hs[d], setup, view_cfg)
+        fill_search(&hs[d], setup, cfg)
         d_local[d] = devs[d]["search"]
         d_worker[d] = devs[d]["search"] + layout if d > 0 else d_local[d]
         d_setup[d] = devs[d]["search"] + 2 * layout if d > 0 else d_local[d]
@@ -1185,8 +1179,6 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
         wparams[d][1] = &block0[d]
         wparams[d][2] = &total
         sparams[d][0] = &d_setup[d]
-        cparams[d][0] = &d_worker[d]  # claims_round: the worker view, first round or not
-        cparams[d][1] = &claims_first
         # pairs64 (and entropy64 on the other devices): the worker view, its
         # first partner and the partners' count
         rparams[d][0] = &d_worker[d]
@@ -1281,9 +1273,6 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                             if not (all_pairs and loop.use_float):
                                 launch_on(fns[d][loop.k_setup], loop.k_setup, r_host, 1, 512, 1,
                                           sparams[d])
-                        if not all_pairs:  # this device's claims of the round's pairs
-                            claims_first = first_round
-                            launch_on(fns[d][K_CLAIMS], K_CLAIMS, 1, 1, 256, 1, cparams[d])
                         launch_on(fns[d][kw], kw, nb[d], 1, loop.wthreads, 1, wparams[d])
                     first_round = False
                     # Device 0 selects the root (or the next round's workers) in
