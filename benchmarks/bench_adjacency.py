@@ -88,8 +88,9 @@ fits, medians of each phase:
 keeps its threads in the adjacency step after a CUDA search
 (``paralingam._blas``): from ``THREADED_BLAS_MIN_FEATURES`` variables on
 (``by_features``, the rule before ``THREADED_BLAS_MIN_BASIS``), the tree's
-rule (also a basis of ``THREADED_BLAS_MIN_BASIS`` variables that are not
-exactly explained), and every BLAS on the calling thread at every size. Its cases
+rule (``by_basis``: also a basis of ``THREADED_BLAS_MIN_BASIS`` variables
+that are not exactly explained), and every BLAS on the calling thread at
+every size (``one_thread``). Its cases
 are the pipeline's rank-deficient p=1000 and typical data and wide data of
 p=1500, n=1000 and p=2000, n=1500 (fits only: the adaptive lasso needs more
 samples than variables); each repeat is a fit and then ``DirectLiNGAM().fit``, so a
@@ -435,8 +436,9 @@ def pivot_noise(args):
 
 
 def threaded_blas(args):
-    """Back-to-back fits and estimator fits with numpy's BLAS threaded from the tree's
-    threshold and with every BLAS on one thread (see the module docstring)."""
+    """Back-to-back fits and estimator fits with numpy's BLAS threaded by the rule before
+    THREADED_BLAS_MIN_BASIS (``by_features``), by the tree's (``by_basis``) and never
+    (``one_thread``; see the module docstring)."""
     import bench_pipeline as bp
     from paralingam import _blas
 
@@ -444,7 +446,7 @@ def threaded_blas(args):
         raise SystemExit("--mode threaded-blas times the step after a CUDA search: pass --backend cuda")
     tree = _blas.THREADED_BLAS_MIN_FEATURES, _blas.THREADED_BLAS_MIN_BASIS
     settings = {"by_features": (tree[0], 0),  # (the rule before THREADED_BLAS_MIN_BASIS)
-                "tree": tree, "one_thread": (1 << 30, tree[1])}
+                "by_basis": tree, "one_thread": (1 << 30, tree[1])}
     cases = {"rank_deficient_1000": lambda: bp.make_data("rank_deficient_1000", 1000, 8192, args.data_dir),
              "typical": lambda: bp.make_data("typical", 1000, 8192, args.data_dir),
              "wide_1500": lambda: bp.synthetic(1500, 1000, 5),
@@ -508,9 +510,11 @@ def main():
     ap.add_argument("--cases", nargs="+", default=None,
                     choices=("ecoli", "rank_deficient_300", "rank_deficient_1000", "wide", "wide_5000",
                              "sachs_p_values", "typical", "wide_1500"),
-                    help="blas-threads, tsqr-segments, qr-ahead: the cases to time (default: "
-                         "blas-threads all but wide_5000, tsqr-segments E. coli and the "
-                         "rank-deficient ones, qr-ahead E. coli and rank-deficient p=300)")
+                    help="blas-threads, tsqr-segments, qr-ahead, threaded-blas: the cases to "
+                         "time (default: blas-threads all but wide_5000, tsqr-segments E. coli "
+                         "and the rank-deficient ones, qr-ahead E. coli and rank-deficient "
+                         "p=300, threaded-blas rank_deficient_1000, typical, wide_1500 and wide; "
+                         "wide_1500 is threaded-blas's alone)")
     args = ap.parse_args()
     other_modes = {"blas-threads": blas_threads, "estimator-blas": estimator_blas,
                    "tsqr-segments": tsqr_segments, "qr-ahead": qr_ahead,

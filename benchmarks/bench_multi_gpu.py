@@ -49,8 +49,9 @@ kernels this host code can launch.
 
 ``--mode options-ab`` is the same for compile options of this tree's
 multi-GPU kernels (each ``--variant LABEL=OPTIONS``, e.g. another
-``PL_CLAIM_BATCH``) against the kernels as they are; the one-GPU search of
-each case gives the speed-ups.
+``PL_CLAIM_BATCH``) against the kernels as they are. Both modes also time
+one one-GPU search per round (the speed-ups' baseline) and record each
+variant's pairs compared, rounds and float64 re-decisions.
 """
 
 import statistics
@@ -193,9 +194,11 @@ def alternate_kernels(variants, sizes, case_repeats, devices, args, extra):
 
     ``variants``: label -> (kernel source or None for this tree's, added
     compile options). The first variant is the baseline of each row's
-    ``change``. One warm-up search per variant on the first case
-    (compilation; later cases need none); the one-GPU fit of each case is
-    the order's reference and the speed-ups' baseline.
+    ``change_by_variant``. Each case: one one-GPU fit (the order's reference
+    and the one-GPU kernels' warm-up) and one warm-up search per variant
+    (compilation, buffers), then ``repeats`` rounds of one one-GPU search
+    and one search per variant; medians, and each variant's pairs compared,
+    rounds and float64 re-decisions (its last search).
     """
     from paralingam.search import _cuda
 
@@ -223,31 +226,35 @@ def alternate_kernels(variants, sizes, case_repeats, devices, args, extra):
             p, n = _common.parse_size(size)
             X = case_data(p, n)
             ref = fit_once(X)  # the one-GPU order (and the warm-up of the one-GPU kernels)
-            same = True
-            if not rows:  # warm-ups, compilation included
-                same = all(search_with(k, X).causal_order == ref.causal_order for k in labels)
-            times = {k: [] for k in labels}
+            same = all(search_with(k, X).causal_order == ref.causal_order for k in labels)  # warm-ups
+            times, one_gpu, counts = {k: [] for k in labels}, [], {}
             for _ in range(repeats):
+                r1 = fit_once(X)
+                one_gpu.append(r1.stats["time"]["search"])
+                same &= r1.causal_order == ref.causal_order
                 for k in labels:
                     r = search_with(k, X)
                     times[k].append(r.stats["time"]["search"])
                     same &= r.causal_order == ref.causal_order
+                    counts[k] = {key: int(sum(r.stats[key]))
+                                 for key in ("compared", "rounds", "float64_redo")}
             medians = {k: statistics.median(v) for k, v in times.items()}
             base = medians[labels[0]]
-            one_gpu = ref.stats["time"]["search"]
+            one = statistics.median(one_gpu)
             row = {"case": f"sparse p={p} n={n}", "p": p, "n": n, "devices": devices,
-                   "repeats": repeats, "one_gpu_s": one_gpu, "times": times,
-                   "medians_s": medians,
-                   "change": {k: medians[k] / base - 1.0 for k in labels[1:]},
-                   "speedup": {k: one_gpu / medians[k] for k in labels},
+                   "repeats": repeats, "one_gpu_s": one, "one_gpu_times": one_gpu, "times": times,
+                   "medians_s": medians, "counts": counts,
+                   "change_by_variant": {k: medians[k] / base - 1.0 for k in labels[1:]},
+                   "speedup": {k: one / medians[k] for k in labels},
                    "same_order": bool(same)}
             if labels == ["baseline", "this_tree"]:  # (the kernels-ab table's columns)
                 row.update(baseline_s=base, this_tree_s=medians["this_tree"],
                            change=medians["this_tree"] / base - 1.0)
             rows.append(row)
-            print(f"{row['case']}: one GPU {one_gpu:.3f} s; {len(devices)} GPUs " +
-                  ", ".join(f"{k} {medians[k]:.3f} s ({one_gpu / medians[k]:.2f}x)" for k in labels) +
-                  f"; same order {same}", flush=True)
+            print(f"{row['case']}: one GPU {one:.3f} s; {len(devices)} GPUs " +
+                  ", ".join(f"{k} {medians[k]:.3f} s ({one / medians[k]:.2f}x, "
+                            f"{counts[k]['compared']} pairs, {counts[k]['rounds']} rounds)"
+                            for k in labels) + f"; same order {same}", flush=True)
             _common.write_result(args, {**extra, "rows": rows})
             del X
     finally:
@@ -323,6 +330,19 @@ def main():
         ap.error("--mode kernels-ab needs --baseline-kernels DIR")
     if args.mode == "options-ab" and not args.variant:
         ap.error("--mode options-ab needs one or more --variant LABEL=OPTIONS")
+    if args.variant and args.mode != "options-ab":
+        ap.error("--variant is for --mode options-ab")
+    if args.baseline_kernels and args.mode != "kernels-ab":
+        ap.error("--baseline-kernels is for --mode kernels-ab")
+    labels = ["default"]
+    for spec in args.variant:
+        label, eq, options = spec.partition("=")
+        if not eq or not label or not options.split():
+            ap.error(f"--variant {spec!r}: give LABEL=OPTIONS, e.g. claim16=-DPL_CLAIM_BATCH=16")
+        if label in labels:
+            ap.error(f"--variant {spec!r}: the label {label!r} is taken (default: the kernels as "
+                     "they are)")
+        labels.append(label)
 
     if args.mode == "memory":  # the device memory per GPU of MEMORY_SIZES; no GPU needed
         rows = memory_rows(MEMORY_SIZES)

@@ -341,19 +341,12 @@ def multi_gpu(out):
                  f"({len(d['gpus'])} GPUs):\n\n"
                  + _table(["case", ab["baseline_commit"], ab["provenance"]["commit"], "change",
                            "same order"], ab_rows) + "\n" + _source(name, ab, "kernels_ab"))
-    opt = d.get("options_ab")  # (compile options of the multi-GPU kernels, against the default)
-    if opt:
-        labels = list(opt["variants"])
-        opt_rows = [[f"p={r['p']}, n={r['n']}", _ms(r["one_gpu_s"])]
-                    + [f"{_ms(r['medians_s'][k])} ({r['speedup'][k]:.2f}x)" for k in labels]
-                    + ["yes" if r["same_order"] else "NO"] for r in opt["rows"]]
-        heads = [k if not opt["variants"][k] else f"{k} (``{' '.join(opt['variants'][k])}``)"
-                 for k in labels]
+    if d.get("options_ab"):  # (compile options of the multi-GPU kernels, against the default)
+        opt = d["options_ab"]
         text += (f"\nThe multi-GPU kernels of ``{opt['provenance']['commit']}`` with other compile "
                  f"options, alternated on the same data in one run ({len(d['gpus'])} GPUs; "
                  "speed-up over the one-GPU search of the same run):\n\n"
-                 + _table(["case", "1 GPU"] + heads + ["same order"], opt_rows) + "\n"
-                 + _source(name, opt, "options_ab"))
+                 + _options_table(opt) + "\n" + _source(name, opt, "options_ab"))
     large_name = "bench_multi_gpu_h200x2.json"  # sizes timed on several GPUs only
     large = _load(large_name)["multi_only"]
     large_rows = [[f"p={r['p']}, n={r['n']}", len(r["devices"]), _ms(r["search_s"]),
@@ -363,6 +356,21 @@ def multi_gpu(out):
              "one-GPU run):\n\n" + _table(["case", "GPUs", "search", "iterations",
                                            "pairs compared", "float64 re-decisions"], large_rows))
     (out / "multi_gpu.rst").write_text(text + "\n" + _source(large_name, large))
+    own = _load(large_name)["ownership_ab"]  # (the pair-ownership experiment, aa49d8c)
+    (out / "ownership_ab.rst").write_text(_options_table(own, {"default": "pair ownership",
+                                                               "shared": "shared claims"})
+                                          + "\n" + _source(large_name, own, "ownership_ab"))
+
+
+def _options_table(section, names=None):
+    """A table of bench_multi_gpu.py's options-ab rows: each variant's median and speed-up."""
+    labels = list(section["variants"])
+    names = names or {k: k if not section["variants"][k] else
+                      f"{k} (``{' '.join(section['variants'][k])}``)" for k in labels}
+    rows = [[f"p={r['p']}, n={r['n']}", _ms(r["one_gpu_s"])]
+            + [f"{_ms(r['medians_s'][k])} ({r['speedup'][k]:.2f}x)" for k in labels]
+            + ["yes" if r["same_order"] else "NO"] for r in section["rows"]]
+    return _table(["case", "1 GPU"] + [names[k] for k in labels] + ["same order"], rows)
 
 
 def bootstrap_dask(out):
@@ -599,12 +607,13 @@ def threaded_blas(out):
     """Where numpy's BLAS keeps its threads after a CUDA search (bench_adjacency.py --mode threaded-blas)."""
     name = "bench_adjacency_h100.json"
     d = _load(name)["threaded_blas"]
-    labels = (("by_features", "from 1000 variables"), ("tree", "and a basis of 500"),
-              ("one_thread", "never"))
+    features, basis = d["settings"]["by_basis"]
+    labels = (("by_features", f"from {features} variables"),
+              ("by_basis", f"and a basis of {basis}"), ("one_thread", "never"))
     keys = ("fit", "validate", "upload", "adjacency", "estimator")
     rows = [[f"{r['case']} ({r['p']} x {r['n']})" if i == 0 and key == "by_features" else "",
              label, str(i + 1)] + [_ms(got[f"{k}_s"]) if f"{k}_s" in got else "-" for k in keys]
-            for r in d["rows"] for i in range(len(r["rounds"]["tree"])) for key, label in labels
+            for r in d["rows"] for i in range(len(r["rounds"]["by_basis"])) for key, label in labels
             for got in [r["rounds"][key][i]]]
     text = _table(["case", "numpy's BLAS threaded", "round", "fit", "validate", "upload",
                    "adjacency", "DirectLiNGAM().fit"], rows)

@@ -477,3 +477,22 @@ def test_the_upload_sums_the_noise_beside_it_from_the_threshold_on(monkeypatch, 
     assert noise.shape == (8,) and noise[-1] == 0.0
     np.testing.assert_array_equal(noise[:-1], expected_noise)
     np.testing.assert_array_equal(std, expected_std)
+
+
+def test_a_failed_upload_leaves_no_noise_thread_behind(monkeypatch):
+    # an upload that raises (a fault, Ctrl-C) propagates; the noise's thread
+    # has ended by then (the pool is left only after its sums)
+    import threading
+
+    from paralingam.search import _cuda
+
+    X = np.random.default_rng(4).standard_normal((300, 5))
+    monkeypatch.setattr(_cuda, "UPLOAD_NOISE_THREAD_MIN_BYTES", 1)
+    before = threading.active_count()
+
+    def upload_all():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _cuda._upload_with_noise(X, upload_all)
+    assert threading.active_count() == before
