@@ -123,6 +123,11 @@ import _common  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 from _common import median_time  # noqa: E402
 
 
+# The wide case of blas-threads and threaded-blas: bench_pipeline.synthetic's
+# (p, n, seed).
+WIDE = (2000, 1500, 5)
+
+
 def lingam_adaptive_lasso(X, order):
     """lingam 1.13's adjacency step for a given order (its own code)."""
     import lingam
@@ -149,7 +154,7 @@ def blas_threads(args):
     cases = [("ecoli", lambda: bp.ecoli(args.data_dir), 7),
              ("rank_deficient_300", lambda: bp.rank_deficient(300, 2048, 277, 9), 7),
              ("rank_deficient_1000", lambda: bp.rank_deficient(1000, 8192, 924, 8), 3),
-             ("wide", lambda: bp.synthetic(2000, 1500, 5), 3),
+             ("wide", lambda: bp.synthetic(*WIDE), 3),
              # bench_pipeline's wide_5000 (one run each: about 40 s on one thread)
              ("wide_5000", lambda: bp.make_data("wide_5000", 5000, 4096, None), 1)]
     chosen = args.cases or [name for name, _, _ in cases[:4]]
@@ -215,24 +220,33 @@ def estimator_blas(args):
 
 
 def alternated_settings(args, cases, settings, install, restore, estimator=True, fields=None,
-                        phases=()):
+                        phases=(), makers=None, walls=False):
     """Rows of adjacency phases under each of ``settings``, alternated in ``--rounds`` rounds.
 
     ``settings``: label -> value; ``install(value)`` puts one in place and
     ``restore()`` the tree's own. Each round times ``--repeats`` fits of
     ``bench_pipeline``'s case on ``--backend`` per setting (and of
-    ``DirectLiNGAM``, with ``estimator``), after one warm-up fit; medians.
+    ``DirectLiNGAM``, with ``estimator``, where the adaptive lasso can run:
+    more samples than variables + 1), after one warm-up fit; medians.
     ``fields(n, p)``: more entries of a case's row; ``phases``: more phases
-    of the fits to record (``"<phase>_s"``), besides the adjacency and the search.
+    of the fits to record (``"<phase>_s"``), besides the adjacency and the
+    search. ``makers``: name -> a function making the case's data, for cases
+    that are not ``bench_pipeline``'s; ``walls``: also the fit's and the
+    estimator's wall times (``fit_s``, ``estimator_s``).
     """
     import bench_pipeline as bp
 
     rows = []
     for name in cases:
-        p, n = bp.CASES[name][0]
-        X = np.ascontiguousarray(bp.make_data(name, p, n, args.data_dir))
+        if makers and name in makers:
+            X = np.ascontiguousarray(makers[name]())
+            n, p = X.shape
+        else:
+            p, n = bp.CASES[name][0]
+            X = np.ascontiguousarray(bp.make_data(name, p, n, args.data_dir))
         row = {"case": name, "p": p, "n": n, **(fields(n, p) if fields else {}),
                "backend": args.backend, "rounds": {label: [] for label in settings}}
+        with_estimator = estimator and n > p + 1
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -241,19 +255,28 @@ def alternated_settings(args, cases, settings, install, restore, estimator=True,
                         install(value)
                         paralingam.fit(X, backend=args.backend, on_collinear="ignore")  # warm-up
                         fit, est, more = [], [], {k: [] for k in phases}
+                        fit_wall, est_wall = [], []
                         for _ in range(args.repeats):
+                            t0 = time.perf_counter()
                             r = paralingam.fit(X, backend=args.backend, on_collinear="ignore")
+                            fit_wall.append(time.perf_counter() - t0)
                             fit.append(r.stats["time"]["adjacency"])
                             for k in phases:
                                 more[k].append(r.stats["time"][k])
-                            if estimator:
+                            if with_estimator:
+                                t0 = time.perf_counter()
                                 m = paralingam.DirectLiNGAM(backend=args.backend).fit(X)
+                                est_wall.append(time.perf_counter() - t0)
                                 est.append(m.fit_stats_["time"]["adjacency"])
                         got = {"fit_adjacency_s": statistics.median(fit),
                                "search_s": r.stats["time"]["search"],
                                **{f"{k}_s": statistics.median(v) for k, v in more.items()}}
-                        if estimator:
+                        if with_estimator:
                             got["estimator_adjacency_s"] = statistics.median(est)
+                        if walls:
+                            got["fit_s"] = statistics.median(fit_wall)
+                            if with_estimator:
+                                got["estimator_s"] = statistics.median(est_wall)
                         row["rounds"][label].append(got)
         finally:
             restore()
@@ -264,7 +287,7 @@ def alternated_settings(args, cases, settings, install, restore, estimator=True,
                 f"{g['fit_adjacency_s'] * 1e3:.1f}" for g in got) + " ms; " + (
                 "estimator adjacency " + ", ".join(
                     f"{g['estimator_adjacency_s'] * 1e3:.1f}" for g in got) + " ms; "
-                if estimator else "") + "search " +
+                if with_estimator else "") + "search " +
                 ", ".join(f"{g['search_s'] * 1e3:.1f}" for g in got) + " ms", flush=True)
     return rows
 
@@ -447,46 +470,16 @@ def threaded_blas(args):
     tree = _blas.THREADED_BLAS_MIN_FEATURES, _blas.THREADED_BLAS_MIN_BASIS
     settings = {"by_features": (tree[0], 0),  # (the rule before THREADED_BLAS_MIN_BASIS)
                 "by_basis": tree, "one_thread": (1 << 30, tree[1])}
-    cases = {"rank_deficient_1000": lambda: bp.make_data("rank_deficient_1000", 1000, 8192, args.data_dir),
-             "typical": lambda: bp.make_data("typical", 1000, 8192, args.data_dir),
-             "wide_1500": lambda: bp.synthetic(1500, 1000, 5),
-             "wide": lambda: bp.synthetic(2000, 1500, 5)}  # (blas-threads' wide case)
-    chosen = args.cases or list(cases)
-    rows = []
-    for name in [c for c in cases if c in chosen]:
-        X = np.ascontiguousarray(cases[name]())
-        n, p = X.shape
-        row = {"case": name, "p": p, "n": n, "rounds": {label: [] for label in settings}}
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                for _ in range(args.rounds):
-                    for label, value in settings.items():
-                        _blas.THREADED_BLAS_MIN_FEATURES, _blas.THREADED_BLAS_MIN_BASIS = value
-                        paralingam.fit(X, backend="cuda", on_collinear="ignore")  # warm-up
-                        got = {k: [] for k in ("fit", "validate", "upload", "search", "adjacency")
-                               + (("estimator", "estimator_adjacency") if n > p + 1 else ())}
-                        for _ in range(args.repeats):
-                            t0 = time.perf_counter()
-                            st = paralingam.fit(X, backend="cuda", on_collinear="ignore").stats["time"]
-                            got["fit"].append(time.perf_counter() - t0)
-                            for k in ("validate", "upload", "search", "adjacency"):
-                                got[k].append(st[k])
-                            if n <= p + 1:  # (the adaptive lasso needs more samples)
-                                continue
-                            t0 = time.perf_counter()
-                            m = paralingam.DirectLiNGAM(backend="cuda").fit(X)
-                            got["estimator"].append(time.perf_counter() - t0)
-                            got["estimator_adjacency"].append(m.fit_stats_["time"]["adjacency"])
-                        med = {f"{k}_s": statistics.median(v) for k, v in got.items()}
-                        row["rounds"][label].append(med)
-                        print(f"{name:20s} {label:10s} " + " | ".join(
-                            f"{k[:-2]} {v * 1e3:.1f}" for k, v in med.items()) + " ms", flush=True)
-        finally:
-            _blas.THREADED_BLAS_MIN_FEATURES, _blas.THREADED_BLAS_MIN_BASIS = tree
-        rows.append(row)
-        del X
-        _common.write_result(args, {"rows": rows, "settings": settings})
+
+    def install(value):
+        _blas.THREADED_BLAS_MIN_FEATURES, _blas.THREADED_BLAS_MIN_BASIS = value
+
+    makers = {"wide_1500": lambda: bp.synthetic(1500, 1000, 5), "wide": lambda: bp.synthetic(*WIDE)}
+    cases = ("rank_deficient_1000", "typical", "wide_1500", "wide")
+    rows = alternated_settings(args, [c for c in cases if c in (args.cases or cases)], settings,
+                               install, lambda: install(tree), phases=("validate", "upload"),
+                               makers=makers, walls=True)
+    _common.write_result(args, {"rows": rows, "settings": settings})
 
 
 def main():

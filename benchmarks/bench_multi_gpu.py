@@ -182,9 +182,7 @@ def options_ab(sizes, case_repeats, devices, args):
     kernels compiled with each ``--variant LABEL=OPTIONS`` (e.g. another
     ``PL_CLAIM_BATCH``), alternated; the one-GPU order is the reference."""
     variants = {"default": (None, ())}
-    for spec in args.variant:
-        label, _, options = spec.partition("=")
-        variants[label] = (None, tuple(options.split()))
+    variants.update((label, (None, options)) for label, options in args.variants.items())
     return alternate_kernels(variants, sizes, case_repeats, devices, args,
                              {"variants": {k: list(v[1]) for k, v in variants.items()}})
 
@@ -334,15 +332,15 @@ def main():
         ap.error("--variant is for --mode options-ab")
     if args.baseline_kernels and args.mode != "kernels-ab":
         ap.error("--baseline-kernels is for --mode kernels-ab")
-    labels = ["default"]
+    args.variants = {}  # label -> compile options (options-ab), parsed once here
     for spec in args.variant:
         label, eq, options = spec.partition("=")
         if not eq or not label or not options.split():
             ap.error(f"--variant {spec!r}: give LABEL=OPTIONS, e.g. claim16=-DPL_CLAIM_BATCH=16")
-        if label in labels:
+        if label == "default" or label in args.variants:
             ap.error(f"--variant {spec!r}: the label {label!r} is taken (default: the kernels as "
                      "they are)")
-        labels.append(label)
+        args.variants[label] = tuple(options.split())
 
     if args.mode == "memory":  # the device memory per GPU of MEMORY_SIZES; no GPU needed
         rows = memory_rows(MEMORY_SIZES)

@@ -610,7 +610,7 @@ def threaded_blas(out):
     features, basis = d["settings"]["by_basis"]
     labels = (("by_features", f"from {features} variables"),
               ("by_basis", f"and a basis of {basis}"), ("one_thread", "never"))
-    keys = ("fit", "validate", "upload", "adjacency", "estimator")
+    keys = ("fit", "validate", "upload", "fit_adjacency", "estimator")
     rows = [[f"{r['case']} ({r['p']} x {r['n']})" if i == 0 and key == "by_features" else "",
              label, str(i + 1)] + [_ms(got[f"{k}_s"]) if f"{k}_s" in got else "-" for k in keys]
             for r in d["rows"] for i in range(len(r["rounds"]["by_basis"])) for key, label in labels
