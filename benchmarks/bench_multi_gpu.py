@@ -28,6 +28,7 @@ waits and copies queued by the host loop.
     python benchmarks/bench_multi_gpu.py --mode multi-only --sizes 10000x10000  # no one-GPU run
     python benchmarks/bench_multi_gpu.py --mode kernels-ab --baseline-kernels DIR --sizes 3000x4096
     python benchmarks/bench_multi_gpu.py --mode options-ab --variant claim16=-DPL_CLAIM_BATCH=16
+    python benchmarks/bench_multi_gpu.py --mode engine-stats --sizes 3000x4096
 
 ``--mode multi-only`` times the multi-GPU search alone, once per case, with no
 warm-up, one-GPU reference or phase split (for sizes where one GPU would
@@ -52,6 +53,14 @@ multi-GPU kernels (each ``--variant LABEL=OPTIONS``, e.g. another
 ``PL_CLAIM_BATCH``) against the kernels as they are. Both modes also time
 one one-GPU search per round (the speed-ups' baseline) and record each
 variant's pairs compared, rounds and float64 re-decisions.
+
+``--mode engine-stats`` asks where each GPU's threshold-round engines spend
+their time: the kernels as they are against their diagnostic build
+(``-DPL_ENGINE_STATS``, alternated as in options-ab), which sums on each
+device the pairs its engines compared and the clock cycles they spent
+finding and claiming work, comparing and recording results. Per device:
+the share of the pairs and the cycles per pair of each part (the first
+device holds the shared state; the others reach it over the link).
 """
 
 import statistics
@@ -187,7 +196,58 @@ def options_ab(sizes, case_repeats, devices, args):
                              {"variants": {k: list(v[1]) for k, v in variants.items()}})
 
 
-def alternate_kernels(variants, sizes, case_repeats, devices, args, extra):
+ENGINE_STATS = ("pairs", "claim_cycles", "compare_cycles", "record_cycles", "engines",
+                "alive_cycles", "all_pairs_pairs")  # kernels/paralingam.cu, pl_engine_stats
+
+
+def engine_stats(sizes, case_repeats, devices, args):
+    """The diagnostic build's per-device engine sums (see the module docstring)."""
+    import pycuda.driver as drv
+
+    from paralingam.search import _cuda
+
+    label = "engine_stats"
+    variants = {"default": (None, ()), label: (None, ("-DPL_ENGINE_STATS",))}
+
+    def stats_globals():
+        out = []
+        for d in devices:
+            ctx = _cuda._device_context(d)
+            mod = _cuda._in_context(ctx, _cuda.module, ctx=ctx, peers=True)
+            out.append((ctx, *mod.global_address("pl_engine_stats")))
+        return out
+
+    def observe(variant, result, per_device):
+        if variant != label:
+            return
+        for i, (ctx, ptr, size) in enumerate(stats_globals()):
+            host = np.zeros(size // 8, dtype=np.uint64)
+            _cuda._in_context(ctx, drv.memcpy_dtoh, host, ptr)
+            _cuda._in_context(ctx, drv.memset_d32, ptr, 0, size // 4)
+            per_device[i].append(dict(zip(ENGINE_STATS, (int(v) for v in host))))
+
+    rows = alternate_kernels(variants, sizes, case_repeats, devices, args,
+                             {"variants": {k: list(v[1]) for k, v in variants.items()},
+                              "engine_stats": list(ENGINE_STATS)}, observe=observe)
+    for row in rows:
+        last = [runs[-1] for runs in row["engine_stats"]]
+        total = sum(d["pairs"] for d in last) or 1
+        counted = total + sum(d["all_pairs_pairs"] for d in last)
+        print(f"{row['case']}: per device (last search of the diagnostic build; its engines "
+              f"counted {counted} pairs, the search {row['counts'][label]['compared']})")
+        print("| device | pairs | share | claim cycles/pair | compare cycles/pair | "
+              "record cycles/pair | alive cycles/pair | engines | all-pairs pairs |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for d, st in zip(devices, last):
+            per = max(st["pairs"], 1)
+            print(f"| {d} | {st['pairs']} | {st['pairs'] / total:.1%} | "
+                  f"{st['claim_cycles'] / per:.0f} | {st['compare_cycles'] / per:.0f} | "
+                  f"{st['record_cycles'] / per:.0f} | {st['alive_cycles'] / per:.0f} | "
+                  f"{st['engines']} | {st['all_pairs_pairs']} |")
+    return rows
+
+
+def alternate_kernels(variants, sizes, case_repeats, devices, args, extra, observe=None):
     """Time the multi-GPU search with each variant's ``PL_PEERS`` module, alternated.
 
     ``variants``: label -> (kernel source or None for this tree's, added
@@ -196,7 +256,10 @@ def alternate_kernels(variants, sizes, case_repeats, devices, args, extra):
     and the one-GPU kernels' warm-up) and one warm-up search per variant
     (compilation, buffers), then ``repeats`` rounds of one one-GPU search
     and one search per variant; medians, and each variant's pairs compared,
-    rounds and float64 re-decisions (its last search).
+    rounds and float64 re-decisions (its last search). ``observe(label,
+    result, per_device)``, if given, is called after every search of a
+    variant (warm-ups included) with a list per device it may append to,
+    recorded as the row's ``engine_stats``.
     """
     from paralingam.search import _cuda
 
@@ -212,10 +275,15 @@ def alternate_kernels(variants, sizes, case_repeats, devices, args, extra):
 
     _cuda.compile_kernels = compile_kernels  # (_cuda._module looks it up at each call)
 
+    per_device = [[] for _ in devices]
+
     def search_with(label, X):
         active[0] = label
         _cuda._module.cache_clear()  # load the module of these kernels (disk cache)
-        return fit_once(X, devices=devices)
+        result = fit_once(X, devices=devices)
+        if observe is not None:
+            observe(label, result, per_device)
+        return result
 
     labels = list(variants)
     rows = []
@@ -245,6 +313,10 @@ def alternate_kernels(variants, sizes, case_repeats, devices, args, extra):
                    "change_by_variant": {k: medians[k] / base - 1.0 for k in labels[1:]},
                    "speedup": {k: one / medians[k] for k in labels},
                    "same_order": bool(same)}
+            if observe is not None:
+                row["engine_stats"] = [list(runs) for runs in per_device]
+            for runs in per_device:
+                runs.clear()
             if labels == ["baseline", "this_tree"]:  # (the kernels-ab table's columns)
                 row.update(baseline_s=base, this_tree_s=medians["this_tree"],
                            change=medians["this_tree"] / base - 1.0)
@@ -307,7 +379,8 @@ def print_memory(rows):
 def main():
     ap = _common.parser("bench_multi_gpu", __doc__, repeats=3, gpu=True,
                         quick=f"only {' '.join(QUICK_SIZES)}",
-                        modes=("split", "memory", "multi-only", "kernels-ab", "options-ab"))
+                        modes=("split", "memory", "multi-only", "kernels-ab", "options-ab",
+                               "engine-stats"))
     ap.add_argument("--sizes", nargs="*", default=None, metavar="PxN",
                     help=f"cases as variables x samples (default: {' '.join(DEFAULT_SIZES)})")
     ap.add_argument("--devices", nargs="*", type=int, default=None,
@@ -377,6 +450,9 @@ def main():
         return
     if args.mode == "options-ab":
         options_ab(sizes, case_repeats, devices, args)
+        return
+    if args.mode == "engine-stats":
+        engine_stats(sizes, case_repeats, devices, args)
         return
     rows = []
     for size, repeats in zip(sizes, case_repeats):

@@ -101,6 +101,39 @@ static_assert(PL_CLAIM_BATCH >= 1 && PL_CLAIM_BATCH <= 32, "a lane claims each p
 #define PL_DEFER_FINALIZE false
 #endif
 
+// Diagnostic build of the multi-device kernels (-DPL_ENGINE_STATS with
+// PL_PEERS; benchmarks/bench_multi_gpu.py --mode engine-stats): each device
+// sums what its threshold-round engines did in this module's own memory (no
+// link traffic), read by the host through the module's global:
+// [0] pairs compared, [1] clock cycles finding and claiming work, [2]
+// comparing, [3] recording the result, [4] engines that left, [5] their
+// cycles from entry to leaving, [6] pairs of all-pairs rounds.
+#if defined(PL_PEERS) && defined(PL_ENGINE_STATS)
+__device__ unsigned long long pl_engine_stats[8];
+
+struct EngineClock {
+    long long t, begin, part[3];
+    __device__ EngineClock() : t(clock64()), begin(t), part{0, 0, 0} {}
+    __device__ void lap(int k) { const long long now = clock64(); part[k] += now - t; t = now; }
+    __device__ void leave(unsigned long long pairs)
+    {
+        atomicAdd(&pl_engine_stats[0], pairs);
+        for (int k = 0; k < 3; ++k) atomicAdd(&pl_engine_stats[1 + k], (unsigned long long)part[k]);
+        atomicAdd(&pl_engine_stats[4], 1ull);
+        atomicAdd(&pl_engine_stats[5], (unsigned long long)(clock64() - begin));
+    }
+};
+#define PL_ENGINE_CLOCK EngineClock engine_clock
+#define PL_LAP(k) engine_clock.lap(k)
+#define PL_ENGINE_LEAVE(pairs) engine_clock.leave(pairs)
+#define PL_ALL_PAIRS_STAT(pairs) atomicAdd(&pl_engine_stats[6], (unsigned long long)(pairs))
+#else
+#define PL_ENGINE_CLOCK
+#define PL_LAP(k) ((void)0)
+#define PL_ENGINE_LEAVE(pairs) ((void)0)
+#define PL_ALL_PAIRS_STAT(pairs) ((void)0)
+#endif
+
 // Dynamic shared memory of update_data (its row cache).
 extern __shared__ __align__(16) unsigned char pl_dyn_smem[];
 
@@ -1195,6 +1228,7 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
     // to the next live one.
     int pos = (PL_BLOCK * (blockDim.x >> 5) / G + group) % n_active;
     unsigned long long compared = 0;  // pairs this group compared (leader, lane 0)
+PL_ENGINE_CLOCK;
 #ifdef PL_PEERS
     // Every access to the shared state is a round trip over the link here:
     // an engine that stays on its worker keeps the worker's index (active[]
@@ -1326,18 +1360,22 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
             a = gpair[group][0];
             b = gpair[group][1];
         }
+        PL_LAP(0);
         if (a == -2) {
             if (g == 0 && lane == 0 && compared) PL_SYS(atomicAdd)(&c->compared, compared);
+            if (g == 0 && lane == 0) PL_ENGINE_LEAVE(compared);
             return;
         }
         double I, e, hu, hv;
         compare_pair<T>(s, a, b, s->hx, g, G, bar, gsum, I, e, hu, hv);
+        PL_LAP(1);
         if (g != 0) continue;  // the leader reports the pair
         int finished = 0;
         if (lane == 0) {
             finished = record_pair<PL_DEFER_FINALIZE>(s, a, b, I, e, hu, hv, true);
             ++compared;  // added to the iteration's count once, on leaving
         }
+        PL_LAP(2);
         if (PL_DEFER_FINALIZE) continue;  // (select_root finalizes)
         finished = __shfl_sync(FULL, finished, 0);
         if (finished) PL_FENCE();
@@ -1388,6 +1426,7 @@ __device__ void all_pairs_body(PlSearch *s PL_GRID_PARAMS)
         if (finished & 2) finalize(s, b);
     }
     if (g == 0 && lane == 0 && compared) PL_SYS(atomicAdd)(&c->compared, compared);
+    if (g == 0 && lane == 0) PL_ALL_PAIRS_STAT(compared);
 }
 
 __device__ void select_after_workers(PlSearch *s PL_GRID_PARAMS);
