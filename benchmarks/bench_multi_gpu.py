@@ -197,7 +197,7 @@ def options_ab(sizes, case_repeats, devices, args):
 
 
 ENGINE_STATS = ("pairs", "claim_cycles", "compare_cycles", "record_cycles", "engines",
-                "alive_cycles", "all_pairs_pairs")  # kernels/paralingam.cu, pl_engine_stats
+                "alive_cycles", "all_pairs_pairs", "last_search_cycles")  # kernels/paralingam.cu, pl_engine_stats
 
 
 def engine_stats(sizes, case_repeats, devices, args):
@@ -226,9 +226,13 @@ def engine_stats(sizes, case_repeats, devices, args):
             _cuda._in_context(ctx, drv.memset_d32, ptr, 0, size // 4)
             per_device[i].append(dict(zip(ENGINE_STATS, (int(v) for v in host))))
 
-    rows = alternate_kernels(variants, sizes, case_repeats, devices, args,
-                             {"variants": {k: list(v[1]) for k, v in variants.items()},
-                              "engine_stats": list(ENGINE_STATS)}, observe=observe)
+    extra = {"variants": {k: list(v[1]) for k, v in variants.items()},
+             "engine_stats": list(ENGINE_STATS)}
+    rows = alternate_kernels(variants, sizes, case_repeats, devices, args, extra, observe=observe)
+    one_gpu_engine_stats(rows, stats_globals)
+    _common.write_result(args, {**extra, "rows": rows})
+    sm_hz = 1e3 * _cuda._in_context(_cuda._device_context(devices[0]), lambda: drv.Context.get_device()
+                                    .get_attribute(drv.device_attribute.CLOCK_RATE))
     for row in rows:
         last = [runs[-1] for runs in row["engine_stats"]]
         total = sum(d["pairs"] for d in last) or 1
@@ -236,15 +240,57 @@ def engine_stats(sizes, case_repeats, devices, args):
         print(f"{row['case']}: per device (last search of the diagnostic build; its engines "
               f"counted {counted} pairs, the search {row['counts'][label]['compared']})")
         print("| device | pairs | share | claim cycles/pair | compare cycles/pair | "
-              "record cycles/pair | alive cycles/pair | engines | all-pairs pairs |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for d, st in zip(devices, last):
+              "record cycles/pair | last search cycles/pair | alive cycles/pair | engines | "
+              "all-pairs pairs |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        one = row["one_gpu_engine_stats"]
+        for d, st in [("one GPU", one)] + list(zip(devices, last)):
             per = max(st["pairs"], 1)
             print(f"| {d} | {st['pairs']} | {st['pairs'] / total:.1%} | "
                   f"{st['claim_cycles'] / per:.0f} | {st['compare_cycles'] / per:.0f} | "
-                  f"{st['record_cycles'] / per:.0f} | {st['alive_cycles'] / per:.0f} | "
+                  f"{st['record_cycles'] / per:.0f} | {st['last_search_cycles'] / per:.0f} | "
+                  f"{st['alive_cycles'] / per:.0f} | "
                   f"{st['engines']} | {st['all_pairs_pairs']} |")
+        # the engines' share of the search's wall time (cycles at the base clock)
+        rounds = row["counts"][label]["rounds"]
+        busy = [(row["one_gpu_engine_search_s"], one, row["one_gpu_engine_rounds"])] + [
+            (row["medians_s"][label], st, rounds) for st in last]
+        print("engines alive / (engines per round x search time): " + ", ".join(
+            f"{st['alive_cycles'] / sm_hz / (st['engines'] / max(r, 1)) / t:.0%}"
+            for t, st, r in busy) + " (one GPU, then each device)")
     return rows
+
+
+def one_gpu_engine_stats(rows, stats_globals):
+    """Each row's one-GPU search in the diagnostic build: its engine sums, time and rounds."""
+    import pycuda.driver as drv
+
+    from paralingam.search import _cuda
+
+    this_tree_compile = _cuda.compile_kernels
+
+    def compile_kernels(source, warps, min_blocks, peers=False, options=()):
+        return this_tree_compile(source, warps, min_blocks, peers,
+                                 tuple(options) + ("-DPL_ENGINE_STATS",))
+
+    _cuda.compile_kernels = compile_kernels
+    _cuda._module.cache_clear()
+    try:
+        for row in rows:
+            X = case_data(row["p"], row["n"])
+            fit_once(X)  # warm-up (and the module's compile)
+            ptr, size = _cuda.module().global_address("pl_engine_stats")
+            drv.memset_d32(ptr, 0, size // 4)
+            r = fit_once(X)
+            host = np.zeros(size // 8, dtype=np.uint64)
+            drv.memcpy_dtoh(host, ptr)
+            row["one_gpu_engine_stats"] = dict(zip(ENGINE_STATS, (int(v) for v in host)))
+            row["one_gpu_engine_search_s"] = r.stats["time"]["search"]
+            row["one_gpu_engine_rounds"] = int(sum(r.stats["rounds"]))
+            del X
+    finally:
+        _cuda.compile_kernels = this_tree_compile
+        _cuda._module.cache_clear()
 
 
 def alternate_kernels(variants, sizes, case_repeats, devices, args, extra, observe=None):

@@ -89,6 +89,10 @@ __device__ __forceinline__ T ld_volatile(const T *p) { return *(const volatile T
 #define PL_CLAIM_BATCH 4
 #endif
 static_assert(PL_CLAIM_BATCH >= 1 && PL_CLAIM_BATCH <= 32, "a lane claims each partner of a batch");
+// 1: the first device's engines claim in batches too (its claims are no link trips).
+#ifndef PL_CLAIM_BATCH_ALL
+#define PL_CLAIM_BATCH_ALL 0
+#endif
 #else
 #define PL_FENCE() __threadfence()
 #define PL_SYS(atomic) atomic
@@ -101,26 +105,35 @@ static_assert(PL_CLAIM_BATCH >= 1 && PL_CLAIM_BATCH <= 32, "a lane claims each p
 #define PL_DEFER_FINALIZE false
 #endif
 
-// Diagnostic build of the multi-device kernels (-DPL_ENGINE_STATS with
-// PL_PEERS; benchmarks/bench_multi_gpu.py --mode engine-stats): each device
-// sums what its threshold-round engines did in this module's own memory (no
-// link traffic), read by the host through the module's global:
-// [0] pairs compared, [1] clock cycles finding and claiming work, [2]
-// comparing, [3] recording the result, [4] engines that left, [5] their
-// cycles from entry to leaving, [6] pairs of all-pairs rounds.
-#if defined(PL_PEERS) && defined(PL_ENGINE_STATS)
+// Diagnostic build (-DPL_ENGINE_STATS; benchmarks/bench_multi_gpu.py --mode
+// engine-stats): each device sums what its threshold-round engines did in
+// this module's own memory (no link traffic in a search over several
+// devices), read by the host through the module's global:
+// [0] pairs compared, [1] clock cycles finding and claiming work that was
+// found, [2] comparing, [3] recording the result, [4] engines that left, [5]
+// their cycles from entry to leaving, [6] pairs of all-pairs rounds, [7]
+// cycles of the last search for work, which found none.
+#ifdef PL_ENGINE_STATS
 __device__ unsigned long long pl_engine_stats[8];
 
 struct EngineClock {
-    long long t, begin, part[3];
-    __device__ EngineClock() : t(clock64()), begin(t), part{0, 0, 0} {}
-    __device__ void lap(int k) { const long long now = clock64(); part[k] += now - t; t = now; }
-    __device__ void leave(unsigned long long pairs)
+    long long t, begin, last, part[3];
+    __device__ EngineClock() : t(clock64()), begin(t), last(0), part{0, 0, 0} {}
+    __device__ void lap(int k)
     {
+        const long long now = clock64();
+        last = now - t;
+        part[k] += last;
+        t = now;
+    }
+    __device__ void leave(unsigned long long pairs)  // after lap(0) found no work
+    {
+        part[0] -= last;
         atomicAdd(&pl_engine_stats[0], pairs);
         for (int k = 0; k < 3; ++k) atomicAdd(&pl_engine_stats[1 + k], (unsigned long long)part[k]);
         atomicAdd(&pl_engine_stats[4], 1ull);
         atomicAdd(&pl_engine_stats[5], (unsigned long long)(clock64() - begin));
+        atomicAdd(&pl_engine_stats[7], (unsigned long long)last);
     }
 };
 #define PL_ENGINE_CLOCK EngineClock engine_clock
@@ -1244,7 +1257,7 @@ PL_ENGINE_CLOCK;
     // locks taken at once by as many lanes; it then compares the pairs it
     // won before claiming again. Which worker's pairs are compared, and each
     // pair once, does not change; only how far past gamma a worker may go.
-    const int kb = pl_block0 > 0 ? PL_CLAIM_BATCH : 1;
+    const int kb = (PL_CLAIM_BATCH_ALL || pl_block0 > 0) ? PL_CLAIM_BATCH : 1;
     unsigned q_mask = 0;       // the claimed pairs left to compare (leader warp)
     int q_lo = -1, q_hi = -1;  // lane j: the j-th claimed pair
 #endif
