@@ -89,9 +89,10 @@ __device__ __forceinline__ T ld_volatile(const T *p) { return *(const volatile T
 #define PL_CLAIM_BATCH 4
 #endif
 static_assert(PL_CLAIM_BATCH >= 1 && PL_CLAIM_BATCH <= 32, "a lane claims each partner of a batch");
-// 1: the first device's engines claim in batches too (its claims are no link trips).
-#ifndef PL_CLAIM_BATCH_ALL
-#define PL_CLAIM_BATCH_ALL 0
+// Batches only where the last iteration compared at least this many pairs
+// per engine of every device (worker_body).
+#ifndef PL_CLAIM_BATCH_MIN_PAIRS
+#define PL_CLAIM_BATCH_MIN_PAIRS 64
 #endif
 #else
 #define PL_FENCE() __threadfence()
@@ -1241,7 +1242,7 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
     // to the next live one.
     int pos = (PL_BLOCK * (blockDim.x >> 5) / G + group) % n_active;
     unsigned long long compared = 0;  // pairs this group compared (leader, lane 0)
-PL_ENGINE_CLOCK;
+    PL_ENGINE_CLOCK;
 #ifdef PL_PEERS
     // Every access to the shared state is a round trip over the link here:
     // an engine that stays on its worker keeps the worker's index (active[]
@@ -1257,7 +1258,14 @@ PL_ENGINE_CLOCK;
     // locks taken at once by as many lanes; it then compares the pairs it
     // won before claiming again. Which worker's pairs are compared, and each
     // pair once, does not change; only how far past gamma a worker may go.
-    const int kb = (PL_CLAIM_BATCH_ALL || pl_block0 > 0) ? PL_CLAIM_BATCH : 1;
+    // Where the last iteration gave each engine few pairs, a round is short
+    // and its end waits for the engines still comparing the rest of their
+    // batch: one partner per trip is then the faster (the first iteration
+    // batches; docs/design/multi_gpu.rst, "Claim batches").
+    const int it = PL_SHARED(c->iteration);
+    const long long engines = (long long)PL_BLOCKS * ((blockDim.x >> 5) / G);
+    const bool many = it == 0 || PL_SHARED(s->it_compared[it - 1]) >= PL_CLAIM_BATCH_MIN_PAIRS * engines;
+    const int kb = (pl_block0 > 0 && many) ? PL_CLAIM_BATCH : 1;
     unsigned q_mask = 0;       // the claimed pairs left to compare (leader warp)
     int q_lo = -1, q_hi = -1;  // lane j: the j-th claimed pair
 #endif
