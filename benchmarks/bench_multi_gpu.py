@@ -230,9 +230,11 @@ def engine_stats(sizes, case_repeats, devices, args):
              "engine_stats": list(ENGINE_STATS)}
     rows = alternate_kernels(variants, sizes, case_repeats, devices, args, extra, observe=observe)
     one_gpu_engine_stats(rows, stats_globals)
-    _common.write_result(args, {**extra, "rows": rows})
+    # (the devices' reported clock rate turns cycles into seconds; under load
+    # the clock may run below it, so the shares below are estimates)
     sm_hz = 1e3 * _cuda._in_context(_cuda._device_context(devices[0]), lambda: drv.Context.get_device()
                                     .get_attribute(drv.device_attribute.CLOCK_RATE))
+    _common.write_result(args, {**extra, "rows": rows, "sm_clock_hz": sm_hz})
     for row in rows:
         last = [runs[-1] for runs in row["engine_stats"]]
         total = sum(d["pairs"] for d in last) or 1

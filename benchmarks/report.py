@@ -362,6 +362,57 @@ def multi_gpu(out):
                                           + "\n" + _source(large_name, own, "ownership_ab"))
 
 
+def multi_gpu_engines(out):
+    """Where each GPU's engines spend their time, and the claim-batch A/Bs (bench_multi_gpu.py)."""
+    name = "bench_multi_gpu_h100x2.json"
+    d = _load(name)
+    es = d["engine_stats"]
+    label = "engine_stats"
+    rows = []
+    for r in es["rows"]:
+        last = [runs[-1] for runs in r["engine_stats"]]
+        total = sum(st["pairs"] for st in last)
+        one = r["one_gpu_engine_stats"]
+        spans = [(r["one_gpu_engine_search_s"], r["one_gpu_engine_rounds"])] + [
+            (r["medians_s"][label], r["counts"][label]["rounds"])] * len(last)
+        for (who, st), (search_s, rounds) in zip(
+                [("one GPU", one)] + [(f"GPU {i} of {len(last)}", st) for i, st in enumerate(last)],
+                spans):
+            per = st["pairs"]
+            # the engines' alive time over the search's (cycles at the reported clock)
+            alive = st["alive_cycles"] / es["sm_clock_hz"] / (st["engines"] / rounds) / search_s
+            rows.append([f"p={r['p']}, n={r['n']}", who, f"{100 * alive:.0f}%",
+                         "" if st is one else f"{100 * per / total:.1f}%",
+                         f"{st['claim_cycles'] / per:,.0f}", f"{st['compare_cycles'] / per:,.0f}",
+                         f"{st['record_cycles'] / per:,.0f}",
+                         f"{st['last_search_cycles'] / per:,.0f}",
+                         f"{st['alive_cycles'] / per:,.0f}"])
+    text = _table(["case", "engines of", "engines alive / search", "share of the pairs",
+                   "claim", "compare", "record", "last search for work", "alive"], rows) + "\n" + _source(name, es, label)
+    (out / "multi_gpu_engines.rst").write_text(text)
+    text = ""
+    for section, names in (("options_ab_claim_batch", {"default": "4 (then the default)",
+                                                       "batch1": "1", "batch2": "2"}),
+                           ("options_ab_batch_all", {"default": "the other GPUs batch",
+                                                     "batch_all": "every GPU batches"}),
+                           ("claim_batch_rule", {"default": "the rule (PL_CLAIM_BATCH_MIN_PAIRS=64)",
+                                                 "always_batch": "always 4"})):
+        text += f"\n{_options_table(d[section], names)}\n{_source(name, d[section], section)}"
+    (out / "claim_batch.rst").write_text(text.lstrip("\n"))
+    links_name = "probe_links_h100x2.json"
+    links = _load(links_name)
+    what = {"kernel": "an empty kernel after another, one stream",
+            "cross_event": "a hop between the GPUs' streams through an event",
+            "peer_copy": f"an empty kernel, then a {links['copy_bytes']}-byte peer copy",
+            "round": "the multi-GPU round's chain (kernel, event, kernel, two copies, event, "
+                     "kernel)",
+            "host_trip": "a status trip through the host (kernel publishes, host spins, launches)"}
+    (out / "probe_links.rst").write_text(
+        _table(["link", "microseconds each"], [[what[r["link"]], f"{r['us']:.1f}"]
+                                               for r in links["rows"]])
+        + "\n" + _source(links_name, links))
+
+
 def _options_table(section, names=None):
     """A table of bench_multi_gpu.py's options-ab rows: each variant's median and speed-up."""
     labels = list(section["variants"])
@@ -632,6 +683,7 @@ def render(out):
     gpu_grid(out, plt)
     pipeline(out)
     multi_gpu(out)
+    multi_gpu_engines(out)
     bootstrap_dask(out)
     gpu_peers(out)
     cpu_vs_lingam(out)
