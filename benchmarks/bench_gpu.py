@@ -27,8 +27,16 @@ comparisons saved, the device memory the search allocates, and whether the
 float64 search and, on ``--cpu-sizes``, the CPU backend (all cores, timed
 once) give the same order (section ``scale``).
 
+``--mode options-ab`` times the one-GPU search with this tree's kernels as
+they are against the same kernels compiled with each ``--variant
+LABEL=OPTIONS`` (e.g. ``known=-DPL_KNOWN_WORKER=1``), alternated within each
+repeat on the same data after one warm-up search of each: medians, each
+variant's pairs compared and rounds, and whether the orders are identical
+(section ``options_ab``).
+
     python benchmarks/bench_gpu.py --mode all-pairs --bounds 0 2e7 4e7 --sizes 100x1024 500x1024
     python benchmarks/bench_gpu.py --mode scale --sizes 2000x1024 --repeats 3 --cpu-sizes
+    python benchmarks/bench_gpu.py --mode options-ab --variant max=-DPL_LOCK_MAX=1 --sizes 1000x8192
 """
 
 import platform
@@ -216,8 +224,71 @@ def scale(args):
 
 
 
+def options_ab(args):
+    """``--mode options-ab``: the one-GPU kernels with other compile options, alternated."""
+    variants = {"default": ()}
+    for spec in args.variant:
+        label, eq, options = spec.partition("=")
+        if not eq or not label or not options.split() or label in variants:
+            raise SystemExit(f"--variant {spec!r}: give LABEL=OPTIONS with a new label, "
+                             "e.g. max=-DPL_LOCK_MAX=1")
+        variants[label] = tuple(options.split())
+    if len(variants) < 2:
+        raise SystemExit("--mode options-ab needs one or more --variant LABEL=OPTIONS")
+    args.repeats = args.repeats or 5
+    sizes = args.sizes or ["1000x8192"]
+    this_tree_compile = _cuda.compile_kernels
+    active = ["default"]
+
+    def compile_kernels(source, warps, min_blocks, peers=False, options=()):
+        return this_tree_compile(source, warps, min_blocks, peers,
+                                 tuple(options) + variants[active[0]])
+
+    def search_with(label, X):
+        active[0] = label
+        _cuda._module.cache_clear()  # load the module of these kernels (disk cache)
+        return fit_once(X, backend="cuda")[0]
+
+    _cuda.compile_kernels = compile_kernels  # (_cuda._module looks it up at each call)
+    props = _cuda.device_properties()
+    print(f"{props['name']}; medians of {args.repeats}", flush=True)
+    rows = []
+    try:
+        for size in sizes:
+            p, n = _common.parse_size(size)
+            X = make_lingam_data(p, n, density=args.density, random_state=1000 * p + n)[0]
+            ref = search_with("default", X).causal_order
+            same = all(search_with(k, X).causal_order == ref for k in variants)  # warm-ups
+            times, counts = {k: [] for k in variants}, {}
+            for _ in range(args.repeats):
+                for k in variants:
+                    r = search_with(k, X)
+                    times[k].append(r.stats["time"]["search"])
+                    same &= r.causal_order == ref
+                    counts[k] = {"compared": int(sum(r.stats["compared"])),
+                                 "rounds": int(sum(r.stats["rounds"]))}
+            medians = {k: statistics.median(v) for k, v in times.items()}
+            row = {"case": f"{args.density} p={p} n={n}", "p": p, "n": n,
+                   "repeats": args.repeats, "times": times, "medians_s": medians,
+                   "counts": counts, "same_order": bool(same),
+                   "change_by_variant": {k: medians[k] / medians["default"] - 1.0
+                                         for k in variants if k != "default"}}
+            rows.append(row)
+            print(f"{row['case']}: " + ", ".join(
+                f"{k} {1e3 * medians[k]:.1f} ms ({counts[k]['compared']} pairs, "
+                f"{counts[k]['rounds']} rounds)" for k in variants) + f"; same order {same}",
+                flush=True)
+            _common.write_result(args, {"device": props["name"],
+                                        "variants": {k: list(v) for k, v in variants.items()},
+                                        "rows": rows})
+    finally:
+        _cuda.compile_kernels = this_tree_compile
+        _cuda._module.cache_clear()
+
+
 def main():
-    ap = _common.parser("bench_gpu", __doc__, gpu=True, modes=("grid", "all-pairs", "scale"),
+    ap = _common.parser("bench_gpu", __doc__, gpu=True,
+                        modes=("grid", "all-pairs", "scale", "options-ab"),
                         quick="grid: one n per p, sparse only; all-pairs, scale: the first size")
     ap.add_argument("--peers", nargs="*", default=[], metavar="PxN",
                     help="sizes to run lingam and culingam on (e.g. 50x1024)")
@@ -233,18 +304,27 @@ def main():
     ap.add_argument("--density", choices=("sparse", "dense"), default="sparse", help="scale: the graphs")
     ap.add_argument("--cpu-sizes", nargs="*", default=None, metavar="PxN",
                     help=f"scale: sizes to run the CPU backend on too (default: {' '.join(SCALE_CPU_SIZES)})")
+    ap.add_argument("--variant", action="append", default=[], metavar="LABEL=OPTIONS",
+                    help="options-ab: compile options of a variant of the one-GPU kernels "
+                         "(e.g. max=-DPL_LOCK_MAX=1); repeatable")
     ap.add_argument("--no-threshold", action="store_true",
                     help="compare every pair (threshold=False: all-pairs rounds unless "
                          "_cuda.ALL_PAIRS_WORK is 0)")
     args = ap.parse_args()
     if args.quick and args.mode != "grid":
-        args.sizes = (args.sizes or {"all-pairs": ["100x1024"], "scale": ["2000x200"]}[args.mode])[:1]
+        args.sizes = (args.sizes or {"all-pairs": ["100x1024"], "scale": ["2000x200"],
+                                     "options-ab": ["200x2048"]}[args.mode])[:1]
     if args.mode == "all-pairs":
         all_pairs(args)
         return
     if args.mode == "scale":
         scale(args)
         return
+    if args.mode == "options-ab":
+        options_ab(args)
+        return
+    if args.variant:
+        ap.error("--variant is for --mode options-ab")
     args.repeats = args.repeats or 5
 
     props = _cuda.device_properties()

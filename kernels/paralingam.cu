@@ -106,6 +106,27 @@ static_assert(PL_CLAIM_BATCH >= 1 && PL_CLAIM_BATCH <= 32, "a lane claims each p
 #define PL_DEFER_FINALIZE false
 #endif
 
+// How an engine claims a pair (worker_body). PL_KNOWN_WORKER: an engine that
+// stays on its worker keeps the worker's index (active[] does not change
+// within a round) and skips the live bit, which the score test and the
+// cursor check again anyway (a worker out of work moves the engine on as
+// before). PL_LOCK_MAX: a pair's lock is taken with one atomicMax, where
+// the one-device default loads it and takes it with atomicCAS only when
+// free. Over several devices every access to the shared state is a link
+// trip, so both are on there; on one device they are options (A/B).
+#ifdef PL_PEERS
+#undef PL_KNOWN_WORKER
+#undef PL_LOCK_MAX
+#define PL_KNOWN_WORKER 1
+#define PL_LOCK_MAX 1
+#endif
+#ifndef PL_KNOWN_WORKER
+#define PL_KNOWN_WORKER 0
+#endif
+#ifndef PL_LOCK_MAX
+#define PL_LOCK_MAX 0
+#endif
+
 // Diagnostic build (-DPL_ENGINE_STATS; benchmarks/bench_multi_gpu.py --mode
 // engine-stats): each device sums what its threshold-round engines did in
 // this module's own memory (no link traffic in a search over several
@@ -1243,12 +1264,7 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
     int pos = (PL_BLOCK * (blockDim.x >> 5) / G + group) % n_active;
     unsigned long long compared = 0;  // pairs this group compared (leader, lane 0)
     PL_ENGINE_CLOCK;
-#ifdef PL_PEERS
-    // Every access to the shared state is a round trip over the link here:
-    // an engine that stays on its worker keeps the worker's index (active[]
-    // does not change within a round) and skips the live bit, which the
-    // score test and the cursor check again anyway (a worker out of work
-    // moves the engine on as before).
+#if PL_KNOWN_WORKER
     int known = -1;   // position this engine stays on (warp-uniform), else -1
     int w_known = 0;  // its worker (lane 0)
 #endif
@@ -1321,7 +1337,7 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
 #else
         if (g == 0) {
             for (;;) {  // find a live worker and claim its next partner
-#ifdef PL_PEERS
+#if PL_KNOWN_WORKER
                 if (pos != known) {
                     pos = next_live(s->live, n_active, pos);
                     if (pos < 0) { a = -2; break; }
@@ -1332,7 +1348,7 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
 #endif
                 int move = 0;
                 if (lane == 0) {
-#ifdef PL_PEERS
+#if PL_KNOWN_WORKER
                     if (pos != known) w_known = PL_SHARED(s->active[pos]);
                     const int w = w_known;
 #else
@@ -1352,10 +1368,10 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
                             if (t >= nw) t -= nw;
                         }
                         const int lo = min(w, t), hi = max(w, t);
-#ifdef PL_PEERS
-                        // one round trip: the pair is this engine's if its lock was
+#if PL_LOCK_MAX
+                        // one atomic: the pair is this engine's if its lock was
                         // below this iteration's mark (locks never exceed it)
-                        if (atomicMax_system(&s->lock[lo * p + hi], busy) < busy) { a = lo; b = hi; }
+                        if (PL_SYS(atomicMax)(&s->lock[lo * p + hi], busy) < busy) { a = lo; b = hi; }
 #else
                         unsigned *lk = &s->lock[lo * p + hi];
                         const unsigned old = ld_volatile(lk);
@@ -1367,7 +1383,7 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
                 move = __shfl_sync(FULL, move, 0);
                 a = __shfl_sync(FULL, a, 0);
                 b = __shfl_sync(FULL, b, 0);
-#ifdef PL_PEERS
+#if PL_KNOWN_WORKER
                 known = move ? -1 : pos;
 #endif
                 if (move) pos = (pos + 1 == n_active) ? 0 : pos + 1;
