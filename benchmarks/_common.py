@@ -17,6 +17,7 @@ documentation's tables and plots from them.
 """
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -217,3 +218,61 @@ def median_time(func, repeats):
         out = func()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), times, out
+
+
+def parse_variants(specs, example):
+    """``--variant LABEL=OPTIONS`` strings as {label: compile options}, in order.
+
+    Raises SystemExit naming a malformed spec or a label given twice (or the
+    reserved ``default``: the kernels as they are); ``example`` is shown
+    as the form to use.
+    """
+    variants = {}
+    for spec in specs:
+        label, eq, options = spec.partition("=")
+        if not eq or not label or not options.split():
+            raise SystemExit(f"--variant {spec!r}: give LABEL=OPTIONS, e.g. {example}")
+        if label == "default" or label in variants:
+            raise SystemExit(f"--variant {spec!r}: the label {label!r} is taken (default: the "
+                             "kernels as they are)")
+        variants[label] = tuple(options.split())
+    return variants
+
+
+@contextlib.contextmanager
+def compile_hook(change):
+    """While active, the search's kernels compile as ``change(source, peers)`` says.
+
+    ``change`` returns the source to compile (the argument, or another
+    tree's) and the compile options to add; ``peers`` is whether the module
+    is the multi-GPU one. The loaded modules are dropped on entry and exit,
+    so that each search loads those of the kernels it asks for (from the
+    compile cache after the first).
+    """
+    from paralingam.search import _cuda
+
+    original = _cuda.compile_kernels
+
+    def compile_kernels(source, warps, min_blocks, peers=False, options=()):
+        source, added = change(source, peers)
+        return original(source, warps, min_blocks, peers, tuple(options) + tuple(added))
+
+    _cuda.compile_kernels = compile_kernels  # (_cuda._module looks it up at each call)
+    _cuda._module.cache_clear()
+    try:
+        yield
+    finally:
+        _cuda.compile_kernels = original
+        _cuda._module.cache_clear()
+
+
+def engine_alive_share(stats, threshold_rounds, search_s, clock_hz):
+    """The engines' alive time over the search's, per engine (``PL_ENGINE_STATS`` sums).
+
+    ``stats``: one device's sums (``bench_multi_gpu.ENGINE_STATS``);
+    ``threshold_rounds``: the rounds whose worker kernels the sums count;
+    ``clock_hz``: the clock rate the cycles are converted with (the device's
+    reported one, so the share is an estimate).
+    """
+    engines_per_round = stats["engines"] / max(threshold_rounds, 1)
+    return stats["alive_cycles"] / clock_hz / engines_per_round / search_s

@@ -226,39 +226,27 @@ def scale(args):
 
 def options_ab(args):
     """``--mode options-ab``: the one-GPU kernels with other compile options, alternated."""
-    variants = {"default": ()}
-    for spec in args.variant:
-        label, eq, options = spec.partition("=")
-        if not eq or not label or not options.split() or label in variants:
-            raise SystemExit(f"--variant {spec!r}: give LABEL=OPTIONS with a new label, "
-                             "e.g. max=-DPL_LOCK_MAX=1")
-        variants[label] = tuple(options.split())
+    variants = {"default": (), **_common.parse_variants(args.variant, "max=-DPL_LOCK_MAX=1")}
     if len(variants) < 2:
         raise SystemExit("--mode options-ab needs one or more --variant LABEL=OPTIONS")
     args.repeats = args.repeats or 5
     sizes = args.sizes or ["1000x8192"]
-    this_tree_compile = _cuda.compile_kernels
     active = ["default"]
-
-    def compile_kernels(source, warps, min_blocks, peers=False, options=()):
-        return this_tree_compile(source, warps, min_blocks, peers,
-                                 tuple(options) + variants[active[0]])
 
     def search_with(label, X):
         active[0] = label
         _cuda._module.cache_clear()  # load the module of these kernels (disk cache)
         return fit_once(X, backend="cuda")[0]
 
-    _cuda.compile_kernels = compile_kernels  # (_cuda._module looks it up at each call)
     props = _cuda.device_properties()
     print(f"{props['name']}; medians of {args.repeats}", flush=True)
     rows = []
-    try:
+    with _common.compile_hook(lambda source, peers: (source, variants[active[0]])):
         for size in sizes:
             p, n = _common.parse_size(size)
             X = make_lingam_data(p, n, density=args.density, random_state=1000 * p + n)[0]
             ref = search_with("default", X).causal_order
-            same = all(search_with(k, X).causal_order == ref for k in variants)  # warm-ups
+            same = all([search_with(k, X).causal_order == ref for k in variants])  # warm-ups
             times, counts = {k: [] for k in variants}, {}
             for _ in range(args.repeats):
                 for k in variants:
@@ -281,9 +269,6 @@ def options_ab(args):
             _common.write_result(args, {"device": props["name"],
                                         "variants": {k: list(v) for k, v in variants.items()},
                                         "rows": rows})
-    finally:
-        _cuda.compile_kernels = this_tree_compile
-        _cuda._module.cache_clear()
 
 
 def main():
@@ -311,6 +296,8 @@ def main():
                     help="compare every pair (threshold=False: all-pairs rounds unless "
                          "_cuda.ALL_PAIRS_WORK is 0)")
     args = ap.parse_args()
+    if args.variant and args.mode != "options-ab":
+        ap.error("--variant is for --mode options-ab")
     if args.quick and args.mode != "grid":
         args.sizes = (args.sizes or {"all-pairs": ["100x1024"], "scale": ["2000x200"],
                                      "options-ab": ["200x2048"]}[args.mode])[:1]
@@ -323,8 +310,6 @@ def main():
     if args.mode == "options-ab":
         options_ab(args)
         return
-    if args.variant:
-        ap.error("--variant is for --mode options-ab")
     args.repeats = args.repeats or 5
 
     props = _cuda.device_properties()

@@ -210,11 +210,17 @@ def engine_stats(sizes, case_repeats, devices, args):
     variants = {"default": (None, ()), label: (None, ("-DPL_ENGINE_STATS",))}
 
     def stats_globals():
+        # the modules the search just loaded: module() with the defaults the
+        # search used must find them loaded, or its sums are not these
+        misses = _cuda._module.cache_info().misses
         out = []
         for d in devices:
             ctx = _cuda._device_context(d)
             mod = _cuda._in_context(ctx, _cuda.module, ctx=ctx, peers=True)
             out.append((ctx, *mod.global_address("pl_engine_stats")))
+        if _cuda._module.cache_info().misses != misses:
+            raise RuntimeError("engine-stats: the search's modules were not the default ones "
+                               "(other worker block settings?); their sums cannot be read")
         return out
 
     def observe(variant, result, per_device):
@@ -229,7 +235,7 @@ def engine_stats(sizes, case_repeats, devices, args):
     extra = {"variants": {k: list(v[1]) for k, v in variants.items()},
              "engine_stats": list(ENGINE_STATS)}
     rows = alternate_kernels(variants, sizes, case_repeats, devices, args, extra, observe=observe)
-    one_gpu_engine_stats(rows, stats_globals)
+    one_gpu_engine_stats(rows)
     # (the devices' reported clock rate turns cycles into seconds; under load
     # the clock may run below it, so the shares below are estimates)
     sm_hz = 1e3 * _cuda._in_context(_cuda._device_context(devices[0]), lambda: drv.Context.get_device()
@@ -248,36 +254,32 @@ def engine_stats(sizes, case_repeats, devices, args):
         one = row["one_gpu_engine_stats"]
         for d, st in [("one GPU", one)] + list(zip(devices, last)):
             per = max(st["pairs"], 1)
-            print(f"| {d} | {st['pairs']} | {st['pairs'] / total:.1%} | "
+            share = "" if st is one else f"{st['pairs'] / total:.1%}"
+            print(f"| {d} | {st['pairs']} | {share} | "
                   f"{st['claim_cycles'] / per:.0f} | {st['compare_cycles'] / per:.0f} | "
                   f"{st['record_cycles'] / per:.0f} | {st['last_search_cycles'] / per:.0f} | "
                   f"{st['alive_cycles'] / per:.0f} | "
                   f"{st['engines']} | {st['all_pairs_pairs']} |")
-        # the engines' share of the search's wall time (cycles at the base clock)
-        rounds = row["counts"][label]["rounds"]
-        busy = [(row["one_gpu_engine_search_s"], one, row["one_gpu_engine_rounds"])] + [
-            (row["medians_s"][label], st, rounds) for st in last]
-        print("engines alive / (engines per round x search time): " + ", ".join(
-            f"{st['alive_cycles'] / sm_hz / (st['engines'] / max(r, 1)) / t:.0%}"
-            for t, st, r in busy) + " (one GPU, then each device)")
+        # the engines' share of the search's wall time: the last diagnostic
+        # search's sums over its time, engines per round from its rounds of
+        # threshold workers (an all-pairs round has no engine sums)
+        counts = row["counts"][label]
+        busy = [(row["one_gpu_engine_search_s"], one,
+                 row["one_gpu_engine_rounds"] - row["one_gpu_engine_all_pairs"])] + [
+            (row["times"][label][-1], st, counts["rounds"] - counts["all_pairs"]) for st in last]
+        print("engines alive / search: " + ", ".join(
+            f"{_common.engine_alive_share(st, r, t, sm_hz):.0%}" for t, st, r in busy)
+            + " (one GPU, then each device)")
     return rows
 
 
-def one_gpu_engine_stats(rows, stats_globals):
+def one_gpu_engine_stats(rows):
     """Each row's one-GPU search in the diagnostic build: its engine sums, time and rounds."""
     import pycuda.driver as drv
 
     from paralingam.search import _cuda
 
-    this_tree_compile = _cuda.compile_kernels
-
-    def compile_kernels(source, warps, min_blocks, peers=False, options=()):
-        return this_tree_compile(source, warps, min_blocks, peers,
-                                 tuple(options) + ("-DPL_ENGINE_STATS",))
-
-    _cuda.compile_kernels = compile_kernels
-    _cuda._module.cache_clear()
-    try:
+    with _common.compile_hook(lambda source, peers: (source, ("-DPL_ENGINE_STATS",))):
         for row in rows:
             X = case_data(row["p"], row["n"])
             fit_once(X)  # warm-up (and the module's compile)
@@ -289,10 +291,8 @@ def one_gpu_engine_stats(rows, stats_globals):
             row["one_gpu_engine_stats"] = dict(zip(ENGINE_STATS, (int(v) for v in host)))
             row["one_gpu_engine_search_s"] = r.stats["time"]["search"]
             row["one_gpu_engine_rounds"] = int(sum(r.stats["rounds"]))
+            row["one_gpu_engine_all_pairs"] = int(sum(r.stats["all_pairs"]))
             del X
-    finally:
-        _cuda.compile_kernels = this_tree_compile
-        _cuda._module.cache_clear()
 
 
 def alternate_kernels(variants, sizes, case_repeats, devices, args, extra, observe=None):
@@ -311,17 +311,13 @@ def alternate_kernels(variants, sizes, case_repeats, devices, args, extra, obser
     """
     from paralingam.search import _cuda
 
-    this_tree_compile = _cuda.compile_kernels
     active = [None]
 
-    def compile_kernels(source, warps, min_blocks, peers=False, options=()):
-        if peers and active[0] is not None:
-            other, added = variants[active[0]]
-            source = other or source
-            options = tuple(options) + added
-        return this_tree_compile(source, warps, min_blocks, peers, options)
-
-    _cuda.compile_kernels = compile_kernels  # (_cuda._module looks it up at each call)
+    def change(source, peers):  # the active variant's multi-GPU module; the one-GPU one as it is
+        if not peers or active[0] is None:
+            return source, ()
+        other, added = variants[active[0]]
+        return other or source, added
 
     per_device = [[] for _ in devices]
 
@@ -335,12 +331,12 @@ def alternate_kernels(variants, sizes, case_repeats, devices, args, extra, obser
 
     labels = list(variants)
     rows = []
-    try:
+    with _common.compile_hook(change):
         for size, repeats in zip(sizes, case_repeats):
             p, n = _common.parse_size(size)
             X = case_data(p, n)
             ref = fit_once(X)  # the one-GPU order (and the warm-up of the one-GPU kernels)
-            same = all(search_with(k, X).causal_order == ref.causal_order for k in labels)  # warm-ups
+            same = all([search_with(k, X).causal_order == ref.causal_order for k in labels])  # warm-ups
             times, one_gpu, counts = {k: [] for k in labels}, [], {}
             for _ in range(repeats):
                 r1 = fit_once(X)
@@ -351,7 +347,7 @@ def alternate_kernels(variants, sizes, case_repeats, devices, args, extra, obser
                     times[k].append(r.stats["time"]["search"])
                     same &= r.causal_order == ref.causal_order
                     counts[k] = {key: int(sum(r.stats[key]))
-                                 for key in ("compared", "rounds", "float64_redo")}
+                                 for key in ("compared", "rounds", "float64_redo", "all_pairs")}
             medians = {k: statistics.median(v) for k, v in times.items()}
             base = medians[labels[0]]
             one = statistics.median(one_gpu)
@@ -375,9 +371,6 @@ def alternate_kernels(variants, sizes, case_repeats, devices, args, extra, obser
                             for k in labels) + f"; same order {same}", flush=True)
             _common.write_result(args, {**extra, "rows": rows})
             del X
-    finally:
-        _cuda.compile_kernels = this_tree_compile
-        _cuda._module.cache_clear()
     return rows
 
 
@@ -453,15 +446,8 @@ def main():
         ap.error("--variant is for --mode options-ab")
     if args.baseline_kernels and args.mode != "kernels-ab":
         ap.error("--baseline-kernels is for --mode kernels-ab")
-    args.variants = {}  # label -> compile options (options-ab), parsed once here
-    for spec in args.variant:
-        label, eq, options = spec.partition("=")
-        if not eq or not label or not options.split():
-            ap.error(f"--variant {spec!r}: give LABEL=OPTIONS, e.g. claim16=-DPL_CLAIM_BATCH=16")
-        if label == "default" or label in args.variants:
-            ap.error(f"--variant {spec!r}: the label {label!r} is taken (default: the kernels as "
-                     "they are)")
-        args.variants[label] = tuple(options.split())
+    # label -> compile options (options-ab), parsed once here
+    args.variants = _common.parse_variants(args.variant, "claim16=-DPL_CLAIM_BATCH=16")
 
     if args.mode == "memory":  # the device memory per GPU of MEMORY_SIZES; no GPU needed
         rows = memory_rows(MEMORY_SIZES)

@@ -12,14 +12,16 @@ so that the host's own launch cost is outside the timed chain:
 - ``kernel``: one empty kernel after another on one stream;
 - ``cross_event``: an empty kernel on device 1, then one on device 0 that
   waits for it through an event, then one on device 1 again, and so on
-  (per hop);
+  (per hop: one kernel and one event wait);
 - ``peer_copy``: an empty kernel on device 0 followed by a copy of
   ``--copy-bytes`` to device 1 on the same stream (per kernel and copy);
 - ``round``: the multi-GPU round's chain (device 1 kernel, event, device 0
-  kernel, two peer copies, event, device 1 kernel), per round;
+  kernel, two peer copies, event, then a kernel on each device: the
+  updates), per round;
 - ``host_trip``: a kernel that publishes a word in mapped host memory, the
   host spinning on it before it launches the next (the search's status
-  wait), per trip.
+  wait), per trip; the launches go through PyCUDA with a context push and
+  pop each, dearer than the search's own loop's driver calls.
 
 Medians of ``--repeats`` chains of ``--chain`` links each; prints a table
 and writes JSON (``benchmarks/_common.py``).
@@ -34,6 +36,11 @@ import numpy as np
 
 import _common  # benchmarks/ is on sys.path when run as a script
 
+# Links per timed chain, at most: all are queued behind the gate at once,
+# and a launch queue that filled up would wait for the gate forever. 300
+# (the round chain: about 1,500 operations per device) ran on two H100s.
+MAX_CHAIN = 300
+
 SOURCE = r"""
 extern "C" __global__ void empty() {}
 extern "C" __global__ void gate(volatile int *flag) { while (*flag == 0) {} }
@@ -44,10 +51,13 @@ extern "C" __global__ void publish(volatile int *word, int value) { *word = valu
 def main():
     ap = _common.parser("probe_links", __doc__, repeats=5, gpu=True)
     ap.add_argument("--chain", type=int, default=100,
-                    help="links per timed chain (all queued at once: the launch queues bound it)")
+                    help=f"links per timed chain, at most {MAX_CHAIN} (all are queued behind "
+                         "the gate at once; a full launch queue would wait for it forever)")
     ap.add_argument("--copy-bytes", type=int, default=128,
                     help="bytes of each peer copy (the control block is about 100)")
     args = ap.parse_args()
+    if not 1 <= args.chain <= MAX_CHAIN:
+        ap.error(f"--chain must be 1 to {MAX_CHAIN}")
 
     import pycuda.driver as drv
     from pycuda.compiler import SourceModule

@@ -16,6 +16,8 @@ import json
 import sys
 from pathlib import Path
 
+import _common  # benchmarks/ is on sys.path (run as a script, or docs/conf.py)
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -373,14 +375,17 @@ def multi_gpu_engines(out):
         last = [runs[-1] for runs in r["engine_stats"]]
         total = sum(st["pairs"] for st in last)
         one = r["one_gpu_engine_stats"]
-        spans = [(r["one_gpu_engine_search_s"], r["one_gpu_engine_rounds"])] + [
-            (r["medians_s"][label], r["counts"][label]["rounds"])] * len(last)
+        # rounds of threshold workers (where recorded: else every round, the
+        # few all-pairs ones included) and the search times the sums belong to
+        counts = r["counts"][label]
+        spans = [(r["one_gpu_engine_search_s"],
+                  r["one_gpu_engine_rounds"] - r.get("one_gpu_engine_all_pairs", 0))] + [
+            (r["times"][label][-1], counts["rounds"] - counts.get("all_pairs", 0))] * len(last)
         for (who, st), (search_s, rounds) in zip(
                 [("one GPU", one)] + [(f"GPU {i} of {len(last)}", st) for i, st in enumerate(last)],
                 spans):
             per = st["pairs"]
-            # the engines' alive time over the search's (cycles at the reported clock)
-            alive = st["alive_cycles"] / es["sm_clock_hz"] / (st["engines"] / rounds) / search_s
+            alive = _common.engine_alive_share(st, rounds, search_s, es["sm_clock_hz"])
             rows.append([f"p={r['p']}, n={r['n']}", who, f"{100 * alive:.0f}%",
                          "" if st is one else f"{100 * per / total:.1f}%",
                          f"{st['claim_cycles'] / per:,.0f}", f"{st['compare_cycles'] / per:,.0f}",
@@ -402,11 +407,12 @@ def multi_gpu_engines(out):
     links_name = "probe_links_h100x2.json"
     links = _load(links_name)
     what = {"kernel": "an empty kernel after another, one stream",
-            "cross_event": "a hop between the GPUs' streams through an event",
+            "cross_event": "an empty kernel on one GPU, then on the other behind an event",
             "peer_copy": f"an empty kernel, then a {links['copy_bytes']}-byte peer copy",
-            "round": "the multi-GPU round's chain (kernel, event, kernel, two copies, event, "
-                     "kernel)",
-            "host_trip": "a status trip through the host (kernel publishes, host spins, launches)"}
+            "round": "the multi-GPU round's chain (GPU 1 kernel, event, GPU 0 kernel, two "
+                     "copies, event, a kernel on each GPU)",
+            "host_trip": "a status trip through the host (kernel publishes, host spins and "
+                         "launches the next through PyCUDA)"}
     (out / "probe_links.rst").write_text(
         _table(["link", "microseconds each"], [[what[r["link"]], f"{r['us']:.1f}"]
                                                for r in links["rows"]])

@@ -33,7 +33,8 @@
 // active worker in round robin, checks its score against the threshold,
 // claims its next uncompared partner (by decreasing |correlation|, see
 // order_partners, where the paper walks them cyclically; pair lock by
-// atomicCAS: each unordered pair is compared once in an iteration), compares
+// atomicCAS or atomicMax, PL_LOCK_MAX: each unordered pair is compared once
+// in an iteration), compares
 // the pair and messages both sides (score atomics; the partner receives -I).
 // Several groups can serve one worker at once, so a worker with many
 // comparisons left (the root, typically) is spread over the whole GPU
@@ -132,9 +133,12 @@ static_assert(PL_CLAIM_BATCH >= 1 && PL_CLAIM_BATCH <= 32, "a lane claims each p
 // this module's own memory (no link traffic in a search over several
 // devices), read by the host through the module's global:
 // [0] pairs compared, [1] clock cycles finding and claiming work that was
-// found, [2] comparing, [3] recording the result, [4] engines that left, [5]
-// their cycles from entry to leaving, [6] pairs of all-pairs rounds, [7]
-// cycles of the last search for work, which found none.
+// found (on one device also finalizing the workers an engine finished,
+// which several devices leave to select_root), [2] comparing, [3] recording
+// the result, [4] engines that left, [5] their cycles from the engine's
+// start (after the kernel's first reads of the round's state) to leaving,
+// [6] pairs of all-pairs rounds, [7] cycles of the last search for work,
+// which found none.
 #ifdef PL_ENGINE_STATS
 __device__ unsigned long long pl_engine_stats[8];
 
