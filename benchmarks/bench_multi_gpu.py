@@ -58,9 +58,12 @@ variant's pairs compared, rounds and float64 re-decisions.
 their time: the kernels as they are against their diagnostic build
 (``-DPL_ENGINE_STATS``, alternated as in options-ab), which sums on each
 device the pairs its engines compared and the clock cycles they spent
-finding and claiming work, comparing and recording results. Per device:
-the share of the pairs and the cycles per pair of each part (the first
-device holds the shared state; the others reach it over the link).
+finding and claiming work, comparing and recording results, and the span
+of each worker launch. Per device: the share of the pairs, the cycles per
+pair of each part (the first device holds the shared state; the others
+reach it over the link), the engines' alive time over the search's, and
+how that splits into the worker launches' share of the search and the
+engines' alive time within them.
 """
 
 import statistics
@@ -197,7 +200,8 @@ def options_ab(sizes, case_repeats, devices, args):
 
 
 ENGINE_STATS = ("pairs", "claim_cycles", "compare_cycles", "record_cycles", "engines",
-                "alive_cycles", "all_pairs_pairs", "last_search_cycles")  # kernels/paralingam.cu, pl_engine_stats
+                "alive_cycles", "all_pairs_pairs", "last_search_cycles", "launch_span_ns",
+                "launches")  # kernels/paralingam.cu, pl_engine_stats
 
 
 def engine_stats(sizes, case_repeats, devices, args):
@@ -270,6 +274,12 @@ def engine_stats(sizes, case_repeats, devices, args):
         print("engines alive / search: " + ", ".join(
             f"{_common.engine_alive_share(st, r, t, sm_hz):.0%}" for t, st, r in busy)
             + " (one GPU, then each device)")
+        # where the rest is: between the worker launches, or inside them
+        print("worker launches / search: " + ", ".join(
+            f"{st['launch_span_ns'] * 1e-9 / t:.0%}" for t, st, _ in busy)
+            + "; engines alive / worker launches: " + ", ".join(
+            f"{_common.engine_alive_share(st, st['launches'], st['launch_span_ns'] * 1e-9, sm_hz):.0%}"
+            for _, st, _ in busy))
     return rows
 
 

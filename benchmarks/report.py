@@ -386,7 +386,14 @@ def multi_gpu_engines(out):
                 spans):
             per = st["pairs"]
             alive = _common.engine_alive_share(st, rounds, search_s, es["sm_clock_hz"])
-            rows.append([f"p={r['p']}, n={r['n']}", who, f"{100 * alive:.0f}%",
+            # (runs since the launch spans were recorded: the launches' share of
+            # the search, and the engines' alive time within them)
+            spans = ""
+            if st.get("launches"):
+                span_s = st["launch_span_ns"] * 1e-9
+                within = _common.engine_alive_share(st, st["launches"], span_s, es["sm_clock_hz"])
+                spans = f" (launches {100 * span_s / search_s:.0f}%, within them {100 * within:.0f}%)"
+            rows.append([f"p={r['p']}, n={r['n']}", who, f"{100 * alive:.0f}%{spans}",
                          "" if st is one else f"{100 * per / total:.1f}%",
                          f"{st['claim_cycles'] / per:,.0f}", f"{st['compare_cycles'] / per:,.0f}",
                          f"{st['record_cycles'] / per:,.0f}",

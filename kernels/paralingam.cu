@@ -138,9 +138,40 @@ static_assert(PL_CLAIM_BATCH >= 1 && PL_CLAIM_BATCH <= 32, "a lane claims each p
 // the result, [4] engines that left, [5] their cycles from the engine's
 // start (after the kernel's first reads of the round's state) to leaving,
 // [6] pairs of all-pairs rounds, [7] cycles of the last search for work,
-// which found none.
+// which found none, [8] nanoseconds (%globaltimer) from the first block's
+// start to the last block's end of each threshold-round worker launch,
+// summed, [9] those launches.
 #ifdef PL_ENGINE_STATS
-__device__ unsigned long long pl_engine_stats[8];
+__device__ unsigned long long pl_engine_stats[10];
+__device__ unsigned long long pl_launch_first = ~0ull, pl_launch_last = 0;
+__device__ unsigned pl_launch_blocks = 0;
+
+__device__ __forceinline__ unsigned long long global_ns()
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// A worker launch's span (thread 0 of each block; the last block to end
+// adds it to [8] and resets for the next launch, which the stream orders
+// after this one).
+__device__ void launch_begin() { if (threadIdx.x == 0) atomicMin(&pl_launch_first, global_ns()); }
+__device__ void launch_end()
+{
+    __syncthreads();  // every engine of the block has left
+    if (threadIdx.x != 0) return;
+    atomicMax(&pl_launch_last, global_ns());
+    __threadfence();
+    if (atomicAdd(&pl_launch_blocks, 1u) + 1 == gridDim.x) {
+        __threadfence();
+        const unsigned long long first = atomicExch(&pl_launch_first, ~0ull);
+        const unsigned long long last = atomicExch(&pl_launch_last, 0ull);
+        atomicAdd(&pl_engine_stats[8], last - first);
+        atomicAdd(&pl_engine_stats[9], 1ull);
+        atomicExch(&pl_launch_blocks, 0u);
+    }
+}
 
 struct EngineClock {
     long long t, begin, last, part[3];
@@ -166,11 +197,15 @@ struct EngineClock {
 #define PL_LAP(k) engine_clock.lap(k)
 #define PL_ENGINE_LEAVE(pairs) engine_clock.leave(pairs)
 #define PL_ALL_PAIRS_STAT(pairs) atomicAdd(&pl_engine_stats[6], (unsigned long long)(pairs))
+#define PL_LAUNCH_BEGIN() launch_begin()
+#define PL_LAUNCH_END() launch_end()
 #else
 #define PL_ENGINE_CLOCK
 #define PL_LAP(k) ((void)0)
 #define PL_ENGINE_LEAVE(pairs) ((void)0)
 #define PL_ALL_PAIRS_STAT(pairs) ((void)0)
+#define PL_LAUNCH_BEGIN() ((void)0)
+#define PL_LAUNCH_END() ((void)0)
 #endif
 
 // Dynamic shared memory of update_data (its row cache).
@@ -1477,14 +1512,18 @@ __device__ void select_after_workers(PlSearch *s PL_GRID_PARAMS);
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) worker_f32(PlSearch *s PL_GRID_PARAMS)
 {
     pl_enter();
+    PL_LAUNCH_BEGIN();
     worker_body<float>(s PL_GRID_ARGS);
+    PL_LAUNCH_END();
     select_after_workers(s PL_GRID_ARGS);
 }
 // (double comparisons need more registers: the compiler's choice)
 extern "C" __global__ void __launch_bounds__(WARPS * 32) worker_f64(PlSearch *s PL_GRID_PARAMS)
 {
     pl_enter();
+    PL_LAUNCH_BEGIN();
     worker_body<double>(s PL_GRID_ARGS);
+    PL_LAUNCH_END();
     select_after_workers(s PL_GRID_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS) all_pairs_f32(PlSearch *s PL_GRID_PARAMS)
