@@ -56,7 +56,8 @@ variant's pairs compared, rounds and float64 re-decisions.
 
 ``--mode engine-stats`` asks where each GPU's threshold-round engines spend
 their time: the kernels as they are against their diagnostic build
-(``-DPL_ENGINE_STATS``, alternated as in options-ab), which sums on each
+(``kernels/engine_stats.cu`` ahead of the kernels, alternated as in
+options-ab), which sums on each
 device the pairs its engines compared and the clock cycles they spent
 finding and claiming work, comparing and recording results, and the span
 of each worker launch. Per device: the share of the pairs, the cycles per
@@ -210,8 +211,12 @@ def engine_stats(sizes, case_repeats, devices, args):
 
     from paralingam.search import _cuda
 
+    from paralingam import _constants, _testing
+
     label = "engine_stats"
-    variants = {"default": (None, ()), label: (None, ("-DPL_ENGINE_STATS",))}
+    # the diagnostic build: kernels/engine_stats.cu ahead of this tree's kernels
+    with_stats = _constants.kernel_text("engine_stats.cu") + _cuda.kernel_source()
+    variants = {"default": (None, ()), label: (with_stats, ())}
 
     def stats_globals():
         # the modules the search just loaded: module() with the defaults the
@@ -221,7 +226,7 @@ def engine_stats(sizes, case_repeats, devices, args):
         for d in devices:
             ctx = _cuda._device_context(d)
             mod = _cuda._in_context(ctx, _cuda.module, ctx=ctx, peers=True)
-            out.append((ctx, *mod.global_address("pl_engine_stats")))
+            out.append((ctx, *_testing.module_global(mod, "pl_engine_stats")))
         if _cuda._module.cache_info().misses != misses:
             raise RuntimeError("engine-stats: the search's modules were not the default ones "
                                "(other worker block settings?); their sums cannot be read")
@@ -236,10 +241,10 @@ def engine_stats(sizes, case_repeats, devices, args):
             _cuda._in_context(ctx, drv.memset_d32, ptr, 0, size // 4)
             per_device[i].append(dict(zip(ENGINE_STATS, (int(v) for v in host))))
 
-    extra = {"variants": {k: list(v[1]) for k, v in variants.items()},
+    extra = {"variants": {"default": [], label: ["kernels/engine_stats.cu prepended"]},
              "engine_stats": list(ENGINE_STATS)}
     rows = alternate_kernels(variants, sizes, case_repeats, devices, args, extra, observe=observe)
-    one_gpu_engine_stats(rows)
+    one_gpu_engine_stats(rows, _constants.kernel_text("engine_stats.cu"))
     # (the devices' reported clock rate turns cycles into seconds; under load
     # the clock may run below it, so the shares below are estimates)
     sm_hz = 1e3 * _cuda._in_context(_cuda._device_context(devices[0]), lambda: drv.Context.get_device()
@@ -283,17 +288,19 @@ def engine_stats(sizes, case_repeats, devices, args):
     return rows
 
 
-def one_gpu_engine_stats(rows):
-    """Each row's one-GPU search in the diagnostic build: its engine sums, time and rounds."""
+def one_gpu_engine_stats(rows, stats_source):
+    """Each row's one-GPU search in the diagnostic build (``stats_source`` ahead of the
+    kernels): its engine sums, time and rounds."""
     import pycuda.driver as drv
 
+    from paralingam import _testing
     from paralingam.search import _cuda
 
-    with _common.compile_hook(lambda source, peers: (source, ("-DPL_ENGINE_STATS",))):
+    with _common.compile_hook(lambda source, peers: (stats_source + source, ())):
         for row in rows:
             X = case_data(row["p"], row["n"])
             fit_once(X)  # warm-up (and the module's compile)
-            ptr, size = _cuda.module().global_address("pl_engine_stats")
+            ptr, size = _testing.module_global(_cuda.module(), "pl_engine_stats")
             drv.memset_d32(ptr, 0, size // 4)
             r = fit_once(X)
             host = np.zeros(size // 8, dtype=np.uint64)

@@ -147,3 +147,11 @@ def empty_launch_and_poll(module, dev, status_host, repeats):
     from .search import _scheduler_testing
 
     return _scheduler_testing.empty_launch_and_poll(module, dev, status_host, repeats)
+
+
+def module_global(module, name):
+    """Device address and size of a loaded module's ``__device__`` variable (the engines'
+    diagnostic sums, ``benchmarks/bench_multi_gpu.py --mode engine-stats``)."""
+    from .search import _scheduler_testing
+
+    return _scheduler_testing.module_global(module, name)

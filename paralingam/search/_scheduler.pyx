@@ -137,7 +137,6 @@ ctypedef CUresult (*fn_launch_ex)(const pl_launch_config *, CUfunction, void **,
 ctypedef CUresult (*fn_module_load)(CUmodule *, const void *) noexcept nogil
 ctypedef CUresult (*fn_module_unload)(CUmodule) noexcept nogil
 ctypedef CUresult (*fn_get_function)(CUfunction *, CUmodule, const char *) noexcept nogil
-ctypedef CUresult (*fn_get_global)(CUdeviceptr *, size_t *, CUmodule, const char *) noexcept nogil
 ctypedef CUresult (*fn_stream)(CUstream) noexcept nogil
 ctypedef CUresult (*fn_htod)(CUdeviceptr, const void *, size_t) noexcept nogil
 ctypedef CUresult (*fn_dtoh)(void *, CUdeviceptr, size_t) noexcept nogil
@@ -167,7 +166,6 @@ cdef struct Driver:
     fn_module_load module_load
     fn_module_unload module_unload
     fn_get_function get_function
-    fn_get_global get_global
     fn_stream stream_sync
     fn_stream stream_query
     fn_htod htod
@@ -238,7 +236,6 @@ def load_driver():
     drv.module_load = <fn_module_load>_sym(lib, b"cuModuleLoadData")
     drv.module_unload = <fn_module_unload>_sym(lib, b"cuModuleUnload")
     drv.get_function = <fn_get_function>_sym(lib, b"cuModuleGetFunction")
-    drv.get_global = <fn_get_global>_sym(lib, b"cuModuleGetGlobal_v2")
     drv.stream_sync = <fn_stream>_sym(lib, b"cuStreamSynchronize")
     drv.stream_query = <fn_stream>_sym(lib, b"cuStreamQuery")
     drv.htod = <fn_htod>_sym(lib, b"cuMemcpyHtoD_v2")
@@ -332,17 +329,6 @@ cdef class Module:
         check(drv.occupancy(&blocks, self.fn[K_WORKER32 if use_float else K_WORKER64],
                             self.warps * 32, 0), b"cuOccupancyMaxActiveBlocksPerMultiprocessor")
         return blocks
-
-    def global_address(self, str name):
-        """Device address and size in bytes of the module's ``__device__`` variable ``name``.
-
-        For diagnostic builds (``PL_ENGINE_STATS``); raises CudaError where
-        the module has no such variable.
-        """
-        cdef CUdeviceptr ptr = 0
-        cdef size_t size = 0
-        check(drv.get_global(&ptr, &size, self.mod, name.encode()), b"cuModuleGetGlobal")
-        return int(ptr), int(size)
 
     def unload(self):
         """Unload the module (the handle is invalid afterwards)."""
