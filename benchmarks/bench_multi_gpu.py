@@ -209,9 +209,8 @@ def engine_stats(sizes, case_repeats, devices, args):
     """The diagnostic build's per-device engine sums (see the module docstring)."""
     import pycuda.driver as drv
 
-    from paralingam.search import _cuda
-
     from paralingam import _constants, _testing
+    from paralingam.search import _cuda
 
     label = "engine_stats"
     # the diagnostic build: kernels/engine_stats.cu ahead of this tree's kernels
