@@ -202,7 +202,7 @@ def options_ab(sizes, case_repeats, devices, args):
 
 ENGINE_STATS = ("pairs", "claim_cycles", "compare_cycles", "record_cycles", "engines",
                 "alive_cycles", "all_pairs_pairs", "last_search_cycles", "launch_span_ns",
-                "launches")  # kernels/paralingam.cu, pl_engine_stats
+                "launches")  # kernels/engine_stats.cu, pl_engine_stats
 
 
 def engine_stats(sizes, case_repeats, devices, args):
@@ -214,8 +214,8 @@ def engine_stats(sizes, case_repeats, devices, args):
 
     label = "engine_stats"
     # the diagnostic build: kernels/engine_stats.cu ahead of this tree's kernels
-    with_stats = _constants.kernel_text("engine_stats.cu") + _cuda.kernel_source()
-    variants = {"default": (None, ()), label: (with_stats, ())}
+    stats_source = _constants.kernel_text("engine_stats.cu")
+    variants = {"default": (None, ()), label: (stats_source + _cuda.kernel_source(), ())}
 
     def stats_globals():
         # the modules the search just loaded: module() with the defaults the
@@ -243,7 +243,7 @@ def engine_stats(sizes, case_repeats, devices, args):
     extra = {"variants": {"default": [], label: ["kernels/engine_stats.cu prepended"]},
              "engine_stats": list(ENGINE_STATS)}
     rows = alternate_kernels(variants, sizes, case_repeats, devices, args, extra, observe=observe)
-    one_gpu_engine_stats(rows, _constants.kernel_text("engine_stats.cu"))
+    one_gpu_engine_stats(rows, stats_source)
     # (the devices' reported clock rate turns cycles into seconds; under load
     # the clock may run below it, so the shares below are estimates)
     sm_hz = 1e3 * _cuda._in_context(_cuda._device_context(devices[0]), lambda: drv.Context.get_device()
@@ -279,11 +279,12 @@ def engine_stats(sizes, case_repeats, devices, args):
             f"{_common.engine_alive_share(st, r, t, sm_hz):.0%}" for t, st, r in busy)
             + " (one GPU, then each device)")
         # where the rest is: between the worker launches, or inside them
+        launched = [(t, st) for t, st, _ in busy if st["launches"]]
         print("worker launches / search: " + ", ".join(
-            f"{st['launch_span_ns'] * 1e-9 / t:.0%}" for t, st, _ in busy)
+            f"{st['launch_span_ns'] * 1e-9 / t:.0%}" for t, st in launched)
             + "; engines alive / worker launches: " + ", ".join(
             f"{_common.engine_alive_share(st, st['launches'], st['launch_span_ns'] * 1e-9, sm_hz):.0%}"
-            for _, st, _ in busy))
+            for _, st in launched))
     return rows
 
 

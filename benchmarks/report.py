@@ -388,20 +388,20 @@ def multi_gpu_engines(out):
             alive = _common.engine_alive_share(st, rounds, search_s, es["sm_clock_hz"])
             # (runs since the launch spans were recorded: the launches' share of
             # the search, and the engines' alive time within them)
-            spans = ""
+            split = ""
             if st.get("launches"):
                 span_s = st["launch_span_ns"] * 1e-9
                 within = _common.engine_alive_share(st, st["launches"], span_s, es["sm_clock_hz"])
-                spans = f" (launches {100 * span_s / search_s:.0f}%, within them {100 * within:.0f}%)"
-            rows.append([f"p={r['p']}, n={r['n']}", who, f"{100 * alive:.0f}%{spans}",
+                split = f" (launches {100 * span_s / search_s:.0f}%, within them {100 * within:.0f}%)"
+            rows.append([f"p={r['p']}, n={r['n']}", who, f"{100 * alive:.0f}%{split}",
                          "" if st is one else f"{100 * per / total:.1f}%",
                          f"{st['claim_cycles'] / per:,.0f}", f"{st['compare_cycles'] / per:,.0f}",
                          f"{st['record_cycles'] / per:,.0f}",
                          f"{st['last_search_cycles'] / per:,.0f}",
                          f"{st['alive_cycles'] / per:,.0f}"])
     text = _table(["case", "engines of", "engines alive / search", "share of the pairs",
-                   "claim", "compare", "record", "last search for work", "alive"], rows) + "\n" + _source(name, es, label)
-    (out / "multi_gpu_engines.rst").write_text(text)
+                   "claim", "compare", "record", "last search for work", "alive"], rows)
+    (out / "multi_gpu_engines.rst").write_text(text + "\n" + _source(name, es, label))
     text = ""
     for section, names in (("options_ab_claim_batch", {"default": "4 (then the default)",
                                                        "batch1": "1", "batch2": "2"}),
