@@ -17,6 +17,7 @@ documentation's tables and plots from them.
 """
 
 import argparse
+import ast
 import contextlib
 import datetime
 import json
@@ -237,6 +238,31 @@ def parse_variants(specs, example):
                              "kernels as they are)")
         variants[label] = tuple(options.split())
     return variants
+
+
+def host_settings(options):
+    """A variant's options as (compile options, {name: value} of the host loop's
+    ``MULTI_*`` settings in ``paralingam.search._cuda``).
+
+    An option ``MULTI_NAME=VALUE`` (a Python literal) is such a setting; the
+    others are compile options. Raises SystemExit naming a setting ``_cuda``
+    lacks or a value that is not a literal.
+    """
+    from paralingam.search import _cuda
+
+    compile_options, settings = [], {}
+    for option in options:
+        name, eq, value = option.partition("=")
+        if not (option.startswith("MULTI_") and eq):
+            compile_options.append(option)
+            continue
+        if not hasattr(_cuda, name):
+            raise SystemExit(f"--variant: paralingam.search._cuda has no setting {name}")
+        try:
+            settings[name] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            raise SystemExit(f"--variant: {option!r} needs a Python literal after '='") from None
+    return tuple(compile_options), settings
 
 
 @contextlib.contextmanager

@@ -28,6 +28,7 @@ waits and copies queued by the host loop.
     python benchmarks/bench_multi_gpu.py --mode multi-only --sizes 10000x10000  # no one-GPU run
     python benchmarks/bench_multi_gpu.py --mode kernels-ab --baseline-kernels DIR --sizes 3000x4096
     python benchmarks/bench_multi_gpu.py --mode options-ab --variant claim16=-DPL_CLAIM_BATCH=16
+    python benchmarks/bench_multi_gpu.py --mode options-ab --variant plain=MULTI_PROGRAMMATIC_LAUNCH=False
     python benchmarks/bench_multi_gpu.py --mode engine-stats --sizes 3000x4096
 
 ``--mode multi-only`` times the multi-GPU search alone, once per case, with no
@@ -50,7 +51,10 @@ kernels this host code can launch.
 
 ``--mode options-ab`` is the same for compile options of this tree's
 multi-GPU kernels (each ``--variant LABEL=OPTIONS``, e.g. another
-``PL_CLAIM_BATCH``) against the kernels as they are. Both modes also time
+``PL_CLAIM_BATCH``) against the kernels as they are; an option of the form
+``MULTI_NAME=VALUE`` instead sets the host loop's setting of that name in
+``paralingam.search._cuda`` while the variant's searches run (e.g.
+``--variant engine=MULTI_COPY_KERNEL=False``). Both modes also time
 one one-GPU search per round (the speed-ups' baseline) and record each
 variant's pairs compared, rounds and float64 re-decisions.
 
@@ -200,6 +204,7 @@ def options_ab(sizes, case_repeats, devices, args):
                              {"variants": {k: list(v[1]) for k, v in variants.items()}})
 
 
+
 ENGINE_STATS = ("pairs", "claim_cycles", "compare_cycles", "record_cycles", "engines",
                 "alive_cycles", "all_pairs_pairs", "last_search_cycles", "launch_span_ns",
                 "launches")  # kernels/engine_stats.cu, pl_engine_stats
@@ -316,7 +321,7 @@ def alternate_kernels(variants, sizes, case_repeats, devices, args, extra, obser
     """Time the multi-GPU search with each variant's ``PL_PEERS`` module, alternated.
 
     ``variants``: label -> (kernel source or None for this tree's, added
-    compile options). The first variant is the baseline of each row's
+    compile options and ``MULTI_*`` host settings, see ``_common.host_settings``). The first variant is the baseline of each row's
     ``change_by_variant``. Each case: one one-GPU fit (the order's reference
     and the one-GPU kernels' warm-up) and one warm-up search per variant
     (compilation, buffers), then ``repeats`` rounds of one one-GPU search
@@ -330,18 +335,27 @@ def alternate_kernels(variants, sizes, case_repeats, devices, args, extra, obser
 
     active = [None]
 
+    split = {label: _common.host_settings(options) for label, (_, options) in variants.items()}
+
     def change(source, peers):  # the active variant's multi-GPU module; the one-GPU one as it is
         if not peers or active[0] is None:
             return source, ()
-        other, added = variants[active[0]]
-        return other or source, added
+        return variants[active[0]][0] or source, split[active[0]][0]
 
     per_device = [[] for _ in devices]
 
     def search_with(label, X):
         active[0] = label
         _cuda._module.cache_clear()  # load the module of these kernels (disk cache)
-        result = fit_once(X, devices=devices)
+        settings = split[label][1]
+        saved = {name: getattr(_cuda, name) for name in settings}
+        for name, value in settings.items():
+            setattr(_cuda, name, value)
+        try:
+            result = fit_once(X, devices=devices)
+        finally:
+            for name, value in saved.items():
+                setattr(_cuda, name, value)
         if observe is not None:
             observe(label, result, per_device)
         return result

@@ -1801,6 +1801,25 @@ extern "C" __global__ void __launch_bounds__(1024) select64(PlSearch *s)
     }
 }
 
+#ifdef PL_PEERS
+// Device 0's buffers to the other devices' (PlCopies): each block's threads
+// store a stride of words of job blockIdx.y into the peer's memory: on the
+// critical path of every round, where a copy engine's peer copy arrives
+// later than a kernel's stores (docs/design/multi_gpu.rst, "The host loop").
+extern "C" __global__ void __launch_bounds__(256) copy_to_peers(const PlCopies jobs)
+{
+    pl_enter();
+    const int j = blockIdx.y;
+    if (j >= jobs.n) return;
+    const unsigned *src = (const unsigned *)jobs.src[j];
+    unsigned *dst = (unsigned *)jobs.dst[j];
+    const long long words = jobs.words[j];
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < words;
+         i += (long long)gridDim.x * blockDim.x)
+        dst[i] = src[i];
+}
+#endif
+
 // ---------------------------------------------------------------- UpdateData and UpdateCovMat
 
 // UpdateData (Alg. 5) regresses the root out of every remaining row, in

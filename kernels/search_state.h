@@ -132,6 +132,20 @@ typedef struct {
 
 #define PL_MAGIC 0x5041524c494e47LL
 
+/* A search over several devices: copies from device 0's buffers to the
+ * other devices' (its control block and remaining set after a selection,
+ * the workers' constants after prep), by one launch of the copy_to_peers
+ * kernel of device 0, whose threads store into the peers' memory. Job j
+ * copies words[j] 4-byte words from src[j] to dst[j]; the host launches
+ * gridDim.y = n jobs, PL_PEER_COPIES at most per launch. */
+#define PL_PEER_COPIES 16
+typedef struct {
+    unsigned long long dst[PL_PEER_COPIES];
+    unsigned long long src[PL_PEER_COPIES];
+    long long words[PL_PEER_COPIES];
+    long long n;
+} PlCopies;
+
 /* Bit of prep's mode: the iteration compares every pair in one round, the
  * engines taking pairs in a fixed order (no claims, locks or threshold). */
 #define PL_PREP_ALL_PAIRS 4

@@ -85,3 +85,18 @@ def test_engine_alive_share_is_alive_time_over_engines_and_search_time(common):
     # 100 engines per round alive 0.5 s each at 2 GHz over a 1 s search: half
     stats = {"engines": 100 * 4, "alive_cycles": 100 * 2e9 * 0.5}
     assert common.engine_alive_share(stats, 4, 1.0, 2e9) == pytest.approx(0.5)
+
+
+def test_host_settings_splits_multi_settings_from_compile_options(common):
+    options, settings = common.host_settings(
+        ("-DPL_CLAIM_BATCH=2", "MULTI_COPY_KERNEL=False", "MULTI_SPREAD_WORK=1e7"))
+    assert options == ("-DPL_CLAIM_BATCH=2",)
+    assert settings == {"MULTI_COPY_KERNEL": False, "MULTI_SPREAD_WORK": 1e7}
+    assert common.host_settings(("-O3",)) == (("-O3",), {})
+
+
+@pytest.mark.parametrize("option, says", [("MULTI_NO_SUCH=1", "no setting MULTI_NO_SUCH"),
+                                          ("MULTI_COPY_KERNEL=yes", "Python literal")])
+def test_host_settings_refuses_unknown_settings_and_non_literals(common, option, says):
+    with pytest.raises(SystemExit, match=says):
+        common.host_settings((option,))

@@ -197,6 +197,28 @@ def test_multi_gpu_redecided_in_double(gpus, monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("copy_kernel", [True, False], ids=["copy_kernel", "copy_engine"])
+@pytest.mark.parametrize("programmatic", [True, False], ids=["programmatic", "plain"])
+def test_multi_gpu_replica_copies_and_launch_kinds(gpus, lingam_data, copy_kernel, programmatic,
+                                                   round_kind, monkeypatch):
+    # Device 0's control block, remaining set and workers reach the replicas
+    # by its copy_to_peers kernel or by the copy engine, and the kernels are
+    # launched programmatically or not: every way, the same results and
+    # replicas (float64 re-decisions included, every iteration spread)
+    from paralingam.search import _cuda
+
+    monkeypatch.setattr(_cuda, "MULTI_COPY_KERNEL", copy_kernel)
+    monkeypatch.setattr(_cuda, "MULTI_PROGRAMMATIC_LAUNCH", programmatic)
+    monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
+    X = make_lingam_data(100, 1024, density="sparse", random_state=100)[0]
+    _, many = assert_same_as_one_gpu(X)
+    if round_kind == "all_pairs":  # (test_multi_gpu_redecided_in_double's case)
+        assert any(many.stats["float64_redo"])
+    assert _cuda.LAST_MULTI_RUN["redo_spread"] == sum(many.stats["float64_redo"])
+    assert_same_as_one_gpu(lingam_data(250, 4096, "sparse", 2403)[0])
+
+
+@pytest.mark.gpu
 def test_multi_gpu_long_rows_redecide_with_their_updates_double_entropies(gpus, spread):
     # Rows of HX64_IN_UPDATE_MIN_N samples and more: every device's
     # update_data_h64 writes its replica's double entropies (hx64_var), which

@@ -97,6 +97,14 @@ PROGRAMMATIC_LAUNCH = True
 # round on several devices waits for all of them); the others still update
 # their replicas. The order is the same either way.
 MULTI_SPREAD_WORK = ALL_PAIRS_WORK
+# The same for the kernels of a search on several GPUs, where the streams
+# also wait on each other's events (a launch behind such a wait waits as any).
+MULTI_PROGRAMMATIC_LAUNCH = True
+# A search on several GPUs sends device 0's control block, remaining set and
+# workers to the other devices with a kernel of device 0 that stores into
+# their memory (copy_to_peers); False: the copy engine (cuMemcpyPeerAsync).
+# Either way the replicas get the same bytes (docs/design/multi_gpu.rst).
+MULTI_COPY_KERNEL = True
 
 
 # The context and the fault state are shared with the other GPU steps
@@ -156,7 +164,7 @@ def _module(ctx_handle, warps, min_blocks, programmatic, peers=False):
     cubin = compile_kernels(kernel_source(), warps, min_blocks, peers)
     major = drv.Context.get_device().compute_capability()[0]
     # Hopper and later: programmatic dependent launches (see _scheduler.Module)
-    return _scheduler.Module(cubin, warps, programmatic=programmatic and major >= 9)
+    return _scheduler.Module(cubin, warps, programmatic=programmatic and major >= 9, peers=peers)
 
 
 def compile_kernels(source, warps, min_blocks, peers=False, options=()):
@@ -175,14 +183,15 @@ def module(threads_per_block=None, min_blocks=None, ctx=None, peers=False):
     """The kernels for the current context (compiled or from the cache).
 
     ``peers``: the multi-device variant for context ``ctx`` (which must be
-    current), launched without programmatic dependent launches.
+    current), launched as ``MULTI_PROGRAMMATIC_LAUNCH`` says.
     """
     ctx = ctx or _context()
     warps = (threads_per_block or DEFAULT_WARPS * 32) // 32
     if min_blocks is None:  # the default scaled to the block size: 40 warps per SM
         min_blocks = max(1, DEFAULT_MIN_BLOCKS * DEFAULT_WARPS // warps) if DEFAULT_MIN_BLOCKS else 0
     if peers:
-        return _module(ctx.handle, warps, min(min_blocks, 2048 // (32 * warps)), False, True)
+        return _module(ctx.handle, warps, min(min_blocks, 2048 // (32 * warps)),
+                       MULTI_PROGRAMMATIC_LAUNCH, True)
     return _module(ctx.handle, warps, min(min_blocks, 2048 // (32 * warps)), PROGRAMMATIC_LAUNCH)
 
 
@@ -428,11 +437,13 @@ def _device_context(device):
 
 
 def _peer_setup(devices):
-    """Contexts of ``devices``, each of the others given access to the first one's memory.
+    """Contexts of ``devices``, each of the others given access to the first one's
+    memory, and the first one access to theirs.
 
     Raises RuntimeError naming the devices when a pair lacks peer access or
     native peer atomics (no fallback: the search shares its round state
-    through them).
+    through them, and the first device stores the replicas' per-iteration
+    state into the others' memory, ``copy_to_peers``).
     """
     from . import _scheduler
 
@@ -440,13 +451,17 @@ def _peer_setup(devices):
     home = devices[0]
     for d, ctx in zip(devices[1:], ctxs[1:]):
         access, atomics = _scheduler.peer_support(d, home)
-        if not access or not atomics:
-            what = "peer access to" if not access else "native atomics on"
+        back, _ = _scheduler.peer_support(home, d)
+        if not access or not atomics or not back:
+            what = (f"GPU {d} has no peer access to GPU {home}'s memory" if not access else
+                    f"GPU {d} has no native atomics on GPU {home}'s memory" if not atomics else
+                    f"GPU {home} has no peer access to GPU {d}'s memory")
             raise RuntimeError(
-                f"devices={list(devices)}: GPU {d} has no {what} GPU {home}'s memory, which a "
-                "search over several GPUs needs (GPUs joined by NVLink have both); use GPUs "
-                "that do, or devices=None")
+                f"devices={list(devices)}: {what}, which a search over several GPUs needs "
+                "(GPUs joined by NVLink have both ways and atomics); use GPUs that do, or "
+                "devices=None")
         _scheduler.enable_peer_access(ctx.handle, ctxs[0].handle)
+        _scheduler.enable_peer_access(ctxs[0].handle, ctx.handle)
     return ctxs
 
 
@@ -620,7 +635,7 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
         out = _scheduler.search_multi(
             mods, [ctx.handle for ctx in ctxs], [part.dev for part in ws.parts], cfg, ws.status,
             ws.status_devs, grids, candidates=candidates, spread_work=float(MULTI_SPREAD_WORK),
-            progress=progress)
+            copy_kernel=MULTI_COPY_KERNEL, progress=progress)
     except _scheduler.CudaError as exc:
         sticky = False
         for ctx in ctxs:

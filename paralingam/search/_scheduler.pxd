@@ -35,7 +35,11 @@ cdef enum:
     K_UPDATE_ROWS = 19
     K_UPDATE_ROWS_H64 = 20
     K_UPDATE_FINISH = 21
-    N_KERNELS = 22
+    # the kernels before this index are in every build; the rest only in the
+    # PL_PEERS one (Module's peers)
+    N_ONE_GPU_KERNELS = 22
+    K_COPY_TO_PEERS = 22
+    N_KERNELS = 23
 
 
 cdef class Module:

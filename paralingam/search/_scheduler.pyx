@@ -113,6 +113,13 @@ cdef extern from "search_state.h":
     ctypedef struct PlSearch:
         pass
     int PL_PREP_ALL_PAIRS
+    enum:
+        PL_PEER_COPIES
+    ctypedef struct PlCopies:
+        unsigned long long dst[PL_PEER_COPIES]
+        unsigned long long src[PL_PEER_COPIES]
+        long long words[PL_PEER_COPIES]
+        long long n
 
 cdef extern from "pl_constants.h":
     int PL_HX64_IN_UPDATE_MIN_N
@@ -280,7 +287,7 @@ KERNEL_NAMES[:] = [b"init_search", b"standardise", b"covariance", b"prep", b"set
                    b"entropy64", b"pairs64", b"select64", b"update_data",
                    b"update_cov", b"all_pairs_f32", b"all_pairs_f64", b"update_data_h64",
                    b"update_data_fused", b"update_sums", b"update_rows", b"update_rows_h64",
-                   b"update_finish"]
+                   b"update_finish", b"copy_to_peers"]
 
 
 cdef class Module:
@@ -298,10 +305,13 @@ cdef class Module:
         previous kernel still runs and wait for it on the device
         (``pl_enter`` in the kernels). Ignored if the driver lacks
         ``cuLaunchKernelEx``.
+    peers : bool
+        The cubin is the ``PL_PEERS`` build (a search over several devices),
+        whose kernels from ``K_COPY_TO_PEERS`` on the one-GPU build lacks.
     """
     # (attributes: _scheduler.pxd)
 
-    def __cinit__(self, bytes cubin, int warps, bint programmatic=False):
+    def __cinit__(self, bytes cubin, int warps, bint programmatic=False, bint peers=False):
         load_driver()
         self.image = cubin
         self.warps = warps
@@ -309,6 +319,9 @@ cdef class Module:
         self.mod = NULL
         check(drv.module_load(&self.mod, <const char *>self.image), b"cuModuleLoadData")
         for k in range(N_KERNELS):
+            self.fn[k] = NULL
+            if k >= N_ONE_GPU_KERNELS and not peers:
+                continue
             check(drv.get_function(&self.fn[k], self.mod, KERNEL_NAMES[k]),
                   b"cuModuleGetFunction")
         # The row cache of update_data wants more than the 48 KB of dynamic
@@ -354,13 +367,16 @@ cdef void note_launch(const char *name) noexcept nogil:
         inflight_len += k
 
 
-cdef int launch(Module m, int k, unsigned int gx, unsigned int gy, unsigned int bx,
-                unsigned int by, void **params, unsigned int shared=0) except -1 nogil:
+cdef int launch_fn(CUfunction f, int k, unsigned int gx, unsigned int gy, unsigned int bx,
+                   unsigned int by, void **params, unsigned int shared,
+                   bint programmatic) except -1 nogil:
+    """Kernel ``k`` (function ``f``) on the current context's default stream,
+    as a programmatic dependent launch if ``programmatic`` (see Module)."""
     cdef pl_launch_config cfg
     cdef pl_launch_attr attr
     note_launch(KERNEL_NAMES[k])
-    if not m.programmatic:
-        return check(drv.launch(m.fn[k], gx, gy, 1, bx, by, 1, shared, NULL, params, NULL),
+    if not programmatic:
+        return check(drv.launch(f, gx, gy, 1, bx, by, 1, shared, NULL, params, NULL),
                      KERNEL_NAMES[k])
     pl_attr_programmatic(&attr)
     cfg.gx = gx; cfg.gy = gy; cfg.gz = 1
@@ -369,7 +385,12 @@ cdef int launch(Module m, int k, unsigned int gx, unsigned int gy, unsigned int 
     cfg.stream = NULL
     cfg.attrs = &attr
     cfg.n_attrs = 1
-    return check(drv.launch_ex(&cfg, m.fn[k], params, NULL), KERNEL_NAMES[k])
+    return check(drv.launch_ex(&cfg, f, params, NULL), KERNEL_NAMES[k])
+
+
+cdef int launch(Module m, int k, unsigned int gx, unsigned int gy, unsigned int bx,
+                unsigned int by, void **params, unsigned int shared=0) except -1 nogil:
+    return launch_fn(m.fn[k], k, gx, gy, bx, by, params, shared, m.programmatic)
 
 
 cpdef unsigned int row_cache_bytes(int n, unsigned int cap) noexcept nogil:
@@ -979,12 +1000,52 @@ cdef int set_ctx(CUcontext c) except -1 nogil:
     return check(drv.ctx_set_current(c), b"cuCtxSetCurrent")
 
 
+# Whether search_multi's launches are programmatic (its modules' setting,
+# the same for every device; set at the start of each search).
+cdef bint multi_programmatic = False
+
+
 cdef int launch_on(CUfunction f, int k, unsigned int gx, unsigned int gy, unsigned int bx,
                    unsigned int by, void **params, unsigned int shared=0) except -1 nogil:
-    """A plain stream-ordered launch in the current context (no programmatic
-    launch: the multi-device streams wait on each other's events)."""
-    note_launch(KERNEL_NAMES[k])
-    return check(drv.launch(f, gx, gy, 1, bx, by, 1, shared, NULL, params, NULL), KERNEL_NAMES[k])
+    """A launch of search_multi in the current context. A programmatic
+    launch overlaps only the kernel before it in the stream; a kernel
+    queued behind another device's event waits for that event as any."""
+    return launch_fn(f, k, gx, gy, bx, by, params, shared, multi_programmatic)
+
+
+cdef int queue_copy(CUfunction f, PlCopies *jobs, CUdeviceptr dst, CUdeviceptr src,
+                    size_t nbytes) except -1 nogil:
+    """Adds a copy of ``nbytes`` (a multiple of 4) to ``jobs``, launching
+    device 0's ``copy_to_peers`` (``f``; device 0's context current) when
+    they are full. :func:`flush_copies` launches the rest."""
+    if nbytes % 4:
+        with gil:
+            raise ValueError(f"copy_to_peers copies 4-byte words, not {nbytes} bytes")
+    if nbytes == 0:
+        return 0
+    if jobs.n == PL_PEER_COPIES:
+        flush_copies(f, jobs)
+    jobs.dst[jobs.n] = dst
+    jobs.src[jobs.n] = src
+    jobs.words[jobs.n] = nbytes // 4
+    jobs.n += 1
+    return 0
+
+
+cdef int flush_copies(CUfunction f, PlCopies *jobs) except -1 nogil:
+    """One ``copy_to_peers`` launch for the queued ``jobs`` (then empty)."""
+    cdef long long most = 0
+    cdef int j
+    cdef void *params[1]
+    if jobs.n == 0:
+        return 0
+    for j in range(jobs.n):
+        most = max(most, jobs.words[j])
+    params[0] = jobs
+    launch_on(f, K_COPY_TO_PEERS, <unsigned int>min(max((most + 255) // 256, 1), 64),
+              <unsigned int>jobs.n, 256, 1, params)
+    jobs.n = 0
+    return 0
 
 
 cdef CUresult sync_all(int n_dev, CUcontext *ctx) noexcept nogil:
@@ -1069,7 +1130,7 @@ REPLICA_LOCAL = ("X32", "X64", "cov", "alive", "gone", "frac", "noise", "linked"
 
 def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray status_host,
                  list status_devs, list worker_blocks, *, candidates=None, double spread_work=0.0,
-                 progress=None):
+                 bint copy_kernel=True, progress=None):
     """One causal-order search on several devices of one host (peer memory).
 
     Device 0 holds the state the threshold rounds share and alone runs
@@ -1100,6 +1161,10 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
         The status word's device address in each context (portable mapped memory).
     worker_blocks : list of int
         Resident worker blocks of each device.
+    copy_kernel : bool
+        Device 0's control block, remaining set and workers go to the other
+        devices through its ``copy_to_peers`` kernel (peer stores); False:
+        through the copy engine (``cuMemcpyPeerAsync``).
 
     Returns
     -------
@@ -1141,12 +1206,18 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     cdef PlSearch hl[MAX_DEVICES]
     cdef PlSearch hw[MAX_DEVICES]
     cdef PlSearch hs[MAX_DEVICES]
+    cdef PlCopies jobs
     cdef Module m
     cdef int d, k, total
+    global multi_programmatic
+    jobs.n = 0
+    multi_programmatic = (<Module>mods[0]).programmatic
     cdef size_t mirror_bytes = devs[0]["mirror_bytes"]
     cdef size_t layout = sizeof(PlSearch)
     for d in range(n_dev):
         m = mods[d]
+        if m.programmatic != multi_programmatic or m.fn[K_COPY_TO_PEERS] == NULL:
+            raise ValueError("search_multi needs PL_PEERS modules with one launch setting")
         ctx[d] = <CUcontext><uintptr_t>contexts[d]
         for k in range(N_KERNELS):
             fns[d][k] = m.fn[k]
@@ -1251,8 +1322,14 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     # orders as device 0's (all-pairs float rounds have no
                     # setup: prep took their entropies, copied with them)
                     for d in range(1, n_dev):
-                        check(drv.memcpy_peer_async(d_mirror[d], ctx[d], d_mirror[0], ctx[0],
-                                                    mirror_bytes, NULL), b"cuMemcpyPeerAsync(workers)")
+                        if copy_kernel:
+                            queue_copy(fns[0][K_COPY_TO_PEERS], &jobs, d_mirror[d], d_mirror[0],
+                                       mirror_bytes)
+                        else:
+                            check(drv.memcpy_peer_async(d_mirror[d], ctx[d], d_mirror[0], ctx[0],
+                                                        mirror_bytes, NULL),
+                                  b"cuMemcpyPeerAsync(workers)")
+                    flush_copies(fns[0][K_COPY_TO_PEERS], &jobs)
                     check(drv.event_record(ev_ready, NULL), b"cuEventRecord")
                 if not (all_pairs and loop.use_float):
                     launch_on(fns[0][loop.k_setup], loop.k_setup, r_host, 1, 512, 1, lparams[0])
@@ -1287,7 +1364,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     # from device 0's control block and remaining set.
                     sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided, fns,
                                   row_smem, lparams, loop.k_update_data, loop.n, False,
-                                  recent_band(st))
+                                  recent_band(st), copy_kernel, &jobs)
                     seq += 1
                     rounds += 1
                     t_wait = now_seconds()
@@ -1330,7 +1407,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
                         sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided,
                                       fns, row_smem, lparams, loop.k_update_data, loop.n, False,
-                                      recent_band(st))
+                                      recent_band(st), copy_kernel, &jobs)
                     else:
                         # device 0 alone (after every device's workers: its
                         # stream waited for them)
@@ -1341,7 +1418,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
                         sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided,
                                       fns, row_smem, lparams, loop.k_update_data, loop.n, True,
-                                      recent_band(st))
+                                      recent_band(st), copy_kernel, &jobs)
                 it += 1
                 if it > loop.p + 1:
                     too_many_iterations(loop.p)
@@ -1423,8 +1500,9 @@ cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdevicept
                        int r_host, CUevent *ev_done, CUevent ev_decided,
                        CUfunction (*fns)[N_KERNELS], unsigned int *row_smem,
                        void *(*lparams)[1], int k_update, int n, bint wait_others,
-                       bint band) except -1 nogil:
-    """Device 0's control block and remaining set to every replica, then the
+                       bint band, bint copy_kernel, PlCopies *jobs) except -1 nogil:
+    """Device 0's control block and remaining set to every replica (by
+    ``copy_to_peers``, or the copy engine unless ``copy_kernel``), then the
     update kernels on every device (device 0's context current after).
 
     Device 0's stream must first wait for everything queued on the other
@@ -1437,12 +1515,18 @@ cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdevicept
         wait_for_others(n_dev, ctx, ev_done)
     set_ctx(ctx[0])
     for d in range(1, n_dev):
+        if copy_kernel:
+            queue_copy(fns[0][K_COPY_TO_PEERS], jobs, d_ctl[d], d_ctl[0], sizeof(PlControl))
+            queue_copy(fns[0][K_COPY_TO_PEERS], jobs, d_alive[d], d_alive[0],
+                       <size_t>max(r_host, 0) * sizeof(int))
+            continue
         check(drv.memcpy_peer_async(d_ctl[d], ctx[d], d_ctl[0], ctx[0], sizeof(PlControl), NULL),
               b"cuMemcpyPeerAsync(control)")
         if r_host > 0:
             check(drv.memcpy_peer_async(d_alive[d], ctx[d], d_alive[0], ctx[0],
                                         <size_t>r_host * sizeof(int), NULL),
                   b"cuMemcpyPeerAsync(remaining)")
+    flush_copies(fns[0][K_COPY_TO_PEERS], jobs)
     check(drv.event_record(ev_decided, NULL), b"cuEventRecord")
     for d in range(1, n_dev):
         set_ctx(ctx[d])
