@@ -364,12 +364,8 @@ def multi_gpu(out):
                                           + "\n" + _source(large_name, own, "ownership_ab"))
 
 
-def multi_gpu_engines(out):
-    """Where each GPU's engines spend their time, and the claim-batch A/Bs (bench_multi_gpu.py)."""
-    name = "bench_multi_gpu_h100x2.json"
-    d = _load(name)
-    es = d["engine_stats"]
-    label = "engine_stats"
+def _engine_table(es, label="engine_stats"):
+    """The per-device engine sums of one ``bench_multi_gpu.py --mode engine-stats`` run."""
     rows = []
     for r in es["rows"]:
         last = [runs[-1] for runs in r["engine_stats"]]
@@ -399,9 +395,43 @@ def multi_gpu_engines(out):
                          f"{st['record_cycles'] / per:,.0f}",
                          f"{st['last_search_cycles'] / per:,.0f}",
                          f"{st['alive_cycles'] / per:,.0f}"])
-    text = _table(["case", "engines of", "engines alive / search", "share of the pairs",
+    return _table(["case", "engines of", "engines alive / search", "share of the pairs",
                    "claim", "compare", "record", "last search for work", "alive"], rows)
-    (out / "multi_gpu_engines.rst").write_text(text + "\n" + _source(name, es, label))
+
+
+def multi_gpu_engines(out):
+    """Where each GPU's engines spend their time, the claim-batch and replica-copy
+    A/Bs (bench_multi_gpu.py), and the one-GPU claim options (bench_gpu.py)."""
+    name = "bench_multi_gpu_h100x2.json"
+    d = _load(name)
+    text = ""
+    for section, what in (("engine_stats_4e11299", "Before the claim-batch rule"),
+                          ("engine_stats_68dde5e", "With the rule, the replicas' copies by the "
+                                                   "copy engine"),
+                          ("engine_stats", "With the rule and copy_to_peers")):
+        es = d[section]
+        text += (f"\n{what} (``{es['provenance']['commit']}``):\n\n" + _engine_table(es)
+                 + "\n" + _source(name, es, section))
+    (out / "multi_gpu_engines.rst").write_text(text.lstrip("\n"))
+    copies = d["replica_copies"]
+    (out / "replica_copies.rst").write_text(
+        _options_table(copies, {"default": "copy_to_peers, programmatic launches",
+                                "engine": "copy engine, programmatic launches",
+                                "plain": "copy_to_peers, plain launches",
+                                "before": "copy engine, plain launches (before)"})
+        + "\n" + _source(name, copies, "replica_copies"))
+    gpu_name = "bench_gpu_h100.json"
+    claims = _load(gpu_name)["one_gpu_claims_ab"]
+    names = {"default": "default", "known": "``PL_KNOWN_WORKER``", "max": "``PL_LOCK_MAX``",
+             "both": "both"}
+    labels = list(claims["variants"])
+    rows = [[f"p={r['p']}, n={r['n']}"]
+            + [f"{_ms(r['medians_s'][k])} ({r['counts'][k]['compared'] / 1e6:.1f} M pairs)"
+               for k in labels]
+            + ["yes" if r["same_order"] else "NO"] for r in claims["rows"]]
+    (out / "one_gpu_claims.rst").write_text(
+        _table(["case"] + [names[k] for k in labels] + ["same order"], rows)
+        + "\n" + _source(gpu_name, claims, "one_gpu_claims_ab"))
     text = ""
     for section, names in (("options_ab_claim_batch", {"default": "4 (then the default)",
                                                        "batch1": "1", "batch2": "2"}),
