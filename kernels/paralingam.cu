@@ -95,6 +95,11 @@ static_assert(PL_CLAIM_BATCH >= 1 && PL_CLAIM_BATCH <= 32, "a lane claims each p
 #ifndef PL_CLAIM_BATCH_MIN_PAIRS
 #define PL_CLAIM_BATCH_MIN_PAIRS 64
 #endif
+// Whether device 0's engines claim in batches too, under the same rule
+// (1), or one partner at a time (0: only the other devices batch).
+#ifndef PL_CLAIM_BATCH_ALL
+#define PL_CLAIM_BATCH_ALL 1
+#endif
 #else
 #define PL_FENCE() __threadfence()
 #define PL_SYS(atomic) atomic
@@ -1241,8 +1246,8 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
     int w_known = 0;  // its worker (lane 0)
 #endif
 #if defined(PL_PEERS) && PL_CLAIM_BATCH > 1
-    // An engine of another device claims up to PL_CLAIM_BATCH partners of its
-    // worker per trip over the link: one cursor step for all of them, their
+    // An engine claims up to PL_CLAIM_BATCH partners of its worker per trip
+    // (over the link, on another device): one cursor step for all of them, their
     // locks taken at once by as many lanes; it then compares the pairs it
     // won before claiming again. Which worker's pairs are compared, and each
     // pair once, does not change; only how far past gamma a worker may go.
@@ -1253,7 +1258,7 @@ __device__ void worker_body(PlSearch *s PL_GRID_PARAMS)
     const int it = PL_SHARED(c->iteration);
     const long long engines = (long long)PL_BLOCKS * ((blockDim.x >> 5) / G);
     const bool many = it == 0 || PL_SHARED(s->it_compared[it - 1]) >= PL_CLAIM_BATCH_MIN_PAIRS * engines;
-    const int kb = (pl_block0 > 0 && many) ? PL_CLAIM_BATCH : 1;
+    const int kb = ((PL_CLAIM_BATCH_ALL || pl_block0 > 0) && many) ? PL_CLAIM_BATCH : 1;
     unsigned q_mask = 0;       // the claimed pairs left to compare (leader warp)
     int q_lo = -1, q_hi = -1;  // lane j: the j-th claimed pair
 #endif
