@@ -438,7 +438,10 @@ def multi_gpu_engines(out):
                            ("options_ab_batch_all", {"default": "the other GPUs batch",
                                                      "batch_all": "every GPU batches"}),
                            ("claim_batch_rule", {"default": "the rule (PL_CLAIM_BATCH_MIN_PAIRS=64)",
-                                                 "always_batch": "always 4"})):
+                                                 "always_batch": "always 4"}),
+                           ("claim_batch_all_rule", {"default": "every GPU under the rule",
+                                                     "device0_single": "the other GPUs under "
+                                                                       "the rule"})):
         text += f"\n{_options_table(d[section], names)}\n{_source(name, d[section], section)}"
     (out / "claim_batch.rst").write_text(text.lstrip("\n"))
     links_name = "probe_links_h100x2.json"

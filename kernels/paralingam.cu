@@ -85,7 +85,7 @@ __device__ __forceinline__ T ld_volatile(const T *p) { return *(const volatile T
 #define PL_BLOCK (blockIdx.x + (unsigned)pl_block0)
 #define PL_BLOCKS ((unsigned)pl_blocks)
 #define PL_DEFER_FINALIZE true
-// Partners an engine of another device claims per link round trip (worker_body).
+// Partners an engine claims per trip to the shared state (worker_body).
 #ifndef PL_CLAIM_BATCH
 #define PL_CLAIM_BATCH 4
 #endif
