@@ -47,7 +47,8 @@ kernels: the multi-GPU search with this tree's kernels against those of
 alternated on the same data in one process, after one warm-up search of
 each. Only the multi-GPU module (``PL_PEERS``) is built from DIR; the host
 code and the one-GPU kernels are this tree's, so DIR must be a tree whose
-kernels this host code can launch.
+kernels this host code can launch (from 6c0eeb7 on: the host loads
+``copy_to_peers``).
 
 ``--mode options-ab`` is the same for compile options of this tree's
 multi-GPU kernels (each ``--variant LABEL=OPTIONS``, e.g. another
@@ -197,12 +198,12 @@ def kernels_ab(sizes, case_repeats, devices, args):
 def options_ab(sizes, case_repeats, devices, args):
     """The multi-GPU search with this tree's kernels as they are against the same
     kernels compiled with each ``--variant LABEL=OPTIONS`` (e.g. another
-    ``PL_CLAIM_BATCH``), alternated; the one-GPU order is the reference."""
+    ``PL_CLAIM_BATCH``, or ``MULTI_*=VALUE`` host settings), alternated; the
+    one-GPU order is the reference."""
     variants = {"default": (None, ())}
     variants.update((label, (None, options)) for label, options in args.variants.items())
     return alternate_kernels(variants, sizes, case_repeats, devices, args,
                              {"variants": {k: list(v[1]) for k, v in variants.items()}})
-
 
 
 ENGINE_STATS = ("pairs", "claim_cycles", "compare_cycles", "record_cycles", "engines",
@@ -321,7 +322,8 @@ def alternate_kernels(variants, sizes, case_repeats, devices, args, extra, obser
     """Time the multi-GPU search with each variant's ``PL_PEERS`` module, alternated.
 
     ``variants``: label -> (kernel source or None for this tree's, added
-    compile options and ``MULTI_*`` host settings, see ``_common.host_settings``). The first variant is the baseline of each row's
+    compile options and ``MULTI_*`` host settings, see ``_common.host_settings``).
+    The first variant is the baseline of each row's
     ``change_by_variant``. Each case: one one-GPU fit (the order's reference
     and the one-GPU kernels' warm-up) and one warm-up search per variant
     (compilation, buffers), then ``repeats`` rounds of one one-GPU search
@@ -467,7 +469,8 @@ def main():
                     help="kernels-ab: the kernels/ folder to compare this tree's with")
     ap.add_argument("--variant", action="append", default=[], metavar="LABEL=OPTIONS",
                     help="options-ab: compile options of a variant of this tree's multi-GPU "
-                         "kernels (e.g. claim16=-DPL_CLAIM_BATCH=16); repeatable")
+                         "kernels (e.g. claim16=-DPL_CLAIM_BATCH=16), or MULTI_NAME=VALUE host "
+                         "settings (e.g. engine=MULTI_COPY_KERNEL=False); repeatable")
     args = ap.parse_args()
     if args.mode == "kernels-ab" and not args.baseline_kernels:
         ap.error("--mode kernels-ab needs --baseline-kernels DIR")

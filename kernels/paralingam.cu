@@ -1810,8 +1810,9 @@ extern "C" __global__ void __launch_bounds__(1024) select64(PlSearch *s)
 // Device 0's buffers to the other devices' (PlCopies): each block's threads
 // store a stride of words of job blockIdx.y into the peer's memory: on the
 // critical path of every round, where a copy engine's peer copy arrives
-// later than a kernel's stores (docs/design/multi_gpu.rst, "The host loop").
-extern "C" __global__ void __launch_bounds__(256) copy_to_peers(const PlCopies jobs)
+// later than a kernel's stores (docs/design/multi_gpu.rst, "The replicas'
+// copies").
+extern "C" __global__ void __launch_bounds__(PL_COPY_THREADS) copy_to_peers(const PlCopies jobs)
 {
     pl_enter();
     const int j = blockIdx.y;

@@ -137,8 +137,10 @@ typedef struct {
  * the workers' constants after prep), by one launch of the copy_to_peers
  * kernel of device 0, whose threads store into the peers' memory. Job j
  * copies words[j] 4-byte words from src[j] to dst[j]; the host launches
- * gridDim.y = n jobs, PL_PEER_COPIES at most per launch. */
+ * gridDim.y = n jobs, PL_PEER_COPIES at most per launch, of blocks of
+ * PL_COPY_THREADS threads. */
 #define PL_PEER_COPIES 16
+#define PL_COPY_THREADS 256
 typedef struct {
     unsigned long long dst[PL_PEER_COPIES];
     unsigned long long src[PL_PEER_COPIES];

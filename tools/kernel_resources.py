@@ -9,6 +9,10 @@ scheduler gives it (``_scheduler.update_cov_rows``: 16 x 64 threads).
 
     python tools/kernel_resources.py            # the default worker block
     python tools/kernel_resources.py --warps 8  # another worker block
+    python tools/kernel_resources.py --peers    # the multi-GPU build (PL_PEERS)
+
+A kernel of the source that the build lacks (``copy_to_peers`` is in the
+multi-GPU build only) is listed as such.
 
 Why: ``update_cov`` is bounded to 1024 threads a block (64 registers a
 thread) while the warp walks of its band pairs keep ``2 * PL_WARP_BATCH``
@@ -23,6 +27,8 @@ import sys
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--warps", type=int, default=None, help="warps per worker block")
+    ap.add_argument("--peers", action="store_true",
+                    help="the multi-GPU build (-DPL_PEERS=1) instead of the one-GPU one")
     args = ap.parse_args()
 
     import pycuda.driver as drv
@@ -35,14 +41,18 @@ def main():
                   if _cuda.DEFAULT_MIN_BLOCKS else 0)
     min_blocks = min(min_blocks, 2048 // (32 * warps))
     source = _cuda.kernel_source()
-    mod = drv.module_from_buffer(_cuda.compile_kernels(source, warps, min_blocks))
+    mod = drv.module_from_buffer(_cuda.compile_kernels(source, warps, min_blocks, args.peers))
     names = re.findall(r'extern "C" __global__ void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\(',
                        source)
     a = drv.function_attribute
     print(f"{'kernel':<28} {'regs':>5} {'local B':>8} {'shared B':>9} {'max threads':>12}")
     limits = {}
     for name in names:
-        fn = mod.get_function(name)
+        try:
+            fn = mod.get_function(name)
+        except drv.LogicError:  # (CUDA_ERROR_NOT_FOUND: compiled out of this build)
+            print(f"{name:<28} not in the {'multi' if args.peers else 'one'}-GPU build")
+            continue
         limits[name] = fn.get_attribute(a.MAX_THREADS_PER_BLOCK)
         print(f"{name:<28} {fn.get_attribute(a.NUM_REGS):>5} "
               f"{fn.get_attribute(a.LOCAL_SIZE_BYTES):>8} "

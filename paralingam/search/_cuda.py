@@ -97,8 +97,9 @@ PROGRAMMATIC_LAUNCH = True
 # round on several devices waits for all of them); the others still update
 # their replicas. The order is the same either way.
 MULTI_SPREAD_WORK = ALL_PAIRS_WORK
-# The same for the kernels of a search on several GPUs, where the streams
-# also wait on each other's events (a launch behind such a wait waits as any).
+# PROGRAMMATIC_LAUNCH for the kernels of a search on several GPUs, where the
+# streams also wait on each other's events (a launch behind such a wait
+# waits as any).
 MULTI_PROGRAMMATIC_LAUNCH = True
 # A search on several GPUs sends device 0's control block, remaining set and
 # workers to the other devices with a kernel of device 0 that stores into

@@ -115,6 +115,7 @@ cdef extern from "search_state.h":
     int PL_PREP_ALL_PAIRS
     enum:
         PL_PEER_COPIES
+        PL_COPY_THREADS
     ctypedef struct PlCopies:
         unsigned long long dst[PL_PEER_COPIES]
         unsigned long long src[PL_PEER_COPIES]
@@ -1032,6 +1033,10 @@ cdef int queue_copy(CUfunction f, PlCopies *jobs, CUdeviceptr dst, CUdeviceptr s
     return 0
 
 
+# Blocks per copy job at most (each thread then stores several words of a long job).
+DEF COPY_BLOCKS_MAX = 64
+
+
 cdef int flush_copies(CUfunction f, PlCopies *jobs) except -1 nogil:
     """One ``copy_to_peers`` launch for the queued ``jobs`` (then empty)."""
     cdef long long most = 0
@@ -1042,8 +1047,10 @@ cdef int flush_copies(CUfunction f, PlCopies *jobs) except -1 nogil:
     for j in range(jobs.n):
         most = max(most, jobs.words[j])
     params[0] = jobs
-    launch_on(f, K_COPY_TO_PEERS, <unsigned int>min(max((most + 255) // 256, 1), 64),
-              <unsigned int>jobs.n, 256, 1, params)
+    launch_on(f, K_COPY_TO_PEERS,
+              <unsigned int>min(max((most + PL_COPY_THREADS - 1) // PL_COPY_THREADS, 1),
+                                COPY_BLOCKS_MAX),
+              <unsigned int>jobs.n, PL_COPY_THREADS, 1, params)
     jobs.n = 0
     return 0
 
@@ -1320,7 +1327,11 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     # the workers of this iteration to every replica, whose own
                     # setup (below) then derives the same entropies and partner
                     # orders as device 0's (all-pairs float rounds have no
-                    # setup: prep took their entropies, copied with them)
+                    # setup: prep took their entropies, copied with them). No
+                    # wait for the replicas' queued update kernels: they never
+                    # touch these buffers, and the replicas' last readers of
+                    # them (setup, workers, entropy64, pairs64) ran before
+                    # device 0's select waited for them.
                     for d in range(1, n_dev):
                         if copy_kernel:
                             queue_copy(fns[0][K_COPY_TO_PEERS], &jobs, d_mirror[d], d_mirror[0],
