@@ -154,7 +154,8 @@ def fit(
         CUDA backend: the GPUs of one host that share the causal-order
         search (``None``, the default: GPU 0 alone; ``"all"``: every visible
         GPU). The first GPU listed holds the search state; every other one
-        needs peer access with native atomics to it (NVLink). The order is
+        needs peer access with native atomics to it, and it peer access to
+        them (NVLink). The order is
         the one a single GPU finds. ``stats["devices"]`` lists the GPUs used.
     tuning : paralingam.Tuning or dict, optional
         CUDA backend: the worker kernel's launch settings
@@ -181,7 +182,8 @@ def fit(
         (a ValueError) With ``on_collinear="error"``, on exact dependence.
     RuntimeError
         When ``backend="cuda"`` cannot run here, or ``devices`` names GPUs
-        without peer access to the first one.
+        without peer access to the first one (or the first one without
+        access to them).
     paralingam.InsufficientMemoryError
         (a MemoryError) Before any large allocation, when a step needs more
         memory than is available (host or GPU); the message names the step,
