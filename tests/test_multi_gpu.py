@@ -443,6 +443,32 @@ def test_devices_without_a_usable_gpu_name_the_reason(monkeypatch):
     assert paralingam.fit(X).stats["backend"] == "cpu"  # (auto without devices: the CPU)
 
 
+@pytest.mark.parametrize("support, message", [
+    ({(1, 0): (False, False), (0, 1): (True, True)}, "GPU 1 has no peer access to GPU 0's memory"),
+    ({(1, 0): (True, False), (0, 1): (True, True)}, "GPU 1 has no native atomics on GPU 0's memory"),
+    ({(1, 0): (True, True), (0, 1): (False, False)}, "GPU 0 has no peer access to GPU 1's memory"),
+])
+def test_gpus_without_peer_access_either_way_are_refused_naming_them(support, message,
+                                                                     monkeypatch):
+    # The other GPUs reach device 0's state, and device 0 stores each
+    # iteration's state into theirs (copy_to_peers): both ways are checked
+    # before any peer access is enabled (the driver calls are stand-ins)
+    from types import SimpleNamespace
+
+    from paralingam.search import _cuda, _scheduler
+
+    enabled = []
+    monkeypatch.setattr(_cuda, "_device_context", lambda d: SimpleNamespace(handle=100 + d))
+    monkeypatch.setattr(_scheduler, "peer_support", lambda a, b: support[(a, b)])
+    monkeypatch.setattr(_scheduler, "enable_peer_access", lambda *pair: enabled.append(pair))
+    with pytest.raises(RuntimeError, match=rf"devices=\[0, 1\]: {message}.*devices=None"):
+        _cuda._peer_setup([0, 1])
+    assert enabled == []
+    support = {pair: (True, True) for pair in support}
+    assert [c.handle for c in _cuda._peer_setup([0, 1])] == [100, 101]
+    assert enabled == [(101, 100), (100, 101)]  # (1 -> 0, then 0 -> 1)
+
+
 @pytest.mark.gpu
 def test_multi_gpu_search_reports_progress_and_keeps_its_result(gpus, monkeypatch, capsys):
     from paralingam.search import _cuda
