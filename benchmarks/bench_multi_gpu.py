@@ -30,6 +30,7 @@ waits and copies queued by the host loop.
     python benchmarks/bench_multi_gpu.py --mode options-ab --variant claim16=-DPL_CLAIM_BATCH=16
     python benchmarks/bench_multi_gpu.py --mode options-ab --variant plain=MULTI_PROGRAMMATIC_LAUNCH=False
     python benchmarks/bench_multi_gpu.py --mode engine-stats --sizes 3000x4096
+    python benchmarks/bench_multi_gpu.py --mode phases --sizes 4000x4096
 
 ``--mode multi-only`` times the multi-GPU search alone, once per case, with no
 warm-up, one-GPU reference or phase split (for sizes where one GPU would
@@ -70,6 +71,16 @@ pair of each part (the first device holds the shared state; the others
 reach it over the link), the engines' alive time over the search's, and
 how that splits into the worker launches' share of the search and the
 engines' alive time within them.
+
+``--mode phases`` splits the time of each GPU's stream into phases with
+CUDA events (``_cuda.search(profile=True)``; ``_scheduler.MULTI_PHASES``):
+prepare (prep, setup; the first standardisation and correlations), rounds
+(the worker kernels), redo, update, select and copy (device 0's selections
+and its copies to the replicas), wait (for another device's event) and
+idle (the stream's work done before the host queued more). One profiled
+one-GPU search and one profiled multi-GPU search per repeat, after an
+unprofiled one of each (warm-up and the plain times); the events keep
+kernels from overlapping, so the profiled searches take somewhat longer.
 """
 
 import statistics
@@ -112,18 +123,66 @@ def fit_once(X, **kwargs):
                            stats={**per_it, "time": times})
 
 
-def phase_split(X):
-    """One-GPU search with CUDA events around its phases: (times, per_iteration)."""
+def phase_split(X, devices=None):
+    """A search with CUDA events around its phases (one GPU, or ``devices``):
+    (times, per_iteration, order)."""
     from paralingam import _api
     from paralingam.search import _cuda, policy
 
     n = X.shape[0]
     times = {}
-    _, _, per_it, _ = _cuda.search(
+    order, _, per_it, _ = _cuda.search(
         np.ascontiguousarray(X), threshold=True, gamma0=_api.default_gamma0(n), c=_api.DEFAULT_C,
         dtype="float32", collinear_tol=policy.COLLINEAR_TOL, explained_tol=policy.EXPLAINED_TOL,
-        drift_tol=_api.DRIFT_TOL, times=times, profile=True)
-    return times, per_it
+        drift_tol=_api.DRIFT_TOL, times=times, profile=True, devices=devices)
+    return times, per_it, [int(v) for v in order]
+
+
+def phases(sizes, case_repeats, devices, args):
+    """Each GPU's stream split into phases, one GPU against ``devices`` (module docstring)."""
+    from paralingam.search import _scheduler
+
+    rows = []
+    for size, repeats in zip(sizes, case_repeats):
+        p, n = _common.parse_size(size)
+        X = case_data(p, n)
+        ref = fit_once(X)  # warm-up and the order's reference
+        plain_many = fit_once(X, devices=devices)
+        same = plain_many.causal_order == ref.causal_order
+        plain = {"one_gpu_s": ref.stats["time"]["search"],
+                 "multi_gpu_s": plain_many.stats["time"]["search"]}
+        runs = []
+        for _ in range(repeats):
+            t1, it1, o1 = phase_split(X)
+            tm, itm, om = phase_split(X, devices)
+            same &= o1 == ref.causal_order and om == ref.causal_order
+            runs.append({"one_gpu": {"search_s": t1["search"],
+                                     "phases_s": {k[4:]: t1[k] for k in t1 if k.startswith("gpu_")}},
+                         "multi_gpu": {"search_s": tm["search"],
+                                       "phases_s_by_device": itm["gpu_time_by_device"]},
+                         "rounds": [int(sum(it1["rounds"])), int(sum(itm["rounds"]))],
+                         "compared": [int(sum(it1["compared"])), int(sum(itm["compared"]))]})
+        row = {"case": f"sparse p={p} n={n}", "p": p, "n": n, "devices": devices,
+               "repeats": repeats, "plain": plain, "runs": runs, "same_order": bool(same),
+               "iterations": len(ref.stats["remaining"])}
+        rows.append(row)
+        _common.write_result(args, {"phases": list(_scheduler.MULTI_PHASES), "rows": rows})
+        del X
+    for row in rows:
+        run = row["runs"][-1]
+        print(f"\n{row['case']} (last repeat; unprofiled: one GPU {row['plain']['one_gpu_s']:.3f} s, "
+              f"{len(devices)} GPUs {row['plain']['multi_gpu_s']:.3f} s; same order "
+              f"{row['same_order']}): seconds per phase of each stream")
+        names = list(_scheduler.MULTI_PHASES)
+        print("| stream | search | " + " | ".join(names) + " |")
+        print("|---|---|" + "---|" * len(names))
+        lines = [("one GPU", run["one_gpu"]["search_s"], run["one_gpu"]["phases_s"])] + [
+            (f"GPU {d} of {len(devices)}", run["multi_gpu"]["search_s"], ph)
+            for d, ph in zip(devices, run["multi_gpu"]["phases_s_by_device"])]
+        for label, total, ph in lines:
+            print(f"| {label} | {total:.3f} | " + " | ".join(
+                f"{ph[k]:.3f}" if k in ph else "" for k in names) + " |")
+    return rows
 
 
 def blocked_lingam_data(p, n, seed, block=256):
@@ -454,7 +513,7 @@ def main():
     ap = _common.parser("bench_multi_gpu", __doc__, repeats=3, gpu=True,
                         quick=f"only {' '.join(QUICK_SIZES)}",
                         modes=("split", "memory", "multi-only", "kernels-ab", "options-ab",
-                               "engine-stats"))
+                               "engine-stats", "phases"))
     ap.add_argument("--sizes", nargs="*", default=None, metavar="PxN",
                     help=f"cases as variables x samples (default: {' '.join(DEFAULT_SIZES)})")
     ap.add_argument("--devices", nargs="*", type=int, default=None,
@@ -522,12 +581,15 @@ def main():
     if args.mode == "engine-stats":
         engine_stats(sizes, case_repeats, devices, args)
         return
+    if args.mode == "phases":
+        phases(sizes, case_repeats, devices, args)
+        return
     rows = []
     for size, repeats in zip(sizes, case_repeats):
         p, n = _common.parse_size(size)
         X = make_lingam_data(p, n, density="sparse", random_state=1000 * p + n)[0]
         ref = fit_once(X)  # the first case: the warm-up (compilation and buffers)
-        prof_times, prof_it = phase_split(X)
+        prof_times, prof_it, _ = phase_split(X)
         # (a later case: the reference fit is the first one-GPU timing)
         t_one, t_many, same = ([ref.stats["time"]["search"]] if rows else []), {b: [] for b in bounds}, True
         stats_many, loop_many = {}, {}

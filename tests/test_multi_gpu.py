@@ -219,6 +219,40 @@ def test_multi_gpu_replica_copies_and_launch_kinds(gpus, lingam_data, copy_kerne
 
 
 @pytest.mark.gpu
+def test_multi_gpu_profiled_search_gives_the_same_order_and_each_devices_phases(gpus, round_kind,
+                                                                               monkeypatch):
+    # profile=True over several GPUs: CUDA events on every device's stream;
+    # each device's phases cover its part of the search, and the order is
+    # the one-GPU one (float64 re-decisions shared, every iteration spread)
+    from paralingam.search import _cuda, _scheduler
+
+    monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
+    X = make_lingam_data(100, 1024, density="sparse", random_state=100)[0]
+    kw = dict(threshold=True, gamma0=1e-4, c=2.0, dtype="float32", collinear_tol=1e-10,
+              explained_tol=1e-10, drift_tol=1e-8)
+    one = _cuda.search(X, times={}, **kw)
+    times = {}
+    order, _, per_it, _ = _cuda.search(X, times=times, profile=True, devices="all", **kw)
+    assert list(order) == list(one[0])
+    by_device = per_it["gpu_time_by_device"]
+    assert len(by_device) == len(gpus)
+    for d, phases in enumerate(by_device):
+        assert set(phases) == set(_scheduler.MULTI_PHASES)
+        assert all(t >= 0 for t in phases.values())
+        busy = ("prepare", "rounds", "update") + (("select", "copy") if d == 0 else ("wait",))
+        assert all(phases[name] > 0 for name in busy), (d, phases)
+        # the events span the search on each device, and no more
+        assert 0.3 * times["search"] < sum(phases.values()) <= times["search"], (d, phases)
+    assert by_device[0]["redo"] > 0 if any(per_it["float64_redo"]) else True
+    assert {f"gpu_{name}": t for name, t in by_device[0].items()} == {
+        k: v for k, v in times.items() if k.startswith("gpu_")}
+    assert len(per_it["gpu_rounds_s"]) >= len(per_it["remaining"])
+    # unprofiled again: no events are left over, and nothing is recorded
+    again = _cuda.search(X, times={}, devices="all", **kw)
+    assert list(again[0]) == list(order) and "gpu_time_by_device" not in again[2]
+
+
+@pytest.mark.gpu
 def test_multi_gpu_long_rows_redecide_with_their_updates_double_entropies(gpus, spread):
     # Rows of HX64_IN_UPDATE_MIN_N samples and more: every device's
     # update_data_h64 writes its replica's double entropies (hx64_var), which

@@ -20,6 +20,7 @@ the double-precision order.
 import functools
 import re
 import time
+import warnings
 from importlib import resources
 
 import numpy as np
@@ -577,7 +578,7 @@ def replica_arrays(names=("X64", "cov")):
 
 
 def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks, candidates,
-                      times, progress=None, keep_copy=False):
+                      times, progress=None, keep_copy=False, profile=False):
     """Compile, allocate, upload and run a search over ``devices``.
 
     Returns device 0's workspace, the loop's output, the data's column std
@@ -636,7 +637,7 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
         out = _scheduler.search_multi(
             mods, [ctx.handle for ctx in ctxs], [part.dev for part in ws.parts], cfg, ws.status,
             ws.status_devs, grids, candidates=candidates, spread_work=float(MULTI_SPREAD_WORK),
-            copy_kernel=MULTI_COPY_KERNEL, progress=progress)
+            copy_kernel=MULTI_COPY_KERNEL, progress=progress, profile=profile)
     except _scheduler.CudaError as exc:
         sticky = False
         for ctx in ctxs:
@@ -901,7 +902,9 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         As the CPU engine; ``per_iteration`` also has ``float64_redo``,
         ``float64_candidates``, ``all_pairs`` and ``correlation`` (the correlation matrix of
         the data, computed on the device, for the least-squares step); ``times`` gets ``compile``, ``upload``,
-        ``search`` and (``profile=True``) ``gpu_<phase>``.
+        ``search`` and (``profile=True``) ``gpu_<phase>`` (several GPUs:
+        device 0's, and ``per_iteration["gpu_time_by_device"]``, a dict of
+        ``_scheduler.MULTI_PHASES`` per device).
 
     Raises
     ------
@@ -917,8 +920,6 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     n, p = data.shape
     ld = row_stride(n)
     if devices is not None:
-        if profile:
-            raise ValueError("profile is a single-GPU option (devices=None)")
         warps = (threads_per_block or DEFAULT_WARPS * 32) // 32
         if warps_per_pair is not None and (
                 warps_per_pair < 1 or warps % warps_per_pair
@@ -965,7 +966,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     if devices is not None:
         ws, out, column_std, device_copy = _search_multi_run(
             data, devices, cfg, threads_per_block, min_blocks, blocks, candidates, times,
-            progress=progress, keep_copy=keep_copy)
+            progress=progress, keep_copy=keep_copy, profile=profile)
         return _read_result(ws, out, p, times, column_std, device_copy)
     if blocks is None:
         blocks = device_properties()["multiprocessors"] * mod.worker_blocks_per_sm(use_float)
@@ -1031,9 +1032,15 @@ def _read_result(ws, out, p, times, column_std, device_copy=None):
         per_iteration["device_copy"] = device_copy
     times["readback"] = time.perf_counter() - t0
     if out["gpu_time"]:
-        for name, secs in out["gpu_time"].items():
+        by_device = isinstance(out["gpu_time"], list)  # several GPUs: a dict per device
+        if by_device:
+            per_iteration["gpu_time_by_device"] = out["gpu_time"]
+            if out["gpu_events_full"]:
+                warnings.warn("the profiled search ran out of CUDA events; each device's last "
+                              "phase holds the rest of its time", RuntimeWarning, stacklevel=2)
+        for name, secs in (out["gpu_time"][0] if by_device else out["gpu_time"]).items():
             times[f"gpu_{name}"] = secs
-        per_iteration["gpu_rounds_s"] = out["gpu_rounds"]
+        per_iteration["gpu_rounds_s"] = out["gpu_rounds"][0] if by_device else out["gpu_rounds"]
     explained = {int(v): int(explained_by[v]) for v in np.flatnonzero(explained_by >= 0)}
     if out["state"] == _scheduler.STATE_DEGENERATE:
         raise _dependence_error(ws, out, order)

@@ -725,13 +725,21 @@ cdef int report_progress(const LoopSettings *s, progress, const PlStatus *st,
     return 0
 
 
-# Phases timed with CUDA events when profiling.
+# Phases timed with CUDA events when profiling; several GPUs add their
+# streams' waits for another device's event, device 0's selections and
+# copies to the replicas, and the time a stream is idle (its work done
+# before the host queued the next).
 PHASES = ("prepare", "rounds", "redo", "update")
-cdef enum:  # indices into PHASES
+MULTI_PHASES = PHASES + ("wait", "select", "copy", "idle")
+cdef enum:  # indices into MULTI_PHASES (PHASES: the first four)
     PH_PREPARE = 0
     PH_ROUNDS = 1
     PH_REDO = 2
     PH_UPDATE = 3
+    PH_WAIT = 4
+    PH_SELECT = 5
+    PH_COPY = 6
+    PH_IDLE = 7
 
 
 cdef int mark_phase(bint profile, cnp.uintp_t *ev, signed char *ph, int *n_events,
@@ -744,19 +752,24 @@ cdef int mark_phase(bint profile, cnp.uintp_t *ev, signed char *ph, int *n_event
     return 0
 
 
-cdef tuple phase_times(cnp.uintp_t[::1] ev, signed char[::1] ph, int n_events):
-    """Profiling: seconds per phase (dict) and of each iteration's rounds
-    (list; each iteration starts with prepare), from the recorded events."""
+cdef tuple phase_times(cnp.uintp_t[::1] ev, signed char[::1] ph, int n_events,
+                       tuple names=PHASES):
+    """Profiling: seconds per phase (dict over ``names``) and of each
+    iteration's rounds (list; an iteration starts with the first prepare
+    after rounds), from the recorded events."""
     cdef float ms
     cdef int k
-    gpu_time = {name: 0.0 for name in PHASES}
+    cdef bint rounds_seen = True
+    gpu_time = {name: 0.0 for name in names}
     gpu_rounds = []
     for k in range(n_events - 1):
         check(drv.event_elapsed(&ms, <CUevent>ev[k], <CUevent>ev[k + 1]), b"cuEventElapsedTime")
-        gpu_time[PHASES[ph[k]]] += ms * 1e-3
-        if ph[k] == PH_PREPARE:
+        gpu_time[names[ph[k]]] += ms * 1e-3
+        if ph[k] == PH_PREPARE and rounds_seen:
             gpu_rounds.append(0.0)
+            rounds_seen = False
         elif ph[k] == PH_ROUNDS and gpu_rounds:
+            rounds_seen = True
             # (no negative indices: this module is compiled with wraparound=False)
             gpu_rounds[len(gpu_rounds) - 1] += ms * 1e-3
     return gpu_time, gpu_rounds
@@ -1055,6 +1068,25 @@ cdef int flush_copies(CUfunction f, PlCopies *jobs) except -1 nogil:
     return 0
 
 
+cdef struct Marks:
+    # Profiling several devices: each device's CUDA events (created in its
+    # context) and the phase each begins, ``max_events`` per device.
+    bint on
+    int max_events
+    cnp.uintp_t *ev
+    signed char *ph
+    int n[MAX_DEVICES]
+
+
+cdef int mark(Marks *mk, int d, signed char phase) except -1 nogil:
+    """Profiling: device ``d``'s next event (its context current), where
+    ``phase`` begins on its stream (else nothing)."""
+    if mk.on:
+        mark_phase(True, &mk.ev[d * mk.max_events], &mk.ph[d * mk.max_events], &mk.n[d],
+                   mk.max_events, phase)
+    return 0
+
+
 cdef CUresult sync_all(int n_dev, CUcontext *ctx) noexcept nogil:
     """Synchronise every device's stream; the first error, or 0 (device 0's context current after)."""
     cdef CUresult rc, first = 0
@@ -1137,7 +1169,7 @@ REPLICA_LOCAL = ("X32", "X64", "cov", "alive", "gone", "frac", "noise", "linked"
 
 def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray status_host,
                  list status_devs, list worker_blocks, *, candidates=None, double spread_work=0.0,
-                 bint copy_kernel=True, progress=None):
+                 bint copy_kernel=True, progress=None, bint profile=False):
     """One causal-order search on several devices of one host (peer memory).
 
     Device 0 holds the state the threshold rounds share and alone runs
@@ -1172,14 +1204,20 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
         Device 0's control block, remaining set and workers go to the other
         devices through its ``copy_to_peers`` kernel (peer stores); False:
         through the copy engine (``cuMemcpyPeerAsync``).
+    profile : bool
+        Time each device's phases with CUDA events on its stream
+        (``MULTI_PHASES``; ``stats["gpu_time"]`` is then a list with a dict
+        per device). The events between kernels stop them overlapping, so a
+        profiled search takes somewhat longer.
 
     Returns
     -------
     dict
-        As ``search`` (no ``gpu_time``), and ``redo_spread`` (float64
-        re-decisions shared among the devices) and ``status_wait_s`` (host
-        seconds spent waiting for the rounds' statuses; the rest of the
-        search's host time is the loop's own).
+        As ``search`` (``gpu_time`` and ``gpu_rounds`` per device when
+        profiling, else None), and ``redo_spread`` (float64 re-decisions
+        shared among the devices) and ``status_wait_s`` (host seconds spent
+        waiting for the rounds' statuses; the rest of the search's host time
+        is the loop's own).
     """
     load_driver()
     cdef int n_dev = len(mods)
@@ -1216,6 +1254,8 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     cdef PlCopies jobs
     cdef Module m
     cdef int d, k, total
+    cdef Marks mk
+    cdef CUevent e
     global multi_programmatic
     jobs.n = 0
     multi_programmatic = (<Module>mods[0]).programmatic
@@ -1284,12 +1324,30 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     inflight_len = 0
     for d in range(n_dev):
         grid_sum += grid[d]
+    # profiling: about a dozen events per round on device 0, fewer on the
+    # others; a search that runs out stops marking (gpu_events_full)
+    memset(&mk, 0, sizeof(Marks))
+    mk.on = profile
+    mk.max_events = 48 * (loop.p + 2) if profile else 1
+    events = np.zeros(n_dev * mk.max_events, dtype=np.uintp)
+    phase_of = np.zeros(n_dev * mk.max_events, dtype=np.int8)
+    cdef cnp.uintp_t[::1] ev_all = events
+    cdef signed char[::1] ph_all = phase_of
+    mk.ev = &ev_all[0]
+    mk.ph = &ph_all[0]
 
     memset(st, 0, sizeof(PlStatus))
     try:
         with nogil:
+            if profile:
+                for d in range(n_dev):
+                    set_ctx(ctx[d])
+                    for k in range(mk.max_events):
+                        check(drv.event_create(&e, 0), b"cuEventCreate")
+                        mk.ev[d * mk.max_events + k] = <cnp.uintp_t>e
             for d in range(n_dev):
                 set_ctx(ctx[d])
+                mark(&mk, d, PH_PREPARE)
                 check(drv.event_create(&ev_worker[d], CU_EVENT_DISABLE_TIMING), b"cuEventCreate")
                 if d == 0:
                     check(drv.event_create(&ev_ready, CU_EVENT_DISABLE_TIMING), b"cuEventCreate")
@@ -1314,6 +1372,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                 all_pairs_v[it] = all_pairs
                 spread = <double>n_pairs * loop.n > spread_work
                 # device 0: the order, the remaining set and the workers
+                mark(&mk, 0, PH_PREPARE)
                 if loop.use_prior:
                     prep_mode = 1
                     launch_on(fns[0][K_PREP], K_PREP, 1, 1, prep_threads(r_host), 1, prep_params)
@@ -1332,6 +1391,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     # touch these buffers, and the replicas' last readers of
                     # them (setup, workers, entropy64, pairs64) ran before
                     # device 0's select waited for them.
+                    mark(&mk, 0, PH_COPY)
                     for d in range(1, n_dev):
                         if copy_kernel:
                             queue_copy(fns[0][K_COPY_TO_PEERS], &jobs, d_mirror[d], d_mirror[0],
@@ -1342,6 +1402,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                                   b"cuMemcpyPeerAsync(workers)")
                     flush_copies(fns[0][K_COPY_TO_PEERS], &jobs)
                     check(drv.event_record(ev_ready, NULL), b"cuEventRecord")
+                    mark(&mk, 0, PH_PREPARE)
                 if not (all_pairs and loop.use_float):
                     launch_on(fns[0][loop.k_setup], loop.k_setup, r_host, 1, 512, 1, lparams[0])
                 first_round = True
@@ -1357,10 +1418,13 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                             continue
                         set_ctx(ctx[d])
                         if d > 0 and first_round:
+                            mark(&mk, d, PH_WAIT)
                             check(drv.stream_wait_event(NULL, ev_ready, 0), b"cuStreamWaitEvent")
+                            mark(&mk, d, PH_PREPARE)
                             if not (all_pairs and loop.use_float):
                                 launch_on(fns[d][loop.k_setup], loop.k_setup, r_host, 1, 512, 1,
                                           sparams[d])
+                        mark(&mk, d, PH_ROUNDS)
                         launch_on(fns[d][kw], kw, nb[d], 1, loop.wthreads, 1, wparams[d])
                     first_round = False
                     # Device 0 selects the root (or the next round's workers) in
@@ -1368,14 +1432,15 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     # (the PL_PEERS worker kernels leave the selection to it,
                     # and in threshold rounds the finalizing of the workers
                     # they finished).
-                    wait_for_others(n_dev, ctx, ev_worker)
+                    wait_for_others(n_dev, ctx, ev_worker, &mk)
+                    mark(&mk, 0, PH_SELECT)
                     launch_on(fns[0][K_SELECT], K_SELECT, 1, 1, 1024, 1, lparams[0])
                     # Speculative, as on one device: every replica is updated if
                     # the round decided the root (the kernels check the state),
                     # from device 0's control block and remaining set.
                     sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided, fns,
                                   row_smem, lparams, loop.k_update_data, loop.n, False,
-                                  recent_band(st), copy_kernel, &jobs)
+                                  recent_band(st), copy_kernel, &jobs, &mk)
                     seq += 1
                     rounds += 1
                     t_wait = now_seconds()
@@ -1410,32 +1475,46 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                             if redo_nb[d] == 0:
                                 continue
                             set_ctx(ctx[d])
+                            mark(&mk, d, PH_REDO)
                             launch_on(fns[d][K_ENTROPY64], K_ENTROPY64, nw, 1, 256, 1, rparams[d])
                             launch_on(fns[d][K_PAIRS64], K_PAIRS64, redo_nb[d], n_cand, 256, 1,
                                       rparams[d])
                         # device 0 selects once every device's statistics are in
-                        wait_for_others(n_dev, ctx, ev_worker)
+                        wait_for_others(n_dev, ctx, ev_worker, &mk)
+                        mark(&mk, 0, PH_REDO)
                         launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
                         sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided,
                                       fns, row_smem, lparams, loop.k_update_data, loop.n, False,
-                                      recent_band(st), copy_kernel, &jobs)
+                                      recent_band(st), copy_kernel, &jobs, &mk)
                     else:
                         # device 0 alone (after every device's workers: its
                         # stream waited for them)
                         redo_block0[0] = 0
                         set_ctx(ctx[0])
+                        mark(&mk, 0, PH_REDO)
                         launch_on(fns[0][K_ENTROPY64], K_ENTROPY64, nw, 1, 256, 1, lparams[0])
                         launch_on(fns[0][K_PAIRS64], K_PAIRS64, nw, n_cand, 256, 1, rparams[0])
                         launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
                         sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided,
                                       fns, row_smem, lparams, loop.k_update_data, loop.n, True,
-                                      recent_band(st), copy_kernel, &jobs)
+                                      recent_band(st), copy_kernel, &jobs, &mk)
                 it += 1
                 if it > loop.p + 1:
                     too_many_iterations(loop.p)
             rc_end = sync_all(n_dev, ctx)
             if rc_end != 0:
                 fail_in_flight(rc_end)
+        gpu_time = gpu_rounds = None
+        if profile:
+            gpu_time, gpu_rounds = [], []
+            for d in range(n_dev):
+                set_ctx(ctx[d])
+                t, r = phase_times(events[d * mk.max_events:(d + 1) * mk.max_events],
+                                   phase_of[d * mk.max_events:(d + 1) * mk.max_events], mk.n[d],
+                                   MULTI_PHASES)
+                gpu_time.append(t)
+                gpu_rounds.append(r)
+            set_ctx(ctx[0])
     except BaseException as exc:
         if not isinstance(exc, CudaError):
             # as search(): let every device's queued kernels finish
@@ -1446,6 +1525,12 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
             inflight_len = 0
         raise
     finally:
+        if profile:
+            for d in range(n_dev):
+                drv.ctx_set_current(ctx[d])
+                for k in range(mk.max_events):
+                    if mk.ev[d * mk.max_events + k] != 0:
+                        drv.event_destroy(<CUevent>mk.ev[d * mk.max_events + k])
         for d in range(n_dev):
             if ev_worker[d] != NULL:
                 drv.ctx_set_current(ctx[d])
@@ -1456,8 +1541,12 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
         if ev_decided != NULL:
             drv.event_destroy(ev_decided)
         drv.ctx_set_current(ctx[0])
+    cdef bint events_full = False
+    for d in range(n_dev):
+        events_full |= profile and mk.n[d] >= mk.max_events
     stats = final_status(st, state, rounds, all_pairs_of)
-    stats.update(gpu_time=None, gpu_rounds=None, redo_spread=redo_spread, status_wait_s=wait_s)
+    stats.update(gpu_time=gpu_time, gpu_rounds=gpu_rounds, redo_spread=redo_spread,
+                 status_wait_s=wait_s, gpu_events_full=events_full)
     return stats
 
 
@@ -1494,7 +1583,7 @@ cdef void split_redo(int n_dev, const int *grid, int grid_sum, int nw, int *redo
         redo_block0[d] = <int>(<long long>nw * redo_block0[d] // grid_sum)
 
 
-cdef int wait_for_others(int n_dev, CUcontext *ctx, CUevent *ev_done) except -1 nogil:
+cdef int wait_for_others(int n_dev, CUcontext *ctx, CUevent *ev_done, Marks *mk) except -1 nogil:
     """Device 0's stream waits for everything queued so far on the other
     devices (device 0's context current after)."""
     cdef int d
@@ -1502,6 +1591,7 @@ cdef int wait_for_others(int n_dev, CUcontext *ctx, CUevent *ev_done) except -1 
         set_ctx(ctx[d])
         check(drv.event_record(ev_done[d], NULL), b"cuEventRecord")
     set_ctx(ctx[0])
+    mark(mk, 0, PH_WAIT)
     for d in range(1, n_dev):
         check(drv.stream_wait_event(NULL, ev_done[d], 0), b"cuStreamWaitEvent")
     return 0
@@ -1511,7 +1601,7 @@ cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdevicept
                        int r_host, CUevent *ev_done, CUevent ev_decided,
                        CUfunction (*fns)[N_KERNELS], unsigned int *row_smem,
                        void *(*lparams)[1], int k_update, int n, bint wait_others,
-                       bint band, bint copy_kernel, PlCopies *jobs) except -1 nogil:
+                       bint band, bint copy_kernel, PlCopies *jobs, Marks *mk) except -1 nogil:
     """Device 0's control block and remaining set to every replica (by
     ``copy_to_peers``, or the copy engine unless ``copy_kernel``), then the
     update kernels on every device (device 0's context current after).
@@ -1523,8 +1613,9 @@ cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdevicept
     """
     cdef int d
     if wait_others:
-        wait_for_others(n_dev, ctx, ev_done)
+        wait_for_others(n_dev, ctx, ev_done, mk)
     set_ctx(ctx[0])
+    mark(mk, 0, PH_COPY)
     for d in range(1, n_dev):
         if copy_kernel:
             queue_copy(fns[0][K_COPY_TO_PEERS], jobs, d_ctl[d], d_ctl[0], sizeof(PlControl))
@@ -1541,9 +1632,14 @@ cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdevicept
     check(drv.event_record(ev_decided, NULL), b"cuEventRecord")
     for d in range(1, n_dev):
         set_ctx(ctx[d])
+        mark(mk, d, PH_WAIT)
         check(drv.stream_wait_event(NULL, ev_decided, 0), b"cuStreamWaitEvent")
+        mark(mk, d, PH_UPDATE)
         launch_updates_on(fns[d], k_update, row_smem[d], r_host, n, lparams[d], band)
+        mark(mk, d, PH_IDLE)
     set_ctx(ctx[0])
+    mark(mk, 0, PH_UPDATE)
     launch_updates_on(fns[0], k_update, row_smem[0], r_host, n, lparams[0], band)
+    mark(mk, 0, PH_IDLE)
     return 0
 
