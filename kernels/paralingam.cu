@@ -1096,6 +1096,12 @@ __device__ __forceinline__ double partner_stat(const PlSearch *s, int w, int t, 
     return w_first ? I_ab : -I_ab;
 }
 
+// One partner's term of a worker's score (S) and of its error bound (E),
+// weight w, statistic v and its error e. (A macro: as an inline function it
+// changed the engines' code, if not their sums.)
+#define PL_ADD_SCORE_TERM(S, E, w, v, e) \
+    do { if ((v) < 0.0) S += (w) * (v) * (v); E += (w) * square_bound((v), (e)); } while (0)
+
 // Score of a finished worker x summed in index order over its partners
 // (lane-strided, fixed reduction tree: the same on every run).
 __device__ void finalize(PlSearch *s, int x)
@@ -1107,13 +1113,46 @@ __device__ void finalize(PlSearch *s, int x)
         if (j == x) continue;
         const double v = PL_LDCG(&s->stat[x * p + j]);
         const double e = s->use_float ? PL_LDCG(&s->stat_err[(size_t)min(x, j) * p + max(x, j)]) : 0.0;
-        if (v < 0.0) S += s->weight[j] * v * v;
-        E += s->weight[j] * square_bound(v, e);
+        PL_ADD_SCORE_TERM(S, E, s->weight[j], v, e);
     }
     S = pl_warp_sum(S);
     E = pl_warp_sum(E);
     if (lane == 0) { s->final_err[x] = E; PL_FENCE(); s->final_score[x] = S; }
 }
+
+#ifdef PL_PEERS
+// finalize's sum (the same terms in the same order, so the same bits), for
+// select_root: after the kernel boundary every device's statistics are in
+// device 0's memory, so the loads need not be volatile, and each lane loads
+// PL_FINALIZE_BATCH of its partners' statistics before adding them. With
+// one load in flight per lane, a row of thousands of partners took a warp
+// over a hundred memory round trips, on the path of every round.
+#define PL_FINALIZE_BATCH 4
+__device__ void finalize_loaded(PlSearch *s, int x)
+{
+    const int nw = s->ctl->nw, lane = threadIdx.x & 31;
+    const size_t p = s->p;
+    double S = 0.0, E = 0.0;
+    for (int j0 = lane; j0 < nw; j0 += 32 * PL_FINALIZE_BATCH) {
+        double v[PL_FINALIZE_BATCH], e[PL_FINALIZE_BATCH];
+#pragma unroll
+        for (int u = 0; u < PL_FINALIZE_BATCH; ++u) {
+            const int j = j0 + 32 * u;
+            const bool in = j < nw && j != x;
+            v[u] = in ? __ldcg(&s->stat[x * p + j]) : 0.0;
+            e[u] = in && s->use_float ? __ldcg(&s->stat_err[(size_t)min(x, j) * p + max(x, j)]) : 0.0;
+        }
+#pragma unroll
+        for (int u = 0; u < PL_FINALIZE_BATCH; ++u) {
+            const int j = j0 + 32 * u;
+            if (j < nw && j != x) PL_ADD_SCORE_TERM(S, E, s->weight[j], v[u], e[u]);
+        }
+    }
+    S = pl_warp_sum(S);
+    E = pl_warp_sum(E);
+    if (lane == 0) { s->final_err[x] = E; PL_FENCE(); s->final_score[x] = S; }
+}
+#endif
 
 // Message side x (value v = I(x, y)) with partner y.
 __device__ __forceinline__ void message(PlSearch *s, int x, int y, double v, double e)
@@ -1555,27 +1594,6 @@ __device__ void select_root_body(PlSearch *s)
     }
     const int nw = PL_SHARED(c->nw);
     const double gamma = PL_SHARED(c->gamma);
-#ifdef PL_PEERS
-    // The workers a threshold round finished, which its engines left to this
-    // selection (record_pair<true>): a thread per worker lists them, a block
-    // of workers at a time, then a warp each sums one. (An all-pairs round's
-    // engines finalized theirs.)
-    {
-        __shared__ int s_fin[1024];
-        __shared__ int s_nfin;
-        for (int base = 0; base < nw; base += blockDim.x) {
-            if (threadIdx.x == 0) s_nfin = 0;
-            __syncthreads();
-            const int w = base + (int)threadIdx.x;
-            if (w < nw && nw > 1 && PL_SHARED(s->final_score[w]) < 0.0 &&
-                PL_SHARED(s->ndone[w]) == nw - 1)
-                s_fin[atomicAdd(&s_nfin, 1)] = w;
-            __syncthreads();
-            for (int k = threadIdx.x >> 5; k < s_nfin; k += blockDim.x >> 5) finalize(s, s_fin[k]);
-            __syncthreads();
-        }
-    }
-#endif
     // Finished workers (ordered scores) and the least partial score of the others.
     double best = INFINITY, min_unf = INFINITY;
     int best_w = 0x7fffffff, unf_w = 0x7fffffff;
@@ -1689,13 +1707,47 @@ __device__ void select_root_body(PlSearch *s)
     }
 }
 
+#ifdef PL_PEERS
+// The workers a threshold round finished, which its engines left to the
+// selection (record_pair<true>; an all-pairs round's engines finalized
+// theirs): block b takes workers b, b + gridDim.x, ..., a thread each
+// lists those finished, then a warp each sums one. A round can finish
+// hundreds of workers, and one block summing their rows alone was most of
+// the selection's time at thousands of variables.
+__device__ void finalize_finished(PlSearch *s)
+{
+    __shared__ int s_fin[1024];
+    __shared__ int s_nfin;
+    if (PL_SHARED(s->ctl->done)) return;  // (the selection only publishes)
+    const int nw = PL_SHARED(s->ctl->nw);
+    for (int t0 = 0; (int)blockIdx.x + (int)gridDim.x * t0 < nw; t0 += blockDim.x) {
+        if (threadIdx.x == 0) s_nfin = 0;
+        __syncthreads();
+        const int w = (int)blockIdx.x + (int)gridDim.x * (t0 + (int)threadIdx.x);
+        if (w < nw && nw > 1 && PL_SHARED(s->final_score[w]) < 0.0 &&
+            PL_SHARED(s->ndone[w]) == nw - 1)
+            s_fin[atomicAdd(&s_nfin, 1)] = w;
+        __syncthreads();
+        for (int k = threadIdx.x >> 5; k < s_nfin; k += blockDim.x >> 5)
+            finalize_loaded(s, s_fin[k]);
+        __syncthreads();
+    }
+}
+#endif
+
 // The same, as a kernel of its own: tools/profile_launch.py's launch and
-// poll round trip, and every round of a search over several devices
-// (PL_PEERS; on one device the search runs it at the end of the worker
-// kernel).
+// poll round trip (one block), and every round of a search over several
+// devices (PL_PEERS; on one device the search runs it at the end of the
+// worker kernel). With PL_PEERS the grid's blocks first finalize the
+// round's finished workers, and the last block to finish selects (the
+// worker kernels' counter, which they leave alone there).
 extern "C" __global__ void __launch_bounds__(1024) select_root(PlSearch *s)
 {
     pl_enter();
+#ifdef PL_PEERS
+    finalize_finished(s);
+    if (!last_block_done(&s->ctl->workers_done)) return;
+#endif
     select_root_body(s);
 }
 

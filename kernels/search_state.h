@@ -47,7 +47,8 @@ typedef struct {
     int ordered;                       /* workers visit partners in `partner` order */
     int all_pairs;                     /* this iteration compares every pair in one round */
     int blocks_done;                   /* update_data blocks finished (the last one checks drift) */
-    int workers_done;                  /* worker blocks finished (the last one selects the root) */
+    int workers_done;                  /* worker blocks finished (the last one selects the root; several
+                                          devices: select_root's blocks) */
     int n_rederived, seq;
     unsigned long long drift_bits;     /* largest drift of the last data update (double bits) */
     unsigned long long compared;       /* comparisons done in this iteration */

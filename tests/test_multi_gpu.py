@@ -219,6 +219,21 @@ def test_multi_gpu_replica_copies_and_launch_kinds(gpus, lingam_data, copy_kerne
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("select_blocks", [1, 3, None], ids=["one_block", "three", "default"])
+def test_multi_gpu_select_root_blocks_give_the_same_results(gpus, lingam_data, select_blocks,
+                                                            round_kind, monkeypatch):
+    # select_root's blocks first sum the rows of the workers a threshold
+    # round finished (a warp each), then the last selects: any number of
+    # blocks, the same scores and order (every iteration spread)
+    from paralingam.search import _cuda
+
+    monkeypatch.setattr(_cuda, "MULTI_SELECT_BLOCKS", select_blocks)
+    monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
+    assert_same_as_one_gpu(lingam_data(250, 4096, "sparse", 2403)[0])
+    assert_same_as_one_gpu(make_lingam_data(100, 1024, density="sparse", random_state=100)[0])
+
+
+@pytest.mark.gpu
 def test_multi_gpu_profiled_search_gives_the_same_order_and_each_devices_phases(gpus, round_kind,
                                                                                monkeypatch):
     # profile=True over several GPUs: CUDA events on every device's stream;

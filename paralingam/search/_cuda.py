@@ -107,6 +107,10 @@ MULTI_PROGRAMMATIC_LAUNCH = True
 # their memory (copy_to_peers); False: the copy engine (cuMemcpyPeerAsync).
 # Either way the replicas get the same bytes (docs/design/multi_gpu.rst).
 MULTI_COPY_KERNEL = True
+# At most this many blocks of device 0's select_root, which first sum the
+# rows of the workers a round finished (a warp each); None: device 0's
+# multiprocessors. The same results with any number.
+MULTI_SELECT_BLOCKS = None
 
 
 # The context and the fault state are shared with the other GPU steps
@@ -637,7 +641,10 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
         out = _scheduler.search_multi(
             mods, [ctx.handle for ctx in ctxs], [part.dev for part in ws.parts], cfg, ws.status,
             ws.status_devs, grids, candidates=candidates, spread_work=float(MULTI_SPREAD_WORK),
-            copy_kernel=MULTI_COPY_KERNEL, progress=progress, profile=profile)
+            copy_kernel=MULTI_COPY_KERNEL, progress=progress, profile=profile,
+            select_blocks=MULTI_SELECT_BLOCKS or _in_context(
+                ctxs[0], lambda: drv.Context.get_device().get_attribute(
+                    drv.device_attribute.MULTIPROCESSOR_COUNT)))
     except _scheduler.CudaError as exc:
         sticky = False
         for ctx in ctxs:

@@ -1169,7 +1169,7 @@ REPLICA_LOCAL = ("X32", "X64", "cov", "alive", "gone", "frac", "noise", "linked"
 
 def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray status_host,
                  list status_devs, list worker_blocks, *, candidates=None, double spread_work=0.0,
-                 bint copy_kernel=True, progress=None, bint profile=False):
+                 bint copy_kernel=True, progress=None, bint profile=False, int select_blocks=1):
     """One causal-order search on several devices of one host (peer memory).
 
     Device 0 holds the state the threshold rounds share and alone runs
@@ -1204,6 +1204,10 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
         Device 0's control block, remaining set and workers go to the other
         devices through its ``copy_to_peers`` kernel (peer stores); False:
         through the copy engine (``cuMemcpyPeerAsync``).
+    select_blocks : int
+        At most this many blocks of ``select_root`` (device 0's
+        multiprocessors), which first sum the rows of the workers a round
+        finished, a warp each.
     profile : bool
         Time each device's phases with CUDA events on its stream
         (``MULTI_PHASES``; ``stats["gpu_time"]`` is then a list with a dict
@@ -1434,7 +1438,9 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     # they finished).
                     wait_for_others(n_dev, ctx, ev_worker, &mk)
                     mark(&mk, 0, PH_SELECT)
-                    launch_on(fns[0][K_SELECT], K_SELECT, 1, 1, 1024, 1, lparams[0])
+                    launch_on(fns[0][K_SELECT], K_SELECT,
+                              max(1, min(select_blocks, (r_host + 31) // 32)), 1, 1024, 1,
+                              lparams[0])
                     # Speculative, as on one device: every replica is updated if
                     # the round decided the root (the kernels check the state),
                     # from device 0's control block and remaining set.
