@@ -408,7 +408,8 @@ def multi_gpu_engines(out):
     for section, what in (("engine_stats_4e11299", "Before the claim-batch rule"),
                           ("engine_stats_68dde5e", "With the rule, the replicas' copies by the "
                                                    "copy engine"),
-                          ("engine_stats", "With the rule and copy_to_peers")):
+                          ("engine_stats", "With the rule and copy_to_peers"),
+                          ("engine_stats_4000", "The same kernels at p=4000, n=4096")):
         es = d[section]
         text += (f"\n{what} (``{es['provenance']['commit']}``):\n\n" + _engine_table(es)
                  + "\n" + _source(name, es, section))
@@ -457,6 +458,50 @@ def multi_gpu_engines(out):
         _table(["link", "microseconds each"], [[what[r["link"]], f"{r['us']:.1f}"]
                                                for r in links["rows"]])
         + "\n" + _source(links_name, links))
+
+
+def multi_gpu_select(out):
+    """Each stream's phases (bench_multi_gpu.py --mode phases) and the selection's
+    A/Bs: its finalizing's loads (kernels-ab) and blocks (options-ab)."""
+    name = "bench_multi_gpu_h100x2.json"
+    d = _load(name)
+    text = ""
+    for section, what in (("phases_one_block", "The selection in one block"),
+                          ("phases_one_block_batched", "The same, four partners loaded per lane")):
+        sec = d[section]
+        names = sec["phases"]
+        rows = []
+        for r in sec["rows"]:
+            run = r["runs"][-1]
+            streams = [("one GPU", run["one_gpu"]["search_s"], run["one_gpu"]["phases_s"])] + [
+                (f"GPU {i} of {len(r['devices'])}", run["multi_gpu"]["search_s"], ph)
+                for i, ph in enumerate(run["multi_gpu"]["phases_s_by_device"])]
+            rows += [[f"p={r['p']}, n={r['n']}", who, _ms(total)]
+                     + [_ms(ph[k]) if k in ph else "" for k in names] for who, total, ph in streams]
+        text += (f"\n{what} (``{sec['provenance']['commit']}``; seconds of each stream, "
+                 "profiled searches):\n\n"
+                 + _table(["case", "stream", "search"] + names, rows) + "\n"
+                 + _source(name, sec, section))
+    (out / "multi_gpu_phases.rst").write_text(text.lstrip("\n"))
+    blocks = d["select_blocks"]
+    ab = d["finalize_loads_ab"]
+    p5 = d["p5000_after_select"]
+    ab_rows = [[f"p={r['p']}, n={r['n']}", _ms(r["one_gpu_s"]),
+                f"{_ms(r['medians_s']['baseline'])} ({r['speedup']['baseline']:.2f}x)",
+                f"{_ms(r['medians_s']['this_tree'])} ({r['speedup']['this_tree']:.2f}x)",
+                "yes" if r["same_order"] else "NO"] for r in ab["rows"]]
+    p5_rows = [[r["case"], _ms(r["one_gpu_s"]), _ms(r["multi_gpu_s"]), f"{r['speedup']:.2f}x",
+                "yes" if r["same_order"] else "NO"] for r in p5["rows"]]
+    (out / "select_blocks.rst").write_text(
+        _options_table(blocks, {"default": "over the grid (default)",
+                                "one_block": "one block (``MULTI_SELECT_BLOCKS=1``)"})
+        + "\n" + _source(name, blocks, "select_blocks")
+        + "\nOne block, one load per lane (``6c78080``) against four loads per lane:\n\n"
+        + _table(["case", "1 GPU", "one load", "four loads", "same order"], ab_rows)
+        + "\n" + _source(name, ab, "finalize_loads_ab")
+        + "\nAt p=5000 (one search each, same process):\n\n"
+        + _table(["case", "1 GPU", "2 GPUs", "speed-up", "same order"], p5_rows)
+        + "\n" + _source(name, p5, "p5000_after_select"))
 
 
 def _options_table(section, names=None):
@@ -730,6 +775,7 @@ def render(out):
     pipeline(out)
     multi_gpu(out)
     multi_gpu_engines(out)
+    multi_gpu_select(out)
     bootstrap_dask(out)
     gpu_peers(out)
     cpu_vs_lingam(out)
