@@ -1046,6 +1046,20 @@ cdef int queue_copy(CUfunction f, PlCopies *jobs, CUdeviceptr dst, CUdeviceptr s
     return 0
 
 
+cdef int send_to_replica(bint copy_kernel, CUfunction f, PlCopies *jobs, CUcontext *ctx, int d,
+                         CUdeviceptr dst, CUdeviceptr src, size_t nbytes,
+                         const char *what) except -1 nogil:
+    """Device 0's ``nbytes`` at ``src`` to ``dst`` on device ``d`` (device 0's
+    context current): queued for its ``copy_to_peers`` (``f``;
+    :func:`flush_copies` launches what is queued), or unless ``copy_kernel``
+    by the copy engine (``what`` names the call in an error)."""
+    if copy_kernel:
+        return queue_copy(f, jobs, dst, src, nbytes)
+    if nbytes:
+        check(drv.memcpy_peer_async(dst, ctx[d], src, ctx[0], nbytes, NULL), what)
+    return 0
+
+
 # Blocks per copy job at most (each thread then stores several words of a long job).
 DEF COPY_BLOCKS_MAX = 64
 
@@ -1397,13 +1411,9 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     # device 0's select waited for them.
                     mark(&mk, 0, PH_COPY)
                     for d in range(1, n_dev):
-                        if copy_kernel:
-                            queue_copy(fns[0][K_COPY_TO_PEERS], &jobs, d_mirror[d], d_mirror[0],
-                                       mirror_bytes)
-                        else:
-                            check(drv.memcpy_peer_async(d_mirror[d], ctx[d], d_mirror[0], ctx[0],
-                                                        mirror_bytes, NULL),
-                                  b"cuMemcpyPeerAsync(workers)")
+                        send_to_replica(copy_kernel, fns[0][K_COPY_TO_PEERS], &jobs, ctx, d,
+                                        d_mirror[d], d_mirror[0], mirror_bytes,
+                                        b"cuMemcpyPeerAsync(workers)")
                     flush_copies(fns[0][K_COPY_TO_PEERS], &jobs)
                     check(drv.event_record(ev_ready, NULL), b"cuEventRecord")
                     mark(&mk, 0, PH_PREPARE)
@@ -1623,17 +1633,11 @@ cdef int sync_replicas(int n_dev, CUcontext *ctx, CUdeviceptr *d_ctl, CUdevicept
     set_ctx(ctx[0])
     mark(mk, 0, PH_COPY)
     for d in range(1, n_dev):
-        if copy_kernel:
-            queue_copy(fns[0][K_COPY_TO_PEERS], jobs, d_ctl[d], d_ctl[0], sizeof(PlControl))
-            queue_copy(fns[0][K_COPY_TO_PEERS], jobs, d_alive[d], d_alive[0],
-                       <size_t>max(r_host, 0) * sizeof(int))
-            continue
-        check(drv.memcpy_peer_async(d_ctl[d], ctx[d], d_ctl[0], ctx[0], sizeof(PlControl), NULL),
-              b"cuMemcpyPeerAsync(control)")
-        if r_host > 0:
-            check(drv.memcpy_peer_async(d_alive[d], ctx[d], d_alive[0], ctx[0],
-                                        <size_t>r_host * sizeof(int), NULL),
-                  b"cuMemcpyPeerAsync(remaining)")
+        send_to_replica(copy_kernel, fns[0][K_COPY_TO_PEERS], jobs, ctx, d, d_ctl[d], d_ctl[0],
+                        sizeof(PlControl), b"cuMemcpyPeerAsync(control)")
+        send_to_replica(copy_kernel, fns[0][K_COPY_TO_PEERS], jobs, ctx, d, d_alive[d],
+                        d_alive[0], <size_t>max(r_host, 0) * sizeof(int),
+                        b"cuMemcpyPeerAsync(remaining)")
     flush_copies(fns[0][K_COPY_TO_PEERS], jobs)
     check(drv.event_record(ev_decided, NULL), b"cuEventRecord")
     for d in range(1, n_dev):
