@@ -409,7 +409,8 @@ def multi_gpu_engines(out):
                           ("engine_stats_68dde5e", "With the rule, the replicas' copies by the "
                                                    "copy engine"),
                           ("engine_stats", "With the rule and copy_to_peers"),
-                          ("engine_stats_4000", "The same kernels at p=4000, n=4096")):
+                          ("engine_stats_4000", "At p=4000, n=4096, device 0's engines "
+                                                "claiming in batches too (fab5f8a)")):
         es = d[section]
         text += (f"\n{what} (``{es['provenance']['commit']}``):\n\n" + _engine_table(es)
                  + "\n" + _source(name, es, section))

@@ -14,8 +14,8 @@
 //   all_pairs_*   every pair in one round (iterations with few or short pairs)
 //   select_root   decide the root, or raise gamma and pick the next round's
 //                 workers; certify float roots; publish the status (1 block;
-//                 PL_PEERS: first finalize the workers a threshold round
-//                 finished)
+//                 PL_PEERS: a grid, whose blocks first finalize the workers
+//                 a threshold round finished, and whose last block selects)
 //   [entropy64, pairs64, select64: re-decide an uncertain float root]
 //   update_data   regress the root out of the remaining rows (Alg. 5) and
 //                 measure their drift from (mean 0, var 1, corr 0), with
@@ -1123,8 +1123,9 @@ __device__ void finalize(PlSearch *s, int x)
 #ifdef PL_PEERS
 // finalize's sum (the same terms in the same order, so the same bits), for
 // select_root: after the kernel boundary every device's statistics are in
-// device 0's memory, so the loads need not be volatile, and each lane loads
-// PL_FINALIZE_BATCH of its partners' statistics before adding them. With
+// device 0's memory, so the loads need not be volatile (__ldcg), and each
+// lane loads PL_FINALIZE_BATCH of its partners' statistics (and weights)
+// before adding them. With
 // one load in flight per lane, a row of thousands of partners took a warp
 // over a hundred memory round trips, on the path of every round.
 #define PL_FINALIZE_BATCH 4
@@ -1134,18 +1135,19 @@ __device__ void finalize_loaded(PlSearch *s, int x)
     const size_t p = s->p;
     double S = 0.0, E = 0.0;
     for (int j0 = lane; j0 < nw; j0 += 32 * PL_FINALIZE_BATCH) {
-        double v[PL_FINALIZE_BATCH], e[PL_FINALIZE_BATCH];
+        double v[PL_FINALIZE_BATCH], e[PL_FINALIZE_BATCH], w[PL_FINALIZE_BATCH];
 #pragma unroll
         for (int u = 0; u < PL_FINALIZE_BATCH; ++u) {
             const int j = j0 + 32 * u;
             const bool in = j < nw && j != x;
             v[u] = in ? __ldcg(&s->stat[x * p + j]) : 0.0;
             e[u] = in && s->use_float ? __ldcg(&s->stat_err[(size_t)min(x, j) * p + max(x, j)]) : 0.0;
+            w[u] = in ? s->weight[j] : 0.0;
         }
 #pragma unroll
         for (int u = 0; u < PL_FINALIZE_BATCH; ++u) {
             const int j = j0 + 32 * u;
-            if (j < nw && j != x) PL_ADD_SCORE_TERM(S, E, s->weight[j], v[u], e[u]);
+            if (j < nw && j != x) PL_ADD_SCORE_TERM(S, E, w[u], v[u], e[u]);
         }
     }
     S = pl_warp_sum(S);

@@ -911,7 +911,9 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         the data, computed on the device, for the least-squares step); ``times`` gets ``compile``, ``upload``,
         ``search`` and (``profile=True``) ``gpu_<phase>`` (several GPUs:
         device 0's, and ``per_iteration["gpu_time_by_device"]``, a dict of
-        ``_scheduler.MULTI_PHASES`` per device).
+        ``_scheduler.MULTI_PHASES`` per device; ``per_iteration["gpu_rounds_s"]``
+        is then device 0's worker kernels per iteration, without the
+        selections that one GPU's rounds include).
 
     Raises
     ------
@@ -1043,8 +1045,8 @@ def _read_result(ws, out, p, times, column_std, device_copy=None):
         if by_device:
             per_iteration["gpu_time_by_device"] = out["gpu_time"]
             if out["gpu_events_full"]:
-                warnings.warn("the profiled search ran out of CUDA events; each device's last "
-                              "phase holds the rest of its time", RuntimeWarning, stacklevel=2)
+                warnings.warn("the profiled search ran out of CUDA events; the time after a "
+                              "device's last event is not counted", RuntimeWarning, stacklevel=2)
         for name, secs in (out["gpu_time"][0] if by_device else out["gpu_time"]).items():
             times[f"gpu_{name}"] = secs
         per_iteration["gpu_rounds_s"] = out["gpu_rounds"][0] if by_device else out["gpu_rounds"]

@@ -1093,9 +1093,15 @@ cdef struct Marks:
 
 
 cdef int mark(Marks *mk, int d, signed char phase) except -1 nogil:
-    """Profiling: device ``d``'s next event (its context current), where
-    ``phase`` begins on its stream (else nothing)."""
-    if mk.on:
+    """Profiling: device ``d``'s next event (its context current; created
+    at its first use), where ``phase`` begins on its stream (else nothing)."""
+    cdef CUevent e
+    cdef size_t k
+    if mk.on and mk.n[d] < mk.max_events:
+        k = <size_t>d * mk.max_events + mk.n[d]
+        if mk.ev[k] == 0:
+            check(drv.event_create(&e, 0), b"cuEventCreate")
+            mk.ev[k] = <cnp.uintp_t>e
         mark_phase(True, &mk.ev[d * mk.max_events], &mk.ph[d * mk.max_events], &mk.n[d],
                    mk.max_events, phase)
     return 0
@@ -1219,14 +1225,20 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
         devices through its ``copy_to_peers`` kernel (peer stores); False:
         through the copy engine (``cuMemcpyPeerAsync``).
     select_blocks : int
-        At most this many blocks of ``select_root`` (device 0's
-        multiprocessors), which first sum the rows of the workers a round
-        finished, a warp each.
+        At most this many blocks of ``select_root`` (the caller passes
+        device 0's multiprocessors), which first sum the rows of the workers
+        a round finished, a warp each; at most one per 32 remaining
+        variables.
     profile : bool
         Time each device's phases with CUDA events on its stream
-        (``MULTI_PHASES``; ``stats["gpu_time"]`` is then a list with a dict
-        per device). The events between kernels stop them overlapping, so a
-        profiled search takes somewhat longer.
+        (``MULTI_PHASES``, from each device's first kernel after the
+        initial standardisation and correlations, as on one GPU):
+        ``stats["gpu_time"]`` is then a list with a dict per device, and
+        ``stats["gpu_rounds"]`` a list per device of its worker kernels'
+        time per iteration it took part in (device 0: every iteration; its
+        selections are not in it, unlike one GPU's rounds). The events
+        between kernels stop them overlapping, so a profiled search takes
+        somewhat longer.
 
     Returns
     -------
@@ -1273,7 +1285,6 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     cdef Module m
     cdef int d, k, total
     cdef Marks mk
-    cdef CUevent e
     global multi_programmatic
     jobs.n = 0
     multi_programmatic = (<Module>mods[0]).programmatic
@@ -1342,8 +1353,9 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     inflight_len = 0
     for d in range(n_dev):
         grid_sum += grid[d]
-    # profiling: about a dozen events per round on device 0, fewer on the
-    # others; a search that runs out stops marking (gpu_events_full)
+    # profiling: six events per round on device 0 and four on the others,
+    # and a few per iteration and re-decision; a search that runs out stops
+    # marking (gpu_events_full)
     memset(&mk, 0, sizeof(Marks))
     mk.on = profile
     mk.max_events = 48 * (loop.p + 2) if profile else 1
@@ -1357,15 +1369,8 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     memset(st, 0, sizeof(PlStatus))
     try:
         with nogil:
-            if profile:
-                for d in range(n_dev):
-                    set_ctx(ctx[d])
-                    for k in range(mk.max_events):
-                        check(drv.event_create(&e, 0), b"cuEventCreate")
-                        mk.ev[d * mk.max_events + k] = <cnp.uintp_t>e
             for d in range(n_dev):
                 set_ctx(ctx[d])
-                mark(&mk, d, PH_PREPARE)
                 check(drv.event_create(&ev_worker[d], CU_EVENT_DISABLE_TIMING), b"cuEventCreate")
                 if d == 0:
                     check(drv.event_create(&ev_ready, CU_EVENT_DISABLE_TIMING), b"cuEventCreate")
