@@ -7,8 +7,8 @@
 #
 #   PARALINGAM_COMMIT=$(git rev-parse --short HEAD) bash tools/multi_gpu_check.sh [quick]
 #
-# Each step has a time limit (build 100 s, tests 150 s, the benchmark 330 s,
-# quick: 120 s; about 4 minutes in all when nothing hangs), so a hang cannot
+# Each step has a time limit (build 200 s, tests 150 s, the benchmark 400 s,
+# quick: 120 s; about 8 minutes in all when nothing hangs), so a hang cannot
 # take the whole call; quick: the benchmark's smoke case only.
 # Logs and JSON go to $OUT (the device tool
 # brings them back).
@@ -27,7 +27,7 @@ else
 fi
 # one CPU build for this machine (the CPU code is not what is measured here)
 SECONDS=0
-PARALINGAM_NATIVE=1 timeout 100 python3 -m pip install -q --no-build-isolation --no-deps -e . \
+PARALINGAM_NATIVE=1 timeout 200 python3 -m pip install -q --no-build-isolation --no-deps -e . \
     > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
 echo "build ${SECONDS} s"
 timeout 150 python3 -m pytest -v -rfE --timeout 60 -m gpu tests/test_multi_gpu.py -p no:cacheprovider 2>&1 \
@@ -40,7 +40,7 @@ if [ "$mode" = "quick" ]; then
 else
     # p=2000 n=8192 first, then p=5000 n=4096 (the JSON is written after each
     # case; one process, so the second case needs no warm-up fits)
-    timeout 330 python3 benchmarks/bench_multi_gpu.py --sizes 2000x8192 5000x4096 --case-repeats 3 1 \
+    timeout 400 python3 benchmarks/bench_multi_gpu.py --sizes 2000x8192 5000x4096 --case-repeats 3 1 \
         --spread-work 1e7 --json "$out/bench_multi_gpu.json" 2>&1 | tee "$out/bench_multi_gpu.log" | tail -16
     echo "benchmark done at ${SECONDS} s"
 fi
