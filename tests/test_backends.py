@@ -350,3 +350,34 @@ def test_a_sticky_search_fault_is_recorded_and_named(monkeypatch):
     assert isinstance(err, _scheduler.CudaError) and err.code == 700
     assert str(err).startswith("an illegal memory access was encountered; CUDA keeps such a fault")
     assert "unavailable until Python restarts" in str(err)
+
+
+def test_profiled_phases_sum_by_phase_and_start_an_iteration_after_its_rounds():
+    # _scheduler.sum_phases groups the intervals between profiling events:
+    # one GPU's stream (prepare, rounds, update, ...), and a search over
+    # several GPUs, where device 0's prepare is split by its copies and a
+    # device's first mark may be a wait
+    from paralingam.search import _scheduler
+
+    names = _scheduler.MULTI_PHASES
+    P, R, D, U, W, S, C, I = (names.index(n) for n in
+                              ("prepare", "rounds", "redo", "update", "wait", "select", "copy", "idle"))
+    # one GPU: two iterations, the first of two rounds and a re-decision
+    one = [(P, 1.0), (R, 2.0), (U, 0.5), (R, 3.0), (D, 0.25), (U, 0.5), (P, 1.0), (R, 4.0), (U, 0.5)]
+    t, rounds = _scheduler.sum_phases([s for _, s in one], [p for p, _ in one])
+    assert t == {"prepare": 2.0, "rounds": 9.0, "redo": 0.25, "update": 1.5}
+    assert rounds == [5.0, 4.0]
+    # device 0 of several: prepare, copy, prepare again (its setup) in each iteration
+    dev0 = [(P, 1.0), (C, 0.1), (P, 0.5), (R, 2.0), (W, 0.2), (S, 0.3), (C, 0.1), (U, 0.5), (I, 0.05),
+            (R, 3.0), (W, 0.2), (S, 0.3), (C, 0.1), (U, 0.5), (I, 0.05),
+            (P, 1.0), (C, 0.1), (P, 0.5), (R, 4.0), (W, 0.2), (S, 0.3), (C, 0.1), (U, 0.5)]
+    t, rounds = _scheduler.sum_phases([s for _, s in dev0], [p for p, _ in dev0], names)
+    assert rounds == [5.0, 4.0]
+    assert t["prepare"] == 3.0 and t["copy"] == pytest.approx(0.5) and t["idle"] == pytest.approx(0.1)
+    assert sum(t.values()) == pytest.approx(sum(s for _, s in dev0))
+    # another device: its first mark a wait, then its setup (prepare)
+    dev1 = [(W, 0.3), (P, 0.5), (R, 2.0), (W, 0.5), (U, 0.5), (I, 0.1), (R, 3.0), (W, 0.5), (U, 0.5),
+            (I, 0.1), (W, 0.2), (P, 0.5), (R, 4.0)]
+    t, rounds = _scheduler.sum_phases([s for _, s in dev1], [p for p, _ in dev1], names)
+    assert rounds == [5.0, 4.0] and t["wait"] == 1.5
+    assert _scheduler.sum_phases([], []) == ({n: 0.0 for n in _scheduler.PHASES}, [])

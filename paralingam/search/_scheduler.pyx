@@ -754,24 +754,34 @@ cdef int mark_phase(bint profile, cnp.uintp_t *ev, signed char *ph, int *n_event
 
 cdef tuple phase_times(cnp.uintp_t[::1] ev, signed char[::1] ph, int n_events,
                        tuple names=PHASES):
-    """Profiling: seconds per phase (dict over ``names``) and of each
-    iteration's rounds (list; an iteration starts with the first prepare
-    after rounds), from the recorded events."""
+    """Profiling: :func:`sum_phases` of the recorded events' intervals."""
     cdef float ms
     cdef int k
-    cdef bint rounds_seen = True
-    gpu_time = {name: 0.0 for name in names}
-    gpu_rounds = []
+    seconds = np.zeros(max(n_events - 1, 0))
     for k in range(n_events - 1):
         check(drv.event_elapsed(&ms, <CUevent>ev[k], <CUevent>ev[k + 1]), b"cuEventElapsedTime")
-        gpu_time[names[ph[k]]] += ms * 1e-3
-        if ph[k] == PH_PREPARE and rounds_seen:
+        seconds[k] = ms * 1e-3
+    return sum_phases(seconds, np.asarray(ph[:max(n_events - 1, 0)]), names)
+
+
+def sum_phases(seconds, phases, tuple names=PHASES):
+    """Seconds per phase (dict over ``names``) and of each iteration's rounds
+    (list), from the intervals between profiling events: interval ``k``
+    lasts ``seconds[k]`` and belongs to phase ``phases[k]`` (an index into
+    ``names``). An iteration starts at the first prepare after rounds (or
+    the first prepare of all): on several devices an iteration's prepare
+    is split by device 0's copies and another device's wait."""
+    gpu_time = {name: 0.0 for name in names}
+    gpu_rounds = []
+    rounds_seen = True
+    for secs, phase in zip(seconds, phases):
+        gpu_time[names[phase]] += secs
+        if phase == PH_PREPARE and rounds_seen:
             gpu_rounds.append(0.0)
             rounds_seen = False
-        elif ph[k] == PH_ROUNDS and gpu_rounds:
+        elif phase == PH_ROUNDS and gpu_rounds:
             rounds_seen = True
-            # (no negative indices: this module is compiled with wraparound=False)
-            gpu_rounds[len(gpu_rounds) - 1] += ms * 1e-3
+            gpu_rounds[len(gpu_rounds) - 1] += secs
     return gpu_time, gpu_rounds
 
 
