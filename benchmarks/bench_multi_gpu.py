@@ -35,11 +35,12 @@ waits and copies queued by the host loop.
 ``--mode multi-only`` times the multi-GPU search alone, once per case, with no
 warm-up, one-GPU reference or phase split (for sizes where one GPU would
 take most of a call): the search time and the whole fit's wall time up to
-the search, the compilation included on the first case. Its data (and
-``--mode kernels-ab``'s; ``case_data``) of p > 2000 come from
-``blocked_lingam_data`` (the same model as ``make_lingam_data``,
-built with matrix products: the column-by-column build costs O(n p^2)
-memory traffic, minutes at p=10,000).
+the search, the compilation included on the first case. Every mode's data
+(``case_data``) of p > 2000 come from ``blocked_lingam_data`` (the same
+model as ``make_lingam_data``, built with matrix products: the
+column-by-column build costs O(n p^2) memory traffic, 85 s at p=5000,
+n=4096 on the 2-core VM and minutes at p=10,000). (The split table's
+p=5000 rows up to 6c0eeb7 used ``make_lingam_data``'s own build.)
 
 ``--mode kernels-ab`` is the same-run A/B of a change to the multi-GPU
 kernels: the multi-GPU search with this tree's kernels against those of
@@ -587,7 +588,7 @@ def main():
     rows = []
     for size, repeats in zip(sizes, case_repeats):
         p, n = _common.parse_size(size)
-        X = make_lingam_data(p, n, density="sparse", random_state=1000 * p + n)[0]
+        X = case_data(p, n)
         ref = fit_once(X)  # the first case: the warm-up (compilation and buffers)
         prof_times, prof_it, _ = phase_split(X)
         # (a later case: the reference fit is the first one-GPU timing)
