@@ -201,13 +201,15 @@ def row_stride(n):
 def chunk_parts(ld):
     """Entries per variable of a ``[p x chunks]`` buffer: ``UPDATE_PARTS`` per
     chunk of ``UPDATE_CHUNK`` samples of rows of stride ``ld``, where such
-    rows are updated in chunks, else 0, by the launches' rule
-    (``_scheduler.update_chunks``): rows of n <= ld samples have as many
-    chunks, or none (a stride just above the threshold may hold an unused
-    buffer)."""
-    from . import _scheduler  # (which imports this module)
-
-    return _scheduler.update_chunks(ld) * _constants.UPDATE_PARTS
+    rows are updated in chunks, else 0. The rule is the launches'
+    (``_scheduler.update_chunks``, which imports this module;
+    tests/test_backends.py checks that the two agree): rows of n <= ld
+    samples have as many chunks, or none (a stride just above the threshold
+    may hold an unused buffer)."""
+    chunks = -(-ld // _constants.UPDATE_CHUNK)
+    if ld < _constants.UPDATE_SPLIT_MIN_N or chunks > _constants.UPDATE_MAX_CHUNKS:
+        return 0
+    return chunks * _constants.UPDATE_PARTS
 
 
 def _count(field, p, ld, use_float):
