@@ -468,7 +468,10 @@ def multi_gpu_select(out):
     d = _load(name)
     text = ""
     for section, what in (("phases_one_block", "The selection in one block"),
-                          ("phases_one_block_batched", "The same, four partners loaded per lane")):
+                          ("phases_one_block_batched", "The same, four partners loaded per lane"),
+                          ("phases_spread", "The selection over the grid")):
+        if section not in d:  # (a run still to come)
+            continue
         sec = d[section]
         names = sec["phases"]
         rows = []
