@@ -75,7 +75,7 @@ engines' alive time within them.
 
 ``--mode phases`` splits the time of each GPU's stream into phases with
 CUDA events (``_cuda.search(profile=True)``; ``_scheduler.MULTI_PHASES``):
-prepare (prep, setup; the first standardisation and correlations), rounds
+prepare (prep, setup; from the first iteration on, as on one GPU), rounds
 (the worker kernels), redo, update, select and copy (device 0's selections
 and its copies to the replicas), wait (for another device's event) and
 idle (the stream's work done before the host queued more). One profiled

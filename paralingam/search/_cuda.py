@@ -617,15 +617,16 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
             _in_context(ctx, upload, part, data, ctx.handle)
 
     noise, column_std = _upload_with_noise(data, upload_all)
-    grids = []
+    grids, sms = [], []  # each device's worker grid and multiprocessors
     for ctx, part, mod in zip(ctxs, ws.parts, mods):
-        def finish_upload(part=part, mod=mod):
+        def finish_upload(part=part, mod=mod):  # (the occupancy query in the module's context)
             drv.memcpy_htod(part.dev["noise"], noise)
-            if blocks is not None:
-                return int(blocks)
-            sms = drv.Context.get_device().get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
-            return sms * mod.worker_blocks_per_sm(use_float)
-        grids.append(_in_context(ctx, finish_upload))
+            count = drv.Context.get_device().get_attribute(drv.device_attribute.MULTIPROCESSOR_COUNT)
+            grid = int(blocks) if blocks is not None else count * mod.worker_blocks_per_sm(use_float)
+            return grid, count
+        grid, count = _in_context(ctx, finish_upload)
+        grids.append(grid)
+        sms.append(count)
     _in_context(ctxs[0], drv.memset_d32, ws.parts[0].dev["lock"], 0, p * p)
     # device 0's data before the search standardises them, as on one GPU:
     # the adjacency step then takes the same route, with the same bits. Only
@@ -642,9 +643,7 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
             mods, [ctx.handle for ctx in ctxs], [part.dev for part in ws.parts], cfg, ws.status,
             ws.status_devs, grids, candidates=candidates, spread_work=float(MULTI_SPREAD_WORK),
             copy_kernel=MULTI_COPY_KERNEL, progress=progress, profile=profile,
-            select_blocks=MULTI_SELECT_BLOCKS or _in_context(
-                ctxs[0], lambda: drv.Context.get_device().get_attribute(
-                    drv.device_attribute.MULTIPROCESSOR_COUNT)))
+            select_blocks=MULTI_SELECT_BLOCKS or sms[0])
     except _scheduler.CudaError as exc:
         sticky = False
         for ctx in ctxs:

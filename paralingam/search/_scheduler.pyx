@@ -744,12 +744,26 @@ cdef enum:  # indices into MULTI_PHASES (PHASES: the first four)
 
 cdef int mark_phase(bint profile, cnp.uintp_t *ev, signed char *ph, int *n_events,
                     int max_events, signed char phase) except -1 nogil:
-    """Profiling: record the next CUDA event, where ``phase`` begins (else nothing)."""
+    """Profiling: record the next CUDA event (created in the current context at
+    its first use; ``ev`` starts zeroed), where ``phase`` begins (else nothing)."""
+    cdef CUevent e
     if profile and n_events[0] < max_events:
+        if ev[n_events[0]] == 0:
+            check(drv.event_create(&e, 0), b"cuEventCreate")
+            ev[n_events[0]] = <cnp.uintp_t>e
         ph[n_events[0]] = phase
         check(drv.event_record(<CUevent>ev[n_events[0]], NULL), b"cuEventRecord")
         n_events[0] += 1
     return 0
+
+
+cdef void destroy_events(cnp.uintp_t *ev, size_t count) noexcept nogil:
+    """Profiling: destroy the events :func:`mark_phase` created among ``ev[:count]``
+    (their context current)."""
+    cdef size_t k
+    for k in range(count):
+        if ev[k] != 0:
+            drv.event_destroy(<CUevent>ev[k])
 
 
 cdef tuple phase_times(cnp.uintp_t[::1] ev, signed char[::1] ph, int n_events,
@@ -855,16 +869,11 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     phase_of = np.zeros(max(max_events, 1), dtype=np.int8)
     cdef cnp.uintp_t[::1] ev = events
     cdef signed char[::1] ph = phase_of
-    cdef CUevent e
     cdef CUresult rc_end
     cdef double next_report = 0.0
     gpu_rounds = None
     global inflight_len
     inflight_len = 0
-    if profile:
-        for k in range(max_events):
-            check(drv.event_create(&e, 0), b"cuEventCreate")
-            ev[k] = <cnp.uintp_t>e
 
     memset(st, 0, sizeof(PlStatus))
     try:
@@ -970,8 +979,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
         raise
     finally:
         if profile:
-            for k in range(max_events):
-                drv.event_destroy(<CUevent>ev[k])
+            destroy_events(&ev[0], max_events)
     stats = final_status(st, state, rounds, all_pairs_of)
     stats["gpu_time"] = gpu_time if profile else None
     stats["gpu_rounds"] = gpu_rounds if profile else None
@@ -1103,18 +1111,9 @@ cdef struct Marks:
 
 
 cdef int mark(Marks *mk, int d, signed char phase) except -1 nogil:
-    """Profiling: device ``d``'s next event (its context current; created
-    at its first use), where ``phase`` begins on its stream (else nothing)."""
-    cdef CUevent e
-    cdef size_t k
-    if mk.on and mk.n[d] < mk.max_events:
-        k = <size_t>d * mk.max_events + mk.n[d]
-        if mk.ev[k] == 0:
-            check(drv.event_create(&e, 0), b"cuEventCreate")
-            mk.ev[k] = <cnp.uintp_t>e
-        mark_phase(True, &mk.ev[d * mk.max_events], &mk.ph[d * mk.max_events], &mk.n[d],
-                   mk.max_events, phase)
-    return 0
+    """Profiling: :func:`mark_phase` on device ``d``'s events (its context current)."""
+    return mark_phase(mk.on, &mk.ev[<size_t>d * mk.max_events], &mk.ph[<size_t>d * mk.max_events],
+                      &mk.n[d], mk.max_events, phase)
 
 
 cdef CUresult sync_all(int n_dev, CUcontext *ctx) noexcept nogil:
@@ -1559,9 +1558,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
         if profile:
             for d in range(n_dev):
                 drv.ctx_set_current(ctx[d])
-                for k in range(mk.max_events):
-                    if mk.ev[d * mk.max_events + k] != 0:
-                        drv.event_destroy(<CUevent>mk.ev[d * mk.max_events + k])
+                destroy_events(&mk.ev[<size_t>d * mk.max_events], mk.max_events)
         for d in range(n_dev):
             if ev_worker[d] != NULL:
                 drv.ctx_set_current(ctx[d])
