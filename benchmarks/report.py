@@ -349,15 +349,19 @@ def multi_gpu(out):
                  f"options, alternated on the same data in one run ({len(d['gpus'])} GPUs; "
                  "speed-up over the one-GPU search of the same run):\n\n"
                  + _options_table(opt) + "\n" + _source(name, opt, "options_ab"))
-    large_name = "bench_multi_gpu_h200x2.json"  # sizes timed on several GPUs only
-    large = _load(large_name)["multi_only"]
-    large_rows = [[f"p={r['p']}, n={r['n']}", len(r["devices"]), _ms(r["search_s"]),
-                   f"{r['iterations']}", f"{r['compared']:.3g}", f"{r['float64_redo']}"]
-                  for r in large["rows"]]
+    # sizes timed on several GPUs only: this file's run on the H100s, then the
+    # earlier one on two H200s (before the claim-batch rule and the spread selection)
+    large_name = "bench_multi_gpu_h200x2.json"
+    runs = [(name, d["multi_only"]), (large_name, _load(large_name)["multi_only"])]
+    large_rows = [[f"p={r['p']}, n={r['n']}", f"{len(r['devices'])} x {sec['provenance']['machine']}",
+                   sec["provenance"]["commit"], _ms(r["search_s"]), f"{r['iterations']}",
+                   f"{r['compared']:.3g}", f"{r['float64_redo']}"]
+                  for _, sec in runs for r in sec["rows"]]
     text += ("\nSizes timed on several GPUs only (one search, no "
-             "one-GPU run):\n\n" + _table(["case", "GPUs", "search", "iterations",
+             "one-GPU run):\n\n" + _table(["case", "GPUs", "commit", "search", "iterations",
                                            "pairs compared", "float64 re-decisions"], large_rows))
-    (out / "multi_gpu.rst").write_text(text + "\n" + _source(large_name, large))
+    text += "".join("\n" + _source(n, sec, "multi_only") for n, sec in runs)
+    (out / "multi_gpu.rst").write_text(text)
     own = _load(large_name)["ownership_ab"]  # (the pair-ownership experiment, aa49d8c)
     (out / "ownership_ab.rst").write_text(_options_table(own, {"default": "pair ownership",
                                                                "shared": "shared claims"})
