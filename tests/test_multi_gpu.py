@@ -259,11 +259,17 @@ def test_multi_gpu_profiled_search_gives_the_same_order_and_each_devices_phases(
     for d, phases in enumerate(by_device):
         assert set(phases) == set(_scheduler.MULTI_PHASES)
         assert all(t >= 0 for t in phases.values())
-        # (the other devices' setup, their "prepare", is absent in all-pairs rounds)
-        busy = ("rounds", "update") + (("prepare", "select", "copy") if d == 0 else ("wait",))
+        # (the other devices' setup, their "prepare", is absent in all-pairs
+        # rounds, and an all-pairs round has no more blocks than its pairs
+        # need, filling device 0's grid first: on more than two GPUs the last
+        # ones may get none at p=100)
+        busy = ("update",) + (("prepare", "select", "copy") if d == 0 else ("wait",))
+        if d == 0 or round_kind == "threshold":
+            busy += ("rounds",)
         assert all(phases[name] > 0 for name in busy), (d, phases)
         # the events span the search on each device, and no more
         assert 0.3 * times["search"] < sum(phases.values()) <= times["search"], (d, phases)
+    assert by_device[1]["rounds"] > 0  # (the rounds were spread)
     assert by_device[0]["redo"] > 0 if any(per_it["float64_redo"]) else True
     assert {f"gpu_{name}": t for name, t in by_device[0].items()} == {
         k: v for k, v in times.items() if k.startswith("gpu_")}
