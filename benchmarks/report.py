@@ -317,10 +317,8 @@ def _pipeline_rows(d):
                    "largest of fit's other phases / search", "DirectLiNGAM().fit", "commit"], rows)
 
 
-def multi_gpu(out):
-    """One search over several GPUs against one GPU (bench_multi_gpu.py)."""
-    name = "bench_multi_gpu_h100x2.json"
-    d = _load(name)
+def _split_table(name, d):
+    """bench_multi_gpu.py's split table: one GPU against several, with the Amdahl bounds."""
     rows = []
     for r in d["rows"]:
         for m in r["multi_gpu"]:
@@ -330,9 +328,19 @@ def multi_gpu(out):
                          f"{ph['bound_rounds_redo']:.2f}x",
                          f"{100 * ph['rounds_s'] / ph['profiled_search_s']:.0f}%",
                          "yes" if r["same_order"] else "NO"])
-    text = _table(["case", "1 GPU", f"{len(d['gpus'])} GPUs", "speed-up",
+    return _table(["case", "1 GPU", f"{len(d['gpus'])} GPUs", "speed-up",
                    "bound (rounds spread)", "bound (rounds + re-decisions)",
                    "rounds / search (1 GPU)", "same order"], rows) + "\n" + _source(name, d)
+
+
+def multi_gpu(out):
+    """One search over several GPUs against one GPU (bench_multi_gpu.py)."""
+    name = "bench_multi_gpu_h100x2.json"
+    d = _load(name)
+    four_name = "bench_multi_gpu_h100x4.json"
+    four = _load(four_name)
+    text = (_split_table(name, d) + f"\nThe same on {len(four['gpus'])} GPUs:\n\n"
+            + _split_table(four_name, four))
     ab = d.get("kernels_ab")  # (the last change to the multi-GPU kernels, against those it replaced)
     if ab:
         ab_rows = [[f"p={r['p']}, n={r['n']}", _ms(r["baseline_s"]), _ms(r["this_tree_s"]),
@@ -349,11 +357,12 @@ def multi_gpu(out):
                  f"options, alternated on the same data in one run ({len(d['gpus'])} GPUs; "
                  "speed-up over the one-GPU search of the same run):\n\n"
                  + _options_table(opt) + "\n" + _source(name, opt, "options_ab"))
-    # sizes timed on several GPUs only: this file's run on the H100s, then the
-    # earlier one on two H200s (before the claim-batch rule and the spread selection)
+    # sizes timed on several GPUs only: the runs on two and four H100s, then
+    # the earlier one on two H200s (before the claim-batch rule and the spread selection)
     large_name = "bench_multi_gpu_h200x2.json"
-    runs = [(name, d["multi_only"]), (large_name, _load(large_name)["multi_only"])]
-    large_rows = [[f"p={r['p']}, n={r['n']}", f"{len(r['devices'])} x {sec['provenance']['machine']}",
+    runs = [(name, d["multi_only"]), (four_name, four["multi_only"]),
+            (large_name, _load(large_name)["multi_only"])]
+    large_rows = [[f"p={r['p']}, n={r['n']}", f"{len(r['devices'])} ({sec['provenance']['machine']})",
                    sec["provenance"]["commit"], _ms(r["search_s"]), f"{r['iterations']}",
                    f"{r['compared']:.3g}", f"{r['float64_redo']}"]
                   for _, sec in runs for r in sec["rows"]]
