@@ -672,3 +672,43 @@ def test_a_labelled_prior_knowledge_frame_is_matched_to_the_columns():
         paralingam.fit(X.to_numpy(), backend="cpu", prior_knowledge=pk)
     assert paralingam.fit(X.to_numpy(), backend="cpu", prior_knowledge=positional,
                           feature_names=None).causal_order == res
+
+
+def test_the_estimators_match_a_labelled_prior_knowledge_frame_as_fit_does():
+    # DirectLiNGAM (fit and bootstrap) and MultiGroupDirectLiNGAM read a
+    # labelled DataFrame by label too: a reordered copy is the same knowledge
+    # (it was read by position there, silently inverting the rule), and
+    # unknown labels are the same error as fit's
+    pd = pytest.importorskip("pandas")
+    rng = np.random.RandomState(0)
+    X = rng.uniform(-1, 1, (500, 3))
+    X[:, 1] += X[:, 0]
+    X[:, 2] += X[:, 1]
+    df = pd.DataFrame(X, columns=list("abc"))
+    pk = pd.DataFrame(-1, index=list("cba"), columns=list("cba"))
+    pk.loc["a", "c"] = 1  # c before a
+    expected = paralingam.fit(df, backend="cpu", prior_knowledge=pk).causal_order
+    assert expected.index(2) < expected.index(0)
+    model = paralingam.DirectLiNGAM(prior_knowledge=pk, backend="cpu").fit(df)
+    assert list(model.causal_order_) == list(expected)
+    aligned = pk.loc[list("abc"), list("abc")].to_numpy()
+    by_position = paralingam.DirectLiNGAM(prior_knowledge=aligned, backend="cpu", random_state=1)
+    labelled = paralingam.DirectLiNGAM(prior_knowledge=pk, backend="cpu", random_state=1)
+    np.testing.assert_array_equal(labelled.bootstrap(df, 3, progress=False).adjacency_matrices_,
+                                  by_position.bootstrap(df, 3, progress=False).adjacency_matrices_)
+    unknown = pd.DataFrame(-1, index=list("xyz"), columns=list("xyz"))
+    for call in (lambda: paralingam.DirectLiNGAM(prior_knowledge=unknown, backend="cpu").fit(df),
+                 lambda: paralingam.DirectLiNGAM(prior_knowledge=unknown, backend="cpu").bootstrap(
+                     df, 2, progress=False),
+                 lambda: paralingam.MultiGroupDirectLiNGAM(prior_knowledge=unknown,
+                                                           backend="cpu").fit([df, df])):
+        with pytest.raises(ValueError, match="rows must be the data's column names"):
+            call()
+    with pytest.raises(ValueError, match="data have no column names"):
+        paralingam.DirectLiNGAM(prior_knowledge=pk, backend="cpu").fit(X)
+    groups = [df, pd.DataFrame(X[::-1] * 2, columns=list("abc"))]
+    multi = paralingam.MultiGroupDirectLiNGAM(prior_knowledge=pk, backend="cpu").fit(groups)
+    multi_positional = paralingam.MultiGroupDirectLiNGAM(prior_knowledge=aligned,
+                                                         backend="cpu").fit(groups)
+    assert multi.causal_order_ == multi_positional.causal_order_
+    assert multi.causal_order_.index(2) < multi.causal_order_.index(0)

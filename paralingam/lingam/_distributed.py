@@ -266,7 +266,7 @@ def bootstrap_directlingam(model, data, names, n_sampling, settings, client, rep
         Column names, for error messages.
     n_sampling : int
     settings : dict
-        ``model._checked_settings(n_features)``; its backend is resolved on
+        ``model._checked_settings(n_features, names)``; its backend is resolved on
         each worker ("auto": the worker's GPU where it has one).
     client : distributed.Client
     reporter : object

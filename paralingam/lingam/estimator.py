@@ -68,7 +68,8 @@ class DirectLiNGAM(BaseEstimator):
     prior_knowledge : array-like, shape (n_features, n_features), optional
         lingam's prior-knowledge matrix: ``prior_knowledge[i, j]`` is ``0``
         when ``x_j`` has no directed path to ``x_i``, ``1`` when it has one,
-        ``-1`` when unknown.
+        ``-1`` when unknown. A DataFrame labelled with the data's column
+        names is matched by label, as in :func:`paralingam.fit`.
     apply_prior_knowledge_softly : bool
         Apply the prior knowledge softly (lingam's option).
     measure : {"pwling"}
@@ -158,7 +159,7 @@ class DirectLiNGAM(BaseEstimator):
         self : DirectLiNGAM
         """
         data, names, absmax = _as_data_matrix(X)  # the one check of the data on this path
-        settings = self._checked_settings(data.shape[1])
+        settings = self._checked_settings(data.shape[1], names)
         order, B, stats = self._fit_data(data, settings, settings["backend"], absmax)
         self.n_features_in_ = data.shape[1]
         columns = list(getattr(X, "columns", []))
@@ -185,8 +186,10 @@ class DirectLiNGAM(BaseEstimator):
             return [str(v) for v in names]
         return [f"x{i}" for i in range(self.n_features_in_)]
 
-    def _checked_settings(self, n_features):
-        """Validate the parameters for data with ``n_features`` columns."""
+    def _checked_settings(self, n_features, names=None):
+        """Validate the parameters for data with ``n_features`` columns named
+        ``names`` (or None): a labelled prior-knowledge DataFrame is matched to
+        them by label, as :func:`paralingam.fit` matches it."""
         if self.measure not in MEASURES:
             hint = (f"; lingam's {self.measure!r} measure is not implemented in paralingam, "
                     "use lingam.DirectLiNGAM for it") if self.measure in _LINGAM_ONLY_MEASURES else ""
@@ -220,7 +223,7 @@ class DirectLiNGAM(BaseEstimator):
                              f"{sorted(unknown, key=repr)}")
         pk = None
         if self.prior_knowledge is not None:  # validated once, by paralingam.prior
-            pk = PriorKnowledge(self.prior_knowledge, n_features,
+            pk = PriorKnowledge(_api._aligned_prior(self.prior_knowledge, names), n_features,
                                 soft=bool(self.apply_prior_knowledge_softly)).matrix
         if self.devices is not None:
             if options.get("devices") is not None:
@@ -397,7 +400,7 @@ class DirectLiNGAM(BaseEstimator):
         check_progress(progress)
         data, names = as_data_matrix(X)
         p = data.shape[1]
-        settings = self._checked_settings(p)
+        settings = self._checked_settings(p, names)
         if client is not None:
             from ._distributed import bootstrap_directlingam
 

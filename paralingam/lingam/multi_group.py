@@ -198,7 +198,9 @@ class MultiGroupDirectLiNGAM:
         Seeds the resamples of :meth:`bootstrap`; ``None`` draws from numpy's
         global random state as lingam does.
     prior_knowledge : array-like, shape (n_features, n_features), optional
-        lingam's prior-knowledge matrix, shared by the groups.
+        lingam's prior-knowledge matrix, shared by the groups. A DataFrame
+        labelled with the groups' column names (those of the first group
+        given as a DataFrame) is matched by label, as in :func:`paralingam.fit`.
     apply_prior_knowledge_softly : bool
     backend : {"auto", "cpu", "cuda"}
         Where the adaptive lasso of the adjacency step runs (from
@@ -235,20 +237,29 @@ class MultiGroupDirectLiNGAM:
 
     # ------------------------------------------------------------------
 
-    def _check_X_list(self, X_list):
+    def _check_X_list(self, X_list, with_names=False):
+        """The groups as checked float64 arrays (and, ``with_names``, the
+        column names of the first group given as a DataFrame, or None)."""
         if not isinstance(X_list, list):
             raise ValueError(f"X_list must be a list of data sets; got {type(X_list).__name__}")
         if len(X_list) < 2:
             raise ValueError("X_list must be a list containing at least two items")
-        out = [as_data_matrix(X)[0] for X in X_list]
+        checked = [as_data_matrix(X) for X in X_list]
+        out = [X for X, _ in checked]
         p = out[0].shape[1]
         bad = [g for g, X in enumerate(out) if X.shape[1] != p]
         if bad:
             raise ValueError(f"X_list must be a list with the same number of features: group 0 has "
                              f"{p}, groups {bad} have {[out[g].shape[1] for g in bad]}")
+        if with_names:
+            return out, next((names for _, names in checked if names is not None), None)
         return out
 
-    def _settings(self, p):
+    def _settings(self, p, names=None):
+        """The checked prior knowledge (a labelled DataFrame matched to the
+        groups' column ``names`` by label, as in :func:`paralingam.fit`) and
+        coefficient threshold."""
+        from .. import _api
         from ..search import _backends
         from ..adjacency import ADJACENCY_METHODS
 
@@ -260,7 +271,7 @@ class MultiGroupDirectLiNGAM:
             check_int("n_threads", self.n_threads, high=MAX_THREADS)
         pk = None
         if self.prior_knowledge is not None:
-            pk = PriorKnowledge(self.prior_knowledge, p,
+            pk = PriorKnowledge(_api._aligned_prior(self.prior_knowledge, names), p,
                                 soft=bool(self.apply_prior_knowledge_softly)).matrix
         return pk, check_coef_threshold(self.coef_threshold)
 
@@ -296,8 +307,8 @@ class MultiGroupDirectLiNGAM:
         -------
         self : MultiGroupDirectLiNGAM
         """
-        data = self._check_X_list(X_list)
-        pk, coef_threshold = self._settings(data[0].shape[1])
+        data, names = self._check_X_list(X_list, with_names=True)
+        pk, coef_threshold = self._settings(data[0].shape[1], names)
         order, matrices = self._fit_groups(data, pk, coef_threshold,
                                            self._adjacency_backend(self.backend))
         self.n_features_in_ = data[0].shape[1]
@@ -339,13 +350,13 @@ class MultiGroupDirectLiNGAM:
         from .._progress import check_progress
         from .estimator import _bootstrap_progress
 
-        data = self._check_X_list(X_list)
+        data, names = self._check_X_list(X_list, with_names=True)
         if isinstance(n_sampling, bool) or not isinstance(n_sampling, (numbers.Integral, np.integer)) \
                 or n_sampling <= 0:
             raise ValueError(f"n_sampling must be an integer greater than 0; got {n_sampling!r}")
         check_progress(progress)
         p = data[0].shape[1]
-        pk, coef_threshold = self._settings(p)
+        pk, coef_threshold = self._settings(p, names)
         rng = check_random_state(self.random_state)
         G = len(data)
         if client is not None:
