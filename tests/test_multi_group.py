@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -326,3 +327,23 @@ def test_ctrl_c_interrupts_the_compiled_search():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("scale", [1e-170, 1e-300, 1e150])
+def test_a_group_on_a_tiny_or_huge_scale_gives_the_same_model(scale):
+    # The search regresses and standardises each group's columns scaled by
+    # powers of two, and the p-values test errors scaled the same way: on the
+    # data's own scale the variances of 1e-170 columns underflowed to zero,
+    # the order fell back to column order and the weights moved by 0.85
+    groups = [group_data(500, 31, p=5), group_data(400, 32, p=5)]
+    ref = MultiGroupDirectLiNGAM(backend="cpu").fit(groups)
+    ref_p = ref.get_error_independence_p_values(groups)
+    scaled = [groups[0] * scale] + groups[1:]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no divide-by-zero or overflow on the way)
+        model = MultiGroupDirectLiNGAM(backend="cpu").fit(scaled)
+        p_values = model.get_error_independence_p_values(scaled)
+    assert model.causal_order_ == ref.causal_order_
+    for B, B_ref in zip(model.adjacency_matrices_, ref.adjacency_matrices_):
+        np.testing.assert_allclose(B, B_ref, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(p_values, ref_p, rtol=0, atol=1e-9)

@@ -19,15 +19,14 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state, resample
 
-from .. import _api, _blas, _memory, _preparation
+from .. import _api, _blas, _memory
 from ..search import _backends
 from .._progress import Progress, check_progress
 from .._validation import _as_data_matrix, as_data_matrix, check_coef_threshold, default_threads
 from ..adjacency import ADJACENCY_METHODS
 from .bootstrap import (BOOTSTRAP_PHASES, BootstrapResult, fit_resample, regression_effect,
                         warn_if_order_reversed)
-from .hsic import independence_p_values
-from ..search.policy import EXPLAINED_TOL
+from .hsic import error_p_values
 from ..prior import PriorKnowledge
 
 MEASURES = ("pwling",)
@@ -343,17 +342,7 @@ class DirectLiNGAM(BaseEstimator):
         on the GPU when this estimator's ``backend`` resolves to CUDA.
         """
         data = self._checked_data(X)
-        # On columns scaled by powers of two, as fit scales them: the errors
-        # are then the errors scaled the same way (exactly), and neither the
-        # constant-error test nor the HSIC p-values depend on a column's
-        # scale; on the data's own scale the variances and kernel widths of
-        # tiny columns (|x| ~ 1e-170) underflow to zero.
-        exponents = _preparation.column_exponents(data)
-        data = np.ldexp(data, -exponents, out=data)
-        B = np.ldexp(self.adjacency_matrix_, exponents[None, :] - exponents[:, None])
-        E = data - data @ B.T
-        constant = E.var(axis=0) <= EXPLAINED_TOL * data.var(axis=0)
-        return independence_p_values(E, constant, backend=self.backend, progress=progress)
+        return error_p_values(data, self.adjacency_matrix_, backend=self.backend, progress=progress)
 
     # ------------------------------------------------------------------
     # bootstrap

@@ -229,6 +229,43 @@ def independence_p_values(E, constant=None, *, backend="cpu", progress=False,
     return P
 
 
+def error_p_values(X, B, *, backend="cpu", progress=False):
+    """p-values of HSIC tests between the errors ``E = X - X B^T`` of a fitted model.
+
+    The models' ``get_error_independence_p_values`` (lingam's test of the
+    errors). The errors are computed on columns scaled by powers of two, as
+    :func:`paralingam.fit` scales them: they are then the errors scaled the
+    same way (exactly), and neither the test nor its p-values depend on a
+    column's scale, whereas on the data's own scale the variances and
+    kernel widths of tiny columns (|x| ~ 1e-170) underflow to zero. The
+    error of a fully explained variable (variance at most
+    ``paralingam.search.policy.EXPLAINED_TOL`` times the variable's) is zero
+    up to rounding: it counts as constant (p-values 1).
+
+    Parameters
+    ----------
+    X : ndarray of float64, shape (n_samples, n_features)
+        The data (or a VAR's residuals); overwritten (scaled).
+    B : ndarray, shape (n_features, n_features)
+        The model's adjacency matrix on the data's scale.
+    backend, progress
+        As :func:`independence_p_values`.
+
+    Returns
+    -------
+    ndarray, shape (n_features, n_features)
+    """
+    from .._preparation import column_exponents
+    from ..search.policy import EXPLAINED_TOL
+
+    exponents = column_exponents(X)
+    X = np.ldexp(X, -exponents, out=X)
+    B = np.ldexp(B, exponents[None, :] - exponents[:, None])
+    E = X - X @ B.T
+    constant = E.var(axis=0) <= EXPLAINED_TOL * X.var(axis=0)
+    return independence_p_values(E, constant, backend=backend, progress=progress)
+
+
 # ----------------------------------------------------------------------
 # the sums, tile by tile on the CPU
 # ----------------------------------------------------------------------

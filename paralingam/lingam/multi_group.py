@@ -21,6 +21,7 @@ import numbers
 
 import numpy as np
 
+from .. import _preparation
 from .._validation import MAX_THREADS, as_data_matrix, check_coef_threshold, check_int
 from .bootstrap import BootstrapResult, regression_effect, total_effects, warn_if_order_reversed
 from ..search.policy import COLLINEAR_TOL
@@ -155,7 +156,12 @@ def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge
     prior = None
     if prior_knowledge is not None:
         prior = PriorKnowledge(prior_knowledge, p, soft=apply_prior_knowledge_softly)
-    data = [np.array(X, dtype=np.float64, copy=True) for X in X_list]
+    # Each group's columns scaled by powers of two (exact: the residuals are
+    # those of the data scaled the same way, and the standardised statistics
+    # the same bits), so that the variances of tiny columns (|x| ~ 1e-170)
+    # cannot underflow, as in paralingam.fit's search.
+    data = [_preparation.scale_columns(np.array(X, dtype=np.float64, copy=True),
+                                       _preparation.column_exponents(X)) for X in X_list]
     total = sum(len(X) for X in data)
     weights = [len(X) / total for X in data]
     remaining = list(range(p))
@@ -427,12 +433,11 @@ class MultiGroupDirectLiNGAM:
         -------
         ndarray, shape (n_groups, n_features, n_features)
         """
-        from .hsic import independence_p_values
+        from .hsic import error_p_values
 
         self._check_fitted()
         data = self._check_X_list(X_list)
-        return np.array([independence_p_values(np.ascontiguousarray(X - X @ am.T))
-                         for X, am in zip(data, self.adjacency_matrices_)])
+        return np.array([error_p_values(X, am) for X, am in zip(data, self.adjacency_matrices_)])
 
     def _check_fitted(self):
         if not hasattr(self, "causal_order_"):
