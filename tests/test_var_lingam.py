@@ -173,3 +173,44 @@ def test_cuda_backend_matches_lingam():
     np.random.seed(2)
     ro = VARLiNGAM(lags=2, backend="cuda").bootstrap(X, 3)
     np.testing.assert_allclose(ro.adjacency_matrices_, np.array(rt.adjacency_matrices_), atol=1e-8)
+
+
+def test_no_criterion_fits_short_series_whose_residual_covariance_is_singular():
+    # 13 samples, 2 lags of 4 variables: 11 residual rows against 8 lagged
+    # predictors leave the residuals' covariance singular. The criteria need
+    # its Cholesky factor, but without a criterion (and in every bootstrap
+    # resample, which fixes the lags) they are not computed: this raised
+    # scipy's LinAlgError, where lingam fits
+    X = np.random.default_rng(0).uniform(-1, 1, (13, 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the degenerate residuals' DegenerateDataWarning)
+        model = VARLiNGAM(lags=2, criterion=None, prune=False).fit(X)
+        result = VARLiNGAM(lags=2, criterion=None, prune=False, random_state=0).bootstrap(
+            X, 2, progress=False)
+    assert sorted(model.causal_order_) == [0, 1, 2, 3]
+    assert np.isfinite(model.adjacency_matrices_).all()
+    assert np.isfinite(result.adjacency_matrices_).all()
+    assert fit_var(X, 2, criteria=False)[2] is None
+    assert np.isnan(fit_var(X, 2)[2]["bic"])  # (singular: no number, not an exception)
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e150])
+def test_a_tiny_or_huge_series_gives_the_same_model(scale):
+    # The criteria's log-determinant is taken on residual columns scaled by
+    # powers of two where the data's own scale underflows (the Cholesky of a
+    # 1e-400 covariance failed with LinAlgError); the p-values test errors
+    # scaled the same way
+    X = var_data(500, 4, 2, 5)
+    ref = VARLiNGAM(lags=2).fit(X)
+    model = VARLiNGAM(lags=2).fit(X * scale)
+    assert model.causal_order_ == ref.causal_order_
+    np.testing.assert_allclose(model.adjacency_matrices_, ref.adjacency_matrices_,
+                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(model.get_error_independence_p_values(),
+                               ref.get_error_independence_p_values(), rtol=0, atol=1e-9)
+    for lag in (1, 2):
+        expected = fit_var(X, lag)[2]
+        got = fit_var(X * scale, lag)[2]
+        for name, value in expected.items():  # (the log-determinant moves by log(scale**(2k)))
+            if name != "fpe":
+                assert got[name] == pytest.approx(value + 2 * 4 * np.log(scale), rel=1e-12)

@@ -44,7 +44,7 @@ def _var_design(X, lags):
     return np.hstack([X[lags - tau:T - tau] for tau in range(1, lags + 1)])
 
 
-def fit_var(X, lags):
+def fit_var(X, lags, *, criteria=True):
     """Least-squares VAR(``lags``) without trend, as statsmodels fits it.
 
     Parameters
@@ -52,6 +52,8 @@ def fit_var(X, lags):
     X : ndarray, shape (n_samples, n_features)
     lags : int
         Number of lags, >= 1.
+    criteria : bool
+        Compute the information criteria (else the third value is None).
 
     Returns
     -------
@@ -59,10 +61,10 @@ def fit_var(X, lags):
         ``coefs[tau - 1]`` the matrix ``M_tau`` of ``x_t = sum_tau M_tau x_{t-tau} + e_t``.
     resid : ndarray, shape (n_samples - lags, n_features)
         The residuals ``e_t`` for ``t = lags .. n_samples - 1``.
-    criteria : dict
+    criteria : dict or None
         statsmodels' ``VARResults.info_criteria``: ``aic``, ``bic``, ``hqic``
         and ``fpe`` (Lutkepohl's definitions, on ``n_samples - lags``
-        observations).
+        observations); NaN where the residuals' covariance is singular.
     """
     T, k = X.shape
     z = _var_design(X, lags)
@@ -71,27 +73,52 @@ def fit_var(X, lags):
     params = np.linalg.lstsq(z, y, rcond=1e-15)[0]
     resid = y - z @ params
     coefs = params.reshape((lags, k, k)).swapaxes(1, 2).copy()
+    if not criteria:
+        return coefs, resid, None
 
     nobs = T - lags
     df_model = k * lags
     df_resid = nobs - df_model
     free_params = lags * k * k
-    if df_resid:
-        from scipy.linalg import cho_factor
-
-        sse = resid.T @ resid
-        sigma_u_mle = (sse / df_resid) * df_resid / nobs
-        c, _ = cho_factor(sigma_u_mle, lower=True)
-        ld = 2 * np.sum(np.log(c.diagonal()))
-    else:
-        ld = -np.inf
-    criteria = {
+    ld = _log_det_mle_cov(resid, df_resid, nobs) if df_resid else -np.inf
+    with np.errstate(over="ignore"):  # (fpe of a huge series: inf, as statsmodels')
+        fpe = ((nobs + df_model) / df_resid) ** k * np.exp(ld) if df_resid else np.inf
+    return coefs, resid, {
         "aic": ld + (2.0 / nobs) * free_params,
         "bic": ld + (np.log(nobs) / nobs) * free_params,
         "hqic": ld + (2.0 * np.log(np.log(nobs)) / nobs) * free_params,
-        "fpe": ((nobs + df_model) / df_resid) ** k * np.exp(ld) if df_resid else np.inf,
+        "fpe": fpe,
     }
-    return coefs, resid, criteria
+
+
+def _log_det_mle_cov(resid, df_resid, nobs):
+    """``log det(resid^T resid / nobs)`` by Cholesky, as statsmodels computes it;
+    NaN where that matrix is not positive definite.
+
+    Where the Cholesky fails on the residuals' own scale, their columns are
+    scaled by powers of two first (exactly) and the scales added back to the
+    log: tiny series (|x| ~ 1e-200) have covariances that underflow to zero.
+    """
+    from scipy.linalg import LinAlgError, cho_factor
+
+    from .._preparation import column_exponents
+
+    exponents = np.zeros(resid.shape[1], dtype=int)
+    for attempt in range(2):
+        if attempt:  # (the data's own scale failed)
+            exponents = column_exponents(resid)
+            resid = np.ldexp(resid, -exponents)
+        with np.errstate(all="ignore"):
+            sse = resid.T @ resid
+            sigma = (sse / df_resid) * df_resid / nobs  # (statsmodels' sigma_u_mle, bit for bit)
+        if not np.isfinite(sigma).all():
+            continue
+        try:
+            c, _ = cho_factor(sigma, lower=True)
+        except LinAlgError:
+            continue
+        return 2 * np.sum(np.log(c.diagonal())) + 2 * np.log(2.0) * np.sum(exponents)
+    return np.nan
 
 
 def var_residuals(X, coefs):
@@ -267,7 +294,7 @@ class VARLiNGAM:
                 f"X has {X.shape[0]} samples: too few to fit a VAR with {max_lags} lags of "
                 f"{X.shape[1]} variables (more than lags * (n_features + 1) are needed)")
         if self._criterion not in CRITERIA:
-            coefs, resid, _ = fit_var(X, max_lags)
+            coefs, resid, _ = fit_var(X, max_lags, criteria=False)
             return coefs, max_lags, resid
         best = None
         min_value = float("inf")
@@ -389,18 +416,19 @@ class VARLiNGAM:
         """p-values of HSIC independence tests between the error variables.
 
         The errors are ``(I - B0)`` applied to the VAR residuals; each pair
-        gets lingam's ``hsic_test_gamma``.
+        gets lingam's ``hsic_test_gamma``
+        (:func:`paralingam.lingam.hsic.error_p_values`: on any scale, and
+        with p-values 1 for the error of a fully explained variable).
 
         Returns
         -------
         ndarray, shape (n_features, n_features)
         """
-        from .hsic import independence_p_values
+        from .hsic import error_p_values
 
         self._check_fitted()
-        B0 = self._adjacency_matrices[0]
-        E = (np.eye(B0.shape[0]) - B0) @ self._residuals.T
-        return independence_p_values(np.ascontiguousarray(E.T))
+        residuals = np.array(self._residuals, dtype=np.float64, order="C", copy=True)
+        return error_p_values(residuals, self._adjacency_matrices[0])
 
     # ------------------------------------------------------------------
     # bootstrap
