@@ -237,7 +237,7 @@ def error_p_values(X, B, *, backend="cpu", progress=False):
     :func:`paralingam.fit` scales them: they are then the errors scaled the
     same way (exactly), and neither the test nor its p-values depend on a
     column's scale, whereas on the data's own scale the variances and
-    kernel widths of tiny columns (|x| ~ 1e-170) underflow to zero. The
+    kernel widths of tiny columns (``|x| ~ 1e-170``) underflow to zero. The
     error of a fully explained variable (variance at most
     ``paralingam.search.policy.EXPLAINED_TOL`` times the variable's) is zero
     up to rounding: it counts as constant (p-values 1).
