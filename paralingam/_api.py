@@ -637,10 +637,12 @@ def _warn_explained(explained, names, unmet=()):
     import warnings
 
     label = (lambda i: str(i)) if names is None else (lambda i: f"{names[i]!r}")
-    pairs = ", ".join(f"{label(v)} (after {label(r)})" for v, r in explained.items())
+    pairs = _listed([f"{label(v)} (after {label(r)})" for v, r in explained.items()],
+                    "stats['explained']")
     broken = ""
     if unmet:
-        rules = ", ".join(f"{label(a)} before {label(b)}" for a, b in unmet)
+        rules = _listed([f"{label(a)} before {label(b)}" for a, b in unmet],
+                        "stats['prior_knowledge_unmet']")
         broken = (f" This breaks {len(unmet)} rule(s) of the prior knowledge: {rules} "
                   "(stats['prior_knowledge_unmet']).")
     warnings.warn(
@@ -650,6 +652,14 @@ def _warn_explained(explained, names, unmet=()):
         DegenerateDataWarning,
         stacklevel=user_stacklevel(),
     )
+
+
+def _listed(items, where, limit=20):
+    """``items`` joined by commas, the first ``limit`` of them and a count of the
+    rest (a warning over thousands of variables stays readable; ``where`` has all)."""
+    if len(items) <= limit:
+        return ", ".join(items)
+    return ", ".join(items[:limit]) + f", ... and {len(items) - limit} more ({where})"
 
 
 class DegenerateDataWarning(UserWarning):

@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,7 @@ BINARY_SUFFIXES = (".npz", ".gz", ".bz2", ".xz", ".zip", ".xlsx", ".xls", ".parq
 # read on the command line.
 CLI_SPELLINGS = {
     "on_collinear='warn'": "--on-collinear warn",
+    "adjacency='ols'": "--adjacency ols",
     "for a single variable use X.reshape(-1, 1)":
         "for a single variable save an array of shape (n_samples, 1)",
 }
@@ -158,9 +160,15 @@ def read_table(path, *, delimiter=None, header=None, square=False):
     if suffix == ".npy":
         try:
             X = np.load(path, allow_pickle=False)
-        except ValueError as exc:  # object arrays, damaged files
-            raise ValueError(f"{path}: cannot read this .npy file as a numeric array ({exc})") \
+        except (ValueError, EOFError, OSError) as exc:  # object arrays, damaged files
+            why = ("it holds Python objects, or is not a .npy file" if "allow_pickle" in str(exc)
+                   else str(exc) or type(exc).__name__)
+            raise ValueError(f"{path}: cannot read this .npy file as a numeric array ({why})") \
                 from None
+        if X.dtype.names is not None:
+            raise ValueError(f"{path}: a structured array (fields {', '.join(X.dtype.names[:5])}"
+                             f"{', ...' if len(X.dtype.names) > 5 else ''}); save a plain 2-D "
+                             "numeric array (n_samples, n_features)")
         return Table(X, None, [])
     if suffix in BINARY_SUFFIXES:
         raise ValueError(f"{path}: {suffix} files are not read; give a text table "
@@ -173,6 +181,13 @@ def read_table(path, *, delimiter=None, header=None, square=False):
     names = None
     if is_header:
         names = [name.strip() for name in rows[0]]
+        if names and names[0].startswith("#"):
+            # np.savetxt(header=...) writes "# a,b,c" (its comment mark)
+            names[0] = names[0][1:].strip()
+            if not names[0] and len(rows) > 1 and len(names) == len(rows[1]) + 1:
+                names = names[1:]  # ("# a b c", blank-separated: the mark is a field)
+            notes.append("the header's leading '#' (np.savetxt's comment mark) is not part "
+                         "of the first name")
         rows, lines = rows[1:], lines[1:]
         if not rows:
             raise ValueError(f"{path} has a header row but no data rows")
@@ -186,7 +201,9 @@ def read_table(path, *, delimiter=None, header=None, square=False):
     width = len(names) if names else len(rows[0])
     for lineno, row in zip(lines, rows):
         if len(row) != width:
-            raise ValueError(f"{path}: line {lineno} has {len(row)} fields, expected {width}")
+            hint = " (an unclosed quote?)" if any("\n" in f for f in row) else ""
+            raise ValueError(f"{path}: line {lineno} has {len(row)} fields, expected "
+                             f"{width}{hint}")
     X = _numbers(path, rows, lines, names)
     if X.shape[0] > 2:
         # pandas' to_csv() with a named index writes it as a named column
@@ -208,7 +225,7 @@ def _tokenized(path, delimiter):
         raise ValueError(f"{path}: not a UTF-8 text table; give a text table "
                          "(.csv, .tsv, .txt) or a .npy array") from None
     if delimiter is None:
-        sample = text[:65536]
+        sample = _sniff_sample(text)
         if not any(c in sample for c in ",;\t"):
             # blanks only (np.savetxt's default; fixed-width columns, whose
             # leading blanks vary from line to line and defeat the sniffer)
@@ -223,24 +240,49 @@ def _tokenized(path, delimiter):
         # ("%10.4f") pad with several blanks and start lines with them.
         lines, rows = [], []
         for lineno, line in enumerate(text.splitlines(), start=1):
-            fields = line.split()
+            try:
+                # quoted names with blanks ('"body mass"', R's write.table)
+                fields = shlex.split(line) if '"' in line else line.split()
+            except ValueError:
+                raise ValueError(f"{path}: line {lineno}: an unclosed quote") from None
             if fields:
                 lines.append(lineno)
                 rows.append(fields)
         return lines, rows
     reader = csv.reader(text.splitlines(keepends=True), delimiter=delimiter)
     lines, rows = [], []
+    start = 1  # (the line a record starts on: a quoted field can span lines)
     try:
         for row in reader:
             if row and not (len(row) == 1 and not row[0].strip()):  # blank lines
-                lines.append(reader.line_num)
+                lines.append(start)
                 rows.append(row)
+            start = reader.line_num + 1
     except csv.Error as exc:
         # a field over csv's size limit (131072 characters) is, in a table
         # of numbers, the rest of the file after an unclosed quote
         hint = " (an unclosed quote?)" if "field limit" in str(exc) else ""
-        raise ValueError(f"{path}: line {reader.line_num}: {exc}{hint}") from None
+        raise ValueError(f"{path}: line {start}: {exc}{hint}") from None
     return lines, rows
+
+
+def _sniff_sample(text, max_lines=10, max_chars=1 << 20):
+    """The first complete non-blank lines of ``text``, for the delimiter sniffer.
+
+    The sniffer fails on a sample that ends inside a line (a table of a few
+    hundred columns fills 64 KiB in a few lines), and then every tab- or
+    semicolon-separated line would be read as one field: whole lines only,
+    up to ``max_lines`` of them, or fewer once ``max_chars`` are taken.
+    """
+    taken, size = [], 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        taken.append(line)
+        size += len(line)
+        if len(taken) >= max_lines or size >= max_chars:
+            break
+    return "\n".join(taken)
 
 
 def _is_number(field):
@@ -325,8 +367,9 @@ def _numbers(path, rows, lines, names):
                 hint = (" (digit-group underscores are not read)" if "_" in f else
                         " (a decimal comma? write a decimal point)"
                         if _is_number(f.replace(",", ".", 1)) else "")
+                shown = f if len(f) <= 40 else f[:40] + "..."
                 what = "an empty field (a missing value?)" if not f.strip() else \
-                    f"{f!r} is not a number{hint}"
+                    f"{shown!r} is not a number{hint}"
                 raise ValueError(f"{path}: line {lineno}, column {col!r}: {what}")
     return np.array(rows, dtype=np.float64).reshape(len(rows), -1)  # pragma: no cover
 
@@ -341,12 +384,16 @@ def _checked_delimiter(delimiter):
     return delimiter
 
 
-def read_prior_knowledge(path, names, *, delimiter=None):
+def read_prior_knowledge(path, names, *, delimiter=None, n_features=None):
     """Read a prior-knowledge matrix; a header must repeat the data's column names.
 
-    Shape and values are checked by :func:`paralingam.fit`.
+    Its shape is checked against ``n_features`` where given (the message names
+    the file), its values by :func:`paralingam.fit`.
     """
     table = read_table(path, delimiter=delimiter, square=True)
+    if n_features is not None and table.X.shape != (n_features, n_features):
+        raise ValueError(f"{path}: prior knowledge of shape {table.X.shape}, but the data have "
+                         f"{n_features} columns: it must be ({n_features}, {n_features})")
     pk_names = table.names
     if names is None and pk_names is not None and \
             pk_names == [str(k) for k in range(len(pk_names))]:
@@ -387,8 +434,8 @@ class Output:
         if self.stdout:
             return
         path = self.path
-        if path.is_dir():
-            raise CLIError(f"{what} {path} is a folder; give a file name")
+        if path.is_dir() or spec.endswith(("/", os.sep)):
+            raise CLIError(f"{what} {spec} is a folder; give a file name")
         if path.exists() and not path.is_file():
             # a device or FIFO (/dev/null, /dev/stdout, a pipe): opened now and
             # probed with an empty write, which /dev/full already refuses
@@ -472,6 +519,10 @@ def _outputs(args, parser):
     for fmt in ("dot", "graphml") + GRAPHVIZ_FORMATS:
         specs[fmt] = getattr(args, fmt)
     specs = {k: v for k, v in specs.items() if v is not None}
+    options = {k: "--output" if k == "json" else f"--{k}" for k in specs}
+    for key, spec in specs.items():
+        if not spec.strip():
+            parser.error(f"{options[key]} is empty: give a file name, or '-' for standard output")
     to_stdout = [k for k, v in specs.items() if v == "-"]
     if len(to_stdout) > 1:
         parser.error(f"only one output can go to standard output ('-'); got "
@@ -493,6 +544,16 @@ def _outputs(args, parser):
                 parser.error(f"the output file {spec} is {what} {given}: writing the result "
                              "would overwrite it; give another "
                              + ("--output" if key == "json" else f"--{key}"))
+    # Two outputs onto one file: the second would replace the first.
+    seen = {}
+    for key, spec in specs.items():
+        if spec == "-":
+            continue
+        real = os.path.realpath(spec)
+        if real in seen:
+            parser.error(f"{options[seen[real]]} and {options[key]} name the same file {spec}: "
+                         "one would overwrite the other; give each output its own file")
+        seen[real] = key
     names = {"json": "the result file", "dot": "the DOT file", "graphml": "the GraphML file",
              "svg": "the SVG file", "png": "the PNG file"}
     outputs = {}
@@ -814,6 +875,15 @@ def _fit_groups(args, tables, prior):
             apply_prior_knowledge_softly=args.soft_prior, backend=args.backend,
             adjacency=args.adjacency, n_threads=args.threads)
 
+    # each group checked with its file's name and column names in the message
+    # (the model's own check of the list names neither)
+    from ._validation import as_data_matrix
+
+    for f, t in zip(files, tables):
+        try:
+            as_data_matrix(t.X, t.names)
+        except ValueError as exc:
+            raise ValueError(f"{f}: {exc}") from None
     data = [t.X for t in tables]
     fitted = model().fit(data)
     order = [int(i) for i in fitted.causal_order_]
@@ -851,6 +921,9 @@ def _model(args):
     model are refused here, before any work.
     """
     several = len(args.files) > 1
+    if args.devices is not None and args.backend == "cpu":
+        raise CLIError("--devices selects GPUs, but --backend is cpu: use --backend cuda "
+                       "(or auto), or leave out --devices")
     if args.lags is not None:
         if several:
             raise CLIError(f"--lags fits one time series; got {len(args.files)} data files "
@@ -902,6 +975,27 @@ def _positive_int(text):
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1; got {value}")
+    return value
+
+
+def _seed(text):
+    """``--seed``: a whole number in [0, 2**32 - 1] (numpy's RandomState seeds)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 2**32 - 1 = {2**32 - 1}; got {value}")
+    return value
+
+
+def _thread_count(text):
+    """``--threads``: 1 to paralingam's thread limit."""
+    from ._validation import MAX_THREADS
+
+    value = _positive_int(text)
+    if value > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_THREADS}; got {value}")
     return value
 
 
@@ -972,7 +1066,7 @@ def build_parser():
     model.add_argument("--bootstrap", type=_positive_int, metavar="N",
                        help="also fit N bootstrap resamples and report each edge's "
                             "probability (a table, and 'bootstrap' in the JSON)")
-    model.add_argument("--seed", type=int,
+    model.add_argument("--seed", type=_seed,
                        help="random seed of the bootstrap's resamples (default: unseeded)")
     ts = p.add_argument_group("time series (VARLiNGAM)")
     ts.add_argument("--lags", type=_positive_int, metavar="K",
@@ -988,7 +1082,7 @@ def build_parser():
     run = p.add_argument_group("run")
     run.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"),
                      help="where to search: auto (CUDA when usable, else CPU), cpu, cuda")
-    run.add_argument("--threads", type=_positive_int, metavar="N",
+    run.add_argument("--threads", type=_thread_count, metavar="N",
                      help="CPU threads (default: all cores, or OMP_NUM_THREADS)")
     run.add_argument("--devices", type=_devices, metavar="all|I,J,...",
                      help="GPUs of this host that share one search (CUDA backend): 'all' or "
@@ -1070,12 +1164,29 @@ def _run(argv):
     if not args.files:
         args.files = [str(EXAMPLE)]
     fit = _model(args)
+    _check_inputs(args)
     outputs = _outputs(args, parser)
     try:
         return _fit_and_write(args, fit, outputs)
     finally:
         for output in outputs.values():
             output.close()
+
+
+def _check_inputs(args):
+    """CLIError for an input path that names no file, before any output is made
+    (the default result's path is the data file's with another suffix)."""
+    given = [(f, "data file") for f in args.files]
+    if args.prior_knowledge is not None:
+        given.append((args.prior_knowledge, "prior-knowledge file"))
+    for spec, what in given:
+        if not spec.strip():
+            raise CLIError(f"an empty {what} name")
+        path = Path(spec)
+        if not path.exists():
+            raise CLIError(f"no such file: {spec}")
+        if path.is_dir():
+            raise CLIError(f"{spec} is a folder, not a {what}")
 
 
 def _fit_and_write(args, fit, outputs):
@@ -1116,8 +1227,10 @@ def _fit_and_write(args, fit, outputs):
             _check_groups(args.files, tables)
         prior = None
         if args.prior_knowledge:
+            X = tables[0].X
             prior = read_prior_knowledge(args.prior_knowledge, tables[0].names,
-                                         delimiter=args.delimiter)
+                                         delimiter=args.delimiter,
+                                         n_features=X.shape[1] if X.ndim == 2 else None)
         result, lines, graph = fit(args, tables, prior)
     except BrokenPipeError:
         raise

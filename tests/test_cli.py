@@ -88,7 +88,8 @@ def test_prior_knowledge_file_matches_the_reference(lingam_data, tmp_path, soft)
 
 @pytest.mark.parametrize("pk_text, message", [
     ("a,b,x\n-1,-1,-1\n-1,-1,-1\n-1,-1,-1\n", "header column 2 is 'x', but the data's column 2 is 'c'"),
-    ("-1,-1\n-1,-1\n", "prior_knowledge must be of shape (3, 3)"),
+    ("-1,-1\n-1,-1\n", "pk.csv: prior knowledge of shape (2, 2), but the data have 3 columns: "
+                       "it must be (3, 3)"),
     ("-1,2,-1\n-1,-1,-1\n-1,-1,-1\n", "invalid at [0, 1] = 2.0"),
 ])
 def test_bad_prior_knowledge_file_exits_2(lingam_data, tmp_path, capsys, pk_text, message):
@@ -976,7 +977,7 @@ def test_devices_with_the_cpu_backend_exit_2_naming_them(tmp_path, capsys, monke
     assert cli.main(["fit", "x.csv", "--no-header", "--backend", "cpu", "--devices", "0,1",
                      "-o", "-"]) == 2
     err = capsys.readouterr().err
-    assert "devices=[0, 1]" in err and "backend='cpu'" in err
+    assert "--devices selects GPUs, but --backend is cpu" in err
 
 
 def test_help_lists_the_modes(capsys):
@@ -1038,3 +1039,123 @@ def test_search_progress_on_a_terminal_and_not_under_quiet(lingam_data, tmp_path
     assert "search: 6/6 variables (100%)" in capsys.readouterr().err
     _fit_json(tmp_path, tmp_path / "x.npy", "--backend", "cpu", "--quiet")
     assert capsys.readouterr() == ("", "")
+
+
+# ----------------------------------------------------------------------
+# Found by a review of the command line (each failed before its fix)
+# ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("delimiter", ["\t", ";", ","])
+@pytest.mark.parametrize("header", [False, True])
+def test_wide_tables_are_split_by_their_own_delimiter(tmp_path, delimiter, header):
+    # 3000 columns fill the sniffer's old 64 KiB sample in under two lines;
+    # it failed on the cut line, fell back to a comma, and a tab or semicolon
+    # table was one field per line
+    X = np.random.default_rng(1).uniform(size=(12, 3000))
+    path = tmp_path / "wide.txt"
+    np.savetxt(path, X, delimiter=delimiter, comments="",
+               header=delimiter.join(f"g{i}" for i in range(3000)) if header else "")
+    table = cli.read_table(path)
+    np.testing.assert_array_equal(table.X, X)
+    assert table.names == ([f"g{i}" for i in range(3000)] if header else None)
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("/", "/ is a folder, not a data file"), (".", ". is a folder, not a data file"),
+    ("", "an empty data file name"), ("/no-such-folder/x.csv", "no such file: /no-such-folder/x.csv"),
+])
+def test_input_paths_that_name_no_file_exit_2(capsys, spec, message):
+    # ("/" and "" were tracebacks from the default result path; a file in a
+    # missing folder was reported as an unwritable result)
+    assert cli.main(["fit", spec]) == 2
+    assert capsys.readouterr().err.strip().endswith(message)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["-o", ""], "--output is empty"),
+    (["--dot", ""], "--dot is empty"),
+    (["-o", "same.json", "--dot", "same.json"], "--output and --dot name the same file"),
+    (["--dot", "g.txt", "--graphml", "./g.txt"], "--dot and --graphml name the same file"),
+    (["-o", "results/"], "results/ is a folder; give a file name"),
+    (["--bootstrap", "2", "--seed", "-1"], "argument --seed: must be from 0 to 2**32 - 1"),
+    (["--bootstrap", "2", "--seed", str(2**32)], "argument --seed: must be from 0 to 2**32 - 1"),
+    (["--threads", "100000"], "argument --threads: must be at most 1024"),
+])
+def test_output_and_option_mistakes_exit_2_before_any_work(tmp_path, capsys, monkeypatch,
+                                                           extra, message):
+    monkeypatch.chdir(tmp_path)
+    np.savetxt("x.csv", np.random.default_rng(0).laplace(size=(50, 3)), delimiter=",",
+               header="a,b,c", comments="")
+    try:  # (argparse's errors exit, paralingam's return the code)
+        code = cli.main(["fit", "x.csv", "--backend", "cpu"] + extra)
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "same.json").exists() and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("name, content, message", [
+    ("zero.npy", b"", "cannot read this .npy file as a numeric array (No data left in file)"),
+    ("fake.npy", b"1,2,3\n", "it holds Python objects, or is not a .npy file"),
+])
+def test_damaged_npy_files_exit_2(tmp_path, capsys, name, content, message):
+    (tmp_path / name).write_bytes(content)
+    assert cli.main(["fit", str(tmp_path / name)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_structured_npy_array_exits_2_naming_its_fields(tmp_path, capsys):
+    np.save(tmp_path / "s.npy", np.zeros(5, dtype=[("a", float), ("b", float)]))
+    assert cli.main(["fit", str(tmp_path / "s.npy")]) == 2
+    assert "a structured array (fields a, b); save a plain 2-D numeric array" in \
+        capsys.readouterr().err
+
+
+def test_a_bad_group_file_is_named(lingam_data, tmp_path, capsys):
+    X = lingam_data(3, 200, "sparse", 904)[0]
+    for name in ("g1.csv", "g2.csv"):
+        np.savetxt(tmp_path / name, X, delimiter=",", header="a,b,c", comments="")
+    bad = X.copy()
+    bad[5, 1] = np.nan
+    np.savetxt(tmp_path / "g3.csv", bad, delimiter=",", header="a,b,c", comments="")
+    files = [str(tmp_path / n) for n in ("g1.csv", "g2.csv", "g3.csv")]
+    assert cli.main(["fit", *files, "--backend", "cpu", "-o", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"{files[2]}: NaN, missing or infinite values" in err and "'b'" in err
+
+
+def test_an_unclosed_quote_is_reported_where_its_record_starts(tmp_path, capsys):
+    path = tmp_path / "q.csv"
+    path.write_text("a,b,c\n\"1,2,3\n" + "1,2,3\n" * 200)
+    assert cli.main(["fit", str(path)]) == 2
+    assert f"{path}: line 2 has 1 fields, expected 3 (an unclosed quote?)" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.parametrize("delimiter", [",", " "])
+def test_savetxt_header_comment_mark_is_not_part_of_a_name(tmp_path, delimiter):
+    X = np.random.default_rng(2).laplace(size=(20, 3))
+    np.savetxt(tmp_path / "x.txt", X, delimiter=delimiter, header=delimiter.join("abc"))
+    table = cli.read_table(tmp_path / "x.txt")
+    assert table.names == ["a", "b", "c"]
+    np.testing.assert_allclose(table.X, X, rtol=1e-15)
+
+
+def test_quoted_names_of_a_blank_separated_table(tmp_path):
+    # R's write.table: quoted names, one with a blank
+    (tmp_path / "r.txt").write_text('"body mass" "b" "c"\n1 2 3\n4 5 7\n2 2 1\n')
+    table = cli.read_table(tmp_path / "r.txt")
+    assert table.names == ["body mass", "b", "c"]
+    (tmp_path / "bad.txt").write_text('"body mass "b" "c"\n1 2 3\n')
+    with pytest.raises(ValueError, match="line 1: an unclosed quote"):
+        cli.read_table(tmp_path / "bad.txt")
+
+
+def test_a_long_list_of_explained_variables_is_cut_in_the_warning():
+    from paralingam import _api
+
+    text = _api._listed([str(i) for i in range(2951)], "stats['explained']")
+    assert text.startswith("0, 1, 2,") and text.endswith(", 19, ... and 2931 more "
+                                                         "(stats['explained'])")
+    assert _api._listed(["a", "b"], "x") == "a, b"
