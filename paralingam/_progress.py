@@ -138,7 +138,10 @@ class Progress:
         if self._bar is None:
             self._bar = self._make_bar()
         if self._bar:
-            self._bar.update(k)
+            try:
+                self._bar.update(k)
+            except (OSError, ValueError, AttributeError):  # stderr closed: progress is optional
+                self.enabled, self._bar = False, False
             return
         elapsed = time.perf_counter() - self._start
         if elapsed < self.delay:  # work done before the delay leaves no line (as tqdm's)
@@ -148,6 +151,9 @@ class Progress:
             self._write_line(elapsed)
 
     def _make_bar(self):
+        stream = sys.stderr
+        if stream is None or getattr(stream, "closed", False):
+            return False  # (pythonw, "2>&-": the plain line finds it unwritable and stops)
         try:
             from tqdm import tqdm
         except ImportError:
@@ -155,9 +161,12 @@ class Progress:
         kwargs = dict(total=self.total, desc=self.desc or None, unit=self.unit or "it",
                       initial=0, file=sys.stderr)
         try:
-            return tqdm(delay=self.delay, **kwargs)
-        except TypeError:  # tqdm < 4.60 has no delay
-            return tqdm(**kwargs)
+            try:
+                return tqdm(delay=self.delay, **kwargs)
+            except TypeError:  # tqdm < 4.60 has no delay
+                return tqdm(**kwargs)
+        except (OSError, ValueError, AttributeError):  # stderr unwritable: no bar
+            return False
 
     def _write_line(self, elapsed):
         done = min(self.n, self.total)
@@ -183,7 +192,10 @@ class Progress:
                 return
             self._closed = True
             if self._bar:
-                self._bar.close()
+                try:
+                    self._bar.close()
+                except (OSError, ValueError, AttributeError):
+                    pass
             elif self._written:
                 try:
                     sys.stderr.write("\n")

@@ -432,3 +432,51 @@ def test_waiting_for_the_adjacency_kernels_polls_from_short_sleeps(monkeypatch):
     first = _cuda_adjacency.FIRST_POLL
     assert sleeps == [min(first * 2 ** i, 1e-3) for i in range(8)]
     assert sleeps[0] < 1e-4 and sleeps[-1] == 1e-3
+
+
+class WritingTqdm(FakeTqdm):
+    """A bar that writes to its file as tqdm does (tqdm fails on a None or closed one)."""
+
+    def __init__(self, total, initial=0, file=None, **kwargs):
+        super().__init__(total, initial, **kwargs)
+        self.file = file
+        self.file.write("")
+
+    def update(self, k):
+        super().update(k)
+        self.file.write("\r")
+
+    def close(self):
+        super().close()
+        self.file.write("\n")
+
+
+@pytest.mark.parametrize("stderr", ["none", "closed"])
+@pytest.mark.parametrize("bar", ["tqdm", "plain"])
+def test_an_unwritable_stderr_leaves_the_work_alone(monkeypatch, stderr, bar):
+    # pythonw, "2>&-" or a service: sys.stderr None or closed. With tqdm
+    # installed progress=True raised (AttributeError, ValueError) from tqdm;
+    # progress is optional, the work goes on without it
+    import io
+
+    FakeTqdm.bars = []
+    monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=WritingTqdm)
+                        if bar == "tqdm" else None)
+    closed = io.StringIO()
+    closed.close()
+    monkeypatch.setattr(sys, "stderr", None if stderr == "none" else closed)
+    assert _count(5, progress=True).n == 5
+    X = make_lingam_data(5, 300, random_state=3)[0]
+    expected = paralingam.fit(X, backend="cpu", progress=False).causal_order
+    assert paralingam.fit(X, backend="cpu", progress=True).causal_order == expected
+
+
+def test_a_bar_whose_stream_fails_later_stops_drawing(monkeypatch):
+    class Failing(FakeTqdm):
+        def update(self, k):
+            raise ValueError("I/O operation on closed file")
+
+    FakeTqdm.bars = []
+    monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=Failing))
+    bar = _count(4, progress=True)
+    assert bar.n == 4 and not bar.enabled
