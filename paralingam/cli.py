@@ -753,6 +753,10 @@ def _fit_direct(args, tables, prior):
     times = {}
     t0 = time.perf_counter()
     X, names, absmax = _as_data_matrix(table.X, table.names)
+    if args.adjacency == "adaptive_lasso":  # (before a search whose result it could not use)
+        from .adjacency._adaptive_lasso import check_samples_before_search
+
+        check_samples_before_search(*X.shape, prior)
     settings = _api.check_settings(
         X.shape[1], names, backend=args.backend, prior_knowledge=prior,
         apply_prior_knowledge_softly=args.soft_prior, on_collinear=on_collinear,

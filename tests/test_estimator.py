@@ -378,3 +378,32 @@ def test_degenerate_data_warnings_point_at_the_callers_line(lingam_data):
         found = [w for w in record if issubclass(w.category, paralingam.DegenerateDataWarning)]
         assert found, what
         assert {w.filename for w in found} == {__file__}, (what, found[0].filename)
+
+
+@pytest.mark.parametrize("shape", [(20, 40), (8, 8)])
+def test_the_adaptive_lasso_refuses_too_few_samples_before_the_search(shape, monkeypatch,
+                                                                     tmp_path, capsys):
+    # Without prior knowledge the last variable of any order has p - 1
+    # predictors, and the lasso's BIC needs n > p: the search ran in full
+    # (32 s at p=4000, n=20) before the per-target check refused its result
+    from paralingam import _api, cli
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("searched")
+
+    monkeypatch.setattr(_api, "search", no_search)
+    X = np.random.default_rng(0).laplace(size=shape)
+    message = "needs more samples than predictors + 1"
+    with pytest.raises(ValueError, match=f"{re.escape(message)}.*use adjacency='ols'"):
+        paralingam.DirectLiNGAM(backend="cpu").fit(X)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        paralingam.DirectLiNGAM(backend="cpu").bootstrap(X, 2, progress=False)
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",")
+    assert cli.main(["fit", str(tmp_path / "x.csv"), "--no-header", "--backend", "cpu"]) == 2
+    assert "use --adjacency ols" in capsys.readouterr().err
+    # (prior knowledge can leave the last variable fewer predictors: the
+    # per-target check after the search decides there)
+    pk = -np.ones((shape[1], shape[1]))
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        paralingam.DirectLiNGAM(backend="cpu", prior_knowledge=pk).fit(X)

@@ -113,6 +113,22 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
     return _scaled_back(B, exponents, names)
 
 
+def check_samples_before_search(n_samples, n_features, prior_knowledge):
+    """ValueError where the adaptive lasso must fail whatever the order.
+
+    Without prior knowledge the last variable of any order has every other
+    one as a predictor, and the lasso's BIC needs more samples than
+    predictors + 1 (the check in :func:`_adaptive_lasso_rows_all`, made per
+    target after the search): a fit of ``n_samples <= n_features`` is
+    refused before a search whose result could not be used.
+    """
+    if prior_knowledge is None and n_features > 1 and n_samples <= n_features:
+        raise ValueError(
+            f"the adaptive lasso needs more samples than predictors + 1 to estimate the noise "
+            f"variance for BIC: the last variable of the order has {n_features - 1} predictors "
+            f"and there are {n_samples} samples; use adjacency='ols'")
+
+
 def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_threads=None,
                               engine="auto", backend=None, scatter=None, progress=False,
                               device_copy=None):

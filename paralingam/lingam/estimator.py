@@ -159,6 +159,7 @@ class DirectLiNGAM(BaseEstimator):
         """
         data, names, absmax = _as_data_matrix(X)  # the one check of the data on this path
         settings = self._checked_settings(data.shape[1], names)
+        self._check_samples(data.shape, settings)
         order, B, stats = self._fit_data(data, settings, settings["backend"], absmax)
         self.n_features_in_ = data.shape[1]
         columns = list(getattr(X, "columns", []))
@@ -235,6 +236,13 @@ class DirectLiNGAM(BaseEstimator):
             "fit_options": options,
             "coef_threshold": coef_threshold,
         }
+
+    def _check_samples(self, shape, settings):
+        """Refuse, before the search, data the adjacency method cannot fit in any order."""
+        if self.adjacency == "adaptive_lasso":
+            from ..adjacency._adaptive_lasso import check_samples_before_search
+
+            check_samples_before_search(*shape, settings["prior_knowledge"])
 
     def _fit_data(self, data, settings, backend, absmax=None):
         """Order search and adjacency on validated data: ``(order, B, stats)``.
@@ -390,6 +398,7 @@ class DirectLiNGAM(BaseEstimator):
         data, names = as_data_matrix(X)
         p = data.shape[1]
         settings = self._checked_settings(p, names)
+        self._check_samples(data.shape, settings)
         if client is not None:
             from ._distributed import bootstrap_directlingam
 
