@@ -65,17 +65,27 @@ def in_this_thread():
     After the covariance product OpenBLAS's spinning workers took the cores
     the CPU search's OpenMP threads need, and the search's own threads,
     spinning after it, slow multi-threaded BLAS in the adjacency step
-    (docs/design/cpu_search.rst, "The pair loop").
+    (docs/design/cpu_search.rst, "The pair loop"). Shared with the steps
+    that overlap it (:data:`_shared_limit`).
     """
-    return controller().limit(limits=1, user_api="blas")
+    return _shared_limit(_one_thread_everywhere)
 
 
 def scipy_in_this_thread():
     """A context in which scipy's own BLAS (where it ships one) runs in the calling thread only.
 
     numpy's BLAS keeps its threads for the large products. Where scipy uses
-    numpy's BLAS (one library), this limits nothing.
+    numpy's BLAS (one library), this limits nothing. Shared as
+    :func:`in_this_thread`.
     """
+    return _shared_limit(_one_thread_in_scipy)
+
+
+def _one_thread_everywhere():
+    return controller().limit(limits=1, user_api="blas")  # (applied as it is made)
+
+
+def _one_thread_in_scipy():
     own = scipy_blas()
     return own.limit(limits=1) if own is not None else contextlib.nullcontext()
 
@@ -96,41 +106,46 @@ def scipy_blas():
 
 
 class SharedLimit:
-    """threadpoolctl limits shared by the steps that overlap in several threads.
+    """One threadpoolctl limit for the steps that overlap, in one thread or several.
 
-    threadpoolctl's limits hold for the whole process, and each limit
-    restores, on exit, the threads it found on entry: steps that overlap in
-    several threads, each with its own limit, would leave the process's (or
-    another step's) threads as one of them found them. Here the first step
-    in makes the limit (``make()``, a threadpoolctl limiter or a
-    ``nullcontext``), the steps after it share it, and the last one out
-    restores the threads. Use one instance per kind of step.
+    threadpoolctl's limits hold for the whole process, and each restores on
+    exit the threads it found on entry; threadpoolctl (3.8) also lets only
+    one thread at a time set OpenBLAS's threads, the one whose limit came
+    first, until it has restored them. Steps overlapping in several threads,
+    each with a limit of its own, therefore left the process's BLAS on one
+    thread for good (the last one out "restored" the one thread it had
+    found, once the first had let go of the control). Here the first step
+    in makes the limit (``make()``, a threadpoolctl limiter, applied as it
+    is made, or a ``nullcontext``) and restores it when it leaves; the steps
+    that come in while it holds share it and leave it alone. A step still
+    running after the first has left runs without a limit (slower, never
+    wrong); the next step to come in makes a new one. One instance serves
+    every kind of step (:data:`_shared_limit`), so that no two limits can
+    restore each other's threads.
     """
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._users = 0
         self._limiter = None
 
     @contextlib.contextmanager
     def __call__(self, make):
         with self._lock:
-            if self._users == 0:
+            mine = self._limiter is None
+            if mine:
                 self._limiter = make()
-            self._users += 1
         try:
             yield
         finally:
-            with self._lock:
-                self._users -= 1
-                if self._users == 0:
+            if mine:
+                with self._lock:
                     restore = getattr(self._limiter, "restore_original_limits", None)
                     if restore is not None:  # (a nullcontext limits nothing)
                         restore()
                     self._limiter = None
 
 
-_adjacency_limit = SharedLimit()
+_shared_limit = SharedLimit()
 
 
 def for_adjacency(n_features, after_cpu_search=False, n_explained=0):
@@ -142,10 +157,10 @@ def for_adjacency(n_features, after_cpu_search=False, n_explained=0):
     search's count) are fewer than ``THREADED_BLAS_MIN_BASIS``; else
     scipy's own BLAS only. Loads scipy's LAPACK module first, so that its
     BLAS is limited too. Steps that overlap in several threads share the
-    first one's limits (:class:`SharedLimit`).
+    first one's limit (:class:`SharedLimit`).
     """
     _lapack.flapack()
     if (after_cpu_search or n_features < THREADED_BLAS_MIN_FEATURES
             or n_features - n_explained < THREADED_BLAS_MIN_BASIS):
-        return _adjacency_limit(in_this_thread)
-    return _adjacency_limit(scipy_in_this_thread)
+        return in_this_thread()
+    return scipy_in_this_thread()

@@ -141,14 +141,11 @@ def task_threads(concurrency):
     return max(1, nthreads // max(1, min(nthreads, concurrency)))
 
 
-# One BLAS thread while any task of this process runs (as the serial
-# bootstrap): the tasks in the threads of one worker share one limit.
-_TASK_BLAS_LIMIT = _blas.SharedLimit()
-
-
 def _one_blas_thread():
-    """The BLAS limit of a task, shared with the others running (``_TASK_BLAS_LIMIT``)."""
-    return _TASK_BLAS_LIMIT(_blas.in_this_thread)
+    """One BLAS thread while a task runs (as the serial bootstrap); the
+    tasks in the threads of one worker share one limit
+    (``_blas.in_this_thread``)."""
+    return _blas.in_this_thread()
 
 
 def map_batches(client, func, batches, *, shared=None, retries=DEFAULT_RETRIES, on_result=None,
