@@ -232,7 +232,8 @@ print(json.dumps({"before": before, "after": threads()}))
                                            ("in_this_thread", "scipy_in_this_thread"),
                                            ("scipy_in_this_thread", "in_this_thread"),
                                            ("bootstrap", "")])
-def test_limits_that_overlap_in_threads_restore_the_processs_blas_threads(first, second):
+def test_limits_that_overlap_in_threads_restore_the_processs_blas_threads(first, second,
+                                                                          tmp_path):
     # Each step had a limit of its own, and threadpoolctl lets one thread at
     # a time set OpenBLAS's threads: the step that left last "restored" the
     # one thread it had found, and the process kept it (fits or bootstraps
@@ -245,8 +246,9 @@ def test_limits_that_overlap_in_threads_restore_the_processs_blas_threads(first,
     # process by the Dask tests, set OPENBLAS_NUM_THREADS=1 and its kin here)
     env = child_env(**{k: "2" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                         "MKL_NUM_THREADS")})
+    # (cwd: not the source tree, whose package has no compiled extensions in CI)
     out = subprocess.run([sys.executable, "-c", OVERLAP, first, second], capture_output=True,
-                         text=True, timeout=300, env=env)
+                         text=True, timeout=300, env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert min(seen["before"]) > 1 and seen["after"] == seen["before"], seen
