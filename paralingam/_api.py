@@ -641,8 +641,7 @@ def _warn_explained(explained, names, unmet=()):
                     "stats['explained']")
     broken = ""
     if unmet:
-        rules = _listed([f"{label(a)} before {label(b)}" for a, b in unmet],
-                        "stats['prior_knowledge_unmet']")
+        rules = _listed([f"{label(a)} before {label(b)}" for a, b in unmet])
         broken = (f" This breaks {len(unmet)} rule(s) of the prior knowledge: {rules} "
                   "(stats['prior_knowledge_unmet']).")
     warnings.warn(
@@ -654,12 +653,14 @@ def _warn_explained(explained, names, unmet=()):
     )
 
 
-def _listed(items, where, limit=20):
+def _listed(items, where=None, limit=20):
     """``items`` joined by commas, the first ``limit`` of them and a count of the
-    rest (a warning over thousands of variables stays readable; ``where`` has all)."""
+    rest (a warning over thousands of variables stays readable; ``where``, if
+    given, is named as having them all)."""
     if len(items) <= limit:
         return ", ".join(items)
-    return ", ".join(items[:limit]) + f", ... and {len(items) - limit} more ({where})"
+    return (", ".join(items[:limit]) + f", ... and {len(items) - limit} more"
+            + (f" ({where})" if where else ""))
 
 
 class DegenerateDataWarning(UserWarning):

@@ -151,11 +151,7 @@ def read_table(path, *, delimiter=None, header=None, square=False):
     """
     if delimiter is not None:
         delimiter = _checked_delimiter(delimiter)
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no such file: {path}")
-    if path.is_dir():
-        raise ValueError(f"{path} is a folder, not a data file")
+    path = _checked_input_path(path)
     suffix = path.suffix.lower()  # DATA.NPY as data.npy (Windows, instrument exports)
     if suffix == ".npy":
         try:
@@ -213,6 +209,18 @@ def read_table(path, *, delimiter=None, header=None, square=False):
             notes.append(f"warning: column {col} holds 0, 1, ..., n-1, as a row index does; "
                          "if it is one, remove it (it is fitted as a variable)")
     return Table(X, names, notes)
+
+
+def _checked_input_path(spec, what="data file"):
+    """``spec`` as a Path to a file; FileNotFoundError or ValueError naming it otherwise."""
+    if not str(spec).strip():
+        raise ValueError(f"an empty {what} name")
+    path = Path(spec)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {spec}")
+    if path.is_dir():
+        raise ValueError(f"{spec} is a folder, not a {what}")
+    return path
 
 
 def _tokenized(path, delimiter):
@@ -542,8 +550,7 @@ def _outputs(args, parser):
             if given and Path(spec).exists() and Path(given).exists() \
                     and os.path.samefile(spec, given):
                 parser.error(f"the output file {spec} is {what} {given}: writing the result "
-                             "would overwrite it; give another "
-                             + ("--output" if key == "json" else f"--{key}"))
+                             f"would overwrite it; give another {options[key]}")
     # Two outputs onto one file: the second would replace the first.
     seen = {}
     for key, spec in specs.items():
@@ -1184,13 +1191,10 @@ def _check_inputs(args):
     if args.prior_knowledge is not None:
         given.append((args.prior_knowledge, "prior-knowledge file"))
     for spec, what in given:
-        if not spec.strip():
-            raise CLIError(f"an empty {what} name")
-        path = Path(spec)
-        if not path.exists():
-            raise CLIError(f"no such file: {spec}")
-        if path.is_dir():
-            raise CLIError(f"{spec} is a folder, not a {what}")
+        try:
+            _checked_input_path(spec, what)
+        except (OSError, ValueError) as exc:
+            raise CLIError(str(exc)) from None
 
 
 def _fit_and_write(args, fit, outputs):

@@ -160,8 +160,9 @@ def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge
     # those of the data scaled the same way, and the standardised statistics
     # the same bits), so that the variances of tiny columns (|x| ~ 1e-170)
     # cannot underflow, as in paralingam.fit's search.
-    data = [_preparation.scale_columns(np.array(X, dtype=np.float64, copy=True),
-                                       _preparation.column_exponents(X)) for X in X_list]
+    data = [np.array(X, dtype=np.float64, copy=True) for X in X_list]
+    for X in data:
+        _preparation.scale_columns(X, _preparation.column_exponents(X))
     total = sum(len(X) for X in data)
     weights = [len(X) / total for X in data]
     remaining = list(range(p))
