@@ -205,8 +205,7 @@ def fit(
         progress=progress, devices=devices, tuning=tuning, n_samples=data.shape[0])
     search_data, exponents = prepare(data, None, settings, exponents=exponents)
     del data
-    if not _reads_scaled(search_data, settings):
-        search_data = search_data.copy(_by_rows)
+    search_data = readable_by_search(search_data, settings)
     times["validate"] = time.perf_counter() - t0
     found = search(search_data, settings, names, times)
     # least squares reads a ScaledData block by block too (no copy of the data)
@@ -215,18 +214,19 @@ def fit(
     return fit_result(found, B, names, settings, times)
 
 
-def _reads_scaled(data, settings):
-    """Whether the search reads ``data``, a ScaledData, as it is (else it needs the copy).
+def readable_by_search(data, settings):
+    """``data``, or where the search cannot read that ScaledData as it is, its copy.
 
-    The CPU search does; so does the GPU upload (which scales the blocks on
-    the device, exactly; on each device of a multi-GPU search) of float64
-    or float32 input whose scaling is a product by normal powers of two.
+    The CPU search reads a ScaledData; so does the GPU upload (which scales
+    the blocks on the device, exactly; on each device of a multi-GPU search)
+    of float64 or float32 input whose scaling is a product by normal powers
+    of two. Other ScaledData are copied (the same values).
     """
-    if not isinstance(data, _preparation.ScaledData):
-        return True
-    if settings.backend == "cpu":
-        return True
-    return data.factors is not None and data.source.dtype in (np.float64, np.float32)
+    if not isinstance(data, _preparation.ScaledData) or settings.backend == "cpu":
+        return data
+    if data.factors is not None and data.source.dtype in (np.float64, np.float32):
+        return data
+    return data.copy(_by_rows)
 
 
 @dataclass(frozen=True)
@@ -480,8 +480,10 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
     """
     t0 = time.perf_counter()
     scatter = _scatter_matrix(search_data, found)
-    if method != "ols" and isinstance(search_data, _preparation.ScaledData):
-        search_data = search_data.copy(_by_rows)  # the adaptive lasso reads whole columns
+    if scatter is None and isinstance(search_data, _preparation.ScaledData):
+        # the adaptive lasso makes the scatter matrix from whole columns;
+        # given it, both methods read a ScaledData by blocks of rows
+        search_data = search_data.copy(_by_rows)
     with np.errstate(over="ignore"):
         # (paralingam._blas: beside the CPU search's spinning threads, or the
         # two BLAS libraries' workers)

@@ -232,3 +232,30 @@ def test_scatter_blocks_cover_the_rows(n, p):
         assert rows >= min(n, _preparation.SCATTER_MIN_ROWS)
     else:
         assert rows == n
+
+
+@pytest.mark.parametrize("adjacency", ["adaptive_lasso", "ols"])
+def test_the_estimator_reads_float_input_without_a_copy(adjacency):
+    # DirectLiNGAM reads the input as paralingam.fit does (issue 21): no
+    # float64 copy of the data before the search, nor for the adaptive
+    # lasso, whose scatter matrix comes from the search
+    import tracemalloc
+
+    from paralingam.lingam.estimator import DirectLiNGAM
+
+    n, p = 120_000, 6
+    X = np.ascontiguousarray(make_lingam_data(p, n, random_state=23)[0])
+    before = X.copy()
+    model = DirectLiNGAM(backend="cpu", adjacency=adjacency)
+    model.fit(X[:2000])  # first calls load modules: not the fit's memory
+    tracemalloc.start()
+    try:
+        model.fit(X)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= 1.5 * X.nbytes, (peak, X.nbytes)
+    np.testing.assert_array_equal(X, before)
+    reference = DirectLiNGAM(backend="cpu", adjacency=adjacency).fit(X.copy(order="F"))
+    assert model.causal_order_ == reference.causal_order_
+    np.testing.assert_array_equal(model.adjacency_matrix_, reference.adjacency_matrix_)

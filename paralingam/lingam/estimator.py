@@ -157,10 +157,14 @@ class DirectLiNGAM(BaseEstimator):
         -------
         self : DirectLiNGAM
         """
-        data, names, absmax = _as_data_matrix(X)  # the one check of the data on this path
+        # the one check of the data on this path; float input comes as a
+        # ScaledData over the input itself, as in paralingam.fit: no float64
+        # copy of the data (memory, and a pass over it) unless a step needs one
+        data, names, exponents = _as_data_matrix(X, scaled="deferred")
         settings = self._checked_settings(data.shape[1], names)
         self._check_samples(data.shape, settings)
-        order, B, stats = self._fit_data(data, settings, settings["backend"], absmax)
+        order, B, stats = self._fit_data(data, settings, settings["backend"],
+                                         exponents=exponents)
         self.n_features_in_ = data.shape[1]
         columns = list(getattr(X, "columns", []))
         if names is not None and all(isinstance(c, str) for c in columns):
@@ -244,12 +248,15 @@ class DirectLiNGAM(BaseEstimator):
 
             check_samples_before_search(*shape, settings["prior_knowledge"])
 
-    def _fit_data(self, data, settings, backend, absmax=None):
+    def _fit_data(self, data, settings, backend, absmax=None, exponents=None):
         """Order search and adjacency on validated data: ``(order, B, stats)``.
 
         ``data`` is a validated float64 copy, which this overwrites (its
         columns are rescaled exactly); ``absmax``, its columns' largest
-        ``|x|`` where known. The phases of :func:`paralingam.fit`, with this
+        ``|x|`` where known. With ``exponents``, ``data`` come scaled by
+        them already: ``_as_data_matrix(..., scaled="deferred")``'s data (a
+        ``ScaledData`` over the input, or a scaled copy), which this only
+        reads. The phases of :func:`paralingam.fit`, with this
         estimator's adjacency method: it runs where the search ran (the
         adaptive lasso's paths on the GPU with the CUDA backend) and takes
         its scatter matrix from the search's correlation matrix.
@@ -269,7 +276,8 @@ class DirectLiNGAM(BaseEstimator):
                                            n_samples=data.shape[0], **options)
         search_data, exponents = _api.prepare(
             data, absmax, fit_settings, adjacency=self.adjacency,
-            adjacency_threads=n_threads or default_threads())
+            adjacency_threads=n_threads or default_threads(), exponents=exponents)
+        search_data = _api.readable_by_search(search_data, fit_settings)
         times["validate"] = time.perf_counter() - t0
         found = _api.search(search_data, fit_settings, None, times)
         B = _api.adjacency(search_data, found, fit_settings, exponents, None, times,
