@@ -160,7 +160,7 @@ def test_multi_gpu_planted_dependencies(gpus, lingam_data, density, seed, round_
     monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
     X, n_planted = planted_degenerate_data(lingam_data(12, 500, density, seed)[0])
     for dtype, group in (("float32", None), ("float64", None), ("float32", 2)):
-        one, _ = assert_same_as_one_gpu(X, dtype=dtype, warps_per_pair=group)
+        one, _ = assert_same_as_one_gpu(X, dtype=dtype, tuning={"warps_per_pair": group})
         assert len(one.stats["explained"]) == n_planted  # explained variables were found
     ref_order, ref_explained = reference.causal_order(X)
     assert one.causal_order == ref_order and one.stats["explained"] == ref_explained
@@ -174,7 +174,7 @@ def test_multi_gpu_near_collinear_columns(gpus, lingam_data, unexplained, round_
     monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
     X = near_copy(lingam_data(10, 500, "dense", 522)[0], 4, unexplained)
     for dtype, group in (("float32", None), ("float64", None), ("float32", 4)):
-        assert_same_as_one_gpu(X, dtype=dtype, warps_per_pair=group)
+        assert_same_as_one_gpu(X, dtype=dtype, tuning={"warps_per_pair": group})
 
 
 @pytest.mark.gpu
