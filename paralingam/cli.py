@@ -759,7 +759,8 @@ def _fit_direct(args, tables, prior):
     # (DirectLiNGAM._fit_data), so that the data's names reach its messages.
     times = {}
     t0 = time.perf_counter()
-    X, names, absmax = _as_data_matrix(table.X, table.names)
+    # read scaled where it is, as paralingam.fit reads it (no copy of the table)
+    X, names, exponents = _as_data_matrix(table.X, table.names, scaled="deferred")
     if args.adjacency == "adaptive_lasso":  # (before a search whose result it could not use)
         from .adjacency._adaptive_lasso import check_samples_before_search
 
@@ -768,8 +769,10 @@ def _fit_direct(args, tables, prior):
         X.shape[1], names, backend=args.backend, prior_knowledge=prior,
         apply_prior_knowledge_softly=args.soft_prior, on_collinear=on_collinear,
         progress=_progress(args), n_samples=X.shape[0], **options)
-    search_data, exponents = _api.prepare(X, absmax, settings, adjacency=args.adjacency,
-                                          adjacency_threads=args.threads or 1)
+    search_data, exponents = _api.prepare(X, None, settings, adjacency=args.adjacency,
+                                          adjacency_threads=args.threads or 1,
+                                          exponents=exponents)
+    search_data = _api.readable_by_search(search_data, settings)
     times["validate"] = time.perf_counter() - t0
     found = _api.search(search_data, settings, names, times)
     pk = settings.prior.matrix if settings.prior is not None else None
@@ -798,7 +801,7 @@ def _fit_direct(args, tables, prior):
             random_state=args.seed, prior_knowledge=prior,
             apply_prior_knowledge_softly=args.soft_prior, backend=st["backend"],
             adjacency=args.adjacency, fit_options=dict(options, on_collinear=on_collinear))
-        boot = model.bootstrap(X, args.bootstrap, progress=_progress(args))
+        boot = model.bootstrap(table.X, args.bootstrap, progress=_progress(args))
         probabilities = boot.get_probabilities()
         directions = _directions(probabilities, labels, labels)
         out["bootstrap"] = _bootstrap_json(args, probabilities, directions)

@@ -259,3 +259,28 @@ def test_the_estimator_reads_float_input_without_a_copy(adjacency):
     reference = DirectLiNGAM(backend="cpu", adjacency=adjacency).fit(X.copy(order="F"))
     assert model.causal_order_ == reference.causal_order_
     np.testing.assert_array_equal(model.adjacency_matrix_, reference.adjacency_matrix_)
+
+
+@pytest.mark.parametrize("adjacency", ["adaptive_lasso", "ols"])
+def test_the_command_line_reads_the_table_without_a_copy(adjacency, tmp_path, capsys):
+    # the command line's fit reads the table it loaded as paralingam.fit
+    # reads its input: the table and the CPU search's standardised rows
+    # (one float64 array each), no scaled copy of the table besides
+    import tracemalloc
+
+    from paralingam.cli import main
+
+    n, p = 120_000, 6
+    X = np.ascontiguousarray(make_lingam_data(p, n, random_state=24)[0])
+    path = tmp_path / "x.npy"
+    np.save(path, X)
+    args = ["fit", str(path), "--backend", "cpu", "--adjacency", adjacency]
+    assert main(args + ["-o", str(tmp_path / "first.json")]) == 0  # modules loaded
+    tracemalloc.start()
+    try:
+        assert main(args + ["-o", str(tmp_path / "out.json")]) == 0
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    capsys.readouterr()
+    assert peak <= 2.5 * X.nbytes, (peak, X.nbytes)  # 3.17x with the copy
