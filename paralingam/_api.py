@@ -480,9 +480,10 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
     """
     t0 = time.perf_counter()
     scatter = _scatter_matrix(search_data, found)
-    if scatter is None and isinstance(search_data, _preparation.ScaledData):
+    if (method != "ols" and scatter is None
+            and isinstance(search_data, _preparation.ScaledData)):
         # the adaptive lasso makes the scatter matrix from whole columns;
-        # given it, both methods read a ScaledData by blocks of rows
+        # given it, it reads a ScaledData by blocks of rows, as least squares does
         search_data = search_data.copy(_by_rows)
     with np.errstate(over="ignore"):
         # (paralingam._blas: beside the CPU search's spinning threads, or the
