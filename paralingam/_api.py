@@ -205,7 +205,6 @@ def fit(
         progress=progress, devices=devices, tuning=tuning, n_samples=data.shape[0])
     search_data, exponents = prepare(data, None, settings, exponents=exponents)
     del data
-    search_data = readable_by_search(search_data, settings)
     times["validate"] = time.perf_counter() - t0
     found = search(search_data, settings, names, times)
     # least squares reads a ScaledData block by block too (no copy of the data)
@@ -214,7 +213,7 @@ def fit(
     return fit_result(found, B, names, settings, times)
 
 
-def readable_by_search(data, settings):
+def _readable_by_search(data, settings):
     """``data``, or where the search cannot read that ScaledData as it is, its copy.
 
     The CPU search reads a ScaledData; so does the GPU upload (which scales
@@ -351,12 +350,14 @@ def prepare(data, absmax, settings, *, adjacency="ols", adjacency_threads=1, exp
     coefficients are scaled back at the end. With ``exponents`` given,
     ``data`` come rescaled by them already (``_as_data_matrix(...,
     scaled=True)``, or a ``ScaledData`` with ``scaled="deferred"``) and are
-    returned as they are.
+    returned as they are, except a ScaledData the search cannot read, which
+    is copied (:func:`_readable_by_search`).
 
     Returns
     -------
-    search_data : ndarray
-        ``data``, its columns rescaled (the same array).
+    search_data : ndarray or ScaledData
+        ``data``, its columns rescaled (the same array), or ``data`` itself
+        (a ScaledData) or its copy.
     exponents : ndarray of int
         The columns' exponents, for scaling the coefficients back.
     """
@@ -374,7 +375,7 @@ def prepare(data, absmax, settings, *, adjacency="ols", adjacency_threads=1, exp
         n_threads=max(settings.n_threads or 1, adjacency_threads),
         devices=len(settings.devices or (0,))))
     if exponents is not None:
-        return data, exponents
+        return _readable_by_search(data, settings), exponents
     exponents = _preparation.column_exponents(data, absmax)
     return _preparation.scale_columns(data, exponents), exponents
 

@@ -772,7 +772,6 @@ def _fit_direct(args, tables, prior):
     search_data, exponents = _api.prepare(X, None, settings, adjacency=args.adjacency,
                                           adjacency_threads=args.threads or 1,
                                           exponents=exponents)
-    search_data = _api.readable_by_search(search_data, settings)
     times["validate"] = time.perf_counter() - t0
     found = _api.search(search_data, settings, names, times)
     pk = settings.prior.matrix if settings.prior is not None else None

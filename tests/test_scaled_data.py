@@ -185,10 +185,10 @@ def test_the_gpu_search_reads_scaled_input_as_it_is_on_one_gpu_or_several(device
     settings = SimpleNamespace(backend="cuda", devices=devices)
     X = np.random.default_rng(5).standard_normal((50, 3)) * [1e-30, 1.0, 1e30]
     product, _, _ = _as_data_matrix(X, scaled="deferred")
-    assert product.factors is not None and _api.readable_by_search(product, settings) is product
+    assert product.factors is not None and _api._readable_by_search(product, settings) is product
     tiny, _, _ = _as_data_matrix(X[:, 1:] * 1e-305, scaled="deferred")
     assert tiny.factors is None
-    copy = _api.readable_by_search(tiny, settings)
+    copy = _api._readable_by_search(tiny, settings)
     assert isinstance(copy, np.ndarray)
     np.testing.assert_array_equal(copy, tiny.copy())
 

@@ -277,7 +277,6 @@ class DirectLiNGAM(BaseEstimator):
         search_data, exponents = _api.prepare(
             data, absmax, fit_settings, adjacency=self.adjacency,
             adjacency_threads=n_threads or default_threads(), exponents=exponents)
-        search_data = _api.readable_by_search(search_data, fit_settings)
         times["validate"] = time.perf_counter() - t0
         found = _api.search(search_data, fit_settings, None, times)
         B = _api.adjacency(search_data, found, fit_settings, exponents, None, times,
