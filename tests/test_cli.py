@@ -597,6 +597,24 @@ def test_bootstrap_probabilities_match_the_estimator(lingam_data, tmp_path, caps
     assert f"{top['from']} -> {top['to']}" in text and f"{top['probability']:.1%}" in text
 
 
+def test_bootstrap_resamples_the_table_itself(lingam_data, tmp_path, capsys):
+    # a column one value dominates: the fit's scaled copy holds its other
+    # values as subnormals, and the bootstrap must not resample that copy
+    # (it stopped with "the edge weight ... exceeds float64")
+    import paralingam
+
+    X = lingam_data(4, 300, "sparse", 923)[0].copy()
+    X[:, 0] *= 1e-170
+    X[0, 0] = 1e150
+    np.save(tmp_path / "x.npy", X)
+    out = _fit_json(tmp_path, tmp_path / "x.npy", "--adjacency", "ols", "--bootstrap", "5",
+                    "--seed", "0")
+    want = paralingam.DirectLiNGAM(backend="cpu", adjacency="ols", random_state=0).bootstrap(X, 5)
+    np.testing.assert_array_equal(np.array(out["bootstrap"]["probabilities"]),
+                                  want.get_probabilities())
+    capsys.readouterr()
+
+
 def test_seed_needs_bootstrap(capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["fit", "--seed", "1"])
