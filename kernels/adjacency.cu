@@ -616,3 +616,131 @@ extern "C" __global__ void __launch_bounds__(TPB) gather_centred(
     double *a = A + (long long)blockIdx.x * n;
     for (int i = threadIdx.x; i < n; i += TPB) a[i] = (x[i] - mean) * scale;
 }
+
+// ---------------------------------------------------------------------------
+// Minimum-norm rows of data of small rank (paralingam/adjacency/_cuda_min_norm.py),
+// from the data's triangular factor V (p x p, column-major, ld p; the QR's R).
+// The host picks the basis (the variables that join it, in causal order),
+// cuSOLVER turns V into the basis's coordinates C = Q^T V, and:
+
+// Column j of the p x p column-major array `out` (ld p): the upper part (rows
+// 0..src_col) of column src_col of A (column-major, ld `lda`), zeros below;
+// src_col = cols[j], or j where `cols` is null. One block per column.
+extern "C" __global__ void __launch_bounds__(TPB) upper_columns(
+    const double *__restrict__ A, long long lda, int p, const int *__restrict__ cols,
+    double *__restrict__ out)
+{
+    const int src = cols ? cols[blockIdx.x] : blockIdx.x;
+    const double *a = A + (long long)src * lda;
+    double *o = out + (long long)blockIdx.x * p;
+    for (int i = threadIdx.x; i < p; i += TPB) o[i] = i <= src ? a[i] : 0.0;
+}
+
+// out[j] = sum of A[i, j]^2 over rows lo[j] <= i < hi[j] (A column-major, ld
+// `lda`). One block per column, a fixed order of the sum (the same bits every run).
+extern "C" __global__ void __launch_bounds__(TPB) sums_of_squares(
+    const double *__restrict__ A, long long lda, const int *__restrict__ lo,
+    const int *__restrict__ hi, double *__restrict__ out)
+{
+    __shared__ double part[NWARPS];
+    const double *a = A + (long long)blockIdx.x * lda;
+    double s = 0.0;
+    for (int i = lo[blockIdx.x] + threadIdx.x; i < hi[blockIdx.x]; i += TPB) s += a[i] * a[i];
+    s = warp_sum(s);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0.0;
+        for (int w = 0; w < NWARPS; ++w) t += part[w];
+        out[blockIdx.x] = t;
+    }
+}
+
+#define MN_TILE 32  // columns of C per shared-memory tile (min_norm_rows)
+
+// Row k - first of `coef` (ld p) for every variable k >= first (one block
+// each): the minimum-norm least squares of k on the variables before it,
+// C_k^T y with (C_k C_k^T) y = l_k, where C_k holds the coordinates of the
+// variables before k on the `before[k]` basis vectors that precede k (column
+// j of C, its first width[j] entries: the rest are rounding) and l_k the first
+// before[k] coordinates of k. G = C_k C_k^T is formed in shared memory
+// (a fixed order of the sums), factorised (Cholesky) and solved there. A
+// pivot that is not positive and finite sets status[k - first] = 1 (the
+// host then computes every row). Dynamic shared memory: 8 (m^2 + (MN_TILE + 3) m)
+// bytes for m the largest before[k].
+extern "C" __global__ void __launch_bounds__(TPB) min_norm_rows(
+    const double *__restrict__ C, int p, int first, const int *__restrict__ before,
+    const int *__restrict__ width, double *__restrict__ coef, int *__restrict__ status)
+{
+    extern __shared__ double sh[];
+    const int k = first + blockIdx.x, m = before[k];
+    double *row = coef + (long long)blockIdx.x * p;
+    if (m == 0) {  // every variable before k is zero: no coefficient
+        for (int j = threadIdx.x; j < p; j += TPB) row[j] = 0.0;
+        return;
+    }
+    double *G = sh;                 // m x m, column-major; the lower triangle
+    double *T = G + m * m;          // a tile: MN_TILE columns of C, m entries each
+    double *y = T + MN_TILE * m;    // l_k, then the solutions
+    double *z = y + m;
+    double *dg = z + m;             // the factor's diagonal
+    for (int e = threadIdx.x; e < m * m; e += TPB) G[e] = 0.0;
+    for (int j0 = 0; j0 < k; j0 += MN_TILE) {
+        const int cols = min(MN_TILE, k - j0);
+        __syncthreads();
+        for (int e = threadIdx.x; e < cols * m; e += TPB) {
+            const int c = e / m, a = e % m;
+            T[e] = a < width[j0 + c] ? C[(long long)(j0 + c) * p + a] : 0.0;
+        }
+        __syncthreads();
+        for (int e = threadIdx.x; e < m * m; e += TPB) {
+            const int a = e % m, b = e / m;
+            if (a < b) continue;
+            double s = G[e];
+            for (int c = 0; c < cols; ++c) s += T[c * m + a] * T[c * m + b];
+            G[e] = s;
+        }
+    }
+    for (int a = threadIdx.x; a < m; a += TPB) y[a] = C[(long long)k * p + a];
+    // Cholesky, right-looking, column c at a time (G's lower triangle: L)
+    for (int c = 0; c < m; ++c) {
+        __syncthreads();
+        const double piv = G[c + c * m];
+        if (!(piv > 0.0) || !isfinite(piv)) {  // (the same value in every thread)
+            if (threadIdx.x == 0) status[blockIdx.x] = 1;
+            return;
+        }
+        const double s = sqrt(piv);
+        if (threadIdx.x == 0) dg[c] = s;
+        for (int a = c + 1 + threadIdx.x; a < m; a += TPB) G[a + c * m] /= s;
+        __syncthreads();
+        const int rest = m - c - 1;
+        for (int e = threadIdx.x; e < rest * rest; e += TPB) {
+            const int a = c + 1 + e % rest, b = c + 1 + e / rest;
+            if (a >= b) G[a + b * m] -= G[a + c * m] * G[b + c * m];
+        }
+    }
+    __syncthreads();
+    // L z = l, then L^T x = z (x into y)
+    for (int c = 0; c < m; ++c) {
+        const double zc = y[c] / dg[c];
+        if (threadIdx.x == 0) z[c] = zc;
+        for (int a = c + 1 + threadIdx.x; a < m; a += TPB) y[a] -= G[a + c * m] * zc;
+        __syncthreads();
+    }
+    for (int c = m - 1; c >= 0; --c) {
+        const double xc = z[c] / dg[c];
+        if (threadIdx.x == 0) y[c] = xc;
+        for (int a = threadIdx.x; a < c; a += TPB) z[a] -= G[c + a * m] * xc;
+        __syncthreads();
+    }
+    // row: coefficient of j < k is c_j . x (one warp per variable)
+    const int lane = threadIdx.x & 31;
+    for (int j = threadIdx.x >> 5; j < p; j += NWARPS) {
+        double s = 0.0;
+        if (j < k)
+            for (int a = lane; a < width[j]; a += 32) s += C[(long long)j * p + a] * y[a];
+        s = warp_sum(s);
+        if (lane == 0) row[j] = s;
+    }
+}

@@ -84,7 +84,7 @@ def device_bytes(n, p, lwork):
 
 
 @_gpu.exclusive
-def centred_triangular_factor(shape, rows_of, n_threads=1):
+def centred_triangular_factor(shape, rows_of, n_threads=1, rows_from=None):
     """``R`` of the QR of the centred data in causal order, over ``sqrt(n)``, on the GPU.
 
     Parameters
@@ -98,12 +98,17 @@ def centred_triangular_factor(shape, rows_of, n_threads=1):
     n_threads : int
         Threads that prepare the blocks (the copies and the factorisation
         stay on the calling thread); the result does not depend on it.
+    rows_from : int, optional
+        Also try the minimum-norm rows of the variables from ``rows_from``
+        on, on the device (:func:`._cuda_min_norm.rows_on_device`).
 
     Returns
     -------
     R : ndarray, shape (p, p)
         Upper triangular, ``R^T R`` the covariance of the data in causal order (as the
-        host's ``R``, to rounding; the signs of its rows may differ).
+        host's ``R``, to rounding; the signs of its rows may differ). With
+        ``rows_from``: the pair ``(R, None)``, or ``(None, rows)`` where the
+        device computed the rows (``_min_norm._min_norm_rows``'s, to rounding).
 
     Raises
     ------
@@ -117,11 +122,11 @@ def centred_triangular_factor(shape, rows_of, n_threads=1):
         for start, block in _blocks(n, p, rows_of, n_threads):
             _copy_2d(drv, block, int(d_a) + 8 * start, 8 * n, to_device=True)
 
-    return _factor_in_context(n, p, fill)
+    return _factor_in_context(n, p, fill, rows_from)
 
 
 @_gpu.exclusive
-def centred_triangular_factor_of_copy(device_copy, order):
+def centred_triangular_factor_of_copy(device_copy, order, rows_from=None):
     """:func:`centred_triangular_factor` of the CUDA search's copy of the data, in ``order``.
 
     Parameters
@@ -132,14 +137,17 @@ def centred_triangular_factor_of_copy(device_copy, order):
         (:func:`copy_holds`).
     order : sequence of int
         The columns, in causal order (all of them, or some).
+    rows_from : int, optional
+        As :func:`centred_triangular_factor`'s.
 
     Returns
     -------
     R : ndarray, shape (len(order), len(order))
-        As :func:`centred_triangular_factor`'s. Each column's mean is summed
-        on the device (``kernels/adjacency.cu``: ``gather_centred``), in
-        another order than the host's: the centred values, and ``R``, agree
-        with the host's to rounding.
+        As :func:`centred_triangular_factor`'s (with ``rows_from``, its
+        pair). Each column's mean is summed on the device
+        (``kernels/adjacency.cu``: ``gather_centred``), in another order than
+        the host's: the centred values, and ``R``, agree with the host's to
+        rounding.
 
     Raises
     ------
@@ -159,24 +167,25 @@ def centred_triangular_factor_of_copy(device_copy, order):
                              np.int64(device_copy.ld), np.int32(n), d_order, d_a,
                              np.float64(1.0 / np.sqrt(n)))
 
-    return _factor_in_context(n, p, fill)
+    return _factor_in_context(n, p, fill, rows_from)
 
 
-def _factor_in_context(n, p, fill):
+def _factor_in_context(n, p, fill, rows_from=None):
     """``R`` of the ``n x p`` array that ``fill(drv, device_array, buffers)`` writes, in device 0's context.
 
     ``fill`` appends any device buffer it allocates to ``buffers``; they are
-    freed with the factorisation's own, after it.
+    freed with the factorisation's own, after it. ``rows_from``: as
+    :func:`centred_triangular_factor`'s (the result is then a pair).
     """
     drv, cusolver = _driver(), _cusolver()
     ctx = _gpu.context()
     handle = _HANDLES.get(ctx.handle)
     if handle is None:
         handle = _HANDLES[ctx.handle] = cusolver.create()
-    return _gpu.guarded(_factor, drv, cusolver, handle, n, p, fill)
+    return _gpu.guarded(_factor, drv, cusolver, handle, n, p, fill, rows_from)
 
 
-def _factor(drv, cusolver, handle, n, p, fill):
+def _factor(drv, cusolver, handle, n, p, fill, rows_from=None):
     """:func:`_factor_in_context` in the current context (errors: the caller's)."""
     _require(drv, 8 * n * p, n, p)
     buffers = [drv.mem_alloc(8 * n * p)]
@@ -192,6 +201,12 @@ def _factor(drv, cusolver, handle, n, p, fill):
         drv.memcpy_dtoh(info, d_info)  # (after the factorisation: the same stream, the null one)
         if info[0] != 0:
             raise RuntimeError(f"cuSOLVER dgeqrf failed (info={info[0]})")
+        if rows_from is not None:
+            from . import _cuda_min_norm
+
+            rows = _cuda_min_norm.rows_on_device(drv, cusolver, handle, d_a, n, p, rows_from)
+            if rows is not None:
+                return None, rows
         R = np.empty((p, p), order="F")
         _copy_2d(drv, R, int(d_a), 8 * n, to_device=False)  # the top p rows
     finally:
@@ -199,7 +214,7 @@ def _factor(drv, cusolver, handle, n, p, fill):
             buf.free()
     if not np.isfinite(R).all():
         raise FloatingPointError("the data's QR on the GPU gave non-finite values")
-    return np.triu(R)
+    return np.triu(R) if rows_from is None else (np.triu(R), None)
 
 
 def _blocks(n, p, rows_of, n_threads):

@@ -203,8 +203,11 @@ def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False, n_thr
         else:
             _memory.require("the adjacency step's minimum-norm least squares (dependent columns)",
                             _memory.min_norm_bytes(X.shape[0], p), _memory.FEWER)
-            V = _data_vectors(X, order, mean, segmented, n_threads, on_gpu=on_gpu,
-                              device_copy=device_copy)
+            V, rows = _data_vectors(X, order, mean, segmented, n_threads, on_gpu=on_gpu,
+                                    device_copy=device_copy, rows_from=first)
+            if rows is not None:  # computed on the GPU
+                coef[first:] = rows
+                return coef
         first = min(first, V.shape[0])  # no more independent columns than rows
         coef[first:] = _min_norm_rows(V, first)
     return coef
@@ -230,7 +233,7 @@ def _pivot_noise(gram, coef):
 
 
 def _data_vectors(X, order, mean=None, segmented=False, n_threads=None, stop=None,
-                  on_gpu=False, device_copy=None):
+                  on_gpu=False, device_copy=None, rows_from=None):
     """Columns whose inner products are the covariance of ``X[:, order]``.
 
     The centred data over ``sqrt(n)``, or, with more samples than variables,
@@ -244,7 +247,11 @@ def _data_vectors(X, order, mean=None, segmented=False, n_threads=None, stop=Non
     there (:mod:`._cuda_qr`; after a CUDA search), else as above; the
     columns then come from ``device_copy`` (the CUDA search's copy of ``X``
     on the device, a ``paralingam.search._cuda.DeviceCopy``) while it holds
-    ``X``'s shape and values, else from ``X``, uploaded.
+    ``X``'s shape and values, else from ``X``, uploaded. ``rows_from``:
+    the result is then the pair ``(V, rows)``, where the GPU's QR may also
+    give the minimum-norm rows of the variables from ``rows_from`` on
+    (:mod:`._cuda_min_norm`: data of small rank); then ``V`` is None,
+    else ``rows`` is.
     """
     n, p = X.shape
     if n > p:
@@ -253,26 +260,27 @@ def _data_vectors(X, order, mean=None, segmented=False, n_threads=None, stop=Non
 
             if _cuda_qr.suits(n, len(order)):
                 if device_copy is not None and _cuda_qr.copy_holds(device_copy, X.shape):
-                    R = _on_gpu(lambda: _cuda_qr.centred_triangular_factor_of_copy(
-                        device_copy, order), "the data's QR", "it")
+                    out = _on_gpu(lambda: _cuda_qr.centred_triangular_factor_of_copy(
+                        device_copy, order, rows_from), "the data's QR", "it")
                 else:
                     from .._validation import default_threads
 
                     if mean is None:
                         mean = _column_means(X)
-                    R = _on_gpu(lambda: _cuda_qr.centred_triangular_factor(
+                    out = _on_gpu(lambda: _cuda_qr.centred_triangular_factor(
                         (n, len(order)), _centred_rows(X, order, mean),
-                        n_threads or default_threads()), "the data's QR", "it")
-                if R is not None:
-                    return R
-        return _centred_triangular_factor(X, order, mean=mean, segmented=segmented,
-                                          n_threads=n_threads, stop=stop)
-    Xc = np.empty((n, len(order)))  # one copy in causal order, centred and scaled in place
-    for r0 in range(0, n, TSQR_CHUNK):
-        Xc[r0:r0 + TSQR_CHUNK] = float_rows(X, r0, min(n, r0 + TSQR_CHUNK))[:, order]
-    Xc -= Xc.mean(axis=0)
-    Xc /= np.sqrt(n)
-    return Xc
+                        n_threads or default_threads(), rows_from), "the data's QR", "it")
+                if out is not None:
+                    return out
+        V = _centred_triangular_factor(X, order, mean=mean, segmented=segmented,
+                                       n_threads=n_threads, stop=stop)
+    else:
+        V = np.empty((n, len(order)))  # one copy in causal order, centred and scaled in place
+        for r0 in range(0, n, TSQR_CHUNK):
+            V[r0:r0 + TSQR_CHUNK] = float_rows(X, r0, min(n, r0 + TSQR_CHUNK))[:, order]
+        V -= V.mean(axis=0)
+        V /= np.sqrt(n)
+    return V if rows_from is None else (V, None)
 
 
 def _centred_triangular_factor(X, order, chunk=TSQR_CHUNK, mean=None, n_threads=None,

@@ -1,0 +1,187 @@
+"""Minimum-norm rows of data of small rank on the GPU, from the data's QR on the device.
+
+After the data's QR on the GPU (:mod:`._cuda_qr`), the rows of the variables
+past the first dependent one (:func:`._min_norm._min_norm_rows`, on the
+host) need ``R``, the p x p triangular factor. Where the data's rank is
+small (at most ``MAX_BASIS`` independent variables: stoichiometric fluxes,
+data with many exact combinations), the rows are computed on the device
+instead, and only they come back (docs/design/adjacency.rst, "Minimum-norm
+rows on the GPU"):
+
+1. ``V``, the factor's upper triangle, and each column's squared norm and
+   squared diagonal entry (``kernels/adjacency.cu``: ``upper_columns``,
+   ``sums_of_squares``). A variable whose diagonal entry keeps more than
+   ``SINGULAR_TOL`` of its squared norm is taken as a member of the *basis*
+   (the host's test, :func:`._min_norm._joins`; the variables before
+   ``first`` are members, the caller's word).
+2. The QR of the basis's columns of ``V`` (cuSOLVER ``dgeqrf``), whose
+   ``Q^T`` turns ``V`` into the coordinates ``C`` (``dormqr``): the first
+   entries of a column are its coordinates on the basis vectors, in causal
+   order; the rest, its residual on all of them.
+3. The basis is checked: each variable from ``first`` on must join exactly
+   when its residual on the basis vectors before it (the squared tail of
+   its column of ``C`` from that count on) keeps more than ``SINGULAR_TOL``
+   of its squared norm. Then the host's Gram-Schmidt in causal order, which
+   decides variable by variable on the basis as it stands, would choose the
+   same basis (the spans before each variable are the same). Otherwise the
+   route declines.
+4. One block per variable ``k`` (``min_norm_rows``): ``G = C_k C_k^T`` over
+   the coordinates of the variables before ``k``, its Cholesky factor, the
+   solution ``y`` of ``G y = l_k`` and the row ``C_k^T y``: the normal
+   equations the host's loop solves (with a factor updated by rotations).
+
+The route declines (None: the caller downloads ``R`` and the host computes
+the rows) where the basis is larger than ``MAX_BASIS``, the check of step 3
+fails, a pivot of step 4 is not positive, the results are not finite, or the
+device lacks the memory.
+"""
+
+import numpy as np
+
+from .. import _gpu
+from ._common import SINGULAR_TOL
+from ._min_norm import _joins
+
+# Most basis vectors of this route: a block holds G (m x m) and a tile of
+# MN_TILE columns in shared memory, 8 (m^2 + 35 m) bytes: 167 KiB at 128.
+MAX_BASIS = 128
+MN_TILE = 32          # kernels/adjacency.cu: MN_TILE
+DEFAULT_SHARED = 48 << 10  # dynamic shared memory a kernel gets without asking
+
+CUBLAS_SIDE_LEFT = 0  # cublasSideMode_t
+CUBLAS_OP_T = 1       # cublasOperation_t
+
+
+def shared_bytes(m):
+    """Dynamic shared memory of ``min_norm_rows`` for a basis of ``m`` vectors."""
+    return 8 * (m * m + (MN_TILE + 3) * m)
+
+
+def device_bytes(p, m, lwork):
+    """Device memory of the route beside the data: V, the basis's columns, tau, the
+    workspace, the rows and the small vectors."""
+    return 8 * p * p + 8 * p * m + 8 * m + 8 * lwork + 8 * p * p + 64 * p + 64
+
+
+def basis_guess(diag2, sq_norm, first):
+    """Whether each variable joins the basis, read off the data's triangular factor.
+
+    ``diag2``: its squared diagonal entries (each variable's residual on all
+    the variables before it); ``sq_norm``: its columns' squared norms. The
+    variables before ``first`` join (the caller's word). Step 3 of the module
+    checks the guess.
+    """
+    joins = _joins(diag2, sq_norm)
+    joins[:first] = True
+    return joins
+
+
+def rows_on_device(drv, cusolver, handle, d_a, lda, p, first):
+    """The minimum-norm rows of the variables from ``first`` on, from the factor in ``d_a``.
+
+    Parameters
+    ----------
+    drv, cusolver, handle
+        PyCUDA's driver, CuPy's cuSOLVER binding and a dense handle of the
+        current context (:mod:`._cuda_qr`).
+    d_a : DeviceAllocation
+        The data's QR as ``dgeqrf`` left it (column-major, ``lda`` rows):
+        ``R`` in the upper triangle of the top ``p`` rows.
+    lda : int
+    p : int
+        Variables (columns), in causal order.
+    first : int
+        The variables before ``first`` are independent (their rows are known).
+
+    Returns
+    -------
+    coef : ndarray, shape (p - first, p) or None
+        As :func:`._min_norm._min_norm_rows` returns them (to rounding);
+        None where the route declines (the module's list).
+    """
+    from . import _cuda_adjacency
+
+    if not hasattr(cusolver, "dormqr"):
+        return None
+    fns = _cuda_adjacency._kernels(_gpu.context().handle)
+    threads = (_cuda_adjacency.THREADS, 1, 1)
+    buffers = []
+
+    def alloc(nbytes):
+        buffers.append(drv.mem_alloc(max(int(nbytes), 8)))
+        return buffers[-1]
+
+    def upload(array):
+        buffers.append(drv.to_device(array))
+        return buffers[-1]
+
+    def squares(d_src, ld, lo, hi):  # sums_of_squares of the columns, rows lo..hi-1
+        d_out = alloc(8 * p)
+        fns["sums_of_squares"].prepared_call(
+            (p, 1, 1), threads, d_src, np.int64(ld), upload(lo.astype(np.int32)),
+            upload(hi.astype(np.int32)), d_out)
+        out = np.empty(p)
+        drv.memcpy_dtoh(out, d_out)
+        return out
+
+    try:
+        free, _ = drv.mem_get_info()
+        if device_bytes(p, MAX_BASIS, 0) + (64 << 20) > free:
+            return None
+        cols = np.arange(p)
+        d_v = alloc(8 * p * p)  # V: the factor's upper triangle, p x p, ld p
+        fns["upper_columns"].prepared_call((p, 1, 1), threads, d_a, np.int64(lda), np.int32(p),
+                                           np.intp(0), d_v)
+        sq_norm = squares(d_v, p, np.zeros(p), cols + 1)
+        diag2 = squares(d_v, p, cols, cols + 1)
+        with np.errstate(invalid="ignore"):
+            joins = basis_guess(diag2, sq_norm, first)
+        basis = np.flatnonzero(joins).astype(np.int32)
+        m = len(basis)
+        if m == 0 or m > MAX_BASIS or not np.isfinite(sq_norm).all():
+            return None
+        # the basis's columns, their QR, and C = Q^T V in place of V
+        d_w = alloc(8 * p * m)
+        fns["upper_columns"].prepared_call((m, 1, 1), threads, d_v, np.int64(p), np.int32(p),
+                                           upload(basis), d_w)
+        d_tau, d_info = alloc(8 * m), alloc(8)
+        lwork = max(cusolver.dgeqrf_bufferSize(handle, p, m, int(d_w), p),
+                    cusolver.dormqr_bufferSize(handle, CUBLAS_SIDE_LEFT, CUBLAS_OP_T, p, p, m,
+                                               int(d_w), p, int(d_tau), int(d_v), p))
+        d_work = alloc(8 * lwork)
+        cusolver.dgeqrf(handle, p, m, int(d_w), p, int(d_tau), int(d_work), lwork, int(d_info))
+        cusolver.dormqr(handle, CUBLAS_SIDE_LEFT, CUBLAS_OP_T, p, p, m, int(d_w), p, int(d_tau),
+                        int(d_v), p, int(d_work), lwork, int(d_info))
+        info = np.zeros(1, dtype=np.int32)
+        drv.memcpy_dtoh(info, d_info)
+        if info[0] != 0:
+            return None
+        # step 3: the residual of each variable on the basis vectors before it
+        before = (np.cumsum(joins) - joins).astype(np.int32)
+        res2 = squares(d_v, p, before, np.full(p, p))
+        with np.errstate(invalid="ignore"):
+            checked = _joins(res2, sq_norm)
+        if not np.array_equal(checked[first:], joins[first:]):
+            return None
+        width = (before + joins).astype(np.int32)
+        shared = shared_bytes(int(before[first:].max()) if first < p else 0)
+        kernel = fns["min_norm_rows"]
+        if shared > DEFAULT_SHARED:
+            try:
+                kernel.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+            except (AttributeError, drv.Error):  # (an older PyCUDA or device: the host's rows)
+                return None
+        d_coef = alloc(8 * (p - first) * p)
+        d_status = upload(np.zeros(p - first, dtype=np.int32))
+        kernel.prepared_call((p - first, 1, 1), threads, d_v, np.int32(p), np.int32(first),
+                             upload(before), upload(width), d_coef, d_status, shared_size=shared)
+        coef = np.empty((p - first, p))
+        status = np.empty(p - first, dtype=np.int32)
+        drv.memcpy_dtoh(coef, d_coef)
+        drv.memcpy_dtoh(status, d_status)
+        if status.any() or not np.isfinite(coef).all():
+            return None
+        return coef
+    finally:
+        for buf in buffers:
+            buf.free()
