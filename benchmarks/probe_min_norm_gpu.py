@@ -7,7 +7,9 @@ where the QR left the data, for a basis of at most ``MAX_BASIS`` variables
 (``adjacency._cuda_min_norm``). The two alternate in rounds in one process
 (the host route by a stand-in of ``rows_on_device`` that declines at once);
 the adjacency phase and the whole fit are timed (medians), the search too,
-for the phase's share of it (#21's goal: at most 25%). The orders must be
+for the phase's share of it (#21's goal: at most 25%), and
+``DirectLiNGAM().fit``, whose adaptive lasso takes the same rows for its
+weights (#21's goal: at most 1.5x the fit). The orders must be
 equal and the matrices equal to 1e-9 of their largest entry.
 
 Usage: ``python probe_min_norm_gpu.py --cases rank_deficient_1000 rank_deficient_300 ecoli``
@@ -43,6 +45,7 @@ def run_case(name, args):
     for route in ("host", "device"):  # warm-up, and the results compared
         use_route(route)
         results[route] = paralingam.fit(X, backend="cuda", on_collinear="ignore")
+        paralingam.DirectLiNGAM(backend="cuda").fit(X)
     a, b = results["host"], results["device"]
     scale = max(np.abs(a.adjacency_matrix).max(), 1e-300)
     row["same_order"] = bool(list(a.causal_order) == list(b.causal_order))
@@ -54,8 +57,10 @@ def run_case(name, args):
             walls, fits = zip(*[timed(lambda: paralingam.fit(X, backend="cuda",
                                                               on_collinear="ignore"))
                                 for _ in range(args.repeats)])
+            estimator_s = median([timed(lambda: paralingam.DirectLiNGAM(backend="cuda").fit(X))[0]
+                                  for _ in range(args.repeats)])
             row["rounds"].setdefault(route, []).append({
-                "fit_s": median(walls),
+                "fit_s": median(walls), "estimator_s": estimator_s,
                 "adjacency_s": median([f.stats["time"]["adjacency"] for f in fits]),
                 "search_s": median([f.stats["time"]["search"] for f in fits])})
     use_route("device")
@@ -82,7 +87,9 @@ def main():
             for route, m in row["medians"].items():
                 print(f"{name:>20} {route:>6}: adjacency {m['adjacency_s'] * 1e3:7.1f} ms "
                       f"({m['adjacency_s'] / m['search_s']:.0%} of the search, "
-                      f"{m['search_s'] * 1e3:.1f} ms), fit {m['fit_s'] * 1e3:7.1f} ms", flush=True)
+                      f"{m['search_s'] * 1e3:.1f} ms), fit {m['fit_s'] * 1e3:7.1f} ms, "
+                      f"DirectLiNGAM().fit {m['estimator_s'] * 1e3:7.1f} ms "
+                      f"({m['estimator_s'] / m['fit_s']:.2f}x)", flush=True)
             print(f"{'':>20} same order: {row['same_order']}, largest difference "
                   f"{row['max_difference_over_largest']:.1e} of the largest entry", flush=True)
             rows.append(row)

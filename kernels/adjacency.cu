@@ -625,15 +625,21 @@ extern "C" __global__ void __launch_bounds__(TPB) gather_centred(
 
 // Column j of the p x p column-major array `out` (ld p): the upper part (rows
 // 0..src_col) of column src_col of A (column-major, ld `lda`), zeros below;
-// src_col = cols[j], or j where `cols` is null. One block per column.
+// src_col = cols[j], or j where `cols` is null; divided by divisor[src_col]
+// where `divisor` is not null (the host's V / std). One block per column.
 extern "C" __global__ void __launch_bounds__(TPB) upper_columns(
     const double *__restrict__ A, long long lda, int p, const int *__restrict__ cols,
-    double *__restrict__ out)
+    const double *__restrict__ divisor, double *__restrict__ out)
 {
     const int src = cols ? cols[blockIdx.x] : blockIdx.x;
     const double *a = A + (long long)src * lda;
     double *o = out + (long long)blockIdx.x * p;
-    for (int i = threadIdx.x; i < p; i += TPB) o[i] = i <= src ? a[i] : 0.0;
+    if (divisor) {
+        const double d = divisor[src];
+        for (int i = threadIdx.x; i < p; i += TPB) o[i] = i <= src ? a[i] / d : 0.0;
+    } else {
+        for (int i = threadIdx.x; i < p; i += TPB) o[i] = i <= src ? a[i] : 0.0;
+    }
 }
 
 // out[j] = sum of A[i, j]^2 over rows lo[j] <= i < hi[j] (A column-major, ld

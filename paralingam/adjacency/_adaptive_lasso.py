@@ -387,11 +387,15 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n
     # (a QR of its leading columns, projections on the basis), so fewer rows
     # cost less at any rank
     first = max(m - 1, 0)
-    V = _data_vectors(X, order, segmented=segmented, n_threads=n_threads, on_gpu=on_gpu,
-                      device_copy=device_copy)
-    V /= std[order]  # the standardised variables' vectors: lstsq's scale
-    first = min(first, V.shape[0])
-    rows = _min_norm_rows(V, first)[m - first:]
+    # the standardised variables' vectors (lstsq's scale): V / std, whose
+    # rows the GPU computes itself where it can (data of small rank)
+    V, rows = _data_vectors(X, order, segmented=segmented, n_threads=n_threads, on_gpu=on_gpu,
+                            device_copy=device_copy, rows_from=first, divisor=std[order])
+    if rows is None:
+        V /= std[order]
+        first = min(first, V.shape[0])
+        rows = _min_norm_rows(V, first)
+    rows = rows[m - first:]
     coef, rss = coef.copy(), rss.copy()
     coef[m:] = rows
     rss[m:] = np.diag(gram)[m:] - np.einsum("ij,ij->i", rows, gram[m:])

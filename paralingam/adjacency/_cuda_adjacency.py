@@ -47,7 +47,7 @@ def _kernels(ctx_handle):
     fns = {"module": mod}
     for name, sig in (("lars_paths", "PiPiPPddiPPPPP"), ("chol_panel", "PiiPdP"),
                       ("chol_trailing", "PiiP"), ("ols_rows", "PiPPPPP"),
-                      ("gather_centred", "PqiPPd"), ("upper_columns", "PqiPP"),
+                      ("gather_centred", "PqiPPd"), ("upper_columns", "PqiPPP"),
                       ("sums_of_squares", "PqPPP"), ("min_norm_rows", "PiiPPPP")):
         fns[name] = mod.get_function(name)
         fns[name].prepare(sig)

@@ -8,7 +8,8 @@ data with many exact combinations), the rows are computed on the device
 instead, and only they come back (docs/design/adjacency.rst, "Minimum-norm
 rows on the GPU"):
 
-1. ``V``, the factor's upper triangle, and each column's squared norm and
+1. ``V``, the factor's upper triangle (each column divided by the
+   caller's ``divisor``, where given), and each column's squared norm and
    squared diagonal entry (``kernels/adjacency.cu``: ``upper_columns``,
    ``sums_of_squares``). A variable whose diagonal entry keeps more than
    ``SINGULAR_TOL`` of its squared norm is taken as a member of the *basis*
@@ -31,7 +32,8 @@ rows on the GPU"):
    equations the host's loop solves (with a factor updated by rotations).
 
 The route declines (None: the caller downloads ``R`` and the host computes
-the rows) where the basis is larger than ``MAX_BASIS``, the check of step 3
+the rows) for fewer than ``MIN_FEATURES`` variables, where the basis is
+larger than ``MAX_BASIS``, the check of step 3
 fails, a pivot of step 4 is not positive, the results are not finite, or the
 device lacks the memory.
 """
@@ -45,6 +47,14 @@ from ._min_norm import _joins
 # Most basis vectors of this route: a block holds G (m x m) and a tile of
 # MN_TILE columns in shared memory, 8 (m^2 + 35 m) bytes: 167 KiB at 128.
 MAX_BASIS = 128
+
+# Fewest variables of this route. Below it the host's rows take about a
+# millisecond, and on data with near copies (E. coli's fluxes, p=87) the
+# estimator's LARS paths move with the rows' rounding: there the route took
+# the adjacency step from 4.9 to 4.4 ms but the estimator from 19.2 to 21.6 ms
+# (benchmarks/results/probe_min_norm_gpu_h100.json). As the Cholesky rows'
+# CUDA_OLS_MIN_FEATURES (._least_squares).
+MIN_FEATURES = 256
 MN_TILE = 32          # kernels/adjacency.cu: MN_TILE
 DEFAULT_SHARED = 48 << 10  # dynamic shared memory a kernel gets without asking
 
@@ -76,7 +86,7 @@ def basis_guess(diag2, sq_norm, first):
     return joins
 
 
-def rows_on_device(drv, cusolver, handle, d_a, lda, p, first):
+def rows_on_device(drv, cusolver, handle, d_a, lda, p, first, divisor=None):
     """The minimum-norm rows of the variables from ``first`` on, from the factor in ``d_a``.
 
     Parameters
@@ -92,6 +102,9 @@ def rows_on_device(drv, cusolver, handle, d_a, lda, p, first):
         Variables (columns), in causal order.
     first : int
         The variables before ``first`` are independent (their rows are known).
+    divisor : ndarray, shape (p,), optional
+        The rows of ``V / divisor`` (each column divided by its entry): the
+        adaptive lasso's standardised variables.
 
     Returns
     -------
@@ -101,7 +114,7 @@ def rows_on_device(drv, cusolver, handle, d_a, lda, p, first):
     """
     from . import _cuda_adjacency
 
-    if not hasattr(cusolver, "dormqr"):
+    if p < MIN_FEATURES or not hasattr(cusolver, "dormqr"):
         return None
     fns = _cuda_adjacency._kernels(_gpu.context().handle)
     threads = (_cuda_adjacency.THREADS, 1, 1)
@@ -130,8 +143,10 @@ def rows_on_device(drv, cusolver, handle, d_a, lda, p, first):
             return None
         cols = np.arange(p)
         d_v = alloc(8 * p * p)  # V: the factor's upper triangle, p x p, ld p
+        d_divisor = np.intp(0) if divisor is None else upload(
+            np.ascontiguousarray(divisor, dtype=np.float64))
         fns["upper_columns"].prepared_call((p, 1, 1), threads, d_a, np.int64(lda), np.int32(p),
-                                           np.intp(0), d_v)
+                                           np.intp(0), d_divisor, d_v)
         sq_norm = squares(d_v, p, np.zeros(p), cols + 1)
         diag2 = squares(d_v, p, cols, cols + 1)
         with np.errstate(invalid="ignore"):
@@ -143,7 +158,7 @@ def rows_on_device(drv, cusolver, handle, d_a, lda, p, first):
         # the basis's columns, their QR, and C = Q^T V in place of V
         d_w = alloc(8 * p * m)
         fns["upper_columns"].prepared_call((m, 1, 1), threads, d_v, np.int64(p), np.int32(p),
-                                           upload(basis), d_w)
+                                           upload(basis), np.intp(0), d_w)
         d_tau, d_info = alloc(8 * m), alloc(8)
         lwork = max(cusolver.dgeqrf_bufferSize(handle, p, m, int(d_w), p),
                     cusolver.dormqr_bufferSize(handle, CUBLAS_SIDE_LEFT, CUBLAS_OP_T, p, p, m,

@@ -84,7 +84,7 @@ def device_bytes(n, p, lwork):
 
 
 @_gpu.exclusive
-def centred_triangular_factor(shape, rows_of, n_threads=1, rows_from=None):
+def centred_triangular_factor(shape, rows_of, n_threads=1, rows_from=None, divisor=None):
     """``R`` of the QR of the centred data in causal order, over ``sqrt(n)``, on the GPU.
 
     Parameters
@@ -101,6 +101,9 @@ def centred_triangular_factor(shape, rows_of, n_threads=1, rows_from=None):
     rows_from : int, optional
         Also try the minimum-norm rows of the variables from ``rows_from``
         on, on the device (:func:`._cuda_min_norm.rows_on_device`).
+    divisor : ndarray, shape (p,), optional
+        With ``rows_from``: those rows are of ``R``'s columns divided by
+        these (the adaptive lasso's standardised variables).
 
     Returns
     -------
@@ -108,7 +111,8 @@ def centred_triangular_factor(shape, rows_of, n_threads=1, rows_from=None):
         Upper triangular, ``R^T R`` the covariance of the data in causal order (as the
         host's ``R``, to rounding; the signs of its rows may differ). With
         ``rows_from``: the pair ``(R, None)``, or ``(None, rows)`` where the
-        device computed the rows (``_min_norm._min_norm_rows``'s, to rounding).
+        device computed the rows (``_min_norm._min_norm_rows``'s, to rounding)
+        of ``R / divisor`` (each column divided by its entry; by default ``R``).
 
     Raises
     ------
@@ -122,11 +126,11 @@ def centred_triangular_factor(shape, rows_of, n_threads=1, rows_from=None):
         for start, block in _blocks(n, p, rows_of, n_threads):
             _copy_2d(drv, block, int(d_a) + 8 * start, 8 * n, to_device=True)
 
-    return _factor_in_context(n, p, fill, rows_from)
+    return _factor_in_context(n, p, fill, rows_from, divisor)
 
 
 @_gpu.exclusive
-def centred_triangular_factor_of_copy(device_copy, order, rows_from=None):
+def centred_triangular_factor_of_copy(device_copy, order, rows_from=None, divisor=None):
     """:func:`centred_triangular_factor` of the CUDA search's copy of the data, in ``order``.
 
     Parameters
@@ -137,7 +141,7 @@ def centred_triangular_factor_of_copy(device_copy, order, rows_from=None):
         (:func:`copy_holds`).
     order : sequence of int
         The columns, in causal order (all of them, or some).
-    rows_from : int, optional
+    rows_from, divisor : optional
         As :func:`centred_triangular_factor`'s.
 
     Returns
@@ -167,25 +171,26 @@ def centred_triangular_factor_of_copy(device_copy, order, rows_from=None):
                              np.int64(device_copy.ld), np.int32(n), d_order, d_a,
                              np.float64(1.0 / np.sqrt(n)))
 
-    return _factor_in_context(n, p, fill, rows_from)
+    return _factor_in_context(n, p, fill, rows_from, divisor)
 
 
-def _factor_in_context(n, p, fill, rows_from=None):
+def _factor_in_context(n, p, fill, rows_from=None, divisor=None):
     """``R`` of the ``n x p`` array that ``fill(drv, device_array, buffers)`` writes, in device 0's context.
 
     ``fill`` appends any device buffer it allocates to ``buffers``; they are
-    freed with the factorisation's own, after it. ``rows_from``: as
-    :func:`centred_triangular_factor`'s (the result is then a pair).
+    freed with the factorisation's own, after it. ``rows_from``,
+    ``divisor``: as :func:`centred_triangular_factor`'s (the result is then
+    a pair).
     """
     drv, cusolver = _driver(), _cusolver()
     ctx = _gpu.context()
     handle = _HANDLES.get(ctx.handle)
     if handle is None:
         handle = _HANDLES[ctx.handle] = cusolver.create()
-    return _gpu.guarded(_factor, drv, cusolver, handle, n, p, fill, rows_from)
+    return _gpu.guarded(_factor, drv, cusolver, handle, n, p, fill, rows_from, divisor)
 
 
-def _factor(drv, cusolver, handle, n, p, fill, rows_from=None):
+def _factor(drv, cusolver, handle, n, p, fill, rows_from=None, divisor=None):
     """:func:`_factor_in_context` in the current context (errors: the caller's)."""
     _require(drv, 8 * n * p, n, p)
     buffers = [drv.mem_alloc(8 * n * p)]
@@ -204,7 +209,8 @@ def _factor(drv, cusolver, handle, n, p, fill, rows_from=None):
         if rows_from is not None:
             from . import _cuda_min_norm
 
-            rows = _cuda_min_norm.rows_on_device(drv, cusolver, handle, d_a, n, p, rows_from)
+            rows = _cuda_min_norm.rows_on_device(drv, cusolver, handle, d_a, n, p, rows_from,
+                                                 divisor)
             if rows is not None:
                 return None, rows
         R = np.empty((p, p), order="F")

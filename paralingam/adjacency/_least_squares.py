@@ -233,7 +233,7 @@ def _pivot_noise(gram, coef):
 
 
 def _data_vectors(X, order, mean=None, segmented=False, n_threads=None, stop=None,
-                  on_gpu=False, device_copy=None, rows_from=None):
+                  on_gpu=False, device_copy=None, rows_from=None, divisor=None):
     """Columns whose inner products are the covariance of ``X[:, order]``.
 
     The centred data over ``sqrt(n)``, or, with more samples than variables,
@@ -251,7 +251,8 @@ def _data_vectors(X, order, mean=None, segmented=False, n_threads=None, stop=Non
     the result is then the pair ``(V, rows)``, where the GPU's QR may also
     give the minimum-norm rows of the variables from ``rows_from`` on
     (:mod:`._cuda_min_norm`: data of small rank); then ``V`` is None,
-    else ``rows`` is.
+    else ``rows`` is. ``divisor``: those rows are then of ``V``'s columns
+    divided by these (``V`` itself is returned as it is).
     """
     n, p = X.shape
     if n > p:
@@ -261,7 +262,7 @@ def _data_vectors(X, order, mean=None, segmented=False, n_threads=None, stop=Non
             if _cuda_qr.suits(n, len(order)):
                 if device_copy is not None and _cuda_qr.copy_holds(device_copy, X.shape):
                     out = _on_gpu(lambda: _cuda_qr.centred_triangular_factor_of_copy(
-                        device_copy, order, rows_from), "the data's QR", "it")
+                        device_copy, order, rows_from, divisor), "the data's QR", "it")
                 else:
                     from .._validation import default_threads
 
@@ -269,7 +270,8 @@ def _data_vectors(X, order, mean=None, segmented=False, n_threads=None, stop=Non
                         mean = _column_means(X)
                     out = _on_gpu(lambda: _cuda_qr.centred_triangular_factor(
                         (n, len(order)), _centred_rows(X, order, mean),
-                        n_threads or default_threads(), rows_from), "the data's QR", "it")
+                        n_threads or default_threads(), rows_from, divisor), "the data's QR",
+                        "it")
                 if out is not None:
                     return out
         V = _centred_triangular_factor(X, order, mean=mean, segmented=segmented,
