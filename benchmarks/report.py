@@ -779,6 +779,27 @@ def threaded_blas(out):
     (out / "threaded_blas.rst").write_text(text + "\n" + _source(name, d, "threaded_blas"))
 
 
+def min_norm_gpu(out):
+    """The minimum-norm rows on the host against the GPU (``probe_min_norm_gpu.py``)."""
+    name = "probe_min_norm_gpu_h100.json"
+    d = _load(name)
+    rows = []
+    for r in d["rows"]:
+        for route, label in (("host", "host (R downloaded)"), ("device", "GPU")):
+            m = r["medians"][route]
+            rows.append([f"{r['case']} (p={r['p']}, n={r['n']})", label, _ms(m["adjacency_s"]),
+                         f"{m['adjacency_s'] / m['search_s']:.0%}", _ms(m["fit_s"]),
+                         f"{_ms(m['estimator_s'])} ({m['estimator_s'] / m['fit_s']:.2f}x)"])
+        rows.append(["(both routes)", "largest difference of B",
+                     f"{r['max_difference_over_largest']:.1e}", "-", "-",
+                     "orders equal" if r["same_order"] else "orders differ"])
+    text = _table(["case", "minimum-norm rows", "adjacency step", "of the search", "fit",
+                   "DirectLiNGAM().fit"], rows)
+    note = d["provenance"].get("commit_note")
+    (out / "min_norm_gpu.rst").write_text(
+        text + "\n" + _source(name, d) + (f"\n*Note:* {note}.\n" if note else ""))
+
+
 def render(out):
     """Write every table (``*.rst``) and plot (``*.png``) into the folder ``out``."""
     import matplotlib
@@ -820,6 +841,7 @@ def render(out):
     dependent_paths(out)
     pivot_noise(out)
     threaded_blas(out)
+    min_norm_gpu(out)
 
 
 if __name__ == "__main__":
