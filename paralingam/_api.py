@@ -468,6 +468,15 @@ def _keeps_copy(search_data):  # pragma: no cover - needs a GPU
     return _cuda_qr.suits(*search_data.shape)
 
 
+def _first_explained(found):
+    """Position in the causal order of the first variable the search found explained, or None."""
+    if not found.explained:
+        return None
+    position = np.empty(found.order.size, dtype=np.intp)
+    position[found.order] = np.arange(found.order.size)
+    return int(min(position[int(v)] for v in found.explained))
+
+
 def adjacency(search_data, found, settings, exponents, names, times, *, method="ols",
               prior_knowledge=None, n_threads=None, progress=False):
     """Edge weights on the found order (``method`` of :mod:`paralingam.adjacency`), on the data's scale.
@@ -494,6 +503,7 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
                                     prior_knowledge=prior_knowledge, backend=settings.backend,
                                     n_threads=n_threads, scatter=scatter,
                                     progress=progress, dependent=bool(found.explained),
+                                    first_explained=_first_explained(found),
                                     device_copy=found.device_copy)
     B = _scaled_back(B, exponents, names)
     times["adjacency"] = time.perf_counter() - t0

@@ -643,3 +643,85 @@ def test_an_error_in_the_qr_ahead_reaches_the_caller(monkeypatch):
     with pytest.raises(np.linalg.LinAlgError, match="planted"):
         _least_squares._ols_adjacency(X, order, backend="cpu", n_threads=2, dependent=True)
     assert not _qr_threads()
+
+
+def first_explained_position(X, order):
+    """Position in ``order`` of the first variable its predecessors explain exactly."""
+    return int(np.argmax(explained_targets(X, order)[order]))
+
+
+def test_the_cuda_route_factorises_only_up_to_the_first_explained_variable(monkeypatch):
+    X = rank_deficient(300, 2000, 250, 41)  # rank 50: the first explained variable comes early
+    order = np.random.default_rng(41).permutation(300)
+    first = first_explained_position(X, order)
+    assert 0 < first < _least_squares.CUDA_OLS_MIN_FEATURES
+    _, scatter = _common._scatter_by_blocks(X, None)
+    sizes = []
+    factor = _least_squares._least_squares_factor
+    monkeypatch.setattr(_least_squares, "_least_squares_factor",
+                        lambda gram, on_gpu: sizes.append(len(gram)) or factor(gram, False))
+    hinted = _least_squares._ols_adjacency(X, order, backend="cuda", scatter=scatter,
+                                           first_explained=first)
+    assert sizes == [first + 1]  # the leading block, on the host
+    whole = _least_squares._ols_adjacency(X, order, backend="cuda", scatter=scatter)
+    assert sizes == [first + 1, 300]  # without the hint: all the variables
+    np.testing.assert_allclose(hinted, whole, rtol=0, atol=1e-12 * np.abs(whole).max())
+
+
+def test_a_hint_the_pivots_do_not_confirm_changes_no_result(monkeypatch):
+    # the search's explained variable is one whose pivot holds here (a looser
+    # tolerance): the rows after the block still come from the data
+    X = rank_deficient(300, 2000, 250, 42)
+    order = np.random.default_rng(42).permutation(300)
+    _, scatter = _common._scatter_by_blocks(X, None)
+    first = first_explained_position(X, order)
+    factor = _least_squares._least_squares_factor
+    monkeypatch.setattr(_least_squares, "_least_squares_factor",
+                        lambda gram, on_gpu: factor(gram, False))
+    whole = _least_squares._ols_adjacency(X, order, backend="cuda", scatter=scatter)
+    for hint in (first - 1, 1):
+        hinted = _least_squares._ols_adjacency(X, order, backend="cuda", scatter=scatter,
+                                               first_explained=hint)
+        # the rows between the hint and the first failed pivot come from the
+        # data's basis instead of the covariance's factor: equal to rounding
+        np.testing.assert_allclose(hinted, whole, rtol=0, atol=1e-8 * np.abs(whole).max())
+
+
+def test_fit_hands_the_first_explained_position_to_the_adjacency_step(monkeypatch):
+    X = rank_deficient(40, 2000, 20, 43)
+    seen = []
+    estimate = paralingam._api._estimate_adjacency
+    monkeypatch.setattr(paralingam._api, "_estimate_adjacency",
+                        lambda *a, **kw: seen.append(kw["first_explained"]) or estimate(*a, **kw))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        res = paralingam.fit(X, backend="cpu")
+    order = np.asarray(res.causal_order)
+    position = {int(v): int(np.flatnonzero(order == int(v))[0]) for v in res.stats["explained"]}
+    assert seen == [min(position.values())]
+    full_rank = np.random.default_rng(43).laplace(size=(500, 6))
+    paralingam.fit(full_rank, backend="cpu")
+    assert seen[-1] is None
+
+
+@pytest.mark.gpu
+def test_fit_on_the_gpu_skips_the_whole_factor_after_an_early_explained_variable(monkeypatch):
+    from paralingam.adjacency import _cuda_adjacency
+
+    X = rank_deficient(400, 4096, 340, 44)  # rank 60
+    calls = []
+    gpu_factor = _cuda_adjacency.ols_on_predecessors
+    monkeypatch.setattr(_cuda_adjacency, "ols_on_predecessors",
+                        lambda gram, tol: calls.append(len(gram)) or gpu_factor(gram, tol))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        warnings.simplefilter("error", RuntimeWarning)
+        hinted = paralingam.fit(X, backend="cuda")
+        assert calls == []  # the leading block is small: the host's
+        monkeypatch.setattr(paralingam._api, "_first_explained", lambda found: None)
+        whole = paralingam.fit(X, backend="cuda")
+    assert calls == [400]
+    assert hinted.causal_order == whole.causal_order
+    scale = np.abs(whole.adjacency_matrix).max()
+    np.testing.assert_allclose(hinted.adjacency_matrix, whole.adjacency_matrix, rtol=0,
+                               atol=1e-9 * scale)

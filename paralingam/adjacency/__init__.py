@@ -135,12 +135,15 @@ def estimate_adjacency(
 
 def _estimate_adjacency(X, order, *, method, prior_knowledge=None, backend=None,
                         n_threads=None, scatter=None, progress=False, dependent=False,
-                        device_copy=None):
+                        first_explained=None, device_copy=None):
     """:func:`estimate_adjacency` on checked input (float64 ``X``, ``order`` a permutation).
 
     No ``coef_threshold``: the callers apply it on the data's own scale.
     ``dependent``: the search found variables that others explain (least
-    squares may then start the data's QR early: ``_least_squares.qr_ahead``).
+    squares may then start the data's QR early: ``_least_squares.qr_ahead``);
+    ``first_explained``: the position in ``order`` of the first of them
+    (after a CUDA search, least squares then factorises only the
+    covariance's leading block: ``_least_squares._ols_adjacency``).
     ``device_copy``: the CUDA search's copy of ``X`` on the device
     (``paralingam.search._cuda.DeviceCopy``), which the data's QR on the GPU
     then reads instead of uploading ``X`` (:mod:`._cuda_qr`).
@@ -152,7 +155,7 @@ def _estimate_adjacency(X, order, *, method, prior_knowledge=None, backend=None,
     elif method == "ols":
         B = _ols_adjacency(X, order, prior_knowledge=prior_knowledge, backend=backend,
                            scatter=scatter, n_threads=n_threads, dependent=dependent,
-                           device_copy=device_copy)
+                           first_explained=first_explained, device_copy=device_copy)
     else:
         raise ValueError(f"adjacency must be one of {ADJACENCY_METHODS}; got {method!r}")
     return B

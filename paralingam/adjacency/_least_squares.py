@@ -96,7 +96,7 @@ def ols_adjacency(X, causal_order, *, prior_knowledge=None, backend=None, scatte
 
 
 def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None, n_threads=None,
-                   dependent=False, device_copy=None):
+                   dependent=False, first_explained=None, device_copy=None):
     """:func:`ols_adjacency` on checked input (``order`` a permutation).
 
     ``X``: float64 data, or a :class:`~paralingam._preparation.ScaledData`
@@ -110,8 +110,15 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     data's QR, which their rows need, may then start on a thread of its own
     beside the scatter matrix (where made here) and the Cholesky factor
     (:func:`qr_ahead`); the hint changes when the
-    QR runs, never a result. ``device_copy``: the CUDA search's copy of
-    ``X`` on the device, which the data's QR on the GPU then reads
+    QR runs, never a result. ``first_explained``: the position in
+    ``order`` of the first variable the search found explained by the
+    variables before it (``fit``'s hint, None for none): its Cholesky pivot
+    fails, so on the CUDA route the rows up to it come from the factor of
+    the covariance's leading block (:func:`_leading_factor`) instead of a
+    factor of all ``p`` variables on the GPU whose later rows would go
+    unused; the rows after it come from the data as ever, and the hint
+    changes results only in rounding. ``device_copy``: the CUDA search's
+    copy of ``X`` on the device, which the data's QR on the GPU then reads
     (:func:`_data_vectors`).
     """
     if backend not in ADJACENCY_BACKENDS:
@@ -133,8 +140,11 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
         B_ord = None
         factor = None
         if backend == "cuda" and p >= CUDA_OLS_MIN_FEATURES:
-            # the factor on the GPU; any failed pivot: the host's path
-            factor = _least_squares_factor(cov, True)
+            if first_explained is not None and first_explained < p:
+                factor = _leading_factor(cov, first_explained + 1)
+            else:
+                # the factor on the GPU; any failed pivot: the host's path
+                factor = _least_squares_factor(cov, True)
             coef, rss, solved = factor
             if solved.all() and (rss > _pivot_noise(cov, coef)).all():
                 B_ord = coef
@@ -525,6 +535,20 @@ def _ols_on_predecessors(gram):
     coef[:m, :m] = np.tril(Linv, -1) * -np.diag(Lm)[:, None]
     rss[:m] = np.diag(Lm) ** 2
     solved[:m] = np.isfinite(coef[:m]).all(axis=1)
+    return coef, rss, solved
+
+
+def _leading_factor(gram, lead):
+    """:func:`_ols_on_predecessors` of the leading ``lead`` variables, as arrays of all of them.
+
+    The rows after ``lead`` are not solved (``solved`` False): the caller
+    takes them from the data (:func:`_min_norm_rows`). On the GPU where
+    ``lead`` reaches ``CUDA_OLS_MIN_FEATURES``, as :func:`_least_squares_factor`.
+    """
+    p = gram.shape[0]
+    head = _least_squares_factor(gram[:lead, :lead], lead >= CUDA_OLS_MIN_FEATURES)
+    coef, rss, solved = np.zeros((p, p)), np.zeros(p), np.zeros(p, dtype=bool)
+    coef[:lead, :lead], rss[:lead], solved[:lead] = head
     return coef, rss, solved
 
 
