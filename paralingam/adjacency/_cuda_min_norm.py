@@ -52,8 +52,8 @@ MAX_BASIS = 128
 # millisecond, and on data with near copies (E. coli's fluxes, p=87) the
 # estimator's LARS paths move with the rows' rounding: there the route took
 # the adjacency step from 4.9 to 4.4 ms but the estimator from 19.2 to 21.6 ms
-# (benchmarks/results/probe_min_norm_gpu_h100.json). As the Cholesky rows'
-# CUDA_OLS_MIN_FEATURES (._least_squares).
+# (benchmarks/results/probe_min_norm_gpu_h100.json, section run_12be663). As
+# the Cholesky rows' CUDA_OLS_MIN_FEATURES (._least_squares).
 MIN_FEATURES = 256
 MN_TILE = 32          # kernels/adjacency.cu: MN_TILE
 DEFAULT_SHARED = 48 << 10  # dynamic shared memory a kernel gets without asking
