@@ -15,7 +15,7 @@ import paralingam
 from paralingam.adjacency import _cuda_min_norm, _cuda_qr, _least_squares, _min_norm
 from paralingam.adjacency._common import _column_means
 
-from test_cuda_qr import assert_same_gram, needs_cupy
+from test_cuda_qr import FakeCusolver, assert_same_gram, fake_gpu, needs_cupy  # noqa: F401
 from test_rank_deficient import rank_deficient
 
 
@@ -54,6 +54,183 @@ def test_shared_memory_of_the_largest_basis_fits_an_h100_block():
     # 227 KiB: the most dynamic shared memory a block of an H100 may ask for
     assert _cuda_min_norm.shared_bytes(_cuda_min_norm.MAX_BASIS) <= 227 << 10
     assert _cuda_min_norm.shared_bytes(76) > _cuda_min_norm.DEFAULT_SHARED  # (asks for more)
+
+
+# --- the route on numpy stand-ins of its kernels and of cuSOLVER (CI has no GPU) ------------------
+
+def _ints(device, ptr, count):
+    start = int(ptr) - device.BASE
+    return device.memory[start:start + 4 * count].view(np.int32)
+
+
+class FakeKernels:
+    """``upper_columns``, ``sums_of_squares`` and ``min_norm_rows`` of kernels/adjacency.cu in numpy."""
+
+    def __init__(self, device):
+        self.device, self.shared, self.launch_shared = device, [], []
+
+    def kernels(self):
+        def launcher(fn, attribute=False):
+            ns = type("Kernel", (), {"prepared_call": staticmethod(fn)})()
+            if attribute:
+                ns.set_attribute = lambda attr, value: self.shared.append(value)
+            return ns
+
+        return {"upper_columns": launcher(self.upper_columns),
+                "sums_of_squares": launcher(self.sums_of_squares),
+                "min_norm_rows": launcher(self.min_norm_rows, attribute=True)}
+
+    def upper_columns(self, grid, block, A, lda, p, cols, divisor, out):
+        ncols, lda, p = grid[0], int(lda), int(p)
+        src = _ints(self.device, cols, ncols) if int(cols) else np.arange(ncols)
+        width = int(src.max()) + 1
+        a = self.device.doubles(int(A), lda * width).reshape((lda, width), order="F")
+        o = self.device.doubles(int(out), p * ncols).reshape((p, ncols), order="F")
+        o[:] = 0.0
+        for j, c in enumerate(src):
+            o[:c + 1, j] = a[:c + 1, c]
+            if int(divisor):
+                o[:c + 1, j] /= self.device.doubles(int(divisor), width)[c]
+
+    def sums_of_squares(self, grid, block, A, lda, lo, hi, out):
+        p, lda = grid[0], int(lda)
+        a = self.device.doubles(int(A), lda * p).reshape((lda, p), order="F")
+        lo, hi = _ints(self.device, lo, p), _ints(self.device, hi, p)
+        self.device.doubles(int(out), p)[:] = [np.sum(a[lo[j]:hi[j], j] ** 2) for j in range(p)]
+
+    def min_norm_rows(self, grid, block, C, p, first, before, width, coef, status,
+                      shared_size=0):
+        self.launch_shared.append(shared_size)
+        p, first = int(p), int(first)
+        c = self.device.doubles(int(C), p * p).reshape((p, p), order="F")
+        before, width = _ints(self.device, before, p), _ints(self.device, width, p)
+        rows = self.device.doubles(int(coef), (p - first) * p).reshape((p - first, p))
+        flags = _ints(self.device, status, p - first)
+        for k in range(first, p):
+            m, row = before[k], rows[k - first]
+            row[:] = 0.0
+            if m == 0:
+                continue
+            Ck = np.zeros((m, k))
+            for j in range(k):
+                Ck[:width[j], j] = c[:width[j], j]
+            try:
+                L = np.linalg.cholesky(Ck @ Ck.T)
+            except np.linalg.LinAlgError:
+                flags[k - first] = 1
+                continue
+            y = np.linalg.solve(L.T, np.linalg.solve(L, c[:m, k]))
+            row[:k] = Ck.T @ y
+
+
+class FakeQRCusolver(FakeCusolver):
+    """``dgeqrf`` as the stand-in's, keeping each array's ``Q``; ``dormqr`` applies ``Q^T``."""
+
+    def __init__(self, device):
+        super().__init__(device)
+        self.q = {}
+
+    def dgeqrf(self, handle, m, n, a, lda, tau, work, lwork, info):
+        A = self.device.doubles(a, lda * n).reshape((lda, n), order="F")
+        self.q[a] = np.linalg.qr(A[:m], mode="complete")[0]
+        super().dgeqrf(handle, m, n, a, lda, tau, work, lwork, info)
+
+    def dormqr_bufferSize(self, handle, side, trans, m, n, k, a, lda, tau, c, ldc):
+        return 64 * n
+
+    def dormqr(self, handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, info):
+        assert (side, trans) == (0, 1)  # Q^T from the left
+        self.calls.append(("dormqr", m, n, k))
+        C = self.device.doubles(c, ldc * n).reshape((ldc, n), order="F")
+        C[:m] = self.q[a].T @ C[:m]
+        self.device.memory[info - self.device.BASE:info - self.device.BASE + 4] = 0
+
+
+@pytest.fixture
+def fake_route(fake_gpu, monkeypatch):
+    """The route on the stand-ins: (driver, cusolver, kernels), for data of any size."""
+    from paralingam.adjacency import _cuda_adjacency
+
+    drv, _ = fake_gpu
+    cusolver = FakeQRCusolver(drv.device)
+    monkeypatch.setattr(_cuda_qr, "_cusolver", lambda: cusolver)
+    kernels = FakeKernels(drv.device)
+    gather = _cuda_adjacency._kernels(1)["gather_centred"]
+    monkeypatch.setattr(_cuda_adjacency, "_kernels",
+                        lambda handle: {**kernels.kernels(), "gather_centred": gather})
+    drv.function_attribute = type("FunctionAttribute", (),
+                                  {"MAX_DYNAMIC_SHARED_SIZE_BYTES": 8})
+    drv.Error = RuntimeError
+    monkeypatch.setattr(_cuda_min_norm, "MIN_FEATURES", 1)
+    return drv, cusolver, kernels
+
+
+@pytest.mark.parametrize("p, n, explained, seed", [(60, 600, 45, 21), (90, 900, 20, 22)])
+def test_the_route_on_stand_ins_gives_the_hosts_rows_and_frees_its_buffers(fake_route, monkeypatch,
+                                                                            p, n, explained, seed):
+    drv, cusolver, kernels = fake_route
+    monkeypatch.setattr(_cuda_min_norm, "DEFAULT_SHARED", 0)  # (every launch asks for its size)
+    X = rank_deficient(p, n, explained, seed)
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(p)
+    V = _least_squares._centred_triangular_factor(X, order)
+    first = leading_independent(V)
+    for divisor in (None, rng.uniform(0.5, 2.0, p)):
+        rows_of = _least_squares._centred_rows(X, order, _column_means(X))
+        R, rows = _cuda_qr.centred_triangular_factor(X.shape, rows_of, 1, first, divisor)
+        assert R is None
+        host = _min_norm._min_norm_rows(V if divisor is None else V / divisor, first)
+        np.testing.assert_allclose(rows, host, rtol=0, atol=1e-9 * np.abs(host).max())
+    assert ("dormqr", p, p, p - explained) in cusolver.calls
+    assert kernels.shared == kernels.launch_shared
+    assert all(0 < size <= _cuda_min_norm.shared_bytes(p - explained) for size in kernels.shared)
+    assert sorted(drv.device.freed) == sorted(drv.device.allocated)
+
+
+def test_the_route_on_stand_ins_declines_to_the_hosts_factor(fake_route, monkeypatch):
+    drv, cusolver, kernels = fake_route
+    X = rank_deficient(60, 600, 45, 23)
+    order = np.random.default_rng(23).permutation(60)
+    V = _least_squares._centred_triangular_factor(X, order)
+    first = leading_independent(V)
+    guess = _cuda_min_norm.basis_guess
+
+    def wrong(diag2, sq_norm, first):
+        joins = guess(diag2, sq_norm, first)
+        joins[np.argmin(joins)] = True
+        return joins
+
+    cases = [("MAX_BASIS", 10), ("basis_guess", wrong)]
+    for name, value in cases:
+        with monkeypatch.context() as m:
+            m.setattr(_cuda_min_norm, name, value)
+            R, rows = _cuda_qr.centred_triangular_factor(
+                X.shape, _least_squares._centred_rows(X, order, _column_means(X)), 1, first)
+        assert rows is None
+        assert_same_gram(R, V)
+    # a failed pivot in a block: the host's rows
+    with monkeypatch.context() as m:
+        failing = kernels.min_norm_rows
+
+        def fail(grid, block, C, p, first, before, width, coef, status, shared_size=0):
+            failing(grid, block, C, p, first, before, width, coef, status, shared_size)
+            _ints(drv.device, status, 1)[0] = 1
+
+        m.setattr(kernels, "min_norm_rows", fail)
+        R, rows = _cuda_qr.centred_triangular_factor(
+            X.shape, _least_squares._centred_rows(X, order, _column_means(X)), 1, first)
+    assert rows is None
+    assert_same_gram(R, V)
+    assert sorted(drv.device.freed) == sorted(drv.device.allocated)
+
+
+def test_without_dormqr_the_route_declines_before_any_launch(fake_gpu):
+    drv, cusolver = fake_gpu  # (the QR's stand-in has no dormqr)
+    X = rank_deficient(60, 600, 45, 24)
+    order = np.arange(60)
+    R, rows = _cuda_qr.centred_triangular_factor(
+        X.shape, _least_squares._centred_rows(X, order, _column_means(X)), 1, 5)
+    assert rows is None and R is not None
 
 
 @pytest.mark.gpu

@@ -106,7 +106,7 @@ class FakeDriver:
 
     def memcpy_dtoh(self, host, buf):
         start = int(buf) - self.device.BASE
-        host.view(np.uint8)[:] = self.device.memory[start:start + host.nbytes]
+        host.view(np.uint8).reshape(-1)[:] = self.device.memory[start:start + host.nbytes]
 
     def to_device(self, host):
         buf = FakeBuffer(self.device, host.nbytes)
