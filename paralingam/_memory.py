@@ -13,8 +13,8 @@ alive at its peak; ``tests/test_memory.py`` compares them with the peaks
 ``tracemalloc`` measures.
 
 Available host memory is the smallest of ``MemAvailable`` in
-``/proc/meminfo`` (or ``psutil.virtual_memory().available`` when psutil is
-installed) and the room left under the process's cgroup limit (v2
+``/proc/meminfo`` (elsewhere ``psutil.virtual_memory().available``, where
+psutil is installed) and the room left under the process's cgroup limit (v2
 ``memory.max - memory.current``, v1 ``memory.limit_in_bytes -
 memory.usage_in_bytes``). Where none of these can be read, no check is made.
 ``PARALINGAM_MEMORY_CHECK=0`` turns the host checks off (for systems whose
@@ -125,21 +125,27 @@ def _cgroup_room():
 
 
 def available_host_bytes():
-    """Host memory this process can still allocate, in bytes, or None when unknown."""
+    """Host memory this process can still allocate, in bytes, or None when unknown.
+
+    ``MemAvailable`` of ``/proc/meminfo`` where it can be read (Linux):
+    psutil reports that same field there, and its ``virtual_memory()``
+    reads every other field too (about 1.3 ms on a 2-core VM, against
+    0.05 ms). Elsewhere, psutil where it is installed.
+    """
     found = []
-    try:
-        import psutil
-    except ImportError:
-        psutil = None
-    if psutil is not None:
+    value = _meminfo_available()
+    if value is None:
         try:
-            found.append(int(psutil.virtual_memory().available))
-        except Exception:  # psutil without support for this platform
-            pass
-    if not found:
-        value = _meminfo_available()
-        if value is not None:
-            found.append(value)
+            import psutil
+        except ImportError:
+            psutil = None
+        if psutil is not None:
+            try:
+                value = int(psutil.virtual_memory().available)
+            except Exception:  # psutil without support for this platform
+                value = None
+    if value is not None:
+        found.append(value)
     room = _cgroup_room()
     if room is not None:
         found.append(room)

@@ -270,3 +270,18 @@ def test_cuda_problem_too_big_for_the_card_gets_the_clear_error(monkeypatch):
     Y = np.random.default_rng(1).laplace(size=(300, 6))
     assert paralingam.fit(Y, backend="cuda").causal_order == \
         paralingam.fit(Y, backend="cpu").causal_order
+
+
+def test_psutil_serves_only_where_proc_meminfo_cannot_be_read(monkeypatch):
+    import sys
+    import types
+
+    calls = []
+    fake = types.SimpleNamespace(virtual_memory=lambda: calls.append(1) or types.SimpleNamespace(
+        available=123 << 20))
+    monkeypatch.setitem(sys.modules, "psutil", fake)
+    monkeypatch.setattr(_memory, "_cgroup_room", lambda: None)
+    monkeypatch.setattr(_memory, "_meminfo_available", lambda: 456 << 20)
+    assert _memory.available_host_bytes() == 456 << 20 and calls == []
+    monkeypatch.setattr(_memory, "_meminfo_available", lambda: None)
+    assert _memory.available_host_bytes() == 123 << 20 and calls == [1]
