@@ -365,3 +365,30 @@ def test_the_estimators_weights_take_the_gpu_rows(monkeypatch):
     exact = explained_targets(X, np.asarray(host.causal_order_))
     np.testing.assert_allclose(gpu.adjacency_matrix_[~exact], host.adjacency_matrix_[~exact],
                                rtol=0, atol=1e-8)
+
+
+def test_no_rows_to_compute_need_no_device():
+    rows = _cuda_min_norm.rows_on_device(None, None, None, None, 1000, 300, 300)
+    assert rows.shape == (0, 300)
+
+
+def test_a_failed_allocation_or_cusolver_call_declines_and_frees_the_buffers(fake_route,
+                                                                            monkeypatch):
+    drv, cusolver, kernels = fake_route
+    X = rank_deficient(60, 600, 45, 25)
+    order = np.random.default_rng(25).permutation(60)
+    V = _least_squares._centred_triangular_factor(X, order)
+    first = leading_independent(V)
+
+    def refuse(*args):
+        raise RuntimeError("CUSOLVER_STATUS_INTERNAL_ERROR")  # (CUSOLVERError's base)
+
+    with monkeypatch.context() as m:
+        m.setattr(cusolver, "dormqr", refuse)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            R, rows = _cuda_qr.centred_triangular_factor(
+                X.shape, _least_squares._centred_rows(X, order, _column_means(X)), 1, first)
+    assert rows is None
+    assert_same_gram(R, V)  # the QR stands: no warning, no second QR on the host
+    assert sorted(drv.device.freed) == sorted(drv.device.allocated)

@@ -675,16 +675,18 @@ def test_a_hint_the_pivots_do_not_confirm_changes_no_result(monkeypatch):
     order = np.random.default_rng(42).permutation(300)
     _, scatter = _common._scatter_by_blocks(X, None)
     first = first_explained_position(X, order)
+    sizes = []
     factor = _least_squares._least_squares_factor
     monkeypatch.setattr(_least_squares, "_least_squares_factor",
-                        lambda gram, on_gpu: factor(gram, False))
+                        lambda gram, on_gpu: sizes.append(len(gram)) or factor(gram, False))
     whole = _least_squares._ols_adjacency(X, order, backend="cuda", scatter=scatter)
     for hint in (first - 1, 1):
+        sizes.clear()
         hinted = _least_squares._ols_adjacency(X, order, backend="cuda", scatter=scatter,
                                                first_explained=hint)
-        # the rows between the hint and the first failed pivot come from the
-        # data's basis instead of the covariance's factor: equal to rounding
-        np.testing.assert_allclose(hinted, whole, rtol=0, atol=1e-8 * np.abs(whole).max())
+        # every pivot of the block holds: the whole factor, as without the hint
+        assert sizes == [hint + 1, 300]
+        np.testing.assert_array_equal(hinted, whole)
 
 
 def test_fit_hands_the_first_explained_position_to_the_adjacency_step(monkeypatch):

@@ -33,9 +33,9 @@ rows on the GPU"):
 
 The route declines (None: the caller downloads ``R`` and the host computes
 the rows) for fewer than ``MIN_FEATURES`` variables, where the basis is
-larger than ``MAX_BASIS``, the check of step 3
-fails, a pivot of step 4 is not positive, the results are not finite, or the
-device lacks the memory.
+larger than ``MAX_BASIS``, the check of step 3 fails, a pivot of step 4 is
+not positive, the results are not finite, the device lacks the memory, or
+an allocation, a launch or a cuSOLVER call fails.
 """
 
 import numpy as np
@@ -114,6 +114,8 @@ def rows_on_device(drv, cusolver, handle, d_a, lda, p, first, divisor=None):
     """
     from . import _cuda_adjacency
 
+    if first >= p:
+        return np.empty((0, p))
     if p < MIN_FEATURES or not hasattr(cusolver, "dormqr"):
         return None
     fns = _cuda_adjacency._kernels(_gpu.context().handle)
@@ -197,6 +199,11 @@ def rows_on_device(drv, cusolver, handle, d_a, lda, p, first, divisor=None):
         if status.any() or not np.isfinite(coef).all():
             return None
         return coef
+    except (drv.Error, MemoryError, RuntimeError):
+        # (an allocation or a cuSOLVER call that failed: the QR in d_a stands,
+        # and the caller downloads R; a fault that broke the context raises
+        # again there, for _gpu.guarded)
+        return None
     finally:
         for buf in buffers:
             buf.free()

@@ -117,7 +117,9 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     the covariance's leading block (:func:`_leading_factor`) instead of a
     factor of all ``p`` variables on the GPU whose later rows would go
     unused; the rows after it come from the data as ever, and the hint
-    changes results only in rounding. ``device_copy``: the CUDA search's
+    changes results only in rounding. Where every pivot of that block holds
+    (the search's tolerance looser than this step's), the whole factor is
+    made as without the hint. ``device_copy``: the CUDA search's
     copy of ``X`` on the device, which the data's QR on the GPU then reads
     (:func:`_data_vectors`).
     """
@@ -142,7 +144,11 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
         if backend == "cuda" and p >= CUDA_OLS_MIN_FEATURES:
             if first_explained is not None and first_explained < p:
                 factor = _leading_factor(cov, first_explained + 1)
-            else:
+                if _pivots_hold(cov, factor, first_explained + 1):
+                    # the search's explained variable is independent to this
+                    # step's tolerance: the rows after it need the whole factor
+                    factor = None
+            if factor is None:
                 # the factor on the GPU; any failed pivot: the host's path
                 factor = _least_squares_factor(cov, True)
             coef, rss, solved = factor
@@ -536,6 +542,17 @@ def _ols_on_predecessors(gram):
     rss[:m] = np.diag(Lm) ** 2
     solved[:m] = np.isfinite(coef[:m]).all(axis=1)
     return coef, rss, solved
+
+
+def _pivots_hold(gram, factor, rows):
+    """Whether the first ``rows`` rows of ``factor`` (``_ols_on_predecessors``'s) are
+    solved and their pivots keep more than their rounding and ``SINGULAR_TOL``
+    (the test of :func:`_ols_rows_host`)."""
+    coef, rss, solved = factor
+    if not solved[:rows].all():
+        return False
+    noise = _pivot_noise(gram[:rows, :rows], coef[:rows, :rows])
+    return bool((rss[:rows] > np.maximum(noise, SINGULAR_TOL * np.diag(gram)[:rows])).all())
 
 
 def _leading_factor(gram, lead):
