@@ -295,11 +295,9 @@ def test_a_guess_the_residuals_contradict_leaves_the_rows_to_the_host(any_size, 
     assert_same_gram(R, V)
 
 
-@pytest.mark.gpu
-@needs_cupy
-def test_fit_takes_the_gpu_rows_and_equals_the_host_rows(monkeypatch):
-    X = rank_deficient(400, 4096, 340, 8)  # rank 60
-    taken, results = [], []
+def record_device_rows(monkeypatch):
+    """A list that records, per call of the route, whether it gave the rows."""
+    taken = []
     on_device = _cuda_min_norm.rows_on_device
 
     def spy(*args):
@@ -308,6 +306,14 @@ def test_fit_takes_the_gpu_rows_and_equals_the_host_rows(monkeypatch):
         return rows
 
     monkeypatch.setattr(_cuda_min_norm, "rows_on_device", spy)
+    return taken
+
+
+@pytest.mark.gpu
+@needs_cupy
+def test_fit_takes_the_gpu_rows_and_equals_the_host_rows(monkeypatch):
+    X = rank_deficient(400, 4096, 340, 8)  # rank 60
+    taken, results = record_device_rows(monkeypatch), []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
         warnings.simplefilter("error", RuntimeWarning)
@@ -344,15 +350,7 @@ def test_the_estimators_weights_take_the_gpu_rows(monkeypatch):
     from test_rank_deficient import explained_targets
 
     X = rank_deficient(300, 4096, 250, 10)  # rank 50
-    taken, models = [], []
-    on_device = _cuda_min_norm.rows_on_device
-
-    def spy(*args):
-        rows = on_device(*args)
-        taken.append(rows is not None)
-        return rows
-
-    monkeypatch.setattr(_cuda_min_norm, "rows_on_device", spy)
+    taken, models = record_device_rows(monkeypatch), []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
         warnings.simplefilter("error", RuntimeWarning)
