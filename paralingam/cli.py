@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -1283,8 +1284,20 @@ def _fit_and_write(args, fit, outputs):
     return EXIT_OUTPUT if failed else EXIT_OK
 
 
+def _format_warning(message, category, filename, lineno, line=None):
+    """A warning as the command line prints it: ``paralingam: warning: <message>``.
+
+    Python's own format names the file and line that warned (here the
+    ``paralingam`` script) and repeats that line, which tell a user of the
+    command line nothing.
+    """
+    return f"paralingam: warning: {message}\n"
+
+
 def main(argv=None):
     """Run the command line; returns the exit code (see the module docstring)."""
+    python_format = warnings.formatwarning
+    warnings.formatwarning = _format_warning
     try:
         return _run(argv)
     except CLIError as exc:
@@ -1297,6 +1310,8 @@ def main(argv=None):
         # A result written to standard output was cut off (-o - | head).
         _silence(sys.stdout)
         return EXIT_BROKEN_PIPE
+    finally:
+        warnings.formatwarning = python_format
 
 
 def _silence(stream):

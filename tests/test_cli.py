@@ -1177,3 +1177,29 @@ def test_a_long_list_of_explained_variables_is_cut_in_the_warning():
     assert text.startswith("0, 1, 2,") and text.endswith(", 19, ... and 2931 more "
                                                          "(stats['explained'])")
     assert _api._listed(["a", "b"], "x") == "a, b"
+
+
+def test_warnings_print_as_the_command_lines_own_lines(tmp_path):
+    import subprocess
+    import sys
+
+    from child_process import child_env
+
+    X = np.random.default_rng(930).laplace(size=(400, 4))
+    np.savetxt(tmp_path / "x.csv", np.column_stack([X, X[:, 0] + X[:, 1]]), delimiter=",",
+               header="a,b,c,d,e", comments="")
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from paralingam import cli; sys.exit(cli.main())",
+         "fit", str(tmp_path / "x.csv"), "--backend", "cpu"],
+        capture_output=True, text=True, cwd=tmp_path, env=child_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [s for s in proc.stderr.splitlines() if "fully explained" in s]
+    assert lines and lines[0].startswith("paralingam: warning: 1 variable(s) are fully explained")
+    # not Python's format: no file and line of the caller, no repeated source line
+    assert "DegenerateDataWarning" not in proc.stderr and "sys.exit" not in proc.stderr
+    # main restores Python's format when it returns
+    import warnings
+
+    before = warnings.formatwarning
+    assert cli.main(["fit", str(tmp_path / "missing.csv")]) != 0
+    assert warnings.formatwarning is before
