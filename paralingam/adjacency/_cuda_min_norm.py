@@ -45,7 +45,7 @@ from ._common import SINGULAR_TOL
 from ._min_norm import _joins
 
 # Most basis vectors of this route: a block holds G (m x m) and a tile of
-# MN_TILE columns in shared memory, 8 (m^2 + 35 m) bytes: 167 KiB at 128.
+# MN_TILE columns in shared memory, 8 (m^2 + 35 m) bytes: 163 KiB at 128.
 MAX_BASIS = 128
 
 # Fewest variables of this route. Below it the host's rows take about a
