@@ -144,7 +144,7 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
         if backend == "cuda" and p >= CUDA_OLS_MIN_FEATURES:
             if first_explained is not None and first_explained < p:
                 factor = _leading_factor(cov, first_explained + 1)
-                if _pivots_hold(cov, factor, first_explained + 1):
+                if _first_unsound_row(cov, factor) > first_explained:
                     # the search's explained variable is independent to this
                     # step's tolerance: the rows after it need the whole factor
                     factor = None
@@ -208,11 +208,9 @@ def _ols_rows_host(cov, X, order, factor=None, mean=None, segmented=False, n_thr
     from ``device_copy`` (the CUDA search's copy of ``X``) where given.
     """
     p = cov.shape[0]
-    coef, rss, solved = factor if factor is not None else _ols_on_predecessors(cov)
-    rows = int(np.argmin(solved)) if not solved.all() else p
-    noise = _pivot_noise(cov[:rows, :rows], coef[:rows, :rows])
-    ok = rss[:rows] > np.maximum(noise, SINGULAR_TOL * np.diag(cov)[:rows])
-    first = rows if ok.all() else int(np.argmin(ok))
+    factor = factor if factor is not None else _ols_on_predecessors(cov)
+    coef = factor[0]
+    first = _first_unsound_row(cov, factor)
     if first < p:
         if ahead is not None:
             V = ahead.result()
@@ -544,15 +542,19 @@ def _ols_on_predecessors(gram):
     return coef, rss, solved
 
 
-def _pivots_hold(gram, factor, rows):
-    """Whether the first ``rows`` rows of ``factor`` (``_ols_on_predecessors``'s) are
-    solved and their pivots keep more than their rounding and ``SINGULAR_TOL``
-    (the test of :func:`_ols_rows_host`)."""
+def _first_unsound_row(gram, factor):
+    """The first row of ``factor`` (``_ols_on_predecessors``'s of ``gram``) that does not hold.
+
+    A row holds where it is solved and its pivot keeps more than its rounding
+    (:func:`_pivot_noise`) and ``SINGULAR_TOL`` of its variance; the rows
+    from the first that does not come from the data (:func:`_min_norm_rows`).
+    ``len(gram)`` where every row holds.
+    """
     coef, rss, solved = factor
-    if not solved[:rows].all():
-        return False
+    rows = int(np.argmin(solved)) if not solved.all() else len(solved)
     noise = _pivot_noise(gram[:rows, :rows], coef[:rows, :rows])
-    return bool((rss[:rows] > np.maximum(noise, SINGULAR_TOL * np.diag(gram)[:rows])).all())
+    ok = rss[:rows] > np.maximum(noise, SINGULAR_TOL * np.diag(gram)[:rows])
+    return rows if ok.all() else int(np.argmin(ok))
 
 
 def _leading_factor(gram, lead):
