@@ -181,7 +181,7 @@ def rows_on_device(drv, cusolver, handle, d_a, lda, p, first, divisor=None):
         if not np.array_equal(checked[first:], joins[first:]):
             return None
         width = (before + joins).astype(np.int32)
-        shared = shared_bytes(int(before[first:].max()) if first < p else 0)
+        shared = shared_bytes(int(before[first:].max()))
         kernel = fns["min_norm_rows"]
         if shared > DEFAULT_SHARED:
             try:
