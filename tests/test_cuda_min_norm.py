@@ -295,8 +295,12 @@ def test_a_guess_the_residuals_contradict_leaves_the_rows_to_the_host(any_size, 
     assert_same_gram(R, V)
 
 
-def record_device_rows(monkeypatch):
-    """A list that records, per call of the route, whether it gave the rows."""
+def device_then_host(monkeypatch, run):
+    """``run()`` with the route, then with the route declining at once.
+
+    Returns the two results and, per call of the route in the first run,
+    whether it gave the rows. No RuntimeWarning (a fallback) is allowed.
+    """
     taken = []
     on_device = _cuda_min_norm.rows_on_device
 
@@ -306,22 +310,21 @@ def record_device_rows(monkeypatch):
         return rows
 
     monkeypatch.setattr(_cuda_min_norm, "rows_on_device", spy)
-    return taken
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        warnings.simplefilter("error", RuntimeWarning)
+        device = run()
+        monkeypatch.setattr(_cuda_min_norm, "rows_on_device", lambda *args: None)
+        host = run()
+    return device, host, taken
 
 
 @pytest.mark.gpu
 @needs_cupy
 def test_fit_takes_the_gpu_rows_and_equals_the_host_rows(monkeypatch):
     X = rank_deficient(400, 4096, 340, 8)  # rank 60
-    taken, results = record_device_rows(monkeypatch), []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
-        warnings.simplefilter("error", RuntimeWarning)
-        results.append(paralingam.fit(X, backend="cuda"))
-        assert taken == [True]
-        monkeypatch.setattr(_cuda_min_norm, "rows_on_device", lambda *args: None)
-        results.append(paralingam.fit(X, backend="cuda"))
-    gpu, host = results
+    gpu, host, taken = device_then_host(monkeypatch, lambda: paralingam.fit(X, backend="cuda"))
+    assert taken == [True]
     assert gpu.causal_order == host.causal_order
     scale = np.abs(host.adjacency_matrix).max()
     np.testing.assert_allclose(gpu.adjacency_matrix, host.adjacency_matrix, rtol=0,
@@ -350,15 +353,9 @@ def test_the_estimators_weights_take_the_gpu_rows(monkeypatch):
     from test_rank_deficient import explained_targets
 
     X = rank_deficient(300, 4096, 250, 10)  # rank 50
-    taken, models = record_device_rows(monkeypatch), []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
-        warnings.simplefilter("error", RuntimeWarning)
-        models.append(paralingam.DirectLiNGAM(backend="cuda").fit(X))
-        assert taken and all(taken)
-        monkeypatch.setattr(_cuda_min_norm, "rows_on_device", lambda *args: None)
-        models.append(paralingam.DirectLiNGAM(backend="cuda").fit(X))
-    gpu, host = models
+    gpu, host, taken = device_then_host(
+        monkeypatch, lambda: paralingam.DirectLiNGAM(backend="cuda").fit(X))
+    assert taken and all(taken)
     assert gpu.causal_order_ == host.causal_order_
     exact = explained_targets(X, np.asarray(host.causal_order_))
     np.testing.assert_allclose(gpu.adjacency_matrix_[~exact], host.adjacency_matrix_[~exact],
