@@ -31,6 +31,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The folder of the E. coli flux sample (ecoli_core_fluxes_n10000.npz): the
+# benchmarks' --data-dir default (.gpu/data on the GPU machine).
+DATA_DIR = os.environ.get("PARALINGAM_DATA", "/work/shared/data")
+
 
 def parse_size(text):
     """``"500x1024"`` -> ``(500, 1024)`` (variables, samples)."""

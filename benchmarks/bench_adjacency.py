@@ -498,7 +498,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3,
                     help="tsqr-segments, qr-ahead, pivot-noise, gpu-qr, device-copy: rounds "
                          "of the A/B")
-    ap.add_argument("--data-dir", default=os.environ.get("PARALINGAM_DATA", "/work/shared/data"),
+    ap.add_argument("--data-dir", default=_common.DATA_DIR,
                     help="folder of ecoli_core_fluxes_n10000.npz (blas-threads, estimator-blas)")
     ap.add_argument("--cases", nargs="+", default=None,
                     choices=("ecoli", "rank_deficient_300", "rank_deficient_1000", "wide", "wide_5000",

@@ -333,8 +333,7 @@ def main():
                          "short ones: the kernels are compiled by then)")
     ap.add_argument("--no-estimator", action="store_true",
                     help="skip DirectLiNGAM().fit and the p-values")
-    ap.add_argument("--data-dir", default=os.environ.get("PARALINGAM_DATA",
-                                                         "/work/shared/data"),
+    ap.add_argument("--data-dir", default=_common.DATA_DIR,
                     help="folder of ecoli_core_fluxes_n10000.npz (.gpu/data on the GPU machine)")
     args = ap.parse_args()
     backends = args.backends or (["cpu", "cuda"] if cuda_usable() else ["cpu"])

@@ -12,7 +12,6 @@ on rank-deficient data: at most 1.5x). Orders and matrices are checked equal.
 Usage: ``python probe_estimator_input.py --backend cuda --cases rank_deficient_1000``
 """
 
-import os
 import sys
 import warnings
 from pathlib import Path
@@ -79,7 +78,7 @@ def main():
                     choices=[c for c, v in CASES.items() if "fresh" not in v[3]])
     ap.add_argument("--backend", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--data-dir", default=os.environ.get("PARALINGAM_DATA", "/work/shared/data"))
+    ap.add_argument("--data-dir", default=_common.DATA_DIR)
     args = ap.parse_args()
     print(f"rounds of {args.repeats} fits each (medians), {args.backend} backend; "
           "DirectLiNGAM().fit / paralingam.fit")

@@ -20,7 +20,6 @@ largest entry (the largest difference from ``host`` is reported).
 Usage: ``python probe_min_norm_gpu.py --cases rank_deficient_1000 rank_deficient_300``
 """
 
-import os
 import sys
 import warnings
 from pathlib import Path
@@ -85,7 +84,7 @@ def main():
     ap.add_argument("--cases", nargs="*", default=["rank_deficient_1000", "rank_deficient_300"],
                     choices=[c for c, v in CASES.items() if "fresh" not in v[3]])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--data-dir", default=os.environ.get("PARALINGAM_DATA", "/work/shared/data"))
+    ap.add_argument("--data-dir", default=_common.DATA_DIR)
     args = ap.parse_args()
     print(f"rounds of {args.repeats} CUDA fits each (medians); adjacency phase, its share of the "
           "search, and the fit")
