@@ -8,14 +8,16 @@ and the Cholesky rows from a factor of all the variables on the GPU.
 basis of at most ``MAX_BASIS`` variables (``adjacency._cuda_min_norm``).
 ``leading``: besides, only the covariance's leading block up to the first
 variable the search found explained is factorised (``fit``'s hint,
-``_least_squares._leading_factor``): what ``fit`` runs now. The routes
+``_least_squares._hinted_factor``; the adaptive lasso's weights take it
+too): what ``fit`` and ``DirectLiNGAM().fit`` run now. The routes
 alternate in rounds in one process (by stand-ins of ``rows_on_device`` and
 of ``fit``'s hint that decline at once); the adjacency phase and the whole
 fit are timed (medians), the search too, for the phase's share of it (#21's
 goal: at most 25%), and ``DirectLiNGAM().fit``, whose adaptive lasso takes
 the same minimum-norm rows for its weights (#21's goal: at most 1.5x the
 fit). The orders must be equal and the matrices equal to 1e-9 of their
-largest entry (the largest difference from ``host`` is reported).
+largest entry (the largest difference from the first route is reported,
+for the estimator's matrix too, with whether its edges are the same).
 
 Usage: ``python probe_min_norm_gpu.py --cases rank_deficient_1000 rank_deficient_300``
 """
@@ -49,20 +51,28 @@ def run_case(name, args):
     (p, n), _, _, _ = CASES[name]
     X = make_data(name, p, n, args.data_dir)
     row = {"case": name, "p": X.shape[1], "n": X.shape[0], "rounds": {}}
-    results = {}
-    for route in ROUTES:  # warm-up, and the results compared
+    results, estimated = {}, {}
+    for route in args.routes:  # warm-up, and the results compared
         use_route(route)
         results[route] = paralingam.fit(X, backend="cuda", on_collinear="ignore")
-        paralingam.DirectLiNGAM(backend="cuda").fit(X)
-    base = results["host"]
+        estimated[route] = paralingam.DirectLiNGAM(backend="cuda").fit(X).adjacency_matrix_
+    first = args.routes[0]
+    base, base_estimated = results[first], estimated[first]
     scale = max(np.abs(base.adjacency_matrix).max(), 1e-300)
+    estimated_scale = max(np.abs(base_estimated).max(), 1e-300)
+    row["compared_with"] = first
     row["same_order"] = all(list(r.causal_order) == list(base.causal_order)
                             for r in results.values())
     row["max_difference_over_largest"] = {
         route: float(np.abs(r.adjacency_matrix - base.adjacency_matrix).max() / scale)
-        for route, r in results.items() if route != "host"}
+        for route, r in results.items() if route != first}
+    row["estimator_max_difference_over_largest"] = {
+        route: float(np.abs(B - base_estimated).max() / estimated_scale)
+        for route, B in estimated.items() if route != first}
+    row["estimator_same_edges"] = {route: bool(np.array_equal(B != 0, base_estimated != 0))
+                                   for route, B in estimated.items() if route != first}
     for _ in range(args.rounds):
-        for route in ROUTES:
+        for route in args.routes:
             use_route(route)
             walls, fits = zip(*[timed(lambda: paralingam.fit(X, backend="cuda",
                                                               on_collinear="ignore"))
@@ -84,6 +94,7 @@ def main():
     ap.add_argument("--cases", nargs="*", default=["rank_deficient_1000", "rank_deficient_300"],
                     choices=[c for c, v in CASES.items() if "fresh" not in v[3]])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--routes", nargs="*", default=list(ROUTES), choices=ROUTES)
     ap.add_argument("--data-dir", default=_common.DATA_DIR)
     args = ap.parse_args()
     print(f"rounds of {args.repeats} CUDA fits each (medians); adjacency phase, its share of the "
@@ -101,10 +112,15 @@ def main():
                       f"({m['estimator_s'] / m['fit_s']:.2f}x)", flush=True)
             diffs = ", ".join(f"{route} {d:.1e}"
                               for route, d in row["max_difference_over_largest"].items())
-            print(f"{'':>20} same order: {row['same_order']}; largest difference from host "
-                  f"(of the largest entry): {diffs}", flush=True)
+            estimator = ", ".join(
+                f"{route} {d:.1e} (same edges: {row['estimator_same_edges'][route]})"
+                for route, d in row["estimator_max_difference_over_largest"].items())
+            print(f"{'':>20} same order: {row['same_order']}; largest difference from "
+                  f"{row['compared_with']} (of the largest entry): fit {diffs}; "
+                  f"estimator {estimator}", flush=True)
             rows.append(row)
-    _common.write_result(args, {"rounds": args.rounds, "repeats": args.repeats, "rows": rows})
+    _common.write_result(args, {"rounds": args.rounds, "repeats": args.repeats,
+                                "routes": args.routes, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -634,12 +634,8 @@ extern "C" __global__ void __launch_bounds__(TPB) upper_columns(
     const int src = cols ? cols[blockIdx.x] : blockIdx.x;
     const double *a = A + (long long)src * lda;
     double *o = out + (long long)blockIdx.x * p;
-    if (divisor) {
-        const double d = divisor[src];
-        for (int i = threadIdx.x; i < p; i += TPB) o[i] = i <= src ? a[i] / d : 0.0;
-    } else {
-        for (int i = threadIdx.x; i < p; i += TPB) o[i] = i <= src ? a[i] : 0.0;
-    }
+    const double d = divisor ? divisor[src] : 1.0;  // (a division by 1 is exact)
+    for (int i = threadIdx.x; i < p; i += TPB) o[i] = i <= src ? a[i] / d : 0.0;
 }
 
 // out[j] = sum of A[i, j]^2 over rows lo[j] <= i < hi[j] (A column-major, ld
@@ -648,18 +644,12 @@ extern "C" __global__ void __launch_bounds__(TPB) sums_of_squares(
     const double *__restrict__ A, long long lda, const int *__restrict__ lo,
     const int *__restrict__ hi, double *__restrict__ out)
 {
-    __shared__ double part[NWARPS];
+    __shared__ Scratch sh;
     const double *a = A + (long long)blockIdx.x * lda;
     double s = 0.0;
     for (int i = lo[blockIdx.x] + threadIdx.x; i < hi[blockIdx.x]; i += TPB) s += a[i] * a[i];
-    s = warp_sum(s);
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double t = 0.0;
-        for (int w = 0; w < NWARPS; ++w) t += part[w];
-        out[blockIdx.x] = t;
-    }
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) out[blockIdx.x] = s;
 }
 
 #define MN_TILE 32  // columns of C per shared-memory tile (min_norm_rows)

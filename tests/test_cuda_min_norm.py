@@ -141,6 +141,7 @@ class FakeQRCusolver(FakeCusolver):
     def dormqr(self, handle, side, trans, m, n, k, a, lda, tau, c, ldc, work, lwork, info):
         assert (side, trans) == (0, 1)  # Q^T from the left
         self.calls.append(("dormqr", m, n, k))
+        self.device.log.append("dormqr")
         C = self.device.doubles(c, ldc * n).reshape((ldc, n), order="F")
         C[:m] = self.q[a].T @ C[:m]
         self.device.memory[info - self.device.BASE:info - self.device.BASE + 4] = 0
@@ -185,6 +186,22 @@ def test_the_route_on_stand_ins_gives_the_hosts_rows_and_frees_its_buffers(fake_
     assert kernels.shared == kernels.launch_shared
     assert all(0 < size <= _cuda_min_norm.shared_bytes(p - explained) for size in kernels.shared)
     assert sorted(drv.device.freed) == sorted(drv.device.allocated)
+
+
+def test_every_cusolver_call_is_fenced_by_synchronisations(fake_route):
+    # CuPy's binding may run a call on a caller's non-blocking stream, which
+    # the default stream's copies and kernels neither wait for nor hold up
+    drv, cusolver, kernels = fake_route
+    X = rank_deficient(60, 600, 45, 21)
+    order = np.random.default_rng(21).permutation(60)
+    V = _least_squares._centred_triangular_factor(X, order)
+    rows_of = _least_squares._centred_rows(X, order, _column_means(X))
+    R, rows = _cuda_qr.centred_triangular_factor(X.shape, rows_of, 1, leading_independent(V))
+    assert R is None  # the route ran: the data's QR, then the basis's QR and Q^T V
+    log = drv.device.log
+    calls = [i for i, entry in enumerate(log) if entry != "synchronize"]
+    assert [log[i] for i in calls] == ["dgeqrf", "dgeqrf", "dormqr"]
+    assert all(log[i - 1] == log[i + 1] == "synchronize" for i in calls)
 
 
 def test_the_route_on_stand_ins_declines_to_the_hosts_factor(fake_route, monkeypatch):
@@ -329,6 +346,22 @@ def test_fit_takes_the_gpu_rows_and_equals_the_host_rows(monkeypatch):
     scale = np.abs(host.adjacency_matrix).max()
     np.testing.assert_allclose(gpu.adjacency_matrix, host.adjacency_matrix, rtol=0,
                                atol=1e-9 * scale)
+
+
+@pytest.mark.gpu
+@needs_cupy
+def test_fit_under_a_callers_non_blocking_cupy_stream_gives_the_same_result():
+    import cupy
+
+    X = rank_deficient(400, 4096, 340, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        warnings.simplefilter("error", RuntimeWarning)
+        plain = paralingam.fit(X, backend="cuda")
+        with cupy.cuda.Stream(non_blocking=True):
+            on_stream = paralingam.fit(X, backend="cuda")
+    assert on_stream.causal_order == plain.causal_order
+    np.testing.assert_array_equal(on_stream.adjacency_matrix, plain.adjacency_matrix)
 
 
 @pytest.mark.gpu

@@ -43,6 +43,7 @@ class FakeDevice:
         self.next = 0
         self.allocated = {}
         self.freed = []
+        self.log = []  # the cuSOLVER calls and the context's synchronisations, in order
 
     def doubles(self, ptr, count):
         start = ptr - self.BASE
@@ -89,6 +90,13 @@ class FakeDriver:
                     dst[:] = src
 
         self.Memcpy2D = Memcpy2D
+
+        class Context:
+            @staticmethod
+            def synchronize():
+                device.log.append("synchronize")
+
+        self.Context = Context
 
     def view(self, end, pitch, col, width):
         kind, what = end
@@ -164,6 +172,7 @@ class FakeCusolver:
 
     def dgeqrf(self, handle, m, n, a, lda, tau, work, lwork, info):
         self.calls.append((m, n, lda))
+        self.device.log.append("dgeqrf")
         A = self.device.doubles(a, lda * n).reshape((lda, n), order="F")
         R = np.linalg.qr(A[:m], mode="r")
         A[:n, :] = R

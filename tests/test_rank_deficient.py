@@ -19,7 +19,7 @@ from lingam_cases import lingam_adjacency
 
 import paralingam
 from paralingam.adjacency import _adaptive_lasso, _common, _cuda_qr, _least_squares
-from paralingam.adjacency import adaptive_lasso_adjacency, estimate_adjacency
+from paralingam.adjacency import AdjacencyWarning, adaptive_lasso_adjacency, estimate_adjacency
 
 
 def _lasso_built():
@@ -687,6 +687,63 @@ def test_a_hint_the_pivots_do_not_confirm_changes_no_result(monkeypatch):
         # every pivot of the block holds: the whole factor, as without the hint
         assert sizes == [hint + 1, 300]
         np.testing.assert_array_equal(hinted, whole)
+
+
+def lasso_factor_sizes(monkeypatch):
+    """The sizes of the weights' factors the adaptive lasso asks for (made on the host)."""
+    sizes = []
+    factor = _least_squares._least_squares_factor
+    spy = lambda gram, on_gpu: sizes.append(len(gram)) or factor(gram, False)  # noqa: E731
+    monkeypatch.setattr(_least_squares, "_least_squares_factor", spy)
+    monkeypatch.setattr(_adaptive_lasso, "_least_squares_factor", spy)
+    return sizes
+
+
+def cuda_route_lasso(X, order, hint):
+    """The adaptive lasso on the CUDA route (its GPU steps fall back here, quietly)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # no GPU: the host takes each step
+        warnings.simplefilter("ignore", AdjacencyWarning)
+        return _adaptive_lasso._adaptive_lasso_adjacency(X, order, backend="cuda", n_threads=2,
+                                                         first_explained=hint)
+
+
+def test_the_adaptive_lasso_factorises_its_weights_only_up_to_the_first_explained_variable(
+        monkeypatch):
+    X = rank_deficient(300, 2000, 250, 41)
+    order = np.random.default_rng(41).permutation(300)
+    first = first_explained_position(X, order)
+    sizes = lasso_factor_sizes(monkeypatch)
+    hinted = cuda_route_lasso(X, order, first)
+    assert sizes == [first + 1]  # the leading block
+    whole = cuda_route_lasso(X, order, None)
+    assert sizes == [first + 1, 300]  # without the hint: all the variables
+    # the same supports; the weights differ in rounding only
+    np.testing.assert_array_equal(hinted != 0, whole != 0)
+    np.testing.assert_allclose(hinted, whole, rtol=0, atol=1e-9 * np.abs(whole).max())
+
+
+def test_an_adaptive_lasso_hint_the_pivots_do_not_confirm_changes_no_result(monkeypatch):
+    X = rank_deficient(300, 2000, 250, 42)
+    order = np.random.default_rng(42).permutation(300)
+    first = first_explained_position(X, order)
+    sizes = lasso_factor_sizes(monkeypatch)
+    whole = cuda_route_lasso(X, order, None)
+    for hint in (first - 1, 1):
+        sizes.clear()
+        hinted = cuda_route_lasso(X, order, hint)
+        assert sizes == [hint + 1, 300]  # every pivot of the block holds: the whole factor
+        np.testing.assert_array_equal(hinted, whole)
+
+
+def test_the_cpu_route_ignores_the_hint_in_the_adaptive_lasso(monkeypatch):
+    X = rank_deficient(40, 500, 20, 45)
+    order = np.random.default_rng(45).permutation(40)
+    sizes = lasso_factor_sizes(monkeypatch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AdjacencyWarning)
+        _adaptive_lasso._adaptive_lasso_adjacency(X, order, backend="cpu", first_explained=3)
+    assert sizes == [40]  # the whole factor, on the host
 
 
 def test_fit_hands_the_first_explained_position_to_the_adjacency_step(monkeypatch):

@@ -142,8 +142,9 @@ def _estimate_adjacency(X, order, *, method, prior_knowledge=None, backend=None,
     ``dependent``: the search found variables that others explain (least
     squares may then start the data's QR early: ``_least_squares.qr_ahead``);
     ``first_explained``: the position in ``order`` of the first of them
-    (after a CUDA search, least squares then factorises only the
-    covariance's leading block: ``_least_squares._ols_adjacency``).
+    (after a CUDA search, least squares and the adaptive lasso's weights
+    then factorise only the covariance's leading block:
+    ``_least_squares._hinted_factor``).
     ``device_copy``: the CUDA search's copy of ``X`` on the device
     (``paralingam.search._cuda.DeviceCopy``), which the data's QR on the GPU
     then reads instead of uploading ``X`` (:mod:`._cuda_qr`).
@@ -151,7 +152,8 @@ def _estimate_adjacency(X, order, *, method, prior_knowledge=None, backend=None,
     if method == "adaptive_lasso":
         B = _adaptive_lasso_adjacency(X, order, prior_knowledge=prior_knowledge,
                                       n_threads=n_threads, backend=backend, scatter=scatter,
-                                      progress=progress, device_copy=device_copy)
+                                      progress=progress, first_explained=first_explained,
+                                      device_copy=device_copy)
     elif method == "ols":
         B = _ols_adjacency(X, order, prior_knowledge=prior_knowledge, backend=backend,
                            scatter=scatter, n_threads=n_threads, dependent=dependent,

@@ -18,7 +18,8 @@ from .._progress import Progress
 from .._validation import check_positive, default_threads, user_stacklevel
 from ._common import (ADJACENCY_BACKENDS, SINGULAR_TOL, AdjacencyWarning, _checked_inputs,
                       _scaled_back, _scatter)
-from ._least_squares import _data_vectors, _least_squares_factor, _on_gpu, qr_in_segments
+from ._least_squares import (_data_vectors, _hinted_factor, _least_squares_factor, _on_gpu,
+                             _pivot_holds, qr_in_segments)
 from ._min_norm import _min_norm_rows
 from ._prior import allowed_predictors
 
@@ -131,17 +132,18 @@ def check_samples_before_search(n_samples, n_features, prior_knowledge):
 
 def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_threads=None,
                               engine="auto", backend=None, scatter=None, progress=False,
-                              device_copy=None):
+                              first_explained=None, device_copy=None):
     """:func:`adaptive_lasso_adjacency` on checked input (float64 ``X``, ``order``
     a permutation); ``progress``: a bar of the targets (:func:`estimate_adjacency`);
-    ``device_copy``: the CUDA search's copy of ``X`` (``_estimate_adjacency``'s)."""
+    ``first_explained`` and ``device_copy``: the search's hint and the CUDA
+    search's copy of ``X`` (``_estimate_adjacency``'s)."""
     with Progress(max(X.shape[1] - 1, 0), progress, desc="adjacency", unit="target") as bar:
         return _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine,
-                                        backend, scatter, bar, device_copy)
+                                        backend, scatter, bar, first_explained, device_copy)
 
 
 def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine, backend,
-                             scatter, bar, device_copy=None):
+                             scatter, bar, first_explained=None, device_copy=None):
     """The body of :func:`_adaptive_lasso_adjacency`, counting its targets on ``bar``."""
     if engine not in ("auto", "compiled", "sklearn"):
         raise ValueError(f"engine must be 'auto', 'compiled' or 'sklearn'; got {engine!r}")
@@ -196,7 +198,15 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
     if lasso is not None and targets:
         n_threads = n_threads or default_threads()  # OpenMP's own default is not capped
         on_gpu = backend == "cuda" and p >= CUDA_LASSO_MIN_FEATURES
-        ols_coef, ols_rss, solved = _least_squares_factor(gram_ord, on_gpu)
+        if on_gpu:
+            # the weights' factor only up to the search's first explained
+            # variable where its pivot fails here too: the rows after it
+            # come from the data either way (_min_norm_weights)
+            ols_coef, ols_rss, solved = _hinted_factor(
+                gram_ord, first_explained,
+                lambda block: not _pivot_holds(gram_ord, block, first_explained))
+        else:
+            ols_coef, ols_rss, solved = _least_squares_factor(gram_ord, False)
         targets_arr = np.asarray(targets, dtype=np.intp)
         full = np.array([len(s) == k for k, s in zip(targets, predictor_sets)])
         given = full & solved[targets_arr]

@@ -114,7 +114,7 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     ``order`` of the first variable the search found explained by the
     variables before it (``fit``'s hint, None for none): its Cholesky pivot
     fails, so on the CUDA route the rows up to it come from the factor of
-    the covariance's leading block (:func:`_leading_factor`) instead of a
+    the covariance's leading block (:func:`_hinted_factor`) instead of a
     factor of all ``p`` variables on the GPU whose later rows would go
     unused; the rows after it come from the data as ever, and the hint
     changes results only in rounding. Where every pivot of that block holds
@@ -142,15 +142,10 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
         B_ord = None
         factor = None
         if backend == "cuda" and p >= CUDA_OLS_MIN_FEATURES:
-            if first_explained is not None and first_explained < p:
-                factor = _leading_factor(cov, first_explained + 1)
-                if _first_unsound_row(cov, factor) > first_explained:
-                    # the search's explained variable is independent to this
-                    # step's tolerance: the rows after it need the whole factor
-                    factor = None
-            if factor is None:
-                # the factor on the GPU; any failed pivot: the host's path
-                factor = _least_squares_factor(cov, True)
+            # the factor on the GPU; any failed pivot: the host's path
+            factor = _hinted_factor(
+                cov, first_explained,
+                lambda block: _first_unsound_row(cov, block) <= first_explained)
             coef, rss, solved = factor
             if solved.all() and (rss > _pivot_noise(cov, coef)).all():
                 B_ord = coef
@@ -569,6 +564,35 @@ def _leading_factor(gram, lead):
     coef, rss, solved = np.zeros((p, p)), np.zeros(p), np.zeros(p, dtype=bool)
     coef[:lead, :lead], rss[:lead], solved[:lead] = head
     return coef, rss, solved
+
+
+def _hinted_factor(gram, first_explained, confirms):
+    """The GPU route's :func:`_ols_on_predecessors` of ``gram``, only as far as the search's hint.
+
+    ``first_explained``: the position of the first variable the search found
+    explained by those before it (None: none). Its pivot fails, so the rows
+    after it come from the data and a factor of all ``p`` variables would
+    go unused past it: the leading block's factor (:func:`_leading_factor`)
+    is returned where ``confirms(factor)`` holds (the caller's test that the
+    block's last pivot fails); otherwise, and without a hint, the whole
+    factor (:func:`_least_squares_factor` on the GPU).
+    """
+    if first_explained is not None and first_explained < gram.shape[0]:
+        factor = _leading_factor(gram, first_explained + 1)
+        if confirms(factor):
+            return factor
+    return _least_squares_factor(gram, True)
+
+
+def _pivot_holds(gram, factor, k):
+    """Whether pivot ``k`` of ``factor`` passes :func:`_ols_on_predecessors`' test.
+
+    Where it does, the factor of a larger leading block solves rows past
+    ``k`` (on the host and the GPU alike: ``solved[k]`` and a pivot, ``rss[k]``,
+    that keeps more than ``SINGULAR_TOL`` of its variance).
+    """
+    coef, rss, solved = factor
+    return bool(solved[k] and np.isfinite(rss[k]) and rss[k] > SINGULAR_TOL * gram[k, k])
 
 
 def _least_squares_factor(gram, on_gpu):
