@@ -784,3 +784,29 @@ def test_fit_on_the_gpu_skips_the_whole_factor_after_an_early_explained_variable
     scale = np.abs(whole.adjacency_matrix).max()
     np.testing.assert_allclose(hinted.adjacency_matrix, whole.adjacency_matrix, rtol=0,
                                atol=1e-9 * scale)
+
+
+@pytest.mark.gpu
+def test_the_estimator_on_the_gpu_skips_the_whole_factor_after_an_early_explained_variable(
+        monkeypatch):
+    from paralingam.adjacency import _cuda_adjacency
+
+    X = rank_deficient(400, 4096, 340, 44)  # rank 60
+    calls = []
+    gpu_factor = _cuda_adjacency.ols_on_predecessors
+    monkeypatch.setattr(_cuda_adjacency, "ols_on_predecessors",
+                        lambda gram, tol: calls.append(len(gram)) or gpu_factor(gram, tol))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        warnings.simplefilter("ignore", AdjacencyWarning)
+        warnings.simplefilter("error", RuntimeWarning)
+        hinted = paralingam.DirectLiNGAM(backend="cuda").fit(X)
+        assert calls == []  # the weights' leading block is small: the host's
+        monkeypatch.setattr(paralingam._api, "_first_explained", lambda found: None)
+        whole = paralingam.DirectLiNGAM(backend="cuda").fit(X)
+    assert calls == [400]
+    assert hinted.causal_order_ == whole.causal_order_
+    # (an exactly explained target's path compares rounding-sized residuals)
+    exact = explained_targets(X, np.asarray(whole.causal_order_))
+    np.testing.assert_allclose(hinted.adjacency_matrix_[~exact], whole.adjacency_matrix_[~exact],
+                               rtol=0, atol=1e-8)
