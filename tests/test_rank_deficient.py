@@ -763,32 +763,11 @@ def test_fit_hands_the_first_explained_position_to_the_adjacency_step(monkeypatc
     assert seen[-1] is None
 
 
-@pytest.mark.gpu
-def test_fit_on_the_gpu_skips_the_whole_factor_after_an_early_explained_variable(monkeypatch):
-    from paralingam.adjacency import _cuda_adjacency
+def hinted_then_whole(monkeypatch, run):
+    """``run()`` on 400 rank-60 variables with ``fit``'s hint, then without it (GPU).
 
-    X = rank_deficient(400, 4096, 340, 44)  # rank 60
-    calls = []
-    gpu_factor = _cuda_adjacency.ols_on_predecessors
-    monkeypatch.setattr(_cuda_adjacency, "ols_on_predecessors",
-                        lambda gram, tol: calls.append(len(gram)) or gpu_factor(gram, tol))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
-        warnings.simplefilter("error", RuntimeWarning)
-        hinted = paralingam.fit(X, backend="cuda")
-        assert calls == []  # the leading block is small: the host's
-        monkeypatch.setattr(paralingam._api, "_first_explained", lambda found: None)
-        whole = paralingam.fit(X, backend="cuda")
-    assert calls == [400]
-    assert hinted.causal_order == whole.causal_order
-    scale = np.abs(whole.adjacency_matrix).max()
-    np.testing.assert_allclose(hinted.adjacency_matrix, whole.adjacency_matrix, rtol=0,
-                               atol=1e-9 * scale)
-
-
-@pytest.mark.gpu
-def test_the_estimator_on_the_gpu_skips_the_whole_factor_after_an_early_explained_variable(
-        monkeypatch):
+    Returns both results and, per run, the sizes of the factors made on the GPU.
+    """
     from paralingam.adjacency import _cuda_adjacency
 
     X = rank_deficient(400, 4096, 340, 44)  # rank 60
@@ -800,11 +779,32 @@ def test_the_estimator_on_the_gpu_skips_the_whole_factor_after_an_early_explaine
         warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
         warnings.simplefilter("ignore", AdjacencyWarning)
         warnings.simplefilter("error", RuntimeWarning)
-        hinted = paralingam.DirectLiNGAM(backend="cuda").fit(X)
-        assert calls == []  # the weights' leading block is small: the host's
+        hinted = run(X)
+        hinted_calls = list(calls)
         monkeypatch.setattr(paralingam._api, "_first_explained", lambda found: None)
-        whole = paralingam.DirectLiNGAM(backend="cuda").fit(X)
-    assert calls == [400]
+        whole = run(X)
+    return X, hinted, whole, hinted_calls, calls[len(hinted_calls):]
+
+
+@pytest.mark.gpu
+def test_fit_on_the_gpu_skips_the_whole_factor_after_an_early_explained_variable(monkeypatch):
+    X, hinted, whole, hinted_calls, whole_calls = hinted_then_whole(
+        monkeypatch, lambda X: paralingam.fit(X, backend="cuda"))
+    assert hinted_calls == []  # the leading block is small: the host's
+    assert whole_calls == [400]
+    assert hinted.causal_order == whole.causal_order
+    scale = np.abs(whole.adjacency_matrix).max()
+    np.testing.assert_allclose(hinted.adjacency_matrix, whole.adjacency_matrix, rtol=0,
+                               atol=1e-9 * scale)
+
+
+@pytest.mark.gpu
+def test_the_estimator_on_the_gpu_skips_the_whole_factor_after_an_early_explained_variable(
+        monkeypatch):
+    X, hinted, whole, hinted_calls, whole_calls = hinted_then_whole(
+        monkeypatch, lambda X: paralingam.DirectLiNGAM(backend="cuda").fit(X))
+    assert hinted_calls == []  # the weights' leading block is small: the host's
+    assert whole_calls == [400]
     assert hinted.causal_order_ == whole.causal_order_
     # (an exactly explained target's path compares rounding-sized residuals)
     exact = explained_targets(X, np.asarray(whole.causal_order_))
