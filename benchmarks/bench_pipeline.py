@@ -16,7 +16,9 @@ first fit pays for what the fit itself loads). ``tall`` and ``tall_small``
 also time one plain numpy pass (copy to float64, finiteness check,
 standardise) against the preparation (validate, and the CPU's standardise or
 the CUDA backend's upload), and the peak host memory of the preparation
-against the input array.
+against the input array; on the CUDA backend ``tall`` also reports the
+search's sample pairs per second against the special-function floor
+(``bench_gpu.mufu_floor``, measured in the same run).
 
 Prints a table and writes JSON (commit, machine, backend, medians). Speed is
 measured here, never in unit tests; this machine's load is recorded with it
@@ -80,7 +82,7 @@ def synthetic(p, n, seed):
 
 # name: (full (p, n), quick (p, n), how to make the data, what to time)
 CASES = {
-    "tall": ((600, 500_000), (40, 50_000), "synthetic", ("plain_pass",)),
+    "tall": ((600, 500_000), (40, 50_000), "synthetic", ("plain_pass", "floor")),
     "tall_small": ((24, 400_000), (24, 100_000), "synthetic", ("plain_pass",)),
     "typical": ((1000, 8192), (100, 2048), "synthetic", ()),
     "ecoli": ((87, 10_000), (87, 10_000), "ecoli", ()),
@@ -122,8 +124,9 @@ def timed(call):
 
 
 def fit_phases(X, backend, repeats, warm_up=True):
-    """Medians of each ``stats["time"]`` phase and of the wall time, after a warm-up fit
-    (``warm_up=False``: none, for long cases after others in the same process)."""
+    """Medians of the wall time and of each ``stats["time"]`` phase, after a warm-up fit
+    (``warm_up=False``: none, for long cases after others in the same process), and the
+    last fit's ``stats`` (the searches compare the same pairs every repeat)."""
     if warm_up:
         paralingam.fit(X, backend=backend, on_collinear="ignore")
     walls, phases = [], {}
@@ -132,7 +135,7 @@ def fit_phases(X, backend, repeats, warm_up=True):
         walls.append(wall)
         for key, value in result.stats["time"].items():
             phases.setdefault(key, []).append(value)
-    return median(walls), {k: median(v) for k, v in phases.items()}
+    return median(walls), {k: median(v) for k, v in phases.items()}, result.stats
 
 
 def estimator_fit(X, backend, repeats, warm_up=True):
@@ -258,10 +261,20 @@ def run_case(name, backend, args):
         return row
     X = make_data(name, p, n, args.data_dir)
     row.update(n=X.shape[0], p=X.shape[1])
-    row["fit"], row["phases"] = fit_phases(X, backend, args.repeats, warm_up=not args.no_warm_up)
+    row["fit"], row["phases"], stats = fit_phases(X, backend, args.repeats,
+                                                  warm_up=not args.no_warm_up)
     search = row["phases"].get("search")
     row["fraction_of_search"] = {k: v / search for k, v in row["phases"].items()
                                  if k != "search" and search}
+    if backend == "cuda" and "floor" in extras:
+        # the search's sample pairs per second against the special-function
+        # floor (bench_gpu.py's, measured here): #21's tall goal is 50%
+        import bench_gpu
+
+        compared = sum(stats["compared"]) * X.shape[0]
+        row["sample_pairs"] = compared
+        row["floor_sample_pairs_per_s"] = bench_gpu.mufu_floor()
+        row["search_fraction_of_floor"] = compared / search / row["floor_sample_pairs_per_s"]
     if not args.no_estimator:
         # (every repeat on fits of under a second: one estimator fit of a few
         # milliseconds is too noisy a ratio)
@@ -312,6 +325,10 @@ def show(row):
               f"= {row['preparation_over_plain_pass']:.2f}x; peak memory "
               f"{row['preparation_peak_over_input']:.2f}x the input (the other backend's "
               f"route: {[v for k, v in row.items() if k.endswith('_route')][0]:.2f}x)", flush=True)
+    if "search_fraction_of_floor" in row:
+        print(f"{'':>20} search: {row['sample_pairs']:.2e} sample pairs, "
+              f"{row['search_fraction_of_floor']:.0%} of the special-function floor "
+              f"({row['floor_sample_pairs_per_s']:.2e} pairs/s)", flush=True)
 
 
 def cuda_usable():
