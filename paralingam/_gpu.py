@@ -165,6 +165,21 @@ def guarded(launch, *args):
         raise
 
 
+def in_order(drv, solver_call, *args):
+    """``solver_call(*args)`` (a cuSOLVER call through CuPy), in order with the PyCUDA work around it.
+
+    PyCUDA's copies and kernels here run on the legacy default stream, but
+    CuPy's binding may run the call on CuPy's current stream: a caller's
+    non-blocking stream (``with cupy.cuda.Stream(non_blocking=True):``)
+    neither waits for the default stream's work nor is waited for by it.
+    The context is synchronised on both sides, which orders the call on any
+    stream (about 10 us each, beside factorisations of milliseconds).
+    """
+    drv.Context.synchronize()
+    solver_call(*args)
+    drv.Context.synchronize()
+
+
 def arch():
     """The current context's device as nvcc names its architecture (``"sm_90"``)."""
     import pycuda.driver as drv

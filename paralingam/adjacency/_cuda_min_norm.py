@@ -42,7 +42,6 @@ import numpy as np
 
 from .. import _gpu
 from ._common import SINGULAR_TOL
-from ._cuda_qr import in_order
 from ._min_norm import _joins
 
 # Most basis vectors of this route: a block holds G (m x m) and a tile of
@@ -167,10 +166,10 @@ def rows_on_device(drv, cusolver, handle, d_a, lda, p, first, divisor=None):
                     cusolver.dormqr_bufferSize(handle, CUBLAS_SIDE_LEFT, CUBLAS_OP_T, p, p, m,
                                                int(d_w), p, int(d_tau), int(d_v), p))
         d_work = alloc(8 * lwork)
-        in_order(drv, cusolver.dgeqrf, handle, p, m, int(d_w), p, int(d_tau), int(d_work), lwork,
-                 int(d_info))
-        in_order(drv, cusolver.dormqr, handle, CUBLAS_SIDE_LEFT, CUBLAS_OP_T, p, p, m, int(d_w),
-                 p, int(d_tau), int(d_v), p, int(d_work), lwork, int(d_info))
+        _gpu.in_order(drv, cusolver.dgeqrf, handle, p, m, int(d_w), p, int(d_tau), int(d_work),
+                      lwork, int(d_info))
+        _gpu.in_order(drv, cusolver.dormqr, handle, CUBLAS_SIDE_LEFT, CUBLAS_OP_T, p, p, m,
+                      int(d_w), p, int(d_tau), int(d_v), p, int(d_work), lwork, int(d_info))
         info = np.zeros(1, dtype=np.int32)
         drv.memcpy_dtoh(info, d_info)
         if info[0] != 0:

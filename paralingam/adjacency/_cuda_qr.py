@@ -201,8 +201,8 @@ def _factor(drv, cusolver, handle, n, p, fill, rows_from=None, divisor=None):
         d_tau, d_work, d_info = (drv.mem_alloc(size) for size in (8 * p, max(8 * lwork, 8), 8))
         buffers += [d_tau, d_work, d_info]
         fill(drv, d_a, buffers)
-        in_order(drv, cusolver.dgeqrf, handle, n, p, int(d_a), n, int(d_tau), int(d_work), lwork,
-                 int(d_info))
+        _gpu.in_order(drv, cusolver.dgeqrf, handle, n, p, int(d_a), n, int(d_tau), int(d_work),
+                      lwork, int(d_info))
         info = np.zeros(1, dtype=np.int32)
         drv.memcpy_dtoh(info, d_info)
         if info[0] != 0:
@@ -222,21 +222,6 @@ def _factor(drv, cusolver, handle, n, p, fill, rows_from=None, divisor=None):
     if not np.isfinite(R).all():
         raise FloatingPointError("the data's QR on the GPU gave non-finite values")
     return np.triu(R) if rows_from is None else (np.triu(R), None)
-
-
-def in_order(drv, solver_call, *args):
-    """``solver_call(*args)`` (a cuSOLVER call), in order with the PyCUDA work around it.
-
-    PyCUDA's copies and kernels here run on the legacy default stream, but
-    CuPy's binding may run the call on CuPy's current stream: a caller's
-    non-blocking stream (``with cupy.cuda.Stream(non_blocking=True):``)
-    neither waits for the default stream's work nor is waited for by it.
-    The context is synchronised on both sides, which orders the call on any
-    stream (about 10 us each, beside factorisations of milliseconds).
-    """
-    drv.Context.synchronize()
-    solver_call(*args)
-    drv.Context.synchronize()
 
 
 def _blocks(n, p, rows_of, n_threads):
