@@ -199,6 +199,36 @@ def test_bootstrap_random_state_and_fitted_model(lingam_data):
     assert not np.array_equal(third.resampled_indices_[0], first.resampled_indices_[0])
 
 
+def test_bootstrap_draws_from_the_input_itself_whatever_its_float_layout(lingam_data,
+                                                                        monkeypatch):
+    # float input is not copied to float64 as a whole: each resample is its
+    # rows, made float64, with the values (hence results) of the copy's rows
+    import pandas as pd
+    from paralingam.lingam import bootstrap as bootstrap_module
+
+    X = np.ascontiguousarray(lingam_data(5, 150, "sparse", 510)[0])
+    X32 = X.astype(np.float32)
+    sources = []
+    fit_resample = bootstrap_module.fit_resample
+
+    def spy(model, data, *args):
+        sources.append(data)
+        return fit_resample(model, data, *args)
+
+    monkeypatch.setattr(paralingam.lingam.estimator, "fit_resample", spy)
+    cases = {"float64": X, "Fortran": np.asfortranarray(X), "float32": X32,
+             "frame": pd.DataFrame(X32), "int": np.round(X * 100).astype(np.int64)}
+    for name, data in cases.items():
+        sources.clear()
+        got = model(random_state=7, adjacency="ols").bootstrap(data, 3)
+        copy = np.asarray(data, dtype=np.float64)  # the values the resamples had before
+        want = [model(adjacency="ols").fit(copy[rows]).adjacency_matrix_
+                for rows in got.resampled_indices_]
+        np.testing.assert_array_equal(got.adjacency_matrices_, np.array(want), err_msg=name)
+        if name not in ("int", "frame"):  # (those come as a float64 copy, as fit reads them)
+            assert all(np.shares_memory(s, data) for s in sources), name
+
+
 def test_bootstrap_names_a_column_constant_in_a_resample(lingam_data):
     # A column with one odd row is constant in most resamples: the error
     # names the resample and the column, not just "constant columns".

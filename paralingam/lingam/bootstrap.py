@@ -26,6 +26,25 @@ __all__ = ["BootstrapResult", "total_effects", "find_all_paths"]
 BOOTSTRAP_PHASES = ("resample", "search", "adjacency", "total_effects")
 
 
+def resample_source(X):
+    """The checked data that bootstrap resamples are drawn from, and the columns' names.
+
+    Float input (up to double) is checked and kept as it is: each resample
+    is its rows, made float64 one resample at a time (:func:`fit_resample`),
+    so no float64 copy of the whole input is held beside them. Other input
+    (integers, booleans, object columns) comes as ``as_data_matrix``'s
+    float64 copy. The resamples' values, hence the results, are the same
+    either way.
+    """
+    from .._preparation import ScaledData
+    from .._validation import _as_data_matrix, as_data_matrix
+
+    data, names, _ = _as_data_matrix(X, scaled="deferred")
+    if isinstance(data, ScaledData):
+        return data.source, names
+    return as_data_matrix(X)  # (checked again: the scaled copy is not the input's values)
+
+
 def fit_resample(model, data, rows, k, names, settings, backend, timings):
     """Fit the DirectLiNGAM ``model`` on resample ``k``, ``data[rows]``, timing its phases.
 
@@ -43,7 +62,7 @@ def fit_resample(model, data, rows, k, names, settings, backend, timings):
     from .._validation import constant_in_resample
 
     t0 = time.perf_counter()
-    Xk = data[rows]
+    Xk = np.ascontiguousarray(data[rows], dtype=np.float64)  # (the input's rows: a new array)
     constant_in_resample(data, Xk, k, names)
     t1 = time.perf_counter()
     order, B, stats = model._fit_data(Xk, settings, backend)

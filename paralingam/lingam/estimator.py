@@ -25,7 +25,7 @@ from .._progress import Progress, check_progress
 from .._validation import _as_data_matrix, as_data_matrix, check_coef_threshold, default_threads
 from ..adjacency import ADJACENCY_METHODS
 from .bootstrap import (BOOTSTRAP_PHASES, BootstrapResult, fit_resample, regression_effect,
-                        warn_if_order_reversed)
+                        resample_source, warn_if_order_reversed)
 from .hsic import error_p_values
 from ..prior import PriorKnowledge
 
@@ -402,7 +402,7 @@ class DirectLiNGAM(BaseEstimator):
                 or n_sampling <= 0:
             raise ValueError(f"n_sampling must be an integer greater than 0; got {n_sampling!r}")
         check_progress(progress)
-        data, names = as_data_matrix(X)
+        data, names = resample_source(X)
         p = data.shape[1]
         settings = self._checked_settings(p, names)
         self._check_samples(data.shape, settings)
