@@ -16,11 +16,10 @@ kept per shape, so bootstrap resamples reuse them.
 
 import functools
 import time
-from importlib import resources
 
 import numpy as np
 
-from .. import _gpu
+from .. import _constants, _gpu
 
 THREADS = 256        # kernels/adjacency.cu: TPB
 PANEL = 32           # kernels/adjacency.cu: PANEL, columns per Cholesky panel
@@ -33,7 +32,7 @@ _BUFFERS = {}
 @functools.lru_cache(maxsize=None)
 def kernel_jobs():
     """This step's kernels, as :func:`paralingam._gpu.compile_soon` takes them."""
-    return ((resources.files("paralingam.kernels").joinpath("adjacency.cu").read_text(),
+    return ((_constants.kernel_text("adjacency.cu"),
              (f"-DLARS_MIN_BLOCKS={MIN_BLOCKS}", "-std=c++17", "-O3")),)
 
 

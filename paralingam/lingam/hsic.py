@@ -24,7 +24,7 @@ import threading
 
 import numpy as np
 
-from .. import _gpu
+from .. import _constants, _gpu
 from .._progress import Progress as _Progress
 from .._progress import check_progress
 
@@ -563,11 +563,9 @@ _GPU_PARTIAL_DOUBLES = 2**23
 @functools.lru_cache(maxsize=None)
 def _gpu_kernels(ctx_handle):
     """The compiled ``kernels/hsic.cu`` for one context (pycuda caches the cubin on disk)."""
-    from importlib import resources
-
     import pycuda.driver as drv
 
-    src = resources.files("paralingam.kernels").joinpath("hsic.cu").read_text()
+    src = _constants.kernel_text("hsic.cu")
     mod = drv.module_from_buffer(_gpu.cubin(src, ["-O3"], _gpu.arch()))
     fns = {"module": mod}
     for name, sig in (("hsic_row_sums", "PiiP"), ("hsic_pair_sums", "PPPiPPiiPP")):

@@ -21,7 +21,6 @@ import functools
 import re
 import time
 import warnings
-from importlib import resources
 
 import numpy as np
 
@@ -673,7 +672,7 @@ def kernel_jobs():
 
     (The search's own depend on the block shape: they compile when it starts.)
     """
-    return ((resources.files("paralingam.kernels").joinpath("prepare.cu").read_text(),
+    return ((_constants.kernel_text("prepare.cu"),
              PREPARE_OPTIONS),)
 
 
