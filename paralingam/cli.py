@@ -982,11 +982,16 @@ def _devices(text):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _positive_int(text):
+def _whole_number(text):
+    """An option's whole number, or argparse's error naming the text."""
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def _positive_int(text):
+    value = _whole_number(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1; got {value}")
     return value
@@ -994,10 +999,7 @@ def _positive_int(text):
 
 def _seed(text):
     """``--seed``: a whole number in [0, 2**32 - 1] (numpy's RandomState seeds)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    value = _whole_number(text)
     if not 0 <= value < 2**32:
         raise argparse.ArgumentTypeError(f"must be from 0 to 2**32 - 1 = {2**32 - 1}; got {value}")
     return value
