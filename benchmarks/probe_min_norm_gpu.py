@@ -94,7 +94,7 @@ def main():
     ap.add_argument("--cases", nargs="*", default=["rank_deficient_1000", "rank_deficient_300"],
                     choices=[c for c, v in CASES.items() if "fresh" not in v[3]])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--routes", nargs="*", default=list(ROUTES), choices=ROUTES)
+    ap.add_argument("--routes", nargs="+", default=list(ROUTES), choices=ROUTES)
     ap.add_argument("--data-dir", default=_common.DATA_DIR)
     args = ap.parse_args()
     print(f"rounds of {args.repeats} CUDA fits each (medians); adjacency phase, its share of the "

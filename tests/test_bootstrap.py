@@ -143,3 +143,19 @@ def test_attributes(resamples):
     assert ours.adjacency_matrices_ is resamples[0]
     assert ours.total_effects_ is resamples[1]
     assert len(ours.resampled_indices_) == 20
+
+
+def test_integer_data_make_one_float64_copy_for_the_resamples():
+    import tracemalloc
+
+    from paralingam.lingam.bootstrap import resample_source
+
+    X = np.random.default_rng(5).integers(-1000, 1000, size=(200_000, 5))
+    tracemalloc.start()
+    try:
+        source, _ = resample_source(X)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_array_equal(source, X.astype(np.float64))
+    assert peak < 1.5 * source.nbytes  # the scaled copy is gone before the float64 one

@@ -736,6 +736,21 @@ def test_an_adaptive_lasso_hint_the_pivots_do_not_confirm_changes_no_result(monk
         np.testing.assert_array_equal(hinted, whole)
 
 
+@pytest.mark.parametrize("hint", [0, 299])
+def test_a_hint_at_either_end_makes_one_factor_of_all_the_variables(monkeypatch, hint):
+    # position 0 has no predecessors to be explained by (no block); at p - 1
+    # the block is the whole matrix, factorised once even where its last
+    # pivot holds (full-rank data)
+    X = rank_deficient(300, 2000, 250 if hint == 0 else 0, 42)
+    order = np.random.default_rng(42).permutation(300)
+    sizes = lasso_factor_sizes(monkeypatch)
+    cuda_route_lasso(X, order, hint)
+    _, scatter = _common._scatter_by_blocks(X, None)
+    _least_squares._ols_adjacency(X, order, backend="cuda", scatter=scatter,
+                                  first_explained=hint)
+    assert sizes == [300, 300]
+
+
 def test_the_cpu_route_ignores_the_hint_in_the_adaptive_lasso(monkeypatch):
     X = rank_deficient(40, 500, 20, 45)
     order = np.random.default_rng(45).permutation(40)

@@ -200,8 +200,9 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
         on_gpu = backend == "cuda" and p >= CUDA_LASSO_MIN_FEATURES
         if on_gpu:
             # the weights' factor only up to the search's first explained
-            # variable where its pivot fails here too: the rows after it
-            # come from the data either way (_min_norm_weights)
+            # variable where its pivot fails here too (_pivot_holds is the
+            # factor's own test): the rows after it come from the data
+            # either way (_min_norm_weights)
             ols_coef, ols_rss, solved = _hinted_factor(
                 gram_ord, first_explained,
                 lambda block: not _pivot_holds(gram_ord, block, first_explained))

@@ -574,12 +574,17 @@ def _hinted_factor(gram, first_explained, confirms):
     after it come from the data and a factor of all ``p`` variables would
     go unused past it: the leading block's factor (:func:`_leading_factor`)
     is returned where ``confirms(factor)`` holds (the caller's test that the
-    block's last pivot fails); otherwise, and without a hint, the whole
-    factor (:func:`_least_squares_factor` on the GPU).
+    block's last pivot fails), or where the block is all of ``gram``;
+    otherwise, and without a hint, the whole factor
+    (:func:`_least_squares_factor` on the GPU). A block of fewer than
+    ``CUDA_OLS_MIN_FEATURES`` variables is factorised on the host, which,
+    as on the CPU route, also solves the explained variable's own row where
+    LAPACK completed it (the GPU's factor leaves that row to the caller).
     """
-    if first_explained is not None and first_explained < gram.shape[0]:
+    p = gram.shape[0]
+    if first_explained is not None and 0 < first_explained < p:
         factor = _leading_factor(gram, first_explained + 1)
-        if confirms(factor):
+        if first_explained + 1 == p or confirms(factor):
             return factor
     return _least_squares_factor(gram, True)
 

@@ -31,8 +31,9 @@ def resample_source(X):
 
     Float input (up to double) is checked and kept as it is: each resample
     is its rows, made float64 one resample at a time (:func:`fit_resample`),
-    so no float64 copy of the whole input is held beside them. Other input
-    (integers, booleans, object columns) comes as ``as_data_matrix``'s
+    so no float64 copy of the whole input is held beside them (a DataFrame:
+    its values as float64, a copy unless they are one float64 block). Other
+    input (integers, booleans, object columns) comes as ``as_data_matrix``'s
     float64 copy. The resamples' values, hence the results, are the same
     either way.
     """
@@ -42,7 +43,8 @@ def resample_source(X):
     data, names, _ = _as_data_matrix(X, scaled="deferred")
     if isinstance(data, ScaledData):
         return data.source, names
-    return as_data_matrix(X)  # (checked again: the scaled copy is not the input's values)
+    del data  # the scaled copy, not the input's values: freed before the float64 copy
+    return as_data_matrix(X)
 
 
 def fit_resample(model, data, rows, k, names, settings, backend, timings):
