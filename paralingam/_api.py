@@ -191,7 +191,6 @@ def fit(
     """
     tuning = _tuning_with_deprecated(tuning, threads_per_block=threads_per_block, blocks=blocks,
                                      warps_per_pair=warps_per_pair)
-    times = {}
     t0 = time.perf_counter()
     # The data's columns are rescaled exactly (column_exponents); float input
     # comes as a ScaledData over the input itself, which the search and
@@ -203,13 +202,43 @@ def fit(
         n_threads=n_threads, prior_knowledge=prior_knowledge,
         apply_prior_knowledge_softly=apply_prior_knowledge_softly, on_collinear=on_collinear,
         progress=progress, devices=devices, tuning=tuning, n_samples=data.shape[0])
-    search_data, exponents = prepare(data, None, settings, exponents=exponents)
-    del data
+    return fit_checked(data, names, settings, t0, exponents=exponents,
+                       n_threads=settings.n_threads)
+
+
+def fit_checked(data, names, settings, t0, *, exponents=None, absmax=None, method="ols",
+                adjacency_threads=1, n_threads=None, prior_knowledge=None, progress=False):
+    """The phases of a fit after its checks: prepare, search, adjacency; the ``FitResult``.
+
+    :func:`fit`, ``DirectLiNGAM`` (its adjacency method) and the command
+    line run these steps here, in this order.
+
+    Parameters
+    ----------
+    data : ndarray or ScaledData
+        Checked data (:func:`_as_data_matrix`'s), with ``exponents`` where
+        they come scaled already, else with their columns' largest ``|x|``
+        in ``absmax`` where known (:func:`prepare`).
+    names : list of str or None
+    settings : Settings
+        :func:`check_settings`' for these data.
+    t0 : float
+        ``time.perf_counter()`` when the caller's checks began: the
+        "validate" phase runs from it to the end of :func:`prepare`.
+    method : {"ols", "adaptive_lasso"}
+        The adjacency step (:func:`adjacency`); ``adjacency_threads``, the
+        threads :func:`prepare` plans its memory for.
+    n_threads, prior_knowledge, progress
+        :func:`adjacency`'s.
+    """
+    times = {}
+    # least squares reads a ScaledData block by block too (no copy of the data)
+    search_data, exponents = prepare(data, absmax, settings, adjacency=method,
+                                     adjacency_threads=adjacency_threads, exponents=exponents)
     times["validate"] = time.perf_counter() - t0
     found = search(search_data, settings, names, times)
-    # least squares reads a ScaledData block by block too (no copy of the data)
-    B = adjacency(search_data, found, settings, exponents, names, times,
-                  n_threads=settings.n_threads)
+    B = adjacency(search_data, found, settings, exponents, names, times, method=method,
+                  prior_knowledge=prior_knowledge, n_threads=n_threads, progress=progress)
     return fit_result(found, B, names, settings, times)
 
 

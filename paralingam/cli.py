@@ -758,7 +758,6 @@ def _fit_direct(args, tables, prior):
 
     # paralingam.fit's phases with the estimator's adjacency step
     # (DirectLiNGAM._fit_data), so that the data's names reach its messages.
-    times = {}
     t0 = time.perf_counter()
     # read scaled where it is, as paralingam.fit reads it (no copy of the table)
     X, names, exponents = _as_data_matrix(table.X, table.names, scaled="deferred")
@@ -770,16 +769,11 @@ def _fit_direct(args, tables, prior):
         X.shape[1], names, backend=args.backend, prior_knowledge=prior,
         apply_prior_knowledge_softly=args.soft_prior, on_collinear=on_collinear,
         progress=_progress(args), n_samples=X.shape[0], **options)
-    search_data, exponents = _api.prepare(X, None, settings, adjacency=args.adjacency,
-                                          adjacency_threads=args.threads or 1,
-                                          exponents=exponents)
-    times["validate"] = time.perf_counter() - t0
-    found = _api.search(search_data, settings, names, times)
     pk = settings.prior.matrix if settings.prior is not None else None
-    B = _api.adjacency(search_data, found, settings, exponents, names, times,
-                       method=args.adjacency, prior_knowledge=pk, n_threads=args.threads,
-                       progress=_progress(args))
-    result = _api.fit_result(found, B, names, settings, times)
+    result = _api.fit_checked(X, names, settings, t0, exponents=exponents,
+                              method=args.adjacency, adjacency_threads=args.threads or 1,
+                              n_threads=args.threads, prior_knowledge=pk,
+                              progress=_progress(args))
     out = result.to_dict()
     out["model"] = "DirectLiNGAM"
     out["adjacency"] = args.adjacency

@@ -270,18 +270,13 @@ class DirectLiNGAM(BaseEstimator):
             options["prior_knowledge"] = pk
             options["apply_prior_knowledge_softly"] = bool(self.apply_prior_knowledge_softly)
         n_threads = options.get("n_threads")
-        times = {}
         t0 = time.perf_counter()
         fit_settings = _api.check_settings(data.shape[1], None, backend=backend, tuning=tuning,
                                            n_samples=data.shape[0], **options)
-        search_data, exponents = _api.prepare(
-            data, absmax, fit_settings, adjacency=self.adjacency,
-            adjacency_threads=n_threads or default_threads(), exponents=exponents)
-        times["validate"] = time.perf_counter() - t0
-        found = _api.search(search_data, fit_settings, None, times)
-        B = _api.adjacency(search_data, found, fit_settings, exponents, None, times,
-                           method=self.adjacency, prior_knowledge=pk, n_threads=n_threads)
-        result = _api.fit_result(found, B, None, fit_settings, times)
+        result = _api.fit_checked(data, None, fit_settings, t0, exponents=exponents,
+                                  absmax=absmax, method=self.adjacency,
+                                  adjacency_threads=n_threads or default_threads(),
+                                  n_threads=n_threads, prior_knowledge=pk)
         B = result.adjacency_matrix
         if settings["coef_threshold"] is not None:  # on the data's own scale
             B[np.abs(B) < settings["coef_threshold"]] = 0.0
