@@ -105,6 +105,21 @@ def test_bad_input(X_list, match):
         MultiGroupDirectLiNGAM().fit(X_list)
 
 
+def test_a_bad_group_is_named_with_the_problem():
+    from paralingam._validation import DataTypeError
+
+    good = group_data(50, 0, p=3)
+    missing = good.copy()
+    missing[5, 2] = np.nan
+    with pytest.raises(ValueError, match=r"^X_list\[1\]: NaN, missing or infinite values in "
+                                         r"columns: column 2"):
+        MultiGroupDirectLiNGAM().fit([good, missing])
+    text = good.astype(object)
+    text[0, 1] = "a"
+    with pytest.raises(DataTypeError, match=r"^X_list\[2\]: non-numeric columns"):
+        MultiGroupDirectLiNGAM().fit([good, good, text])
+
+
 def test_bad_parameters():
     Xs = [group_data(50, 0, p=3), group_data(50, 1, p=3)]
     with pytest.raises(ValueError, match="adjacency"):

@@ -251,7 +251,12 @@ class MultiGroupDirectLiNGAM:
             raise ValueError(f"X_list must be a list of data sets; got {type(X_list).__name__}")
         if len(X_list) < 2:
             raise ValueError("X_list must be a list containing at least two items")
-        checked = [as_data_matrix(X) for X in X_list]
+        checked = []
+        for g, X in enumerate(X_list):
+            try:
+                checked.append(as_data_matrix(X))
+            except ValueError as exc:  # (and DataTypeError): which group, as well as what
+                raise type(exc)(f"X_list[{g}]: {exc}") from None
         out = [X for X, _ in checked]
         p = out[0].shape[1]
         bad = [g for g, X in enumerate(out) if X.shape[1] != p]
