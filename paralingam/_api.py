@@ -232,11 +232,11 @@ def fit_checked(data, names, settings, t0, *, exponents=None, absmax=None, metho
         :func:`adjacency`'s.
     """
     times = {}
-    # least squares reads a ScaledData block by block too (no copy of the data)
     search_data, exponents = prepare(data, absmax, settings, adjacency=method,
                                      adjacency_threads=adjacency_threads, exponents=exponents)
     times["validate"] = time.perf_counter() - t0
     found = search(search_data, settings, names, times)
+    # least squares reads a ScaledData block by block too (no copy of the data)
     B = adjacency(search_data, found, settings, exponents, names, times, method=method,
                   prior_knowledge=prior_knowledge, n_threads=n_threads, progress=progress)
     return fit_result(found, B, names, settings, times)

@@ -650,16 +650,24 @@ def first_explained_position(X, order):
     return int(np.argmax(explained_targets(X, order)[order]))
 
 
+def factor_sizes(monkeypatch):
+    """The sizes of the Cholesky factors least squares and the adaptive lasso's weights
+    ask for (made on the host)."""
+    sizes = []
+    factor = _least_squares._least_squares_factor
+    spy = lambda gram, on_gpu: sizes.append(len(gram)) or factor(gram, False)  # noqa: E731
+    monkeypatch.setattr(_least_squares, "_least_squares_factor", spy)
+    monkeypatch.setattr(_adaptive_lasso, "_least_squares_factor", spy)
+    return sizes
+
+
 def test_the_cuda_route_factorises_only_up_to_the_first_explained_variable(monkeypatch):
     X = rank_deficient(300, 2000, 250, 41)  # rank 50: the first explained variable comes early
     order = np.random.default_rng(41).permutation(300)
     first = first_explained_position(X, order)
     assert 0 < first < _least_squares.CUDA_OLS_MIN_FEATURES
     _, scatter = _common._scatter_by_blocks(X, None)
-    sizes = []
-    factor = _least_squares._least_squares_factor
-    monkeypatch.setattr(_least_squares, "_least_squares_factor",
-                        lambda gram, on_gpu: sizes.append(len(gram)) or factor(gram, False))
+    sizes = factor_sizes(monkeypatch)
     hinted = _least_squares._ols_adjacency(X, order, backend="cuda", scatter=scatter,
                                            first_explained=first)
     assert sizes == [first + 1]  # the leading block, on the host
@@ -675,10 +683,7 @@ def test_a_hint_the_pivots_do_not_confirm_changes_no_result(monkeypatch):
     order = np.random.default_rng(42).permutation(300)
     _, scatter = _common._scatter_by_blocks(X, None)
     first = first_explained_position(X, order)
-    sizes = []
-    factor = _least_squares._least_squares_factor
-    monkeypatch.setattr(_least_squares, "_least_squares_factor",
-                        lambda gram, on_gpu: sizes.append(len(gram)) or factor(gram, False))
+    sizes = factor_sizes(monkeypatch)
     whole = _least_squares._ols_adjacency(X, order, backend="cuda", scatter=scatter)
     for hint in (first - 1, 1):
         sizes.clear()
@@ -687,16 +692,6 @@ def test_a_hint_the_pivots_do_not_confirm_changes_no_result(monkeypatch):
         # every pivot of the block holds: the whole factor, as without the hint
         assert sizes == [hint + 1, 300]
         np.testing.assert_array_equal(hinted, whole)
-
-
-def lasso_factor_sizes(monkeypatch):
-    """The sizes of the weights' factors the adaptive lasso asks for (made on the host)."""
-    sizes = []
-    factor = _least_squares._least_squares_factor
-    spy = lambda gram, on_gpu: sizes.append(len(gram)) or factor(gram, False)  # noqa: E731
-    monkeypatch.setattr(_least_squares, "_least_squares_factor", spy)
-    monkeypatch.setattr(_adaptive_lasso, "_least_squares_factor", spy)
-    return sizes
 
 
 def cuda_route_lasso(X, order, hint):
@@ -713,7 +708,7 @@ def test_the_adaptive_lasso_factorises_its_weights_only_up_to_the_first_explaine
     X = rank_deficient(300, 2000, 250, 41)
     order = np.random.default_rng(41).permutation(300)
     first = first_explained_position(X, order)
-    sizes = lasso_factor_sizes(monkeypatch)
+    sizes = factor_sizes(monkeypatch)
     hinted = cuda_route_lasso(X, order, first)
     assert sizes == [first + 1]  # the leading block
     whole = cuda_route_lasso(X, order, None)
@@ -727,7 +722,7 @@ def test_an_adaptive_lasso_hint_the_pivots_do_not_confirm_changes_no_result(monk
     X = rank_deficient(300, 2000, 250, 42)
     order = np.random.default_rng(42).permutation(300)
     first = first_explained_position(X, order)
-    sizes = lasso_factor_sizes(monkeypatch)
+    sizes = factor_sizes(monkeypatch)
     whole = cuda_route_lasso(X, order, None)
     for hint in (first - 1, 1):
         sizes.clear()
@@ -743,7 +738,7 @@ def test_a_hint_at_either_end_makes_one_factor_of_all_the_variables(monkeypatch,
     # pivot holds (full-rank data)
     X = rank_deficient(300, 2000, 250 if hint == 0 else 0, 42)
     order = np.random.default_rng(42).permutation(300)
-    sizes = lasso_factor_sizes(monkeypatch)
+    sizes = factor_sizes(monkeypatch)
     cuda_route_lasso(X, order, hint)
     _, scatter = _common._scatter_by_blocks(X, None)
     _least_squares._ols_adjacency(X, order, backend="cuda", scatter=scatter,
@@ -754,7 +749,7 @@ def test_a_hint_at_either_end_makes_one_factor_of_all_the_variables(monkeypatch,
 def test_the_cpu_route_ignores_the_hint_in_the_adaptive_lasso(monkeypatch):
     X = rank_deficient(40, 500, 20, 45)
     order = np.random.default_rng(45).permutation(40)
-    sizes = lasso_factor_sizes(monkeypatch)
+    sizes = factor_sizes(monkeypatch)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", AdjacencyWarning)
         _adaptive_lasso._adaptive_lasso_adjacency(X, order, backend="cpu", first_explained=3)
