@@ -79,15 +79,96 @@ def mufu_floor():
     sms = _cuda.device_properties()["multiprocessors"]
     blocks, threads, iters = sms * 8, 256, 8192
     out = drv.mem_alloc(blocks * threads * 4)
+    return blocks * threads * iters / _timed_kernel(fn, (out, np.int32(iters)), blocks, threads)
+
+
+# The re-decisions' arithmetic alone: each thread feeds one pair's two
+# residual series to PlSums64 (kernels/compare.cuh, the code pairs64 runs:
+# libdevice exp, the log deferred) from registers, with no memory traffic,
+# as the special-function floor above times the float arithmetic alone.
+DOUBLE_FLOOR_SRC = r"""
+extern "C" __global__ void __launch_bounds__(256) double_pairs(double *out, int iters)
+{
+    const double rho = 0.3, inv_s = 1.0 / sqrt(1.0 - rho * rho);
+    double va = 0.1 + threadIdx.x * 1e-4, vb = -0.2 + blockIdx.x * 1e-5;
+    PlSums64 u, v;
+    for (int i = 0; i < iters; ++i) {
+        u.add((va - rho * vb) * inv_s);
+        v.add((vb - rho * va) * inv_s);
+        va += 1.3e-4;
+        vb -= 0.7e-4;
+    }
+    u.flush();
+    v.flush();
+    out[blockIdx.x * blockDim.x + threadIdx.x] = u.a + u.l + u.g + v.a + v.l + v.g;
+}
+"""
+
+
+def _timed_kernel(fn, args, blocks, threads, rounds=7):
+    """Median seconds of ``rounds`` launches of ``fn`` (CUDA events)."""
+    import pycuda.driver as drv
+
     start, stop = drv.Event(), drv.Event()
     times = []
-    for _ in range(7):
+    for _ in range(rounds):
         start.record()
-        fn(out, np.int32(iters), block=(threads, 1, 1), grid=(blocks, 1))
+        fn(*args, block=(threads, 1, 1), grid=(blocks, 1))
         stop.record()
         stop.synchronize()
         times.append(stop.time_since(start) * 1e-3)
-    return blocks * threads * iters / statistics.median(times)
+    return statistics.median(times)
+
+
+def double_floor():
+    """Measured rate of the re-decisions' double arithmetic, in sample pairs per second.
+
+    ``PlSums64`` of both residuals of a pair, as ``pairs64`` computes them,
+    from registers at full occupancy: the double counterpart of
+    :func:`mufu_floor`.
+    """
+    import re
+
+    import pycuda.driver as drv
+    from pycuda.compiler import SourceModule
+
+    from paralingam import _constants
+
+    _cuda._context()
+    header = re.sub(r'^#include "pl_constants.h"[^\n]*$', "", _constants.kernel_text("compare.cuh"),
+                    flags=re.M)
+    src = _constants.kernel_text("pl_constants.h") + header + DOUBLE_FLOOR_SRC
+    fn = SourceModule(src, no_extern_c=True, options=["-O3", "-std=c++17"]).get_function("double_pairs")
+    sms = _cuda.device_properties()["multiprocessors"]
+    blocks, threads, iters = sms * 16, 256, 1024
+    out = drv.mem_alloc(blocks * threads * 8)
+    return blocks * threads * iters / _timed_kernel(fn, (out, np.int32(iters)), blocks, threads)
+
+
+def bandwidth_floor():
+    """Measured device memory bandwidth in bytes per second (read plus written).
+
+    A device-to-device copy of 1 GiB: each byte is read once and written
+    once.
+    """
+    import pycuda.driver as drv
+
+    _cuda._context()
+    size = 1 << 30
+    src, dst = drv.mem_alloc(size), drv.mem_alloc(size)
+    try:
+        start, stop = drv.Event(), drv.Event()
+        times = []
+        for _ in range(7):
+            start.record()
+            drv.memcpy_dtod(dst, src, size)
+            stop.record()
+            stop.synchronize()
+            times.append(stop.time_since(start) * 1e-3)
+    finally:
+        src.free()
+        dst.free()
+    return 2 * size / statistics.median(times)
 
 
 def run_case(X, repeats, threshold=True):

@@ -267,14 +267,7 @@ def run_case(name, backend, args):
     row["fraction_of_search"] = {k: v / search for k, v in row["phases"].items()
                                  if k != "search" and search}
     if backend == "cuda" and "floor" in extras:
-        # the search's sample pairs per second against the special-function
-        # floor (bench_gpu.py's, measured here): #21's tall goal is 50%
-        import bench_gpu
-
-        compared = sum(stats["compared"]) * X.shape[0]
-        row["sample_pairs"] = compared
-        row["floor_sample_pairs_per_s"] = bench_gpu.mufu_floor()
-        row["search_fraction_of_floor"] = compared / search / row["floor_sample_pairs_per_s"]
+        row.update(search_floors(X, stats, search))
     if not args.no_estimator:
         # (every repeat on fits of under a second: one estimator fit of a few
         # milliseconds is too noisy a ratio)
@@ -295,6 +288,69 @@ def run_case(name, backend, args):
         other = "cuda" if backend == "cpu" else "cpu"
         row[f"preparation_peak_over_input_{other}_route"] = preparation_peak(X, other) / X.nbytes
     return row
+
+
+# Device memory bytes the update moves per sample of each row it regresses
+# on the root, on long rows (kernels/paralingam.cu: update_sums, then
+# update_rows): the double row read twice and written once, its float copy
+# written. The root's row, which every block of an iteration reads, is
+# left out (the L2 serves most of it).
+UPDATE_BYTES_PER_SAMPLE = 8 + 8 + 8 + 4
+
+
+def search_floors(X, stats, search):
+    """The CUDA search against the hardware's floors, measured in this run (bench_gpu.py).
+
+    #21's measure, ``search_fraction_of_floor``: the float comparisons'
+    sample pairs at the special-function floor, against the search. The
+    search also re-decides near ties in double and updates the rows on
+    every root; ``floor_s`` gives each of the three its own floor, and
+    ``search_fraction_of_hardware_floor`` their sum against the search
+    (they run one after another: each needs the one before):
+
+    * rounds: the float comparisons' sample pairs at the special-function
+      floor;
+    * re_decisions: the pairs compared in double (``stats["float64_pairs"]``)
+      at the double arithmetic's floor (``bench_gpu.double_floor``);
+    * updates: the rows regressed, each sample's ``UPDATE_BYTES_PER_SAMPLE``
+      at the memory bandwidth, or the double and float entropies of the
+      rows at their floors (a series is half a pair), whichever is longest.
+
+    ``gpu_s``: one profiled search's device time in each (CUDA events).
+    """
+    import bench_gpu
+
+    n = X.shape[0]
+    mufu, double, bandwidth = bench_gpu.mufu_floor(), bench_gpu.double_floor(), \
+        bench_gpu.bandwidth_floor()
+    compared = sum(stats["compared"]) * n
+    double_pairs = sum(stats["float64_pairs"]) * n
+    regressed = sum(stats["remaining"][1:]) * n  # the rows left after each root
+    floors = {"rounds": compared / mufu, "re_decisions": double_pairs / double,
+              "updates": max(regressed * UPDATE_BYTES_PER_SAMPLE / bandwidth,
+                             regressed / 2 / double, regressed / 2 / mufu)}
+    return {"sample_pairs": compared, "double_sample_pairs": double_pairs,
+            "regressed_row_samples": regressed,
+            "floor_sample_pairs_per_s": mufu, "double_floor_sample_pairs_per_s": double,
+            "bandwidth_bytes_per_s": bandwidth,
+            "search_fraction_of_floor": compared / search / mufu,
+            "floor_s": floors, "gpu_s": profiled_phases(X),
+            "search_fraction_of_hardware_floor": sum(floors.values()) / search}
+
+
+def profiled_phases(X):
+    """Device seconds of one CUDA search of ``X`` (``fit``'s settings) in its
+    rounds, re-decisions and updates (CUDA events around each)."""
+    from paralingam import _api
+    from paralingam.search import _cuda
+
+    times = {}
+    _cuda.search(np.ascontiguousarray(X), times=times, profile=True, threshold=True,
+                 gamma0=_api.default_gamma0(X.shape[0]), c=_api.DEFAULT_C, dtype="float32",
+                 collinear_tol=_api.COLLINEAR_TOL, explained_tol=_api.EXPLAINED_TOL,
+                 drift_tol=_api.DRIFT_TOL)
+    return {"rounds": times["gpu_rounds"], "re_decisions": times["gpu_redo"],
+            "updates": times["gpu_update"], "prepare": times["gpu_prepare"]}
 
 
 def show(row):
@@ -329,6 +385,14 @@ def show(row):
         print(f"{'':>20} search: {row['sample_pairs']:.2e} sample pairs, "
               f"{row['search_fraction_of_floor']:.0%} of the special-function floor "
               f"({row['floor_sample_pairs_per_s']:.2e} pairs/s)", flush=True)
+    if "floor_s" in row:
+        print(f"{'':>20} its three parts: "
+              + ", ".join(f"{k} {row['gpu_s'][k]:.3f} s on the device against a floor of "
+                          f"{v:.3f} s" for k, v in row["floor_s"].items())
+              + f"; {row['double_sample_pairs']:.2e} sample pairs in double "
+              f"({row['double_floor_sample_pairs_per_s']:.2e} pairs/s), "
+              f"{row['bandwidth_bytes_per_s']:.2e} B/s; the search at "
+              f"{row['search_fraction_of_hardware_floor']:.0%} of their sum", flush=True)
 
 
 def cuda_usable():

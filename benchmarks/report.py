@@ -851,6 +851,14 @@ def goals(out):
         rows.append(["tall data: the search at least 50% of the special-function floor on "
                      "the comparisons it performs", "-", _verdict(None, share >= 0.5,
                                                                   f"{share:.0%}")])
+    if "floor_s" in tall:
+        # (not one of #21's goals: the same search against the floors of all
+        # it does, its double re-decisions and row updates too)
+        parts = "; ".join(f"{k.replace('_', '-')} {tall['gpu_s'][k]:.2f} s against {v:.2f} s"
+                          for k, v in tall["floor_s"].items())
+        rows.append(["(measure) tall data: the search against the floor of each of its parts "
+                     "(float rounds, double re-decisions, row updates)", "-",
+                     f"{tall['search_fraction_of_hardware_floor']:.0%} of their sum ({parts})"])
     prep = [(small, "tall_small"), (tall, "tall")]
     rows.append(["input preparation at most 2x one plain numpy pass"]
                  + [_verdict(None, r["preparation_over_plain_pass"] <= 2.0,

@@ -1794,6 +1794,8 @@ extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s PL_GRID_PA
     const double rho = s->cov[(size_t)s->idx[lo] * p + s->idx[hi]];
     const double f = 1.0 - rho * rho;
     if (j != x && !is_collinear(rho)) {
+        // (a count for the benchmarks' double floor: benchmarks/probe_tall_floor.py)
+        if (threadIdx.x == 0) atomicAdd((unsigned long long *)&s->it_pairs64[c->iteration], 1ull);
         const double inv_s = 1.0 / sqrt(f);
         const double *xa = s->X64 + (size_t)s->idx[lo] * ld, *xb = s->X64 + (size_t)s->idx[hi] * ld;
         PlSums64 u, v;

@@ -122,6 +122,7 @@ typedef struct {
     int *it_r;             /* [p + 1] */
     int *it_rounds;        /* [p + 1] */
     int *it_redo;          /* [p + 1] candidates re-decided in double (0: none) */
+    long long *it_pairs64; /* [p + 1] pairs the re-decisions compared in double (pairs64; on several devices each counts its own) */
     long long *it_compared; /* [p + 1] */
     double *it_gamma;      /* [p + 1] */
     double *it_score;      /* [p + 1] */

@@ -558,6 +558,7 @@ def fit_result(found, B, names, settings, times):
         "scores": per_it["scores"],
         "float64_redo": per_it.get("float64_redo", []),
         "float64_candidates": per_it.get("float64_candidates", []),
+        "float64_pairs": per_it.get("float64_pairs", []),
         "threads": per_it.get("threads", []),
         "all_pairs": per_it.get("all_pairs", []),
         "devices": None if settings.backend == "cpu" else list(settings.devices or (0,)),

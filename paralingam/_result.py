@@ -26,7 +26,9 @@ class FitResult:
         root's score of every iteration, summed in index order; float32
         scores with the default dtype); ``float64_redo`` and
         ``float64_candidates`` per iteration (a root re-decided in float64,
-        among how many rivals); ``threads`` per iteration (CPU);
+        among how many rivals); ``float64_pairs`` per iteration (CUDA:
+        the pairs those re-decisions compared in double); ``threads`` per
+        iteration (CPU);
         ``all_pairs`` per iteration (CUDA: every pair compared in one
         round, without the threshold);
         ``prior_knowledge_unmet`` when a fully explained variable broke a

@@ -156,7 +156,7 @@ OLD_PER_VARIABLE = {
     "pk_status": 1, "label": 4, "scratch": 4, "idx": 4, "weight": 8, "kind": 4, "hx_var": 8,
     "hx_var_err": 8, "hx64_var": 8, "hx": 8, "hx_err": 8, "hx64": 8, "score": 8, "err": 8, "ndone": 4,
     "cursor": 4, "live": 4, "active": 4, "final_score": 8, "final_err": 8, "cand": 4,
-    "it_r": 4, "it_rounds": 4, "it_redo": 4, "it_compared": 8, "it_gamma": 8, "it_score": 8}
+    "it_r": 4, "it_rounds": 4, "it_redo": 4, "it_pairs64": 8, "it_compared": 8, "it_gamma": 8, "it_score": 8}
 OLD_MIRROR = ("idx", "kind", "weight", "hx", "hx_err")
 
 
@@ -211,8 +211,9 @@ def test_the_mirror_block_holds_its_buffers_apart():
 
 # Bytes per variable of the per-variable buffers in the formula: 192 before
 # the layout had one home, 200 since hx64_var (the double entropies the
-# update computes for long rows).
-PER_VARIABLE_BYTES = 200
+# update computes for long rows), 208 since it_pairs64 (the re-decisions'
+# double comparisons per iteration).
+PER_VARIABLE_BYTES = 208
 
 
 def old_device_bytes(n, p, use_float=True):

@@ -99,6 +99,17 @@ def test_cuda_switches_to_all_pairs_rounds_below_the_work_bound(lingam_data, mon
     assert sum(k for k, _ in large) < sum(r * (r - 1) // 2 for _, r in large)
 
 
+def check_double_pair_counts(stats):
+    """``float64_pairs``: none outside the re-decided iterations, at most each candidate
+    against every other remaining variable, and some in all (a candidate's pairs that
+    the float rounds found positive beyond their error bound need no double value)."""
+    pairs, cand = stats["float64_pairs"], stats["float64_candidates"]
+    assert len(pairs) == len(cand) == len(stats["remaining"])
+    for k, c, r in zip(pairs, cand, stats["remaining"]):
+        assert 0 <= k <= c * (r - 1)
+    assert sum(pairs) > 0
+
+
 def test_cuda_long_rows_redecide_with_their_updates_double_entropies():
     # Rows of HX64_IN_UPDATE_MIN_N samples and more: update_data_h64 (and the
     # first standardisation, and a re-standardisation after drift) compute
@@ -113,6 +124,7 @@ def test_cuda_long_rows_redecide_with_their_updates_double_entropies():
     X = make_lingam_data(40, n, density="sparse", random_state=41)[0]
     res = fit(X)
     assert any(res.stats["float64_redo"])
+    check_double_pair_counts(res.stats)
     cpu = fit(X, backend="cpu").causal_order
     assert res.causal_order == fit(X, dtype="float64").causal_order == cpu
     kw = dict(threshold=True, gamma0=1e-4 * 1024 / n, c=2.0, collinear_tol=1e-10, explained_tol=1e-10)
@@ -158,6 +170,9 @@ def test_cuda_all_pairs_round_redecided_in_double(monkeypatch):
     res = fit(X)
     assert all(res.stats["all_pairs"])
     assert any(res.stats["float64_redo"])
+    check_double_pair_counts(res.stats)
+    # every pair of an all-pairs round is compared in float: the same pairs need double
+    assert fit(X).stats["float64_pairs"] == res.stats["float64_pairs"]
     assert res.causal_order == fit(X, dtype="float64").causal_order == fit(X, backend="cpu").causal_order
     monkeypatch.setattr(_cuda, "ALL_PAIRS_WORK", 0.0)
     threshold_rounds = fit(X)

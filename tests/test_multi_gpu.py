@@ -188,6 +188,9 @@ def test_multi_gpu_redecided_in_double(gpus, monkeypatch):
     assert all(many.stats["all_pairs"])
     assert any(many.stats["float64_redo"])  # all-pairs rounds: the same re-decisions
     assert many.stats["float64_redo"] == one.stats["float64_redo"]
+    # the devices' shares of the double comparisons add up to one GPU's
+    assert many.stats["float64_pairs"] == one.stats["float64_pairs"]
+    assert sum(many.stats["float64_pairs"]) > 0
     # every iteration was spread, so every re-decision was shared among the GPUs
     assert _cuda.LAST_MULTI_RUN["redo_spread"] == sum(many.stats["float64_redo"])
     monkeypatch.setattr(_cuda, "ALL_PAIRS_WORK", 0.0)  # threshold rounds

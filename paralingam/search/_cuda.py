@@ -584,9 +584,9 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
                       times, progress=None, keep_copy=False, profile=False):
     """Compile, allocate, upload and run a search over ``devices``.
 
-    Returns device 0's workspace, the loop's output, the data's column std
-    and a :class:`DeviceCopy` on device 0 or None, as the single-GPU search
-    makes them (a copy only with ``keep_copy`` and where device 0, the
+    Returns the :class:`_MultiWorkspace` (device 0's workspace first), the
+    loop's output, the data's column std and a :class:`DeviceCopy` on
+    device 0 or None, as the single-GPU search makes them (a copy only with ``keep_copy`` and where device 0, the
     first of ``devices``, is GPU 0).
     """
     import pycuda.driver as drv
@@ -627,6 +627,8 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
         grids.append(grid)
         sms.append(count)
     _in_context(ctxs[0], drv.memset_d32, ws.parts[0].dev["lock"], 0, p * p)
+    for ctx, part in zip(ctxs, ws.parts):
+        _in_context(ctx, drv.memset_d32, part.dev["it_pairs64"], 0, 2 * (p + 1))
     # device 0's data before the search standardises them, as on one GPU:
     # the adjacency step then takes the same route, with the same bits. Only
     # where the first device is GPU 0, the one the adjacency step's QR runs
@@ -660,7 +662,7 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
     LAST_MULTI_RUN = {"redo_spread": int(out["redo_spread"]),
                       "status_wait_s": float(out["status_wait_s"]),
                       "rounds": int(out["rounds"])}
-    return ws.parts[0], out, column_std, device_copy
+    return ws, out, column_std, device_copy
 
 
 PREPARE_OPTIONS = ("-std=c++17", "-O3")
@@ -905,7 +907,9 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     -------
     order, explained, per_iteration, n_rederived
         As the CPU engine; ``per_iteration`` also has ``float64_redo``,
-        ``float64_candidates``, ``all_pairs`` and ``correlation`` (the correlation matrix of
+        ``float64_candidates``, ``float64_pairs`` (the pairs the re-decisions
+        compared in double, per iteration: what needs the double arithmetic),
+        ``all_pairs`` and ``correlation`` (the correlation matrix of
         the data, computed on the device, for the least-squares step); ``times`` gets ``compile``, ``upload``,
         ``search`` and (``profile=True``) ``gpu_<phase>`` (several GPUs:
         device 0's, and ``per_iteration["gpu_time_by_device"]``, a dict of
@@ -956,6 +960,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         device_copy = _keep_copy_now(ws, n) if keep_copy else None  # (before the search standardises X64)
         drv.memcpy_htod(ws.dev["noise"], noise)
         drv.memset_d32(ws.dev["lock"], 0, p * p)  # epochs restart with every search
+        drv.memset_d32(ws.dev["it_pairs64"], 0, 2 * (p + 1))  # (pairs64 adds to it)
         times["upload"] = time.perf_counter() - t0
 
     cfg = {
@@ -971,10 +976,11 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
     if not threshold and cfg["all_pairs_work"] > 0:
         cfg["all_pairs_work"] = float("inf")
     if devices is not None:
-        ws, out, column_std, device_copy = _search_multi_run(
+        multi, out, column_std, device_copy = _search_multi_run(
             data, devices, cfg, threads_per_block, min_blocks, blocks, candidates, times,
             progress=progress, keep_copy=keep_copy, profile=profile)
-        return _read_result(ws, out, p, times, column_std, device_copy)
+        return _read_result(multi.parts[0], out, p, times, column_std, device_copy,
+                            counters=multi.parts)
     if blocks is None:
         blocks = device_properties()["multiprocessors"] * mod.worker_blocks_per_sm(use_float)
     t0 = time.perf_counter()
@@ -1003,13 +1009,15 @@ def _sticky_fault(exc):
         exc.code)
 
 
-def _read_result(ws, out, p, times, column_std, device_copy=None):
+def _read_result(ws, out, p, times, column_std, device_copy=None, counters=None):
     """search's results from the workspace of device 0 (order, stats, correlation).
 
     ``column_std``: the data's ``std(axis=0)`` from the upload's sums (the
     scatter matrix is made from it); ``device_copy``: the data kept on the
     device for the adjacency step (:class:`DeviceCopy`), or None (then
-    ``per_iteration`` has no ``"device_copy"``).
+    ``per_iteration`` has no ``"device_copy"``); ``counters``: the
+    workspaces whose counts of double comparisons add up (several devices:
+    each counts its share), by default ``[ws]``.
     """
     import pycuda.driver as drv
 
@@ -1028,6 +1036,7 @@ def _read_result(ws, out, p, times, column_std, device_copy=None):
         "rounds": ws.read("it_rounds", iters).tolist(),
         "float64_redo": (redo > 0).tolist(),
         "float64_candidates": redo.tolist(),
+        "float64_pairs": sum(part.read("it_pairs64", iters) for part in counters or [ws]).tolist(),
         "scores": ws.read("it_score", iters).tolist(),
         "all_pairs": out["all_pairs"][:iters].astype(bool).tolist(),
     }

@@ -61,7 +61,7 @@ REPLICA_STATES = 3
 # (tests/test_cuda_state.py checks that it covers them).
 FIXED_BYTES = 4096
 # The formula's bytes per variable: the per-variable buffers' bytes per entry
-# (189 with 33 buffers) rounded up to a multiple of this.
+# (205 with 35 buffers) rounded up to a multiple of this.
 PER_VARIABLE_ROUNDING = 8
 
 

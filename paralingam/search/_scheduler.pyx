@@ -1183,17 +1183,19 @@ cdef int launch_updates_on(CUfunction *fn, int k_update, unsigned int row_smem, 
 # copied from device 0 after prep, and the entropies and partner orders,
 # which the device's own setup derives from them (all read on every pair);
 # and the double entropies its share of a re-decision computes (entropy64),
-# from the rows' own where its updates computed them (hx64_var).
+# from the rows' own where its updates computed them (hx64_var); and its own
+# count of the pairs its share compared in double (pairs64: no atomics over
+# the link, which a PCIe peer may lack).
 WORKER_LOCAL = ("X32", "X64", "cov", "idx", "weight", "kind", "hx", "hx_err", "partner", "hx64",
-                "hx64_var")
+                "hx64_var", "it_pairs64")
 # Buffers of the replicas the update kernels (and the first standardisation
 # and covariance) read and write: all of them on the replica's device.
 REPLICA_LOCAL = ("X32", "X64", "cov", "alive", "gone", "frac", "noise", "linked", "order",
                  "explained_by", "hx_var", "hx_var_err", "hx64_var", "pk_status", "label", "scratch",
                  "idx", "weight", "kind", "hx", "hx_err", "hx64", "score", "err", "ndone",
                  "cursor", "live", "active", "final_score", "final_err", "cand", "it_r",
-                 "it_rounds", "it_redo", "it_compared", "it_gamma", "it_score", "ctl", "partner",
-                 "upd_part")
+                 "it_rounds", "it_redo", "it_pairs64", "it_compared", "it_gamma", "it_score", "ctl",
+                 "partner", "upd_part")
 
 
 def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray status_host,
