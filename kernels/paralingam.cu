@@ -1769,59 +1769,130 @@ __device__ void select_after_workers(PlSearch *s PL_GRID_PARAMS)
 
 // ---------------------------------------------------------------- re-deciding in double
 
-// Candidate cand[blockIdx.y] against partner blockIdx.x: I in double, one
-// block per pair (see entropy64). A pair the float round(s) compared (its
-// lock taken in this iteration, or an all-pairs round) with
-// I~ >= e (its error bound) needs no double value: I >= 0 then, and it adds
-// nothing to the score in either precision.
+// Whether candidate x's pair with partner j needs its statistic in double.
+// A pair the float round(s) compared (its lock taken in this iteration, or
+// an all-pairs round) with I~ >= e (its error bound) needs no double value:
+// I >= 0 then, and it adds nothing to the score in either precision.
+__device__ __forceinline__ bool needs_double(const PlSearch *s, const PlControl *c, int x, int j)
+{
+    const size_t p = s->p;
+    const int lo = min(x, j), hi = max(x, j);
+    const bool compared = c->all_pairs || ld_volatile(&s->lock[lo * p + hi]) == 2u * (unsigned)c->epoch;
+    return !(j != x && compared && s->stat[x * p + j] >= s->stat_err[lo * p + hi]);
+}
+
+// I(x, j) as seen from x from the double sums t of the residuals of the
+// pair's lower worker on the higher (t[0..2]) and of the higher on the
+// lower (t[3..5]).
+__device__ __forceinline__ double stat_from_sums64(const PlSearch *s, int x, int j, const double *t)
+{
+    const int lo = min(x, j), hi = max(x, j), n = (int)s->n;
+    // I(lo, hi) = H(x_hi) + H(r_lo^(hi)) - H(x_lo) - H(r_hi^(lo))
+    const double hu = entropy_of((t[0] + t[1]) / n - PL_LN2, t[2] / n);
+    const double hv = entropy_of((t[3] + t[4]) / n - PL_LN2, t[5] / n);
+    const double I = (s->hx64[hi] + hu) - (s->hx64[lo] + hv);
+    return partner_stat(s, x, j, I, hu, hv, s->hx64);
+}
+
+// The pair's correlation, or NaN where it has no statistic (x itself, or a
+// collinear partner: I = 0).
+__device__ __forceinline__ double pair_rho64(const PlSearch *s, int x, int j)
+{
+    const size_t p = s->p;
+    const int lo = min(x, j), hi = max(x, j);
+    const double rho = s->cov[(size_t)s->idx[lo] * p + s->idx[hi]];
+    return (j == x || is_collinear(rho)) ? NAN : rho;
+}
+
+// Where chunk z of pair slot (candidate k, partner j) keeps its six sums:
+// upd_part, free between one update and the next.
+__device__ __forceinline__ double *chunk_sums64(const PlSearch *s, int k, int j, int nw, int z, int S)
+{
+    return s->upd_part + (((size_t)k * nw + j) * S + z) * 6;
+}
+
+// Candidate cand[k] against partner blockIdx.x: I in double, by one block
+// per pair (see entropy64), or by S = gridDim.y / n_cand blocks a pair
+// (the scheduler's redo_chunks; blockIdx.y = k S + chunk), each summing a
+// chunk of the samples into upd_part for select64 to add up. Blocks of
+// pairs that need no double value (needs_double) leave the float one.
 // (PL_PEERS: the partners are shared among the devices, partner
 // pl_block0 + blockIdx.x here; every device reads its own data and double
-// entropies and writes the statistic into device 0's stat.)
+// entropies and writes the statistic, or its chunk sums, into device 0's
+// stat or upd_part.)
 extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s PL_GRID_PARAMS)
 {
     pl_enter();
     __shared__ double sh[32 * 6];
-    const PlControl *c = s->ctl;
-    const int k = blockIdx.y, j = PL_BLOCK;
-    if (k >= c->n_cand || j >= c->nw) return;
+    PlControl *c = s->ctl;
+    const int n_cand = c->n_cand, S = max(1, (int)gridDim.y / max(1, n_cand));
+    const int k = blockIdx.y / S, z = blockIdx.y % S, j = PL_BLOCK;
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) c->redo_chunks = S;  // (every device: the same S)
+    if (k >= n_cand || j >= c->nw) return;
     const int x = s->cand[k];
+    if (!needs_double(s, c, x, j)) return;
     const size_t p = s->p, ld = s->ld;
     const int lo = min(x, j), hi = max(x, j), n = (int)s->n;
-    const bool compared = c->all_pairs || ld_volatile(&s->lock[lo * p + hi]) == 2u * (unsigned)c->epoch;
-    if (j != x && compared && s->stat[x * p + j] >= s->stat_err[lo * p + hi])
+    const double rho = pair_rho64(s, x, j);
+    if (isnan(rho)) {
+        if (S == 1 && threadIdx.x == 0) s->stat[x * p + j] = 0.0;
         return;
-    double I = 0.0;
-    const double rho = s->cov[(size_t)s->idx[lo] * p + s->idx[hi]];
-    const double f = 1.0 - rho * rho;
-    if (j != x && !is_collinear(rho)) {
-        // (a count for the benchmarks' double floor: benchmarks/probe_tall_floor.py)
-        if (threadIdx.x == 0) atomicAdd((unsigned long long *)&s->it_pairs64[c->iteration], 1ull);
-        const double inv_s = 1.0 / sqrt(f);
-        const double *xa = s->X64 + (size_t)s->idx[lo] * ld, *xb = s->X64 + (size_t)s->idx[hi] * ld;
-        PlSums64 u, v;
-        for (int q = threadIdx.x; q < n; q += blockDim.x) {
-            const double va = xa[q], vb = xb[q];
-            u.add((va - rho * vb) * inv_s);
-            v.add((vb - rho * va) * inv_s);
-        }
-        u.flush();
-        v.flush();
-        double t[6] = {u.a, u.l, u.g, v.a, v.l, v.g};
-        block_sums(t, sh);
-        // I(lo, hi) = H(x_hi) + H(r_lo^(hi)) - H(x_lo) - H(r_hi^(lo))
-        const double hu = entropy_of((t[0] + t[1]) / n - PL_LN2, t[2] / n);
-        const double hv = entropy_of((t[3] + t[4]) / n - PL_LN2, t[5] / n);
-        I = (s->hx64[hi] + hu) - (s->hx64[lo] + hv);
-        I = partner_stat(s, x, j, I, hu, hv, s->hx64);  // as seen from x
     }
+    // (a count for the benchmarks' double floor: benchmarks/bench_pipeline.py)
+    if (z == 0 && threadIdx.x == 0) atomicAdd((unsigned long long *)&s->it_pairs64[c->iteration], 1ull);
+    const int per = (n + S - 1) / S, q0 = z * per, q1 = min(n, q0 + per);
+    const double inv_s = 1.0 / sqrt(1.0 - rho * rho);
+    const double *xa = s->X64 + (size_t)s->idx[lo] * ld, *xb = s->X64 + (size_t)s->idx[hi] * ld;
+    PlSums64 u, v;
+    for (int q = q0 + threadIdx.x; q < q1; q += blockDim.x) {
+        const double va = xa[q], vb = xb[q];
+        u.add((va - rho * vb) * inv_s);
+        v.add((vb - rho * va) * inv_s);
+    }
+    u.flush();
+    v.flush();
+    double t[6] = {u.a, u.l, u.g, v.a, v.l, v.g};
+    block_sums(t, sh);
     // stat rows of candidates are overwritten: this iteration's float
     // results are no longer needed.
-    if (threadIdx.x == 0) s->stat[x * p + j] = I;
+    if (threadIdx.x == 0) {
+        if (S == 1) {
+            s->stat[x * p + j] = stat_from_sums64(s, x, j, t);
+        } else {
+            double *out = chunk_sums64(s, k, j, c->nw, z, S);
+#pragma unroll
+            for (int i = 0; i < 6; ++i) out[i] = t[i];
+        }
+    }
 #ifdef PL_PEERS
-    // (another device's statistic, for device 0's select64: ordered before
-    // the kernel's end at system scope)
+    // (another device's statistic or sums, for device 0's select64: ordered
+    // before the kernel's end at system scope)
     if (threadIdx.x == 0) __threadfence_system();
 #endif
+}
+
+// The statistics of pairs64's chunked pairs: each pair's chunk sums added
+// in chunk order, a thread a pair (the block's threads then read them).
+__device__ void finish_chunked_pairs(PlSearch *s, const PlControl *c, int S)
+{
+    const int n_cand = c->n_cand, nw = c->nw;
+    const size_t p = s->p;
+    for (int q = threadIdx.x; q < n_cand * nw; q += blockDim.x) {
+        const int k = q / nw, j = q % nw, x = s->cand[k];
+        if (!needs_double(s, c, x, j)) continue;
+        double I = 0.0;
+        if (!isnan(pair_rho64(s, x, j))) {
+            double t[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+            for (int z = 0; z < S; ++z) {
+                const double *part = chunk_sums64(s, k, j, nw, z, S);
+#pragma unroll
+                for (int i = 0; i < 6; ++i) t[i] += part[i];
+            }
+            I = stat_from_sums64(s, x, j, t);
+        }
+        s->stat[x * p + j] = I;
+    }
+    __syncthreads();
 }
 
 extern "C" __global__ void __launch_bounds__(1024) select64(PlSearch *s)
@@ -1830,6 +1901,7 @@ extern "C" __global__ void __launch_bounds__(1024) select64(PlSearch *s)
     PlControl *c = s->ctl;
     const int n_cand = c->n_cand, nw = c->nw, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const size_t p = s->p;
+    if (c->redo_chunks > 1) finish_chunked_pairs(s, c, c->redo_chunks);
     __shared__ double total[1024 / 32];
     double best = INFINITY;
     int best_k = 0x7fffffff;

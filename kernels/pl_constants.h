@@ -100,6 +100,13 @@ enum { PL_DEP_COLLINEAR = 1, PL_DEP_EXPLAINED = 2 };
  * each, as shorter ones did before the split. */
 #define PL_UPDATE_MAX_CHUNKS 1024
 
+/* A re-decision in double on long rows (whose upd_part holds the chunk sums)
+ * splits each pair's samples among several blocks of pairs64, in chunks of at
+ * least PL_REDO_CHUNK_MIN samples, when its pairs alone are too few blocks to
+ * fill the GPU (a few hundred pairs of a few candidates, each a long series
+ * of double exps); select64 adds each pair's chunk sums in chunk order. */
+#define PL_REDO_CHUNK_MIN 8192
+
 /* Searches of at most this many remaining variables update the covariance in
  * update_data's last block (update_data_fused) instead of kernel update_cov:
  * at most three 16 x 16 tiles, whose work one block does sooner than the GPU

@@ -54,6 +54,7 @@ typedef struct {
     unsigned long long compared;       /* comparisons done in this iteration */
     double gamma;                      /* threshold of the current round */
     int band_at;                       /* iteration of the last covariance pass with band pairs */
+    int redo_chunks;                   /* pairs64's blocks per pair in this re-decision */
 } PlControl;
 
 /* The search state. Each buffer's comment starts with its extent, which

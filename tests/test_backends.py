@@ -276,6 +276,35 @@ def test_long_rows_are_updated_in_chunks_that_cover_them():
         assert _cuda_state.chunk_parts(_cuda_state.row_stride(n)) == 0
 
 
+def test_a_redecision_splits_its_pairs_where_they_are_few_and_the_rows_long():
+    # _scheduler.redo_chunks: pairs64's blocks per pair. About redo_blocks
+    # blocks in all, chunks of at least REDO_CHUNK_MIN samples, the chunk
+    # sums (6 doubles) within upd_part, the grid's y (n_cand chunks) at most
+    # 65535; one block a pair where there is no room or no need.
+    from paralingam import _constants
+    from paralingam.search import _cuda_state, _scheduler
+
+    def chunks(n_cand, nw, n, target=8192, p=600):
+        return _scheduler.redo_chunks(n_cand, nw, n, p * _cuda_state.chunk_parts(
+            _cuda_state.row_stride(n)), target)
+
+    least = _constants.REDO_CHUNK_MIN
+    assert chunks(1, 600, 500_000) == 14  # ceil(8192 / 600)
+    assert chunks(2, 599, 500_000) == 7
+    assert chunks(1, 40, 500_000) == 500_000 // least  # chunks of at least REDO_CHUNK_MIN
+    assert chunks(1, 40, 17_383, p=40) == 2
+    assert chunks(14, 600, 500_000) == 1  # enough blocks already
+    assert chunks(1, 600, 500_000, target=0) == 1  # (REDO_BLOCKS = 0: one block a pair)
+    assert chunks(1, 40, 8192, p=40) == 1  # short rows: no upd_part to keep the sums
+    # the sums fit upd_part: p = 40 rows of 3 chunks (1680 doubles) hold 280 sums
+    assert _scheduler.redo_chunks(1, 100, 10**6, 1680, 8192) == 1680 // 600
+    assert _scheduler.redo_chunks(40_000, 2, 10**9, 10**12, 10**9) == 1  # grid y: 65535 // 40000
+    for n_cand, nw, n in ((1, 2, 10**6), (3, 500, 16_384), (7, 60, 300_001)):
+        s = chunks(n_cand, nw, n)
+        part = 600 * _cuda_state.chunk_parts(_cuda_state.row_stride(n))
+        assert s == 1 or (s * least <= n and 6 * n_cand * nw * s <= part and n_cand * s <= 65535)
+
+
 def test_an_iterations_update_launches_follow_the_rows_and_devices():
     # _scheduler.update_plan, which both launchers (one GPU, each device of
     # several) run: the chunked UpdateData for long rows, the fused kernel

@@ -134,6 +134,30 @@ def test_cuda_long_rows_redecide_with_their_updates_double_entropies():
     assert list(always[0]) == cpu
 
 
+def test_cuda_long_rows_redecide_in_chunks(monkeypatch):
+    # Long rows' re-decisions split each pair among several blocks of pairs64
+    # (_scheduler.redo_chunks), whose sums select64 adds in chunk order: the
+    # same orders and pairs compared in double as one block a pair
+    # (REDO_BLOCKS = 0), as the double search and the CPU.
+    from paralingam import _constants
+    from paralingam.search import _cuda, _cuda_state, _scheduler
+    from paralingam.datasets import make_lingam_data
+
+    p, n = 40, 3 * _constants.REDO_CHUNK_MIN + 77
+    X = make_lingam_data(p, n, density="sparse", random_state=43)[0]
+    chunked = fit(X)
+    st = chunked.stats
+    part = p * _cuda_state.chunk_parts(_cuda_state.row_stride(n))
+    assert any(_scheduler.redo_chunks(c, r, n, part, _cuda.REDO_BLOCKS) > 1
+               for c, r in zip(st["float64_candidates"], st["remaining"]) if c)
+    check_double_pair_counts(st)
+    monkeypatch.setattr(_cuda, "REDO_BLOCKS", 0)
+    whole = fit(X)
+    assert whole.causal_order == chunked.causal_order
+    assert whole.stats["float64_candidates"] == st["float64_candidates"]
+    assert chunked.causal_order == fit(X, dtype="float64").causal_order == fit(X, backend="cpu").causal_order
+
+
 @pytest.mark.parametrize("seed", [531, 532])
 def test_cuda_long_rows_updated_in_chunks_equal_reference(lingam_data, seed):
     # Rows of UPDATE_SPLIT_MIN_N samples and more are updated in chunks

@@ -178,6 +178,23 @@ def test_multi_gpu_near_collinear_columns(gpus, lingam_data, unexplained, round_
 
 
 @pytest.mark.gpu
+def test_multi_gpu_long_rows_redecide_in_chunks(gpus, monkeypatch):
+    # Long rows: each re-decided pair split among several blocks
+    # (_scheduler.redo_chunks, the same split on any number of GPUs), the
+    # devices' chunk sums added by device 0's select64 in chunk order: the
+    # same results as one GPU, bit for bit
+    from paralingam import _constants
+    from paralingam.search import _cuda
+
+    monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
+    X = make_lingam_data(40, 3 * _constants.REDO_CHUNK_MIN + 77, density="sparse",
+                         random_state=43)[0]
+    one, many = assert_same_as_one_gpu(X)
+    assert any(many.stats["float64_redo"])
+    assert sum(many.stats["float64_pairs"]) > 0
+
+
+@pytest.mark.gpu
 def test_multi_gpu_redecided_in_double(gpus, monkeypatch):
     # tests/test_gpu.py's case with float64 re-decisions (near ties in float)
     from paralingam.search import _cuda

@@ -56,6 +56,12 @@ PAIR_SAMPLES_PER_WARP = 1024
 # (docs/design/gpu_search.rst, "All-pairs rounds"; benchmarks/bench_gpu.py
 # --mode all-pairs measures the bounds).
 ALL_PAIRS_WORK = 1e7
+# A re-decision in double on long rows splits its pairs among about this
+# many blocks of pairs64 (_scheduler.redo_chunks): a few candidates' pairs
+# alone leave most of the GPU idle, each block a long series of double exps
+# (docs/design/gpu_search.rst, "Re-decisions split in chunks"). 0: one block a
+# pair.
+REDO_BLOCKS = 8192
 # kernels/ headers that paralingam.cu includes, directly or through another
 HEADERS = ("compare.cuh", "search_state.h", "pl_constants.h")
 # Bytes of the data sent to the device at a time by ``upload`` (two such
@@ -972,6 +978,7 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         "use_prior": int(candidates is not None),
         "group_warps": None if warps_per_pair is None else int(warps_per_pair),
         "all_pairs_work": float(ALL_PAIRS_WORK if all_pairs_work is None else all_pairs_work),
+        "redo_blocks": int(REDO_BLOCKS),
     }
     if not threshold and cfg["all_pairs_work"] > 0:
         cfg["all_pairs_work"] = float("inf")

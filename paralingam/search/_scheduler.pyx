@@ -127,6 +127,7 @@ cdef extern from "pl_constants.h":
     int PL_FUSED_COV_MAX_R
     int PL_UPDATE_SPLIT_MIN_N
     int PL_UPDATE_CHUNK
+    int PL_REDO_CHUNK_MIN
     int PL_UPDATE_MAX_CHUNKS
     int PL_FUSED_COV_SMEM
 
@@ -456,6 +457,29 @@ cpdef int update_chunks(long long n) noexcept nogil:
     return <int>chunks
 
 
+cpdef int redo_chunks(int n_cand, int nw, long long n, long long part_doubles,
+                      long long target_blocks) noexcept nogil:
+    """Blocks of ``pairs64`` per pair of a re-decision of ``n_cand`` candidates
+    against ``nw`` workers of ``n`` samples (its grid's y: ``n_cand`` times this).
+
+    The pairs are split into chunks of at least ``PL_REDO_CHUNK_MIN``
+    samples until the grid holds about ``target_blocks`` blocks (the search's
+    ``redo_blocks``; 0: one block a pair), as far as their sums (6 doubles a
+    chunk) fit the ``part_doubles`` of ``upd_part`` (long rows only) and the
+    grid's y allows. The split depends on the re-decision alone, not on the
+    GPU or the number of GPUs: their sums are added in one order everywhere.
+    """
+    cdef long long pairs = <long long>n_cand * nw
+    cdef long long chunks
+    if pairs <= 0 or target_blocks <= pairs:
+        return 1
+    chunks = (target_blocks + pairs - 1) // pairs
+    chunks = min(chunks, n // PL_REDO_CHUNK_MIN)
+    chunks = min(chunks, part_doubles // (6 * pairs))
+    chunks = min(chunks, 65535 // n_cand)
+    return <int>max(1, chunks)
+
+
 cdef inline int rows_kernel(int k_update) noexcept nogil:
     """The chunked counterpart of UpdateData kernel ``k_update``: ``update_rows_h64``
     for ``update_data_h64`` (the rows' double entropies too), else ``update_rows``."""
@@ -685,6 +709,8 @@ cdef struct LoopSettings:
     int k_setup, k_worker, k_all_pairs  # the kernels of the precision
     int k_update_data  # update_data, or update_data_h64 (the rows' double entropies too)
     double all_pairs_work  # the bound of an all-pairs iteration (all_pairs_iteration)
+    long long redo_blocks  # pairs64's target grid (redo_chunks)
+    long long part_doubles  # doubles of upd_part (redo_chunks)
     int engines_per_block  # pair engines per worker block
     int wthreads  # threads per worker block
     int tiles  # 16 x 16 tiles per side of the correlation matrix
@@ -703,6 +729,8 @@ cdef int loop_settings(LoopSettings *s, dict cfg, Module m, candidates, progress
     s.k_all_pairs = K_ALL_PAIRS32 if s.use_float else K_ALL_PAIRS64
     s.k_update_data = update_data_kernel(s.n, s.use_float)
     s.all_pairs_work = cfg.get("all_pairs_work", 0.0)
+    s.redo_blocks = cfg.get("redo_blocks", 0)
+    s.part_doubles = s.p * _cuda_state.chunk_parts(cfg.get("ld", s.n))
     s.engines_per_block = m.warps // cfg.get("group_warps", 1)
     s.wthreads = m.warps * 32
     s.tiles = (s.p + 15) // 16
@@ -851,6 +879,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef const char *NO_NOTE = b""
     cdef int grid = worker_blocks
     cdef int r_host = loop.p, nw = loop.p, n_cand, state = PL_RUNNING, seq = 0, it = 0, rounds = 0
+    cdef int chunks = 1  # pairs64's blocks per pair in a re-decision (redo_chunks)
     cdef char label[64]
     cdef void *params[1]
     params[0] = &d_search
@@ -949,8 +978,9 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     # decided): re-decide in double, then update for real
                     mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_REDO)
                     n_cand = st.n_cand
+                    chunks = redo_chunks(n_cand, nw, loop.n, loop.part_doubles, loop.redo_blocks)
                     launch(m, K_ENTROPY64, nw, 1, 256, 1, params)
-                    launch(m, K_PAIRS64, nw, n_cand, 256, 1, params)
+                    launch(m, K_PAIRS64, nw, n_cand * chunks, 256, 1, params)
                     launch(m, K_SELECT64, 1, 1, 1024, 1, params)
                     mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_UPDATE)
                     launch_updates(m, loop.k_update_data, r_host, loop.n, params, recent_band(st))
@@ -1351,6 +1381,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     cdef long long n_pairs
     cdef int r_now, grid_sum = 0, kw
     cdef int r_host = loop.p, nw = loop.p, n_cand, state = PL_RUNNING, seq = 0, it = 0, rounds = 0
+    cdef int chunks = 1  # pairs64's blocks per pair in a re-decision (redo_chunks)
     cdef int prep_mode = 3
     cdef void *prep_params[2]
     prep_params[0] = &d_local[0]
@@ -1492,6 +1523,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     # a re-decision in double, then every replica is updated
                     # for real
                     n_cand = st.n_cand
+                    chunks = redo_chunks(n_cand, nw, loop.n, loop.part_doubles, loop.redo_blocks)
                     redo_total = nw
                     if spread:
                         # The candidates' pairs64 grid, split by partners in
@@ -1504,13 +1536,16 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         redo_spread += 1
                         split_redo(n_dev, grid, grid_sum, nw, redo_nb, redo_block0)
                         for d in range(n_dev - 1, -1, -1):
-                            if redo_nb[d] == 0:
+                            # (device 0's select64 adds chunked pairs' sums
+                            # with its own double entropies)
+                            if redo_nb[d] == 0 and not (d == 0 and chunks > 1):
                                 continue
                             set_ctx(ctx[d])
                             mark(&mk, d, PH_REDO)
                             launch_on(fns[d][K_ENTROPY64], K_ENTROPY64, nw, 1, 256, 1, rparams[d])
-                            launch_on(fns[d][K_PAIRS64], K_PAIRS64, redo_nb[d], n_cand, 256, 1,
-                                      rparams[d])
+                            if redo_nb[d] > 0:
+                                launch_on(fns[d][K_PAIRS64], K_PAIRS64, redo_nb[d], n_cand * chunks,
+                                          256, 1, rparams[d])
                         # device 0 selects once every device's statistics are in
                         wait_for_others(n_dev, ctx, ev_worker, &mk)
                         mark(&mk, 0, PH_REDO)
@@ -1525,7 +1560,8 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                         set_ctx(ctx[0])
                         mark(&mk, 0, PH_REDO)
                         launch_on(fns[0][K_ENTROPY64], K_ENTROPY64, nw, 1, 256, 1, lparams[0])
-                        launch_on(fns[0][K_PAIRS64], K_PAIRS64, nw, n_cand, 256, 1, rparams[0])
+                        launch_on(fns[0][K_PAIRS64], K_PAIRS64, nw, n_cand * chunks, 256, 1,
+                                  rparams[0])
                         launch_on(fns[0][K_SELECT64], K_SELECT64, 1, 1, 1024, 1, lparams[0])
                         sync_replicas(n_dev, ctx, d_ctl, d_alive, r_host, ev_worker, ev_decided,
                                       fns, row_smem, lparams, loop.k_update_data, loop.n, True,
