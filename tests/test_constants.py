@@ -39,7 +39,7 @@ def test_header_parses_to_every_constant():
         "ROUNDING_MARGIN", "STEP_ROUNDING", "MEASURE_SLACK", "VERIFY_BAND", "VERIFY_BAND_TOL",
         "STOP_MARGIN", "ORDER_BUCKETS", "MOMENT_ERR_CPU", "MOMENT_ERR_GPU",
         "HX64_IN_UPDATE_MIN_N", "FUSED_COV_MAX_R", "FUSED_COV_SMEM",
-        "UPDATE_SPLIT_MIN_N", "UPDATE_CHUNK", "UPDATE_PARTS", "UPDATE_MAX_CHUNKS"}
+        "UPDATE_SPLIT_MIN_N", "UPDATE_CHUNK", "UPDATE_PARTS", "UPDATE_MAX_CHUNKS", "REDO_CHUNK_MIN"}
     for name, value in values.items():
         assert getattr(_constants, name) == value
     assert type(values["ORDER_BUCKETS"]) is int and type(values["CANDIDATE"]) is int
