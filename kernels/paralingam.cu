@@ -1794,14 +1794,14 @@ __device__ __forceinline__ double stat_from_sums64(const PlSearch *s, int x, int
     return partner_stat(s, x, j, I, hu, hv, s->hx64);
 }
 
-// The pair's correlation, or NaN where it has no statistic (x itself, or a
-// collinear partner: I = 0).
-__device__ __forceinline__ double pair_rho64(const PlSearch *s, int x, int j)
+// Whether the pair has a statistic to compute (not x itself, nor a
+// collinear partner: I = 0), and its correlation.
+__device__ __forceinline__ bool pair_rho64(const PlSearch *s, int x, int j, double &rho)
 {
     const size_t p = s->p;
     const int lo = min(x, j), hi = max(x, j);
-    const double rho = s->cov[(size_t)s->idx[lo] * p + s->idx[hi]];
-    return (j == x || is_collinear(rho)) ? NAN : rho;
+    rho = s->cov[(size_t)s->idx[lo] * p + s->idx[hi]];
+    return j != x && !is_collinear(rho);
 }
 
 // Where chunk z of pair slot (candidate k, partner j) keeps its six sums:
@@ -1827,21 +1827,33 @@ extern "C" __global__ void __launch_bounds__(256) pairs64(PlSearch *s PL_GRID_PA
     PlControl *c = s->ctl;
     const int n_cand = c->n_cand, S = max(1, (int)gridDim.y / max(1, n_cand));
     const int k = blockIdx.y / S, z = blockIdx.y % S, j = PL_BLOCK;
-    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) c->redo_chunks = S;  // (every device: the same S)
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+        c->redo_chunks = S;  // (every device: the same S)
+#ifdef PL_PEERS
+        __threadfence_system();  // (for device 0's select64, as the statistics below)
+#endif
+    }
     if (k >= n_cand || j >= c->nw) return;
     const int x = s->cand[k];
     if (!needs_double(s, c, x, j)) return;
     const size_t p = s->p, ld = s->ld;
     const int lo = min(x, j), hi = max(x, j), n = (int)s->n;
-    const double rho = pair_rho64(s, x, j);
-    if (isnan(rho)) {
-        if (S == 1 && threadIdx.x == 0) s->stat[x * p + j] = 0.0;
+    double rho;
+    if (!pair_rho64(s, x, j, rho)) {
+        if (S == 1 && threadIdx.x == 0) {
+            s->stat[x * p + j] = 0.0;
+#ifdef PL_PEERS
+            __threadfence_system();
+#endif
+        }
         return;
     }
     // (a count for the benchmarks' double floor: benchmarks/bench_pipeline.py)
     if (z == 0 && threadIdx.x == 0) atomicAdd((unsigned long long *)&s->it_pairs64[c->iteration], 1ull);
     const int per = (n + S - 1) / S, q0 = z * per, q1 = min(n, q0 + per);
-    const double inv_s = 1.0 / sqrt(1.0 - rho * rho);
+    // (rho^2 rounded on its own, not fused into the subtraction: the bits of
+    // the residuals before the chunks, when is_collinear shared the product)
+    const double inv_s = 1.0 / sqrt(1.0 - __dmul_rn(rho, rho));
     const double *xa = s->X64 + (size_t)s->idx[lo] * ld, *xb = s->X64 + (size_t)s->idx[hi] * ld;
     PlSums64 u, v;
     for (int q = q0 + threadIdx.x; q < q1; q += blockDim.x) {
@@ -1880,8 +1892,8 @@ __device__ void finish_chunked_pairs(PlSearch *s, const PlControl *c, int S)
     for (int q = threadIdx.x; q < n_cand * nw; q += blockDim.x) {
         const int k = q / nw, j = q % nw, x = s->cand[k];
         if (!needs_double(s, c, x, j)) continue;
-        double I = 0.0;
-        if (!isnan(pair_rho64(s, x, j))) {
+        double I = 0.0, rho;
+        if (pair_rho64(s, x, j, rho)) {
             double t[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
             for (int z = 0; z < S; ++z) {
                 const double *part = chunk_sums64(s, k, j, nw, z, S);

@@ -559,6 +559,7 @@ def fit_result(found, B, names, settings, times):
         "float64_redo": per_it.get("float64_redo", []),
         "float64_candidates": per_it.get("float64_candidates", []),
         "float64_pairs": per_it.get("float64_pairs", []),
+        "float64_chunks": per_it.get("float64_chunks", []),
         "threads": per_it.get("threads", []),
         "all_pairs": per_it.get("all_pairs", []),
         "devices": None if settings.backend == "cpu" else list(settings.devices or (0,)),

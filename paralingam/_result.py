@@ -26,8 +26,9 @@ class FitResult:
         root's score of every iteration, summed in index order; float32
         scores with the default dtype); ``float64_redo`` and
         ``float64_candidates`` per iteration (a root re-decided in float64,
-        among how many rivals); ``float64_pairs`` per iteration (CUDA:
-        the pairs those re-decisions compared in double); ``threads`` per
+        among how many rivals); ``float64_pairs`` and ``float64_chunks``
+        per iteration (CUDA: the pairs those re-decisions compared in
+        double, and the blocks each pair was split among); ``threads`` per
         iteration (CPU);
         ``all_pairs`` per iteration (CUDA: every pair compared in one
         round, without the threshold);

@@ -104,9 +104,10 @@ def check_double_pair_counts(stats):
     against every other remaining variable, and some in all (a candidate's pairs that
     the float rounds found positive beyond their error bound need no double value)."""
     pairs, cand = stats["float64_pairs"], stats["float64_candidates"]
-    assert len(pairs) == len(cand) == len(stats["remaining"])
-    for k, c, r in zip(pairs, cand, stats["remaining"]):
+    assert len(pairs) == len(cand) == len(stats["remaining"]) == len(stats["float64_chunks"])
+    for k, c, r, chunks in zip(pairs, cand, stats["remaining"], stats["float64_chunks"]):
         assert 0 <= k <= c * (r - 1)
+        assert (chunks > 0) == (c > 0)  # the blocks a pair was split among, where re-decided
     assert sum(pairs) > 0
 
 
@@ -147,12 +148,15 @@ def test_cuda_long_rows_redecide_in_chunks(monkeypatch):
     X = make_lingam_data(p, n, density="sparse", random_state=43)[0]
     chunked = fit(X)
     st = chunked.stats
-    part = p * _cuda_state.chunk_parts(_cuda_state.row_stride(n))
-    assert any(_scheduler.redo_chunks(c, r, n, part, _cuda.REDO_BLOCKS) > 1
-               for c, r in zip(st["float64_candidates"], st["remaining"]) if c)
     check_double_pair_counts(st)
+    part = p * _cuda_state.chunk_parts(_cuda_state.row_stride(n))
+    assert any(chunks > 1 for chunks in st["float64_chunks"])  # what the scheduler launched
+    for c, chunks in zip(st["float64_candidates"], st["float64_chunks"]):
+        # at most the formula's split of all the remaining variables' pairs (nw <= r)
+        assert c == 0 or 1 <= chunks <= _scheduler.redo_chunks(c, 2, n, part, _cuda.REDO_BLOCKS)
     monkeypatch.setattr(_cuda, "REDO_BLOCKS", 0)
     whole = fit(X)
+    assert set(whole.stats["float64_chunks"]) <= {0, 1}
     assert whole.causal_order == chunked.causal_order
     assert whole.stats["float64_candidates"] == st["float64_candidates"]
     assert chunked.causal_order == fit(X, dtype="float64").causal_order == fit(X, backend="cpu").causal_order

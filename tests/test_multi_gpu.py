@@ -190,7 +190,9 @@ def test_multi_gpu_long_rows_redecide_in_chunks(gpus, monkeypatch):
     X = make_lingam_data(40, 3 * _constants.REDO_CHUNK_MIN + 77, density="sparse",
                          random_state=43)[0]
     one, many = assert_same_as_one_gpu(X)
-    assert any(many.stats["float64_redo"])
+    assert any(chunks > 1 for chunks in many.stats["float64_chunks"])
+    assert many.stats["float64_chunks"] == one.stats["float64_chunks"]
+    assert _cuda.LAST_MULTI_RUN["redo_spread"] == sum(many.stats["float64_redo"]) > 0
     assert sum(many.stats["float64_pairs"]) > 0
 
 

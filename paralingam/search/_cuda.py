@@ -915,6 +915,8 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         As the CPU engine; ``per_iteration`` also has ``float64_redo``,
         ``float64_candidates``, ``float64_pairs`` (the pairs the re-decisions
         compared in double, per iteration: what needs the double arithmetic),
+        ``float64_chunks`` (the blocks each re-decided pair was split among,
+        ``_scheduler.redo_chunks``; 0 where none),
         ``all_pairs`` and ``correlation`` (the correlation matrix of
         the data, computed on the device, for the least-squares step); ``times`` gets ``compile``, ``upload``,
         ``search`` and (``profile=True``) ``gpu_<phase>`` (several GPUs:
@@ -1046,6 +1048,7 @@ def _read_result(ws, out, p, times, column_std, device_copy=None, counters=None)
         "float64_pairs": sum(part.read("it_pairs64", iters) for part in counters or [ws]).tolist(),
         "scores": ws.read("it_score", iters).tolist(),
         "all_pairs": out["all_pairs"][:iters].astype(bool).tolist(),
+        "float64_chunks": out["redo_chunks"][:iters].tolist(),
     }
     corr = np.empty((p, p))
     drv.memcpy_dtoh(corr, ws.dev["corr0"])

@@ -688,8 +688,9 @@ cdef int too_many_iterations(int p) except -1 with gil:
     raise CudaError(f"the search did not finish within {p} iterations")
 
 
-cdef dict final_status(PlStatus *st, int state, int rounds, all_pairs_of):
-    """The statistics both searches return from the last status."""
+cdef dict final_status(PlStatus *st, int state, int rounds, all_pairs_of, chunks_of):
+    """The statistics both searches return from the last status (and the
+    loop's own: all-pairs iterations, re-decided pairs' chunks)."""
     return {
         "state": int(state),
         "detail": [int(st.detail[0]), int(st.detail[1]), int(st.detail[2])],
@@ -699,6 +700,7 @@ cdef dict final_status(PlStatus *st, int state, int rounds, all_pairs_of):
         "n_order": int(st.n_order),
         "rounds": rounds,
         "all_pairs": all_pairs_of,
+        "redo_chunks": chunks_of,
     }
 
 
@@ -872,6 +874,8 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     cdef bint all_pairs = False
     all_pairs_of = np.zeros(loop.p + 2, dtype=np.int8)  # per iteration, for the stats
     cdef signed char[::1] all_pairs_v = all_pairs_of
+    chunks_of = np.zeros(loop.p + 2, dtype=np.int32)  # per iteration: redo_chunks, 0 without
+    cdef int[::1] chunks_v = chunks_of
     cdef long long n_pairs
     cdef int r_now
     cdef int grid_all_pairs
@@ -979,6 +983,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
                     mark_phase(profile, &ev[0], &ph[0], &n_events, max_events, PH_REDO)
                     n_cand = st.n_cand
                     chunks = redo_chunks(n_cand, nw, loop.n, loop.part_doubles, loop.redo_blocks)
+                    chunks_v[it] = chunks
                     launch(m, K_ENTROPY64, nw, 1, 256, 1, params)
                     launch(m, K_PAIRS64, nw, n_cand * chunks, 256, 1, params)
                     launch(m, K_SELECT64, 1, 1, 1024, 1, params)
@@ -1010,7 +1015,7 @@ def search(Module m, dict dev, dict cfg, cnp.ndarray status_host, *, int worker_
     finally:
         if profile:
             destroy_events(&ev[0], max_events)
-    stats = final_status(st, state, rounds, all_pairs_of)
+    stats = final_status(st, state, rounds, all_pairs_of, chunks_of)
     stats["gpu_time"] = gpu_time if profile else None
     stats["gpu_rounds"] = gpu_rounds if profile else None
     return stats
@@ -1378,6 +1383,8 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     cdef bint all_pairs = False, spread = False, first_round
     all_pairs_of = np.zeros(loop.p + 2, dtype=np.int8)
     cdef signed char[::1] all_pairs_v = all_pairs_of
+    chunks_of = np.zeros(loop.p + 2, dtype=np.int32)
+    cdef int[::1] chunks_v = chunks_of
     cdef long long n_pairs
     cdef int r_now, grid_sum = 0, kw
     cdef int r_host = loop.p, nw = loop.p, n_cand, state = PL_RUNNING, seq = 0, it = 0, rounds = 0
@@ -1524,6 +1531,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
                     # for real
                     n_cand = st.n_cand
                     chunks = redo_chunks(n_cand, nw, loop.n, loop.part_doubles, loop.redo_blocks)
+                    chunks_v[it] = chunks
                     redo_total = nw
                     if spread:
                         # The candidates' pairs64 grid, split by partners in
@@ -1610,7 +1618,7 @@ def search_multi(list mods, list contexts, list devs, dict cfg, cnp.ndarray stat
     cdef bint events_full = False
     for d in range(n_dev):
         events_full |= profile and mk.n[d] >= mk.max_events
-    stats = final_status(st, state, rounds, all_pairs_of)
+    stats = final_status(st, state, rounds, all_pairs_of, chunks_of)
     stats.update(gpu_time=gpu_time, gpu_rounds=gpu_rounds, redo_spread=redo_spread,
                  status_wait_s=wait_s, gpu_events_full=events_full)
     return stats
