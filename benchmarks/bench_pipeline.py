@@ -18,7 +18,9 @@ standardise) against the preparation (validate, and the CPU's standardise or
 the CUDA backend's upload), and the peak host memory of the preparation
 against the input array; on the CUDA backend ``tall`` also reports the
 search's sample pairs per second against the special-function floor
-(``bench_gpu.mufu_floor``, measured in the same run).
+(``bench_gpu.mufu_floor``, measured in the same run), and each part of the
+search (float rounds, double re-decisions, row updates; one profiled
+search) against a floor of its own (:func:`search_floors`).
 
 Prints a table and writes JSON (commit, machine, backend, medians). Speed is
 measured here, never in unit tests; this machine's load is recorded with it
