@@ -444,6 +444,24 @@ def _check_shape(arr, X):
                          "is required.")
 
 
+def _require_float64_copy(n, p, converted=True):
+    """Room for a float64 copy of data of ``n`` samples and ``p`` columns
+    (:func:`paralingam._memory.require`): a copy larger than the memory left
+    could be ended by the system's out-of-memory killer rather than refused.
+    ``converted``: the copy converts input that is not float32 or float64
+    (before its checks); else it is the float64 array a caller asked for."""
+    from . import _memory
+
+    if converted:
+        step = ("a float64 copy of the data (input that is not float32 or float64 is "
+                "converted first)")
+        advice = ("pass float64 or float32 data, which are read without a copy, or fewer "
+                  "samples or columns")
+    else:
+        step, advice = "a float64 copy of the data", "use fewer samples or columns"
+    _memory.require(step, 8 * n * p, advice)
+
+
 def _frame_to_array(X, names):
     """A DataFrame's values as a float64 array; NA becomes NaN."""
     bad = []
@@ -459,6 +477,8 @@ def _frame_to_array(X, names):
         bad.append(f"{_name(names, j)}: {dt} dtype")
     if bad:
         raise DataTypeError(f"non-numeric columns: {_list(bad)}")
+    if not all(dt == np.float64 for dt in X.dtypes):  # (a float64 frame's values may be its own)
+        _require_float64_copy(*X.shape)
     try:
         return X.to_numpy(dtype=np.float64, na_value=np.nan)
     except OverflowError:  # object columns holding integers beyond float64
@@ -491,6 +511,7 @@ def _to_float64(arr, names):
         raise DataTypeError(
             f"non-numeric columns: {_list([_name(names, j) for j in range(arr.shape[1])])} "
             f"(dtype {arr.dtype})")
+    _require_float64_copy(*arr.shape, converted=not (kind == "f" and arr.dtype.itemsize <= 8))
     with np.errstate(over="ignore"):  # long double beyond float64: checked by the caller
         return np.array(arr, dtype=np.float64, order="C", copy=True)
 

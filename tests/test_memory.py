@@ -58,6 +58,46 @@ def test_issue_case_p20000_n5_refused_fast_with_a_clear_message(memory):
     assert time.perf_counter() - t0 < 30  # not the minutes a search of 20000 variables takes
 
 
+@pytest.mark.parametrize("kind", ["int64", "int8", "object", "frame_mixed", "frame_int"])
+def test_input_converted_to_float64_is_refused_before_its_copy(memory, kind):
+    # Input that is not float32 or float64 is converted (a float64 copy of
+    # n x p) before it is checked: the copy itself is checked first, and
+    # refused without being made (nothing n x p allocated)
+    import pandas as pd
+
+    n, p = 4000, 50
+    data = np.random.default_rng(2).integers(-100, 100, size=(n, p))
+    X = {"int64": lambda: data, "int8": lambda: data.astype(np.int8),
+         "object": lambda: data.astype(object),
+         "frame_mixed": lambda: pd.DataFrame(data).astype({0: np.float32}),
+         "frame_int": lambda: pd.DataFrame(data)}[kind]()
+    memory(8 * n * p - 1)
+    peak, exc = _peak_while(lambda: paralingam.fit(X, backend="cpu"))
+    assert isinstance(exc, InsufficientMemoryError), exc
+    assert exc.step.startswith("a float64 copy of the data") and exc.needed == 8 * n * p
+    assert "float64 or float32 data" in str(exc)
+    assert peak < 8 * n * p / 2  # refused before the copy
+    memory(100 * GiB)
+    assert paralingam.fit(X, backend="cpu").causal_order  # with room, the same input fits
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_float_input_is_not_refused_for_a_copy_it_does_not_need(memory, monkeypatch, dtype):
+    # float32 and float64 arrays and float64 frames are read as they are: no
+    # check for a float64 copy (only the fit's own steps are checked)
+    import pandas as pd
+
+    X = np.random.default_rng(3).standard_normal((2000, 8)).astype(dtype)
+    asked = []
+    real = _memory.require
+    monkeypatch.setattr(_memory, "require", lambda step, *a: (asked.append(step), real(step, *a)))
+    memory(100 * GiB)
+    paralingam.fit(X, backend="cpu")
+    if dtype == np.float64:
+        paralingam.fit(pd.DataFrame(X), backend="cpu")
+    assert asked and not any(step.startswith("a float64 copy") for step in asked)
+
+
 def test_real_memory_reader_refuses_a_problem_no_machine_holds():
     # 400 000 variables: the covariance alone is 1.28 TB (16 MB of data)
     available = _memory.available_host_bytes()
@@ -141,11 +181,16 @@ def test_each_step_checks_itself(memory):
     X = _data(n, p)
     order = np.arange(p)
     memory(0)
+    # (the step's validated float64 copy of X is checked first)
+    with pytest.raises(InsufficientMemoryError, match=r"a float64 copy of the data: .* fewer samples"):
+        adjacency.estimate_adjacency(X, order, method="ols")
+    memory(X.nbytes)  # room for that copy, not for the step
     with pytest.raises(InsufficientMemoryError, match=r"adjacency step \(least squares\)"):
         adjacency.estimate_adjacency(X, order, method="ols")
     with pytest.raises(InsufficientMemoryError, match=r"adjacency step \(adaptive lasso\).*"
                                                       r"adjacency='ols'"):
         adjacency.estimate_adjacency(X, order, method="adaptive_lasso")
+    memory(0)
     with pytest.raises(InsufficientMemoryError, match="total effects"):
         bootstrap.total_effects(np.tril(np.ones((p, p)), -1), order)
     # the standardisation inside the CPU search, and then its state
