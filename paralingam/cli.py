@@ -884,12 +884,13 @@ def _fit_groups(args, tables, prior):
             adjacency=args.adjacency, n_threads=args.threads)
 
     # each group checked with its file's name and column names in the message
-    # (the model's own check of the list names neither)
-    from ._validation import as_data_matrix
+    # (the model's own check of the list names neither); float data are
+    # read as they are here, with no float64 copy (scaled="deferred")
+    from ._validation import _as_data_matrix
 
     for f, t in zip(files, tables):
         try:
-            as_data_matrix(t.X, t.names)
+            _as_data_matrix(t.X, t.names, scaled="deferred")
         except ValueError as exc:
             raise ValueError(f"{f}: {exc}") from None
     data = [t.X for t in tables]
