@@ -808,7 +808,7 @@ def min_norm_gpu(out):
         text + "\n" + _source(name, d) + (f"\n*Note:* {note}.\n" if note else ""))
 
 
-# #21's goals: (label, the largest share of the search any phase other than it may take)
+# #21's goal: the largest share of the search that any other phase of a fit may take
 SHARE_GOAL = 0.25
 
 
