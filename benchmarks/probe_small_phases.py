@@ -11,12 +11,19 @@ For each case (``bench_pipeline.CASES``' data at their full size) this runs
 then profiles ``--profiled`` more fits with :mod:`cProfile` and prints, per
 fit, the functions with the most time of their own and the most time in all
 they call (the profiler slows Python code down, so read the profile for where
-the time goes and the phases for how much). Writes JSON.
+the time goes and the phases for how much). ``--timers`` wraps named
+functions (``module:function``, looked up on the module at each call) with a
+clock and a count of the process's minor page faults, reported per fit over
+the ``--repeats`` fits (nested functions count in each). Writes JSON.
 """
 
 import cProfile
+import functools
+import importlib
 import pstats
+import resource
 import statistics
+import time
 import warnings
 
 import _common  # (benchmarks/ is on sys.path when run as a script)
@@ -43,14 +50,58 @@ def top(stats, key, fits, count):
     return sorted(rows, key=lambda r: -r[field])[:count]
 
 
-def run_case(name, backend, repeats, profiled, count, data_dir):
+def minor_faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+class Timers:
+    """Clocks and page-fault counts around named functions (``"module:function"``)."""
+
+    def __init__(self, names):
+        self.names, self.totals, self._saved = list(names), {}, []
+
+    def __enter__(self):
+        for name in self.names:
+            module_name, attr = name.split(":")
+            module = importlib.import_module(module_name)
+            original = getattr(module, attr)
+            self._saved.append((module, attr, original))
+            setattr(module, attr, self._wrap(name, original))
+        return self
+
+    def _wrap(self, name, original):
+        @functools.wraps(original)
+        def timed(*args, **kwargs):
+            t0, f0 = time.perf_counter(), minor_faults()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                total = self.totals.setdefault(name, [0, 0.0, 0])
+                total[0] += 1
+                total[1] += time.perf_counter() - t0
+                total[2] += minor_faults() - f0
+        return timed
+
+    def __exit__(self, *exc):
+        for module, attr, original in reversed(self._saved):
+            setattr(module, attr, original)
+
+    def per_fit(self, fits):
+        return {name: {"calls": c / fits, "ms": 1e3 * s / fits, "minor_faults": f / fits}
+                for name, (c, s, f) in self.totals.items()}
+
+
+def run_case(name, backend, repeats, profiled, count, data_dir, timer_names=()):
     (p, n), _, _, _ = bench_pipeline.CASES[name]
     X = bench_pipeline.make_data(name, p, n, data_dir)
     fit(X, backend)  # warm-up: compile, workspaces
     phases = {}
-    for _ in range(repeats):
-        for key, value in fit(X, backend).stats["time"].items():
-            phases.setdefault(key, []).append(value)
+    with Timers(timer_names) as timers:
+        f0 = minor_faults()
+        for _ in range(repeats):
+            for key, value in fit(X, backend).stats["time"].items():
+                phases.setdefault(key, []).append(value)
+        faults = (minor_faults() - f0) / repeats
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(profiled):
@@ -59,6 +110,7 @@ def run_case(name, backend, repeats, profiled, count, data_dir):
     stats = pstats.Stats(profiler)
     return {"case": name, "p": p, "n": n,
             "phases_ms": {k: 1e3 * statistics.median(v) for k, v in phases.items()},
+            "minor_faults_per_fit": faults, "timers": timers.per_fit(repeats),
             "own": top(stats, "tottime", profiled, count),
             "cumulative": top(stats, "cumtime", profiled, count)}
 
@@ -71,15 +123,22 @@ def main():
     ap.add_argument("--profiled", type=int, default=20, help="fits under the profiler")
     ap.add_argument("--top", type=int, default=40, help="functions listed per table")
     ap.add_argument("--data-dir", default=_common.DATA_DIR)
+    ap.add_argument("--timers", nargs="*", default=[], metavar="MODULE:FUNCTION",
+                    help="functions to clock over the --repeats fits")
     args = ap.parse_args()
     rows = []
     for name in args.cases:
-        row = run_case(name, args.backend, args.repeats, args.profiled, args.top, args.data_dir)
+        row = run_case(name, args.backend, args.repeats, args.profiled, args.top, args.data_dir,
+                       args.timers)
         rows.append(row)
         search = row["phases_ms"]["search"]
         print(f"\n== {name} (p={row['p']}, n={row['n']}, {args.backend}): phases, ms "
               "(share of the search)")
         print("  ".join(f"{k} {v:.3f} ({v / search:.0%})" for k, v in row["phases_ms"].items()))
+        print(f"minor page faults per fit: {row['minor_faults_per_fit']:.0f}")
+        for timer, t in row["timers"].items():
+            print(f"  {timer}: {t['ms']:.3f} ms in {t['calls']:.1f} calls, "
+                  f"{t['minor_faults']:.0f} minor faults")
         for table, field in (("own", "own_ms"), ("cumulative", "cumulative_ms")):
             print(f"-- profile, {table} time per fit (ms), calls per fit")
             for r in row[table]:

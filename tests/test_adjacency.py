@@ -557,3 +557,61 @@ def test_the_adaptive_lassos_gram_by_blocks_of_rows_has_the_bits_of_the_whole_di
     want = (scatter / np.outer(std, std))[np.ix_(order, order)]
     got = _gram(np.ascontiguousarray(scatter[np.ix_(order, order)]), std[order])
     assert got.tobytes() == np.ascontiguousarray(want).tobytes()
+
+
+@pytest.mark.parametrize("p,k", [(1, 1), (7, 7), (300, 300), (300, 120), (1000, 1000)])
+def test_permuted_and_placed_are_numpys_indexing_of_both_axes(p, k):
+    from paralingam.adjacency._common import _permuted, _placed
+
+    rng = np.random.default_rng(p + k)
+    M = rng.standard_normal((p, p))
+    order = rng.permutation(p)[:k]
+    assert np.array_equal(_permuted(M, order), M[np.ix_(order, order)])
+    assert np.array_equal(_permuted(np.asfortranarray(M), order.astype(np.int32)),
+                          M[np.ix_(order, order)])
+    A = rng.standard_normal((k, k))
+    B = np.zeros((p, p))
+    B[np.ix_(order, order)] = A
+    assert np.array_equal(_placed(A, order, p), B)
+
+
+def test_permuted_and_placed_refuse_indices_out_of_range():
+    from paralingam.adjacency._common import _permuted, _placed
+
+    M = np.eye(4)
+    for bad in ([0, 4], [-1, 2]):
+        with pytest.raises(ValueError, match="not a row of a 4 x 4 matrix"):
+            _permuted(M, bad)
+        with pytest.raises(ValueError, match="not a row of a 4 x 4 matrix"):
+            _placed(np.eye(2), bad, 4)
+    with pytest.raises(ValueError, match="square"):
+        _permuted(np.ones((2, 3)), [0, 1])
+    with pytest.raises(ValueError, match="2 x 2 matrix for 2 indices"):
+        _placed(np.eye(3), [0, 1], 4)
+
+
+@pytest.mark.parametrize("p", [1, 255, 257, 700])
+def test_scaled_back_and_the_scatter_matrix_keep_the_bits_of_their_whole_array_forms(p):
+    """By blocks of rows (without p x p temporaries), the same bits as the one-expression forms."""
+    from types import SimpleNamespace
+
+    from paralingam._api import _scatter_matrix
+    from paralingam.adjacency._common import _scaled_back
+
+    rng = np.random.default_rng(p)
+    B = rng.standard_normal((p, p))
+    e = rng.integers(-500, 500, p).astype(np.int32)
+    with np.errstate(over="ignore"):
+        expected = np.ldexp(B, e[:, None] - e[None, :])
+    if np.isfinite(expected).all():
+        assert np.array_equal(_scaled_back(B, e, None), expected)
+    small = rng.integers(-40, 40, p).astype(np.int32)
+    assert np.array_equal(_scaled_back(B, small, None), np.ldexp(B, small[:, None] - small[None, :]))
+
+    corr = rng.uniform(-1, 1, (p, p))
+    sd = rng.uniform(0.1, 10, p) * 2.0 ** rng.integers(-300, 300, p)
+    found = SimpleNamespace(correlation=corr, column_std=sd)
+    data = SimpleNamespace(shape=(8191, p))
+    with np.errstate(over="ignore", under="ignore"):
+        expected = 8191 * corr * np.outer(sd, sd)
+    assert np.array_equal(_scatter_matrix(data, found), expected)

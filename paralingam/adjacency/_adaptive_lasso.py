@@ -16,8 +16,8 @@ import numpy as np
 from .. import _blas, _memory
 from .._progress import Progress
 from .._validation import check_positive, default_threads, user_stacklevel
-from ._common import (ADJACENCY_BACKENDS, SINGULAR_TOL, AdjacencyWarning, _checked_inputs,
-                      _scaled_back, _scatter)
+from ._common import (ADJACENCY_BACKENDS, BLOCK_ROWS, SINGULAR_TOL, AdjacencyWarning,
+                      _checked_inputs, _permuted, _placed, _scaled_back, _scatter)
 from ._least_squares import (_data_vectors, _hinted_factor, _least_squares_factor, _on_gpu,
                              _pivot_holds, qr_in_segments)
 from ._min_norm import _min_norm_rows
@@ -170,7 +170,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
     # (a subset of them under prior knowledge), rows of the Gram matrix the
     # compiled engine reads as plain vectors. The Gram matrix in the data's
     # order is made only for the targets the sklearn engine takes (below).
-    scatter_ord = np.ascontiguousarray(scatter[np.ix_(order, order)])
+    scatter_ord = _permuted(scatter, order)
     gram_ord = _gram(scatter_ord, std[order])
     targets, predictor_sets = [], []
     for k in range(1, p):
@@ -246,7 +246,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
             degenerate += [(k, int(order[k])) for k in targets_arr[rows][flags & WARNED > 0]]
         else:
             todo = []
-        B[np.ix_(order, order)] = B_ord
+        B = _placed(B_ord, order, p)
 
     report = _ahead(bar, len(targets) - len(todo))
     gram = _gram(scatter, std) if len(todo) else None
@@ -274,7 +274,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
     return B
 
 
-def _gram(scatter, std, rows=256):
+def _gram(scatter, std, rows=BLOCK_ROWS):
     """``scatter / np.outer(std, std)`` (the same bits), by blocks of rows.
 
     Without the p x p outer product: at p in the thousands each p x p

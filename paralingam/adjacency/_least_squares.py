@@ -16,7 +16,7 @@ from .. import _blas, _memory
 from .._validation import user_stacklevel
 from .._preparation import float_rows
 from ._common import (ADJACENCY_BACKENDS, SINGULAR_TOL, _EPS, _checked_inputs, _column_means,
-                      _scaled_back, _scatter_by_blocks)
+                      _permuted, _placed, _scaled_back, _scatter_by_blocks)
 from ._min_norm import _min_norm_rows
 from ._prior import SCHUR_MAX_EXCLUDED, _inverse_factor, _row_without, allowed_predictors
 
@@ -138,7 +138,8 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
             ahead = _FactorAhead(X, order, mean)
         if scatter is None:
             mean, scatter = _scatter_by_blocks(X, mean)
-        cov = scatter[np.ix_(order, order)] / X.shape[0]
+        cov = _permuted(scatter, order)
+        cov /= X.shape[0]
         B_ord = None
         factor = None
         if backend == "cuda" and p >= CUDA_OLS_MIN_FEATURES:
@@ -157,8 +158,7 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     finally:
         if ahead is not None:
             ahead.cancel()  # (done already where its factor was used)
-    B = np.zeros((p, p))
-    B[np.ix_(order, order)] = B_ord
+    B = _placed(B_ord, order, p)
 
     allowed = allowed_predictors(prior_knowledge, p)
     if allowed is not None:
