@@ -166,6 +166,9 @@ extensions = [
     # The rank-one Cholesky update of the minimum-norm least squares
     # (paralingam.adjacency, rank-deficient data).
     Extension("paralingam.adjacency._linalg", ["paralingam/adjacency/_linalg.pyx"], extra_compile_args=["-O3"]),
+    # The covariance in causal order and the edges back in the data's order.
+    Extension("paralingam.adjacency._permute", ["paralingam/adjacency/_permute.pyx"],
+              extra_compile_args=["-O3"]),
     # Host scheduler of the CUDA backend, and its profiling hooks
     # (paralingam._testing), which cimport its launch (_scheduler.pxd).
     scheduler_extension("_scheduler"),

@@ -14,7 +14,10 @@ they call (the profiler slows Python code down, so read the profile for where
 the time goes and the phases for how much). ``--timers`` wraps named
 functions (``module:function``, looked up on the module at each call) with a
 clock and a count of the process's minor page faults, reported per fit over
-the ``--repeats`` fits (nested functions count in each). Writes JSON.
+the ``--repeats`` fits (nested functions count in each). ``--qr-floor``
+times cuSOLVER's ``dgeqrf`` alone on an array of each case's shape (the
+data's QR that the adjacency step of rank-deficient data runs on the GPU):
+what that step cannot go below on this route. Writes JSON.
 """
 
 import cProfile
@@ -91,6 +94,38 @@ class Timers:
                 for name, (c, s, f) in self.totals.items()}
 
 
+def qr_floor(n, p, repeats=5):
+    """Median seconds of cuSOLVER's ``dgeqrf`` alone on an ``n x p`` device array (synchronised)."""
+    import numpy as np
+    import pycuda.driver as drv
+
+    from paralingam import _gpu
+    from paralingam.adjacency import _cuda_qr
+
+    _gpu.context()
+    cusolver = _cuda_qr._cusolver()
+    handle = cusolver.create()
+    A = np.asfortranarray(np.random.default_rng(0).standard_normal((n, p)))
+    d_a = drv.mem_alloc(A.nbytes)
+    lwork = cusolver.dgeqrf_bufferSize(handle, n, p, int(d_a), n)
+    d_tau, d_work, d_info = drv.mem_alloc(8 * p), drv.mem_alloc(8 * lwork), drv.mem_alloc(8)
+    times = []
+    try:
+        for _ in range(repeats + 1):  # (the first: warm-up)
+            drv.memcpy_htod(d_a, A)
+            drv.Context.synchronize()
+            t0 = time.perf_counter()
+            cusolver.dgeqrf(handle, n, p, int(d_a), n, int(d_tau), int(d_work), lwork,
+                            int(d_info))
+            drv.Context.synchronize()
+            times.append(time.perf_counter() - t0)
+    finally:
+        for buf in (d_a, d_tau, d_work, d_info):
+            buf.free()
+        cusolver.destroy(handle)
+    return statistics.median(times[1:])
+
+
 def run_case(name, backend, repeats, profiled, count, data_dir, timer_names=()):
     (p, n), _, _, _ = bench_pipeline.CASES[name]
     X = bench_pipeline.make_data(name, p, n, data_dir)
@@ -107,12 +142,12 @@ def run_case(name, backend, repeats, profiled, count, data_dir, timer_names=()):
     for _ in range(profiled):
         fit(X, backend)
     profiler.disable()
-    stats = pstats.Stats(profiler)
+    stats = pstats.Stats(profiler) if profiled else None
     return {"case": name, "p": p, "n": n,
             "phases_ms": {k: 1e3 * statistics.median(v) for k, v in phases.items()},
             "minor_faults_per_fit": faults, "timers": timers.per_fit(repeats),
-            "own": top(stats, "tottime", profiled, count),
-            "cumulative": top(stats, "cumtime", profiled, count)}
+            "own": top(stats, "tottime", profiled, count) if stats else [],
+            "cumulative": top(stats, "cumtime", profiled, count) if stats else []}
 
 
 def main():
@@ -123,6 +158,8 @@ def main():
     ap.add_argument("--profiled", type=int, default=20, help="fits under the profiler")
     ap.add_argument("--top", type=int, default=40, help="functions listed per table")
     ap.add_argument("--data-dir", default=_common.DATA_DIR)
+    ap.add_argument("--qr-floor", action="store_true",
+                    help="also time cuSOLVER's dgeqrf alone on each case's shape (CUDA)")
     ap.add_argument("--timers", nargs="*", default=[], metavar="MODULE:FUNCTION",
                     help="functions to clock over the --repeats fits")
     args = ap.parse_args()
@@ -130,12 +167,16 @@ def main():
     for name in args.cases:
         row = run_case(name, args.backend, args.repeats, args.profiled, args.top, args.data_dir,
                        args.timers)
+        if args.qr_floor and args.backend == "cuda":
+            row["qr_floor_ms"] = 1e3 * qr_floor(row["n"], row["p"])
         rows.append(row)
         search = row["phases_ms"]["search"]
         print(f"\n== {name} (p={row['p']}, n={row['n']}, {args.backend}): phases, ms "
               "(share of the search)")
         print("  ".join(f"{k} {v:.3f} ({v / search:.0%})" for k, v in row["phases_ms"].items()))
         print(f"minor page faults per fit: {row['minor_faults_per_fit']:.0f}")
+        if "qr_floor_ms" in row:
+            print(f"cuSOLVER dgeqrf alone on {row['n']} x {row['p']}: {row['qr_floor_ms']:.3f} ms")
         for timer, t in row["timers"].items():
             print(f"  {timer}: {t['ms']:.3f} ms in {t['calls']:.1f} calls, "
                   f"{t['minor_faults']:.0f} minor faults")

@@ -126,10 +126,10 @@ def _column_exponents(X):
 def _permuted(M, order):
     """``M[np.ix_(order, order)]`` (the same values, C-ordered), several times faster.
 
-    (:func:`paralingam.adjacency._linalg.permuted`: a pass over rows, where
+    (:func:`paralingam.adjacency._permute.permuted`: a pass over rows, where
     numpy's indexing of both axes goes entry by entry.)
     """
-    from ._linalg import permuted
+    from ._permute import permuted
 
     return permuted(np.ascontiguousarray(M, dtype=np.float64),
                     np.ascontiguousarray(order, dtype=np.intp))
@@ -137,7 +137,7 @@ def _permuted(M, order):
 
 def _placed(A, order, p):
     """A ``p x p`` array of zeros with ``A`` at ``np.ix_(order, order)``: :func:`_permuted` undone."""
-    from ._linalg import placed
+    from ._permute import placed
 
     return placed(np.ascontiguousarray(A, dtype=np.float64),
                   np.ascontiguousarray(order, dtype=np.intp), p)
