@@ -178,6 +178,16 @@ def write_result(args, payload):
     return path
 
 
+def fit_search_settings(n):
+    """The keyword arguments ``paralingam.fit`` gives the CUDA search by default
+    (``paralingam.search._cuda.search``), for data of ``n`` samples."""
+    from paralingam import _api
+
+    return dict(threshold=True, gamma0=_api.default_gamma0(n), c=_api.DEFAULT_C,
+                dtype="float32", collinear_tol=_api.COLLINEAR_TOL,
+                explained_tol=_api.EXPLAINED_TOL, drift_tol=_api.DRIFT_TOL)
+
+
 # The paper's synthetic grid. A size's data have the seed 100 + its position
 # here (7 off the grid), in every tool that times grid cases.
 GRID = [(p, n) for p in (100, 200, 500, 1000) for n in (1024, 2048, 4096, 8192)]

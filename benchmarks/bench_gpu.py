@@ -69,6 +69,22 @@ extern "C" __global__ void mufu(float *out, int iters)
 """
 
 
+def _timed(launch, rounds=7):
+    """Median seconds of ``rounds`` calls of ``launch()`` (work queued on the
+    default stream), timed by CUDA events around each."""
+    import pycuda.driver as drv
+
+    start, stop = drv.Event(), drv.Event()
+    times = []
+    for _ in range(rounds):
+        start.record()
+        launch()
+        stop.record()
+        stop.synchronize()
+        times.append(stop.time_since(start) * 1e-3)
+    return statistics.median(times)
+
+
 def mufu_floor():
     """Measured special-function throughput in sample pairs per second (6 ops each)."""
     import pycuda.driver as drv
@@ -79,7 +95,8 @@ def mufu_floor():
     sms = _cuda.device_properties()["multiprocessors"]
     blocks, threads, iters = sms * 8, 256, 8192
     out = drv.mem_alloc(blocks * threads * 4)
-    return blocks * threads * iters / _timed_kernel(fn, (out, np.int32(iters)), blocks, threads)
+    return blocks * threads * iters / _timed(
+        lambda: fn(out, np.int32(iters), block=(threads, 1, 1), grid=(blocks, 1)))
 
 
 # The re-decisions' arithmetic alone: each thread feeds one pair's two
@@ -105,21 +122,6 @@ extern "C" __global__ void __launch_bounds__(256) double_pairs(double *out, int 
 """
 
 
-def _timed_kernel(fn, args, blocks, threads, rounds=7):
-    """Median seconds of ``rounds`` launches of ``fn`` (CUDA events)."""
-    import pycuda.driver as drv
-
-    start, stop = drv.Event(), drv.Event()
-    times = []
-    for _ in range(rounds):
-        start.record()
-        fn(*args, block=(threads, 1, 1), grid=(blocks, 1))
-        stop.record()
-        stop.synchronize()
-        times.append(stop.time_since(start) * 1e-3)
-    return statistics.median(times)
-
-
 def double_floor():
     """Measured rate of the re-decisions' double arithmetic, in sample pairs per second.
 
@@ -127,22 +129,18 @@ def double_floor():
     from registers at full occupancy: the double counterpart of
     :func:`mufu_floor`.
     """
-    import re
-
     import pycuda.driver as drv
     from pycuda.compiler import SourceModule
 
-    from paralingam import _constants
-
     _cuda._context()
-    header = re.sub(r'^#include "pl_constants.h"[^\n]*$', "", _constants.kernel_text("compare.cuh"),
-                    flags=re.M)
-    src = _constants.kernel_text("pl_constants.h") + header + DOUBLE_FLOOR_SRC
-    fn = SourceModule(src, no_extern_c=True, options=["-O3", "-std=c++17"]).get_function("double_pairs")
+    fn = SourceModule('#include "compare.cuh"\n' + DOUBLE_FLOOR_SRC, no_extern_c=True,
+                      options=["-O3", "-std=c++17"],
+                      include_dirs=[str(_common.ROOT / "kernels")]).get_function("double_pairs")
     sms = _cuda.device_properties()["multiprocessors"]
     blocks, threads, iters = sms * 16, 256, 1024
     out = drv.mem_alloc(blocks * threads * 8)
-    return blocks * threads * iters / _timed_kernel(fn, (out, np.int32(iters)), blocks, threads)
+    return blocks * threads * iters / _timed(
+        lambda: fn(out, np.int32(iters), block=(threads, 1, 1), grid=(blocks, 1)))
 
 
 def bandwidth_floor():
@@ -157,18 +155,10 @@ def bandwidth_floor():
     size = 1 << 30
     src, dst = drv.mem_alloc(size), drv.mem_alloc(size)
     try:
-        start, stop = drv.Event(), drv.Event()
-        times = []
-        for _ in range(7):
-            start.record()
-            drv.memcpy_dtod(dst, src, size)
-            stop.record()
-            stop.synchronize()
-            times.append(stop.time_since(start) * 1e-3)
+        return 2 * size / _timed(lambda: drv.memcpy_dtod(dst, src, size))
     finally:
         src.free()
         dst.free()
-    return 2 * size / statistics.median(times)
 
 
 def run_case(X, repeats, threshold=True):

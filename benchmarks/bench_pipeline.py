@@ -343,14 +343,11 @@ def search_floors(X, stats, search):
 def profiled_phases(X):
     """Device seconds of one CUDA search of ``X`` (``fit``'s settings) in its
     rounds, re-decisions and updates (CUDA events around each)."""
-    from paralingam import _api
     from paralingam.search import _cuda
 
     times = {}
-    _cuda.search(np.ascontiguousarray(X), times=times, profile=True, threshold=True,
-                 gamma0=_api.default_gamma0(X.shape[0]), c=_api.DEFAULT_C, dtype="float32",
-                 collinear_tol=_api.COLLINEAR_TOL, explained_tol=_api.EXPLAINED_TOL,
-                 drift_tol=_api.DRIFT_TOL)
+    _cuda.search(np.ascontiguousarray(X), times=times, profile=True,
+                 **_common.fit_search_settings(X.shape[0]))
     return {"rounds": times["gpu_rounds"], "re_decisions": times["gpu_redo"],
             "updates": times["gpu_update"], "prepare": times["gpu_prepare"]}
 

@@ -17,7 +17,10 @@ clock and a count of the process's minor page faults, reported per fit over
 the ``--repeats`` fits (nested functions count in each). ``--qr-floor``
 times cuSOLVER's ``dgeqrf`` alone on an array of each case's shape (the
 data's QR that the adjacency step of rank-deficient data runs on the GPU):
-what that step cannot go below on this route. Writes JSON.
+what that step cannot go below on this route. ``--ab MODULE:NAME=VALUE ...``
+sets those module constants on every other fit of an extra ``--repeats``
+rounds (alternated in this process, after the runs above) and reports the
+phases of both. Writes JSON.
 """
 
 import cProfile
@@ -150,6 +153,43 @@ def run_case(name, backend, repeats, profiled, count, data_dir, timer_names=()):
             "cumulative": top(stats, "cumtime", profiled, count) if stats else []}
 
 
+def parse_setting(text):
+    """``"paralingam.search.policy:NOISE_THREAD_BYTES=4194304"`` -> (module, name, value)."""
+    import ast
+
+    target, value = text.split("=", 1)
+    module_name, name = target.split(":")
+    module = importlib.import_module(module_name)
+    getattr(module, name)  # (an AttributeError for a misspelt name)
+    return module, name, ast.literal_eval(value)
+
+
+def ab_case(name, backend, repeats, data_dir, settings):
+    """Median phases (ms) of fits with the defaults (A) and with ``settings`` (B), alternated."""
+    (p, n), _, _, _ = bench_pipeline.CASES[name]
+    X = bench_pipeline.make_data(name, p, n, data_dir)
+    defaults = [(module, attr, getattr(module, attr)) for module, attr, _ in settings]
+    phases = {"A": {}, "B": {}}
+    orders = {}
+    try:
+        for _ in range(repeats + 1):  # (the first round: warm-up, not counted)
+            for variant, values in (("A", defaults), ("B", settings)):
+                for module, attr, value in values:
+                    setattr(module, attr, value)
+                result = fit(X, backend)
+                orders.setdefault(variant, result.causal_order)
+                if result.causal_order != orders[variant]:
+                    raise RuntimeError(f"{name}: the order changed between fits")
+                for key, value in result.stats["time"].items():
+                    phases[variant].setdefault(key, []).append(value)
+    finally:
+        for module, attr, value in defaults:
+            setattr(module, attr, value)
+    return {"case": name, "same_order": orders["A"] == orders["B"],
+            **{f"phases_ms_{v}": {k: 1e3 * statistics.median(t[1:]) for k, t in ph.items()}
+               for v, ph in phases.items()}}
+
+
 def main():
     ap = _common.parser("probe_small_phases", __doc__, repeats=20, gpu=True)
     ap.add_argument("--backend", default="cuda", choices=["cpu", "cuda"])
@@ -162,7 +202,10 @@ def main():
                     help="also time cuSOLVER's dgeqrf alone on each case's shape (CUDA)")
     ap.add_argument("--timers", nargs="*", default=[], metavar="MODULE:FUNCTION",
                     help="functions to clock over the --repeats fits")
+    ap.add_argument("--ab", nargs="*", default=[], metavar="MODULE:NAME=VALUE",
+                    help="module constants of variant B of an A/B alternated in this process")
     args = ap.parse_args()
+    settings = [parse_setting(text) for text in args.ab]
     rows = []
     for name in args.cases:
         row = run_case(name, args.backend, args.repeats, args.profiled, args.top, args.data_dir,
@@ -184,8 +227,17 @@ def main():
             print(f"-- profile, {table} time per fit (ms), calls per fit")
             for r in row[table]:
                 print(f"{r[field]:9.3f} {r['calls_per_fit']:8.1f}  {r['function']}")
+    ab = []
+    for name in args.cases if settings else ():
+        row = ab_case(name, args.backend, args.repeats, args.data_dir, settings)
+        ab.append(row)
+        print(f"\n== A/B {name}: B = {' '.join(args.ab)}; same order: {row['same_order']}")
+        for key in row["phases_ms_A"]:
+            a, b = row["phases_ms_A"][key], row["phases_ms_B"][key]
+            print(f"  {key:>10}: A {a:9.3f} ms  B {b:9.3f} ms  ({b / a if a else float('nan'):.2f}x)")
     _common.write_result(args, {"backend": args.backend, "repeats": args.repeats,
-                                "profiled": args.profiled, "cases": rows})
+                                "profiled": args.profiled, "cases": rows,
+                                **({"ab": {"b_settings": args.ab, "cases": ab}} if ab else {})})
 
 
 if __name__ == "__main__":

@@ -89,9 +89,7 @@ def launch_costs(reps):
 
 def phase_breakdown(p, n, density, seed):
     X, _, _ = make_lingam_data(p, n, density=density, random_state=seed)
-    kwargs = dict(threshold=True, gamma0=paralingam._api.default_gamma0(n), c=paralingam._api.DEFAULT_C,
-                  dtype="float32", collinear_tol=1e-10, explained_tol=1e-10,
-                  drift_tol=paralingam._api.DRIFT_TOL)
+    kwargs = _common.fit_search_settings(n)
     data = np.ascontiguousarray(X)
     _cuda.search(data, times={}, **kwargs)  # warm-up
     times = {}
