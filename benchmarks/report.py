@@ -836,6 +836,39 @@ def _share_cell(d):
             + ", ".join(held))
 
 
+def small_fits(out):
+    """The millisecond fits' phases, the GPU QR alone, and the adjacency step's A/B (probe_small_phases.py)."""
+    name = "probe_small_phases_h100.json"
+    d = _load(name)
+
+    def ms(value):
+        return f"{value:.2f} ms"
+
+    rows = []
+    for c in d["cases"]:
+        ph = c["phases_ms"]
+        others = {k: v for k, v in ph.items() if k not in ("search", "compile")}
+        worst = max(others, key=others.get)
+        floor = c.get("qr_floor_ms")
+        rows.append([c["case"], f"{c['p']} x {c['n']}", ms(ph["search"]),
+                     f"{worst} {ms(others[worst])} ({others[worst] / ph['search']:.0%})",
+                     f"{ms(floor)} ({floor / ph['search']:.0%})" if floor else "-",
+                     f"{c['minor_faults_per_fit']:.0f}"])
+    text = _table(["case", "p x n", "search", "largest other phase (of the search)",
+                   "cuSOLVER dgeqrf alone on p x n (of the search)",
+                   "minor page faults per fit"], rows)
+    (out / "small_fits.rst").write_text(text + "\n" + _source(name, d))
+
+    ab = d["ab_permutations"]
+    rounds = ab["rounds"]
+    rows = [[case] + [ms(rounds[f"{tree}_{r}"][case]["phases_ms"]["adjacency"])
+                      for tree in ("old", "new") for r in (1, 2)]
+            for case in rounds["old_1"]]
+    text = _table(["case", "adjacency before, round 1", "round 2", "after, round 1", "round 2"],
+                  rows)
+    (out / "small_fits_ab.rst").write_text(text + "\n" + _source(name, ab, "ab_permutations"))
+
+
 def goals(out):
     """Where #21's goals stand, computed from the two bench_pipeline.py result files."""
     gpu = _load("bench_pipeline_h100.json")
@@ -954,6 +987,7 @@ def render(out):
     pivot_noise(out)
     threaded_blas(out)
     min_norm_gpu(out)
+    small_fits(out)
     goals(out)
 
 
