@@ -1,4 +1,5 @@
-"""The A/B helpers the benchmark scripts share (benchmarks/_common.py).
+"""The A/B helpers the benchmark scripts share (benchmarks/_common.py), and
+the wrapped clocks and alternated constants of benchmarks/probe_small_phases.py.
 
 A variant's compile options that leaked past its A/B, or a malformed
 ``--variant`` taken as an empty one, would time the wrong kernels without
@@ -6,8 +7,10 @@ a sign; these run without a GPU (the kernel compile is a stand-in).
 """
 
 import importlib.util
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from paralingam.search import _cuda
@@ -100,3 +103,52 @@ def test_host_settings_splits_multi_settings_from_compile_options(common):
 def test_host_settings_refuses_unknown_settings_and_non_literals(common, option, says):
     with pytest.raises(SystemExit, match=says):
         common.host_settings((option,))
+
+
+@pytest.fixture(scope="module")
+def probe():
+    benchmarks = str(COMMON.parent)
+    sys.path.insert(0, benchmarks)  # (its own imports: _common, bench_pipeline)
+    try:
+        spec = importlib.util.spec_from_file_location("probe_small_phases",
+                                                      COMMON.parent / "probe_small_phases.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(benchmarks)
+    return module
+
+
+def test_timers_clock_named_functions_and_put_them_back(probe):
+    from paralingam.adjacency import _common as adjacency_common
+
+    original = adjacency_common._permuted
+    with probe.Timers(["paralingam.adjacency._common:_permuted"]) as timers:
+        assert adjacency_common._permuted is not original
+        adjacency_common._permuted(np.eye(3), [2, 0, 1])
+        adjacency_common._permuted(np.eye(3), [0, 1, 2])
+    assert adjacency_common._permuted is original
+    got = timers.per_fit(2)["paralingam.adjacency._common:_permuted"]
+    assert got["calls"] == 1.0 and got["ms"] >= 0.0 and got["minor_faults"] >= 0.0
+
+
+def test_ab_alternates_the_constants_and_restores_them_after_an_error(probe, monkeypatch):
+    from paralingam.adjacency import _common as adjacency_common
+
+    seen = []
+
+    def fake_fit(X, backend):
+        seen.append(adjacency_common.BLOCK_ROWS)
+        if len(seen) == 5:
+            raise RuntimeError("stop")
+        return type("R", (), {"causal_order": [0, 1], "stats": {"time": {"search": 1.0}}})()
+
+    monkeypatch.setattr(probe, "fit", fake_fit)
+    monkeypatch.setattr(probe.bench_pipeline, "make_data", lambda *args, **kw: None)
+    setting = probe.parse_setting("paralingam.adjacency._common:BLOCK_ROWS=7")
+    with pytest.raises(RuntimeError, match="stop"):
+        probe.ab_case("sachs_p_values", "cpu", 3, "", [setting])
+    assert seen == [256, 7, 256, 7, 256]  # A, B, A, B, ...
+    assert adjacency_common.BLOCK_ROWS == 256
+    with pytest.raises(AttributeError):
+        probe.parse_setting("paralingam.adjacency._common:BLOCK_ROW=7")
