@@ -107,15 +107,19 @@ def test_host_settings_refuses_unknown_settings_and_non_literals(common, option,
 
 @pytest.fixture(scope="module")
 def probe():
-    benchmarks = str(COMMON.parent)
-    sys.path.insert(0, benchmarks)  # (its own imports: _common, bench_pipeline)
+    # Its own imports (_common, bench_pipeline) need benchmarks/ on the path, and
+    # bench_pipeline puts the source tree first, as a script run from it wants:
+    # the path is restored whole, or later tests' subprocesses and workers would
+    # import the uninstalled source tree instead of the package under test.
+    saved = list(sys.path)
+    sys.path.insert(0, str(COMMON.parent))
     try:
         spec = importlib.util.spec_from_file_location("probe_small_phases",
                                                       COMMON.parent / "probe_small_phases.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     finally:
-        sys.path.remove(benchmarks)
+        sys.path[:] = saved
     return module
 
 
