@@ -266,17 +266,28 @@ def host_settings(options):
 
     compile_options, settings = [], {}
     for option in options:
-        name, eq, value = option.partition("=")
-        if not (option.startswith("MULTI_") and eq):
+        if not (option.startswith("MULTI_") and "=" in option):
             compile_options.append(option)
             continue
-        if not hasattr(_cuda, name):
-            raise SystemExit(f"--variant: paralingam.search._cuda has no setting {name}")
-        try:
-            settings[name] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            raise SystemExit(f"--variant: {option!r} needs a Python literal after '='") from None
+        name, value = module_setting(_cuda, option, "--variant")
+        settings[name] = value
     return tuple(compile_options), settings
+
+
+def module_setting(module, option, flag):
+    """``option``, ``"NAME=VALUE"``, as (NAME, the Python literal VALUE) of a
+    constant that ``module`` has (an A/B's setting, set on the module).
+
+    Raises SystemExit naming the command line's ``flag`` and a name the
+    module lacks or a value that is not a literal.
+    """
+    name, _, value = option.partition("=")
+    if not hasattr(module, name):
+        raise SystemExit(f"{flag}: {module.__name__} has no setting {name}")
+    try:
+        return name, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        raise SystemExit(f"{flag}: {option!r} needs a Python literal after '='") from None
 
 
 @contextlib.contextmanager

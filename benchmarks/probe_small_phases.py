@@ -132,13 +132,11 @@ def qr_floor(n, p, repeats=5):
 def run_case(name, backend, repeats, profiled, count, data_dir, timer_names=()):
     (p, n), _, _, _ = bench_pipeline.CASES[name]
     X = bench_pipeline.make_data(name, p, n, data_dir)
-    fit(X, backend)  # warm-up: compile, workspaces
-    phases = {}
-    with Timers(timer_names) as timers:
+    fit(X, backend)  # warm-up: compile, workspaces (outside the timers)
+    with Timers(timer_names) as timers, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         f0 = minor_faults()
-        for _ in range(repeats):
-            for key, value in fit(X, backend).stats["time"].items():
-                phases.setdefault(key, []).append(value)
+        _, phases, _ = bench_pipeline.fit_phases(X, backend, repeats, warm_up=False)
         faults = (minor_faults() - f0) / repeats
     profiler = cProfile.Profile()
     profiler.enable()
@@ -147,21 +145,21 @@ def run_case(name, backend, repeats, profiled, count, data_dir, timer_names=()):
     profiler.disable()
     stats = pstats.Stats(profiler) if profiled else None
     return {"case": name, "p": p, "n": n,
-            "phases_ms": {k: 1e3 * statistics.median(v) for k, v in phases.items()},
+            "phases_ms": {k: 1e3 * v for k, v in phases.items()},
             "minor_faults_per_fit": faults, "timers": timers.per_fit(repeats),
             "own": top(stats, "tottime", profiled, count) if stats else [],
             "cumulative": top(stats, "cumtime", profiled, count) if stats else []}
 
 
 def parse_setting(text):
-    """``"paralingam.search.policy:NOISE_THREAD_BYTES=4194304"`` -> (module, name, value)."""
-    import ast
+    """``"paralingam.search.policy:NOISE_THREAD_BYTES=4194304"`` -> (module, name, value).
 
-    target, value = text.split("=", 1)
-    module_name, name = target.split(":")
+    Raises SystemExit for a name the module lacks or a value that is not a
+    Python literal (``_common.module_setting``).
+    """
+    module_name, _, option = text.partition(":")
     module = importlib.import_module(module_name)
-    getattr(module, name)  # (an AttributeError for a misspelt name)
-    return module, name, ast.literal_eval(value)
+    return (module, *_common.module_setting(module, option, "--ab"))
 
 
 def ab_case(name, backend, repeats, data_dir, settings):

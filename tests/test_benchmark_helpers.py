@@ -154,5 +154,8 @@ def test_ab_alternates_the_constants_and_restores_them_after_an_error(probe, mon
         probe.ab_case("sachs_p_values", "cpu", 3, "", [setting])
     assert seen == [256, 7, 256, 7, 256]  # A, B, A, B, ...
     assert adjacency_common.BLOCK_ROWS == 256
-    with pytest.raises(AttributeError):
+    with pytest.raises(SystemExit, match="--ab: paralingam.adjacency._common has no setting "
+                                         "BLOCK_ROW$"):
         probe.parse_setting("paralingam.adjacency._common:BLOCK_ROW=7")
+    with pytest.raises(SystemExit, match="--ab: 'BLOCK_ROWS=seven' needs a Python literal"):
+        probe.parse_setting("paralingam.adjacency._common:BLOCK_ROWS=seven")
