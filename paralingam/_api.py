@@ -502,6 +502,27 @@ def _keeps_copy(search_data):  # pragma: no cover - needs a GPU
     return _cuda_qr.suits(*search_data.shape)
 
 
+def _start_qr_ahead(search_data, found, settings):  # pragma: no cover - needs a GPU
+    """Start the data's QR on the GPU before the adjacency step's host work, where it needs it.
+
+    After a CUDA search that found explained variables and kept its copy of
+    the data (:func:`_keeps_copy`), both methods need the QR of that copy in
+    causal order for the rows after the first explained variable:
+    cuSOLVER then factorises while the host makes the scatter matrix, the
+    covariance in causal order and its leading factor
+    (``adjacency._cuda_qr.start_factor_of_copy``). Returns whether it
+    started; the caller drops it where the step did not take it.
+    """
+    if settings.backend == "cpu" or found.device_copy is None or not found.explained:
+        return False
+    from .adjacency import _cuda_qr
+
+    n, p = search_data.shape
+    if n <= p or not _cuda_qr.copy_holds(found.device_copy, (n, p)):
+        return False
+    return _cuda_qr.start_factor_of_copy(found.device_copy, found.order)
+
+
 def _first_explained(found):
     """Position in the causal order of the first variable the search found explained, or None."""
     if not found.explained:
@@ -523,22 +544,31 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
     (:func:`paralingam.adjacency.estimate_adjacency`).
     """
     t0 = time.perf_counter()
-    scatter = _scatter_matrix(search_data, found)
-    if (method != "ols" and scatter is None
-            and isinstance(search_data, _preparation.ScaledData)):
-        # the adaptive lasso makes the scatter matrix from whole columns;
-        # given it, it reads a ScaledData by blocks of rows, as least squares does
-        search_data = search_data.copy(_by_rows)
-    with np.errstate(over="ignore"):
-        # (paralingam._blas: beside the CPU search's spinning threads, or the
-        # two BLAS libraries' workers)
-        with _blas.for_adjacency(found.order.size, settings.backend == "cpu", len(found.explained)):
-            B = _estimate_adjacency(search_data, found.order, method=method,
-                                    prior_knowledge=prior_knowledge, backend=settings.backend,
-                                    n_threads=n_threads, scatter=scatter,
-                                    progress=progress, dependent=bool(found.explained),
-                                    first_explained=_first_explained(found),
-                                    device_copy=found.device_copy)
+    ahead = _start_qr_ahead(search_data, found, settings)
+    try:
+        scatter = _scatter_matrix(search_data, found)
+        if (method != "ols" and scatter is None
+                and isinstance(search_data, _preparation.ScaledData)):
+            # the adaptive lasso makes the scatter matrix from whole columns;
+            # given it, it reads a ScaledData by blocks of rows, as least squares does
+            search_data = search_data.copy(_by_rows)
+        with np.errstate(over="ignore"):
+            # (paralingam._blas: beside the CPU search's spinning threads, or the
+            # two BLAS libraries' workers)
+            with _blas.for_adjacency(found.order.size, settings.backend == "cpu",
+                                     len(found.explained)):
+                B = _estimate_adjacency(search_data, found.order, method=method,
+                                        prior_knowledge=prior_knowledge,
+                                        backend=settings.backend, n_threads=n_threads,
+                                        scatter=scatter, progress=progress,
+                                        dependent=bool(found.explained),
+                                        first_explained=_first_explained(found),
+                                        device_copy=found.device_copy)
+    finally:
+        if ahead:  # (not taken: another route, or an error)
+            from .adjacency import _cuda_qr
+
+            _cuda_qr.drop_factor_ahead(found.device_copy)
     B = _scaled_back(B, exponents, names)
     times["adjacency"] = time.perf_counter() - t0
     return B

@@ -165,7 +165,7 @@ def guarded(launch, *args):
         raise
 
 
-def in_order(drv, solver_call, *args):
+def in_order(drv, solver_call, *args, wait=True):
     """``solver_call(*args)`` (a cuSOLVER call through CuPy), in order with the PyCUDA work around it.
 
     PyCUDA's copies and kernels here run on the legacy default stream, but
@@ -174,10 +174,14 @@ def in_order(drv, solver_call, *args):
     neither waits for the default stream's work nor is waited for by it.
     The context is synchronised on both sides, which orders the call on any
     stream (about 10 us each, beside factorisations of milliseconds).
+    ``wait=False`` leaves out the second: the call runs while the host goes
+    on, and the caller synchronises the context before it reads the results
+    (``paralingam.adjacency._cuda_qr``'s QR started ahead).
     """
     drv.Context.synchronize()
     solver_call(*args)
-    drv.Context.synchronize()
+    if wait:
+        drv.Context.synchronize()
 
 
 def arch():

@@ -145,6 +145,7 @@ class FakeCopy:
     def __init__(self, device, X, ld):
         n, p = X.shape
         self.n, self.p, self.ld, self.holds = n, p, ld, True
+        self.factor_ahead = None
         buf = FakeBuffer(device, 8 * p * ld)
         self.ptr = int(buf)
         rows = device.doubles(self.ptr, p * ld).reshape(p, ld)
@@ -544,3 +545,93 @@ def test_gpu_factor_short_of_memory_falls_back_to_the_host(monkeypatch):
     with pytest.warns(RuntimeWarning, match="the data's QR on the GPU failed"):
         V = _least_squares._data_vectors(X, order, segmented=True, on_gpu=True)
     assert np.array_equal(V, _least_squares._data_vectors(X, order, segmented=True))
+
+
+# --- the QR started ahead of the adjacency step's host work ---------------------------------------
+
+def test_a_qr_started_ahead_is_queued_without_a_wait_and_taken_with_the_same_bits(fake_gpu):
+    drv, cusolver = fake_gpu
+    rng = np.random.default_rng(3)
+    X = rng.laplace(size=(700, 30)) @ rng.standard_normal((30, 30))
+    order = rng.permutation(30)
+    copy = FakeCopy(drv.device, X, ld=704)
+    allocated = set(drv.device.allocated)
+    plain = _cuda_qr.centred_triangular_factor_of_copy(copy, order)
+    assert drv.device.log[-2:] == ["dgeqrf", "synchronize"]  # (in_order's wait)
+    drv.device.log.clear()
+    assert _cuda_qr.start_factor_of_copy(copy, order)
+    assert drv.device.log == ["synchronize", "dgeqrf"]  # queued; the host goes on
+    assert copy.factor_ahead is not None
+    # another order: its own QR, and the one ahead stays
+    assert_same_gram(_cuda_qr.centred_triangular_factor_of_copy(copy, order[::-1]),
+                     host_factor(X, order[::-1]))
+    assert copy.factor_ahead is not None and len(cusolver.calls) == 3
+    R, rows = _cuda_qr.centred_triangular_factor_of_copy(copy, list(order), rows_from=5)
+    assert rows is None and np.array_equal(R, plain)  # (p < MIN_FEATURES: no rows on the device)
+    assert copy.factor_ahead is None and len(cusolver.calls) == 3  # taken, not run again
+    assert len(drv.gather.launches) == 3
+    assert sorted(drv.device.freed) == sorted(set(drv.device.allocated) - allocated)
+
+
+def test_a_qr_ahead_that_the_step_did_not_take_is_freed_when_dropped(fake_gpu):
+    drv, cusolver = fake_gpu
+    X = np.random.default_rng(4).standard_normal((300, 12))
+    copy = FakeCopy(drv.device, X, ld=320)
+    allocated = set(drv.device.allocated)
+    assert _cuda_qr.start_factor_of_copy(copy, np.arange(12))
+    assert not _cuda_qr.start_factor_of_copy(copy, np.arange(12))  # one at a time
+    _cuda_qr.drop_factor_ahead(copy)
+    assert copy.factor_ahead is None and drv.device.log[-1] == "synchronize"
+    assert sorted(drv.device.freed) == sorted(set(drv.device.allocated) - allocated)
+    _cuda_qr.drop_factor_ahead(copy)  # (nothing held: nothing to do)
+    _cuda_qr.drop_factor_ahead(object())  # (a copy from before the attribute)
+
+
+def test_no_qr_ahead_where_it_cannot_run(fake_gpu, monkeypatch):
+    drv, cusolver = fake_gpu
+    X = np.random.default_rng(5).standard_normal((300, 12))
+    copy = FakeCopy(drv.device, X, ld=320)
+    allocated = set(drv.device.allocated)
+    copy.holds = False  # a later search replaced the copy
+    assert not _cuda_qr.start_factor_of_copy(copy, np.arange(12))
+    copy.holds = True
+    monkeypatch.setattr(_cuda_qr, "START_AHEAD", False)
+    assert not _cuda_qr.start_factor_of_copy(copy, np.arange(12))
+    monkeypatch.setattr(_cuda_qr, "START_AHEAD", True)
+    drv.free_bytes = 1 << 20  # too little device memory: the step meets it itself
+    assert not _cuda_qr.start_factor_of_copy(copy, np.arange(12))
+    assert copy.factor_ahead is None and not cusolver.calls
+    assert sorted(drv.device.freed) == sorted(set(drv.device.allocated) - allocated)
+
+
+@pytest.mark.gpu
+@needs_cupy
+@pytest.mark.parametrize("estimator", [False, True])
+def test_fit_on_rank_deficient_data_takes_the_qr_started_ahead_with_the_same_bits(monkeypatch,
+                                                                                 estimator):
+    from paralingam.lingam import DirectLiNGAM
+
+    X = rank_deficient(300, 4096, 150, 367)
+    taken = []
+    take = _cuda_qr._take_ahead
+    monkeypatch.setattr(_cuda_qr, "_take_ahead",
+                        lambda copy, order: taken.append(take(copy, order)) or taken[-1])
+
+    def run():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+            if estimator:
+                model = DirectLiNGAM(backend="cuda").fit(X)
+                return model.causal_order_, model.adjacency_matrix_
+            res = paralingam.fit(X, backend="cuda", on_collinear="ignore")
+            return res.causal_order, res.adjacency_matrix
+
+    order, B = run()
+    assert taken and all(t is not None for t in taken)
+    monkeypatch.setattr(_cuda_qr, "START_AHEAD", False)
+    taken.clear()
+    order_after, B_after = run()
+    assert taken and all(t is None for t in taken)
+    assert list(order) == list(order_after)
+    assert np.array_equal(B, B_after)

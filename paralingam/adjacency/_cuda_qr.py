@@ -37,6 +37,11 @@ UPLOAD_BYTES = 32 << 20
 # it saved (docs/design/adjacency.rst, "The data's QR on the GPU").
 PREPARE_BYTES = 8 << 20
 
+# Whether the adjacency step starts the data's QR on the GPU before its host
+# steps, where it will need it (start_factor_of_copy; False: where it did,
+# after them, with the same calls and bits).
+START_AHEAD = True
+
 # cuSOLVER's dense API takes 32-bit sizes; the array's element count must fit.
 INT32_MAX = 2**31 - 1
 
@@ -151,19 +156,92 @@ def centred_triangular_factor_of_copy(device_copy, order, rows_from=None, diviso
         pair). Each column's mean is summed on the device
         (``kernels/adjacency.cu``: ``gather_centred``), in another order than
         the host's: the centred values, and ``R``, agree with the host's to
-        rounding.
+        rounding. Where :func:`start_factor_of_copy` queued this QR (the
+        same copy and ``order``), it is waited for instead of started: the
+        same calls, the same bits.
 
     Raises
     ------
     paralingam.InsufficientMemoryError
         As :func:`centred_triangular_factor`.
     """
+    ahead = _take_ahead(device_copy, order)
+    if ahead is not None:
+        _gpu.context()
+        return _gpu.guarded(ahead.result, rows_from, divisor)
+    n, p = device_copy.n, len(order)
+    return _factor_in_context(n, p, _gather_fill(device_copy, order), rows_from, divisor)
+
+
+@_gpu.exclusive
+def start_factor_of_copy(device_copy, order):
+    """Queue :func:`centred_triangular_factor_of_copy`'s QR on the GPU and return at once.
+
+    After a CUDA search that found explained variables, the adjacency step
+    starts the data's QR here, before its host steps (the scatter matrix,
+    the covariance in causal order, its leading factor), so that cuSOLVER
+    factorises while the host works; the step's
+    :func:`centred_triangular_factor_of_copy` with the same copy and
+    ``order`` then only waits for it (docs/design/adjacency.rst, "The data's
+    QR started ahead on the GPU"). The QR is held on ``device_copy`` until
+    then, or until :func:`drop_factor_ahead`.
+
+    Returns
+    -------
+    bool
+        Whether it started. Not where the QR cannot run on the GPU
+        (:func:`suits`), the copy no longer holds the data, or the device
+        lacks the memory or fails: the step then runs its QR where it did,
+        and reports any failure there.
+    """
+    n, p = device_copy.n, len(order)
+    # (one QR ahead on a copy at a time: another stays with the step)
+    if (not START_AHEAD or not (suits(n, p) and device_copy.valid())
+            or getattr(device_copy, "factor_ahead", None) is not None):
+        return False
+    drv, cusolver = _driver(), _cusolver()
+    try:
+        factorisation = _gpu.guarded(_Factorisation, drv, cusolver, _handle(cusolver), n, p,
+                                     _gather_fill(device_copy, order))
+    except Exception:  # (memory, a CUDA error: the step's own QR meets it again)
+        return False
+    device_copy.factor_ahead = (np.array(order, dtype=np.intp), factorisation)
+    return True
+
+
+def drop_factor_ahead(device_copy):
+    """Free the QR :func:`start_factor_of_copy` queued on ``device_copy``, where the step did not take it."""
+    held = getattr(device_copy, "factor_ahead", None)
+    if held is None:
+        return
+    device_copy.factor_ahead = None
+    _gpu.context()
+    try:
+        _gpu.guarded(held[1].free)
+    except Exception:  # (a fault, noted by guarded: the caller's own error or result stands)
+        pass
+
+
+def _take_ahead(device_copy, order):
+    """The :class:`_Factorisation` queued for ``order`` on ``device_copy`` (taken off it), or None."""
+    held = getattr(device_copy, "factor_ahead", None)
+    if held is None or not np.array_equal(held[0], np.asarray(order)):
+        return None
+    device_copy.factor_ahead = None
+    return held[1]
+
+
+def _gather_fill(device_copy, order):
+    """``fill`` of :func:`_factor_in_context` that gathers ``order``'s columns from the device copy.
+
+    One kernel: block k gathers, centres and scales column ``order[k]``.
+    """
     from . import _cuda_adjacency
 
     n, p = device_copy.n, len(order)
     order = np.ascontiguousarray(order, dtype=np.int32)
 
-    def fill(drv, d_a, buffers):  # one kernel: block k gathers, centres and scales column order[k]
+    def fill(drv, d_a, buffers):
         gather = _cuda_adjacency._kernels(_gpu.context().handle)["gather_centred"]
         d_order = drv.to_device(order)
         buffers.append(d_order)
@@ -171,7 +249,7 @@ def centred_triangular_factor_of_copy(device_copy, order, rows_from=None, diviso
                              np.int64(device_copy.ld), np.int32(n), d_order, d_a,
                              np.float64(1.0 / np.sqrt(n)))
 
-    return _factor_in_context(n, p, fill, rows_from, divisor)
+    return fill
 
 
 def _factor_in_context(n, p, fill, rows_from=None, divisor=None):
@@ -183,45 +261,89 @@ def _factor_in_context(n, p, fill, rows_from=None, divisor=None):
     a pair).
     """
     drv, cusolver = _driver(), _cusolver()
+    return _gpu.guarded(_factor, drv, cusolver, _handle(cusolver), n, p, fill, rows_from,
+                        divisor)
+
+
+def _handle(cusolver):
+    """The cuSOLVER dense handle of device 0's context (made current), made on first use."""
     ctx = _gpu.context()
     handle = _HANDLES.get(ctx.handle)
     if handle is None:
         handle = _HANDLES[ctx.handle] = cusolver.create()
-    return _gpu.guarded(_factor, drv, cusolver, handle, n, p, fill, rows_from, divisor)
+    return handle
 
 
 def _factor(drv, cusolver, handle, n, p, fill, rows_from=None, divisor=None):
     """:func:`_factor_in_context` in the current context (errors: the caller's)."""
-    _require(drv, 8 * n * p, n, p)
-    buffers = [drv.mem_alloc(8 * n * p)]
-    try:
-        d_a = buffers[0]
-        lwork = cusolver.dgeqrf_bufferSize(handle, n, p, int(d_a), n)
-        _require(drv, device_bytes(n, p, lwork) - 8 * n * p, n, p)
-        d_tau, d_work, d_info = (drv.mem_alloc(size) for size in (8 * p, max(8 * lwork, 8), 8))
-        buffers += [d_tau, d_work, d_info]
-        fill(drv, d_a, buffers)
-        _gpu.in_order(drv, cusolver.dgeqrf, handle, n, p, int(d_a), n, int(d_tau), int(d_work),
-                      lwork, int(d_info))
-        info = np.zeros(1, dtype=np.int32)
-        drv.memcpy_dtoh(info, d_info)
-        if info[0] != 0:
-            raise RuntimeError(f"cuSOLVER dgeqrf failed (info={info[0]})")
-        if rows_from is not None:
-            from . import _cuda_min_norm
+    return _Factorisation(drv, cusolver, handle, n, p, fill).result(rows_from, divisor)
 
-            rows = _cuda_min_norm.rows_on_device(drv, cusolver, handle, d_a, n, p, rows_from,
-                                                 divisor)
-            if rows is not None:
-                return None, rows
-        R = np.empty((p, p), order="F")
-        _copy_2d(drv, R, int(d_a), 8 * n, to_device=False)  # the top p rows
-    finally:
+
+class _Factorisation:
+    """The data's ``dgeqrf`` queued on the device with its buffers; :meth:`result` waits for it.
+
+    Made in the current context (errors: the caller's). ``fill(drv, d_a,
+    buffers)`` writes the ``n x p`` array (appending any buffer it
+    allocates); ``dgeqrf`` is then queued after all work before it
+    (``_gpu.in_order`` without its wait) and the host goes on. The buffers
+    are freed by :meth:`result` or :meth:`free`.
+    """
+
+    def __init__(self, drv, cusolver, handle, n, p, fill):
+        self._drv, self._cusolver, self._handle, self.n, self.p = drv, cusolver, handle, n, p
+        _require(drv, 8 * n * p, n, p)
+        self._buffers = [drv.mem_alloc(8 * n * p)]
+        try:
+            self._d_a = d_a = self._buffers[0]
+            lwork = cusolver.dgeqrf_bufferSize(handle, n, p, int(d_a), n)
+            _require(drv, device_bytes(n, p, lwork) - 8 * n * p, n, p)
+            d_tau, d_work, self._d_info = (drv.mem_alloc(size)
+                                           for size in (8 * p, max(8 * lwork, 8), 8))
+            self._buffers += [d_tau, d_work, self._d_info]
+            fill(drv, d_a, self._buffers)
+            _gpu.in_order(drv, cusolver.dgeqrf, handle, n, p, int(d_a), n, int(d_tau),
+                          int(d_work), lwork, int(self._d_info), wait=False)
+        except BaseException:
+            self._release()
+            raise
+
+    def result(self, rows_from=None, divisor=None):
+        """:func:`_factor_in_context`'s result, once the QR is done; the buffers are then freed."""
+        drv, n, p = self._drv, self.n, self.p
+        try:
+            drv.Context.synchronize()  # (the wait in_order left out: the QR is done)
+            info = np.zeros(1, dtype=np.int32)
+            drv.memcpy_dtoh(info, self._d_info)
+            if info[0] != 0:
+                raise RuntimeError(f"cuSOLVER dgeqrf failed (info={info[0]})")
+            if rows_from is not None:
+                from . import _cuda_min_norm
+
+                rows = _cuda_min_norm.rows_on_device(drv, self._cusolver, self._handle,
+                                                     self._d_a, n, p, rows_from, divisor)
+                if rows is not None:
+                    return None, rows
+            R = np.empty((p, p), order="F")
+            _copy_2d(drv, R, int(self._d_a), 8 * n, to_device=False)  # the top p rows
+        finally:
+            self._release()  # (synchronised above, or the context failed)
+        if not np.isfinite(R).all():
+            raise FloatingPointError("the data's QR on the GPU gave non-finite values")
+        return np.triu(R) if rows_from is None else (np.triu(R), None)
+
+    def free(self):
+        """Free the buffers unused, once the queued QR is done (the context is synchronised first)."""
+        if not self._buffers:
+            return
+        try:
+            self._drv.Context.synchronize()
+        finally:
+            self._release()
+
+    def _release(self):
+        buffers, self._buffers = self._buffers, []
         for buf in buffers:
             buf.free()
-    if not np.isfinite(R).all():
-        raise FloatingPointError("the data's QR on the GPU gave non-finite values")
-    return np.triu(R) if rows_from is None else (np.triu(R), None)
 
 
 def _blocks(n, p, rows_of, n_threads):

@@ -295,11 +295,14 @@ class DeviceCopy:
     step's QR of rank-deficient data (``paralingam.adjacency._cuda_qr``)
     reads it instead of uploading the data again. It holds until the next
     search on the same buffers, or until they are freed: :meth:`valid`.
+    ``factor_ahead``: that QR where the adjacency step started it ahead of
+    its host steps (``_cuda_qr.start_factor_of_copy``), else None.
     """
 
     def __init__(self, ws, n):
         self._ws, self._generation = ws, ws.copies
         self.n, self.p, self.ld, self.ptr = n, ws.p, ws.ld, int(ws.copy_buf)
+        self.factor_ahead = None
 
     def valid(self):
         """Whether the buffer still holds these data."""
