@@ -609,8 +609,6 @@ def test_no_qr_ahead_where_it_cannot_run(fake_gpu, monkeypatch):
 @pytest.mark.parametrize("estimator", [False, True])
 def test_fit_on_rank_deficient_data_takes_the_qr_started_ahead_with_the_same_bits(monkeypatch,
                                                                                  estimator):
-    from paralingam.lingam import DirectLiNGAM
-
     X = rank_deficient(300, 4096, 150, 367)
     taken = []
     take = _cuda_qr._take_ahead
@@ -621,7 +619,7 @@ def test_fit_on_rank_deficient_data_takes_the_qr_started_ahead_with_the_same_bit
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if estimator:
-                model = DirectLiNGAM(backend="cuda").fit(X)
+                model = paralingam.DirectLiNGAM(backend="cuda").fit(X)
                 got = model.causal_order_, model.adjacency_matrix_
             else:
                 res = paralingam.fit(X, backend="cuda", on_collinear="ignore")
