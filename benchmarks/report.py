@@ -869,6 +869,26 @@ def small_fits(out):
     (out / "small_fits_ab.rst").write_text(text + "\n" + _source(name, ab, "ab_permutations"))
 
 
+def gpu_qr_ahead(out):
+    """The data's QR started ahead of the adjacency step's host work: its A/B on the H100 and the H200."""
+    runs = [("probe_small_phases_h100.json", "ab_qr_ahead_b062957"),
+            ("probe_small_phases_h200.json", "ab")]
+    rows, sources = [], []
+    for name, section in runs:
+        d = _load(name)
+        ab = d[section]
+        machine = (ab.get("provenance") or d["provenance"])["gpu"]
+        for c in ab["cases"]:
+            a, b = c["phases_ms_A"], c["phases_ms_B"]
+            rows.append([c["case"], machine, f"{a['search']:.1f} ms", f"{b['adjacency']:.2f} ms",
+                         f"{a['adjacency']:.2f} ms", f"{b['adjacency'] / a['adjacency']:.2f}x",
+                         "yes" if c["same_order"] else "**no**"])
+        sources.append(_source(name, ab if "provenance" in ab else d, section))
+    text = _table(["case", "GPU", "search", "adjacency, QR after the host steps",
+                   "adjacency, QR started ahead", "speed-up", "same order"], rows)
+    (out / "gpu_qr_ahead.rst").write_text(text + "\n" + "\n".join(sources))
+
+
 def goals(out):
     """Where #21's goals stand, computed from the two bench_pipeline.py result files."""
     gpu = _load("bench_pipeline_h100.json")
@@ -988,6 +1008,7 @@ def render(out):
     threaded_blas(out)
     min_norm_gpu(out)
     small_fits(out)
+    gpu_qr_ahead(out)
     goals(out)
 
 
