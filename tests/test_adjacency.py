@@ -608,6 +608,26 @@ def test_scaled_back_and_the_scatter_matrix_keep_the_bits_of_their_whole_array_f
     small = rng.integers(-40, 40, p).astype(np.int32)
     assert np.array_equal(_scaled_back(B, small, None), np.ldexp(B, small[:, None] - small[None, :]))
 
+    # products into the subnormals, to zero and near the top of float64: a
+    # product by the power of two rounds as ldexp does (and both routes,
+    # factors within 1000 binary orders and beyond)
+    B[::3] *= 2.0 ** -1000
+    B[1::7] = np.where(B[1::7] > 0, 0.0, -0.0)
+    for low, high in ((-500, 400), (-30, 1010), (-1010, 5)):
+        e = rng.integers(low, high, p).astype(np.int32)
+        e[0] = high - 1
+        with np.errstate(over="ignore"):
+            expected = np.ldexp(B, e[:, None] - e[None, :])
+        finite = np.isfinite(expected)
+        if finite.all():
+            got = _scaled_back(B, e, None)
+            assert np.array_equal(got, expected)
+            assert np.array_equal(np.signbit(got), np.signbit(expected))
+        else:
+            i, j = np.argwhere(~finite)[0]
+            with pytest.raises(ValueError, match=f"edge weight of column {j} on column {i} exceeds float64"):
+                _scaled_back(B, e, None)
+
     corr = rng.uniform(-1, 1, (p, p))
     sd = rng.uniform(0.1, 10, p) * 2.0 ** rng.integers(-300, 300, p)
     found = SimpleNamespace(correlation=corr, column_std=sd)

@@ -136,6 +136,18 @@ def test_bad_arguments_raise_like_lingam(resamples):
             getattr(ours, method)(min_causal_effect=-0.1)
     with pytest.raises(ValueError, match="min_causal_effect"):
         ours.get_paths(0, 1, min_causal_effect=0.0)
+    # a path's ends: two different variables (lingam: IndexError on a variable
+    # to itself, a bare TypeError on names)
+    p = ours.adjacency_matrices_.shape[1]
+    for frm, to, bad in ((1, 1, "mustn't be the same"), ("a", 1, "from_index must be"),
+                         (0, p, "to_index must be"), (-1, 0, "from_index must be"),
+                         (True, 0, "from_index must be")):
+        with pytest.raises(ValueError, match=bad):
+            ours.get_paths(frm, to)
+        with pytest.raises(ValueError, match=bad):
+            find_all_paths(ours.adjacency_matrices_[0], frm, to)
+    with pytest.raises(ValueError, match="square matrix"):
+        find_all_paths(np.zeros((3, 2)), 0, 1)
 
 
 def test_attributes(resamples):

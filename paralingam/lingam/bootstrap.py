@@ -140,6 +140,29 @@ def regression_effect(X, predictors, target):
     return float(np.linalg.lstsq(A, y, rcond=None)[0][0])
 
 
+def _checked_path_ends(dag, from_index, to_index):
+    """``dag`` as a square float64 matrix, with the ends of a path on it checked.
+
+    Raises
+    ------
+    ValueError
+        When ``dag`` is not square, or ``from_index`` and ``to_index`` are
+        not two different integers in ``[0, p - 1]`` (naming the one that
+        is not).
+    """
+    B = np.asarray(dag, dtype=np.float64)
+    if B.ndim != 2 or B.shape[0] != B.shape[1]:
+        raise ValueError(f"adjacency_matrix must be a square matrix; got shape {B.shape}")
+    p = B.shape[0]
+    for name, value in (("from_index", from_index), ("to_index", to_index)):
+        if (not isinstance(value, (numbers.Integral, np.integer)) or isinstance(value, bool)
+                or not 0 <= value < p):
+            raise ValueError(f"{name} must be an integer in [0, {p - 1}]; got {value!r}")
+    if from_index == to_index:
+        raise ValueError("from_index and to_index mustn't be the same.")
+    return B
+
+
 def find_all_paths(dag, from_index, to_index, min_causal_effect=0.0):
     """All directed paths from one variable to another, and their effects.
 
@@ -162,9 +185,10 @@ def find_all_paths(dag, from_index, to_index, min_causal_effect=0.0):
     Raises
     ------
     ValueError
-        When the graph has a cycle on the way.
+        When the graph has a cycle on the way, is not square, or the ends
+        are not two different variables of it.
     """
-    dag = np.asarray(dag)
+    dag = _checked_path_ends(dag, from_index, to_index)
     p = dag.shape[0]
     edges = np.abs(np.nan_to_num(dag)) > min_causal_effect
     children = [np.flatnonzero(edges[:, j]).tolist() for j in range(p)]

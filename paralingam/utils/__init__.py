@@ -49,7 +49,7 @@ from ._stats import (
     log_p_super_gaussian,
     variance_i,
 )
-from ..lingam.bootstrap import find_all_paths
+from ..lingam.bootstrap import _checked_path_ends, find_all_paths
 
 __all__ = [
     "make_dot",
@@ -215,15 +215,8 @@ def calculate_total_effect(adjacency_matrix, from_index, to_index, is_continuous
         equal, a discrete variable on a path, or a cycle reachable from
         ``from_index`` before ``to_index``.
     """
-    B = np.asarray(adjacency_matrix, dtype=np.float64)
-    if B.ndim != 2 or B.shape[0] != B.shape[1]:
-        raise ValueError(f"adjacency_matrix must be a square matrix; got shape {B.shape}")
+    B = _checked_path_ends(adjacency_matrix, from_index, to_index)
     p = B.shape[0]
-    for name, value in (("from_index", from_index), ("to_index", to_index)):
-        if not isinstance(value, (numbers.Integral, np.integer)) or not 0 <= value < p:
-            raise ValueError(f"{name} must be an integer in [0, {p - 1}]; got {value!r}")
-    if from_index == to_index:
-        raise ValueError("from_index and to_index mustn't be the same.")
     W = np.where(np.isnan(B), 0.0, B)  # NaN is no edge (lingam's nan_to_num)
     edge = W != 0.0  # edge[i, j]: j -> i
     # Paths end at to_index: its own edges are never followed (lingam's search
