@@ -23,9 +23,6 @@ ROW_ALIGN = 64
 # block with itself stays an efficient BLAS call.
 SCATTER_BLOCK = 1 << 19
 SCATTER_MIN_ROWS = 256
-# Rows of a p x p matrix rescaled at a time (scale_outer): its factors, a
-# block of them, stay in the cache.
-OUTER_ROWS = 256
 
 
 def column_exponents(X, absmax=None):
@@ -65,41 +62,6 @@ def scale_factors(exponents):
     if exponents.size and np.abs(exponents).max() >= 1000:
         return None
     return np.ldexp(1.0, -exponents)
-
-
-def scale_outer(M, row_exponents, col_exponents):
-    """``np.ldexp(M, row_exponents[:, None] + col_exponents[None, :])``, the same bits, faster.
-
-    Entry ``(i, j)`` of ``M`` times ``2**(row_exponents[i] +
-    col_exponents[j])``: coefficients and scatter matrices of rescaled
-    columns on the data's scale. Where every factor is a normal float64
-    (the exponents' sums within 1000 binary orders), a product by it, one
-    per entry, rounds as ``ldexp`` does (:func:`scale_columns`) and runs an
-    order of magnitude faster; the factors are products of two powers of
-    two, exact. Otherwise ``ldexp`` itself. By blocks of ``OUTER_ROWS``
-    rows, without a p x p array of factors. Overflow gives inf, silently.
-
-    Returns
-    -------
-    ndarray of float64
-        A new array.
-    """
-    rows, cols = np.asarray(row_exponents), np.asarray(col_exponents)
-    up, down = scale_factors(-rows), scale_factors(-cols)
-    if (up is not None and down is not None and rows.size and cols.size
-            and max(abs(rows.max() + cols.max()), abs(rows.min() + cols.min())) >= 1000):
-        up = None
-    M = np.asarray(M, dtype=np.float64)
-    out = np.empty(M.shape)
-    with np.errstate(over="ignore"):
-        for r0 in range(0, M.shape[0], OUTER_ROWS):
-            r1 = r0 + OUTER_ROWS
-            if up is None or down is None:
-                np.ldexp(M[r0:r1], rows[r0:r1, None] + cols[None, :], out=out[r0:r1])
-            else:
-                np.multiply(M[r0:r1], np.multiply(up[r0:r1, None], down[None, :]),
-                            out=out[r0:r1])
-    return out
 
 
 class ScaledData:

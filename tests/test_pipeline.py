@@ -212,33 +212,6 @@ def test_scale_columns_equals_ldexp_into_the_subnormals():
         assert got.tobytes() == want.tobytes()
 
 
-@pytest.mark.parametrize("rows", [1, 3, 256, 300])
-def test_scale_outer_equals_ldexp_into_the_subnormals_and_beyond_the_fast_route(rows,
-                                                                               monkeypatch):
-    """The product by 2**(r_i + c_j) keeps ldexp's bits, by blocks of rows of any size."""
-    from paralingam import _preparation
-
-    monkeypatch.setattr(_preparation, "OUTER_ROWS", rows)
-    rng = np.random.default_rng(rows)
-    M = rng.standard_normal((257, 200))
-    M[::3] *= 1e-300
-    M[1, :6] = [1e300, 1e-300, 5e-324, -3e-310, 0.0, -0.0]
-    M[2, :3] = [np.inf, -np.inf, np.nan]
-    cases = [(rng.integers(-40, 40, 257), rng.integers(-40, 40, 200)),  # the products
-             (rng.integers(-600, 400, 257), rng.integers(-390, 500, 200)),
-             (rng.integers(-30, 1010, 257), rng.integers(-20, 20, 200)),  # ldexp: sums >= 1000
-             (np.full(257, -1005), np.full(200, 1003)),  # ldexp: factors beyond 1000
-             (np.full(257, 999), np.full(200, 600)),  # ldexp: 2**1599 is no float64
-             (np.full(257, -999), np.full(200, -600)),
-             (np.zeros(257, int), np.zeros(200, int))]
-    for r, c in cases:
-        with np.errstate(over="ignore"):
-            want = np.ldexp(M, r[:, None] + c[None, :])
-        got = _preparation.scale_outer(M, r, c)
-        assert got.tobytes() == want.tobytes()
-        assert got is not M and np.shares_memory(got, M) is False
-
-
 @pytest.mark.parametrize("seed", [0, 3])
 def test_fit_is_bit_identical_to_the_previous_preparation(seed, monkeypatch):
     """The whole fit on the old preparation (copy, |X| maxima, ldexp, squares at once)."""

@@ -255,12 +255,12 @@ def error_p_values(X, B, *, backend="cpu", progress=False):
     -------
     ndarray, shape (n_features, n_features)
     """
-    from .._preparation import column_exponents, scale_columns, scale_outer
+    from .._preparation import column_exponents, scale_columns
     from ..search.policy import EXPLAINED_TOL
 
     exponents = column_exponents(X)
     X = scale_columns(X, exponents)
-    B = scale_outer(B, -exponents, exponents)
+    B = np.ldexp(B, exponents[None, :] - exponents[:, None])
     E = X - X @ B.T
     constant = E.var(axis=0) <= EXPLAINED_TOL * X.var(axis=0)
     return independence_p_values(E, constant, backend=backend, progress=progress)
