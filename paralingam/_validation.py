@@ -377,9 +377,10 @@ def constant_in_resample(data, resampled, k, names=None):
         return
     bad = []
     for j in np.flatnonzero(constant):
-        _, counts = np.unique(data[:, j], return_counts=True)
-        bad.append(f"{_name(names, j)} ({data.shape[0] - counts.max()} of "
-                   f"{data.shape[0]} rows differ from its most common value)")
+        value = resampled[0, j]
+        count = int(np.count_nonzero(data[:, j] == value))
+        bad.append(f"{_name(names, j)} (the resample drew only rows where it is {value:g}: "
+                   f"{count} of the data's {data.shape[0]} rows)")
     raise ValueError(f"bootstrap resample {k} (0-based) has constant columns: {_list(bad)}; "
                      "drop or merge such columns, or collect more samples")
 

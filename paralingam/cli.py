@@ -441,6 +441,8 @@ class Output:
         self.stdout = spec == "-"
         self.path = None if self.stdout else Path(spec)
         if self.stdout:
+            if sys.stdout is None:  # (started with standard output closed: >&-)
+                raise CLIError(f"cannot write {what} to standard output: it is closed")
             return
         path = self.path
         if path.is_dir() or spec.endswith(("/", os.sep)):
@@ -465,6 +467,14 @@ class Output:
                                                         and not os.access(path, os.W_OK)):
             raise CLIError(f"cannot write {what} {path}: permission denied "
                            "(or a read-only file system)")
+        # the temporary file of write(), made and removed now: access() grants
+        # root everything, and /proc or /sys take no new file
+        try:
+            fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+            os.close(fd)
+            os.unlink(tmp)
+        except OSError as exc:
+            raise CLIError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
 
     def write(self, data):
         """Write ``data`` (str or bytes); OSError on failure, nothing half-written."""
@@ -519,6 +529,10 @@ def _default_output(args):
     """The JSON result's path when ``-o`` is not given; None for the bundled example."""
     if Path(args.files[0]).resolve() == EXAMPLE.resolve():
         return None  # the installed package's folder is no place for it, the cwd unasked
+    if not Path(args.files[0]).is_file():  # a pipe (/dev/stdin, <(...)) or a device
+        raise CLIError(f"{args.files[0]} is not a regular file (a pipe or a device), so the "
+                       "result has no default file beside it: pass -o FILE, or -o - for "
+                       "standard output")
     return str(Path(args.files[0]).with_suffix(".paralingam.json"))
 
 
@@ -795,7 +809,10 @@ def _fit_direct(args, tables, prior):
             random_state=args.seed, prior_knowledge=prior,
             apply_prior_knowledge_softly=args.soft_prior, backend=st["backend"],
             adjacency=args.adjacency, fit_options=dict(options, on_collinear=on_collinear))
-        boot = model.bootstrap(table.X, args.bootstrap, progress=_progress(args))
+        from .lingam.bootstrap import resample_source
+
+        data, _ = resample_source(table.X)  # (the file's names for the messages)
+        boot = model._bootstrap(data, table.names, args.bootstrap, _progress(args))
         probabilities = boot.get_probabilities()
         directions = _directions(probabilities, labels, labels)
         out["bootstrap"] = _bootstrap_json(args, probabilities, directions)
@@ -1213,6 +1230,14 @@ def _fit_and_write(args, fit, outputs):
         except BrokenPipeError:
             cut.append(True)
             _silence(say_to)
+        except OSError as exc:  # a full disk under a redirection, say: the files still come
+            cut.append(True)
+            stream = "standard error" if say_to is sys.stderr else "standard output"
+            try:
+                print(f"paralingam: warning: the summary could not be written to {stream} "
+                      f"({exc.strerror or exc}); it stops here", file=sys.stderr, flush=True)
+            except OSError:
+                pass
 
     try:
         tables = []

@@ -1203,3 +1203,88 @@ def test_warnings_print_as_the_command_lines_own_lines(tmp_path):
     before = warnings.formatwarning
     assert cli.main(["fit", str(tmp_path / "missing.csv")]) != 0
     assert warnings.formatwarning is before
+
+
+# --- outputs that fail outside the result files ---------------------------------------------------
+
+def test_a_summary_that_cannot_be_written_stops_but_the_result_is_written(lingam_data, tmp_path,
+                                                                          capsys, monkeypatch):
+    # "> log" on a full disk: the summary's first line fails; the work goes on
+    import errno
+    import sys
+
+    class FullStream:
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self):
+            pass
+
+    np.save(tmp_path / "x.npy", lingam_data(4, 300, "sparse", 931)[0])
+    target = tmp_path / "r.json"
+    monkeypatch.setattr(sys, "stdout", FullStream())
+    assert cli.main(["fit", str(tmp_path / "x.npy"), "--backend", "cpu", "-o", str(target)]) == 0
+    err = capsys.readouterr().err
+    assert ("paralingam: warning: the summary could not be written to standard output (No space "
+            "left on device); it stops here") in err
+    assert err.count("warning: the summary") == 1 and "Traceback" not in err
+    assert json.loads(target.read_text())["causal_order"]
+
+
+def test_result_to_a_closed_standard_output_exits_2_before_any_work(lingam_data, tmp_path,
+                                                                    capsys, monkeypatch):
+    import sys
+
+    np.save(tmp_path / "x.npy", lingam_data(3, 200, "sparse", 932)[0])
+    _no_work(monkeypatch)
+    monkeypatch.setattr(sys, "stdout", None)  # (python started with >&-)
+    assert cli.main(["fit", str(tmp_path / "x.npy"), "-o", "-"]) == 2
+    assert ("paralingam: error: cannot write the result file to standard output: it is closed"
+            in capsys.readouterr().err)
+
+
+def test_a_pipe_as_input_needs_a_named_output(tmp_path, capsys, monkeypatch):
+    # "fit /dev/stdin" or "fit <(...)": no default result file beside a pipe
+    import os
+
+    fifo = tmp_path / "data.csv"
+    os.mkfifo(fifo)  # (never opened: the error comes first)
+    _no_work(monkeypatch)
+    assert cli.main(["fit", str(fifo)]) == 2
+    err = capsys.readouterr().err
+    assert f"{fifo} is not a regular file (a pipe or a device)" in err
+    assert "pass -o FILE, or -o - for standard output" in err
+
+
+def test_a_folder_that_takes_no_new_file_exits_2_before_any_work(lingam_data, tmp_path, capsys,
+                                                                 monkeypatch):
+    # /proc or /sys as root: access() allows, the temporary file does not
+    import errno
+    import tempfile
+
+    np.save(tmp_path / "x.npy", lingam_data(3, 200, "sparse", 933)[0])
+
+    def refused(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    _no_work(monkeypatch)
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    assert cli.main(["fit", str(tmp_path / "x.npy"), "-o", str(tmp_path / "r.json")]) == 2
+    assert (f"cannot write the result file {tmp_path / 'r.json'}: Read-only file system"
+            in capsys.readouterr().err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy"]
+
+
+def test_a_constant_column_in_a_resample_is_named_from_the_header(tmp_path, capsys):
+    rng = np.random.default_rng(934)
+    X = rng.laplace(size=(200, 3))
+    X[:, 2] = 0.0
+    X[[5, 77, 150], 2] = 1.0  # three ones: some resample draws none of them
+    np.savetxt(tmp_path / "x.csv", X, delimiter=",", header="a,b,rare", comments="")
+    code = cli.main(["fit", str(tmp_path / "x.csv"), "--backend", "cpu", "--bootstrap", "100",
+                     "--seed", "0", "-o", str(tmp_path / "r.json")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "has constant columns: column 2 ('rare') (the resample drew only rows where it is 0" \
+        in err
+    assert "197 of the data's 200 rows" in err

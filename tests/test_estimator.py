@@ -240,8 +240,15 @@ def test_bootstrap_names_a_column_constant_in_a_resample(lingam_data):
     frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
     est = model(random_state=0, adjacency="ols").fit(frame)  # X itself is fine
     with pytest.raises(ValueError, match=r"bootstrap resample \d+ \(0-based\) has constant "
-                       r"columns: column 2 \('c'\) \(1 of 40 rows differ"):
+                       r"columns: column 2 \('c'\) \(the resample drew only rows where it is "
+                       r"0\.1: 39 of the data's 40 rows\)"):
         est.bootstrap(frame, 20)
+    # three distinct values in three rows: the value the resample drew, once in the data
+    with pytest.raises(ValueError, match=r"column 0 \(the resample drew only rows where it is "
+                       r"-?[\d.e+-]+: 1 of the data's 3 rows\)"):
+        from paralingam._validation import constant_in_resample
+
+        constant_in_resample(X[:3], X[[1, 1, 1]], 0)
 
 
 def test_bootstrap_progress_goes_to_stderr(lingam_data, capsys):

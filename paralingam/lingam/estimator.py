@@ -398,6 +398,14 @@ class DirectLiNGAM(BaseEstimator):
             raise ValueError(f"n_sampling must be an integer greater than 0; got {n_sampling!r}")
         check_progress(progress)
         data, names = resample_source(X)
+        return self._bootstrap(data, names, n_sampling, progress, client)
+
+    def _bootstrap(self, data, names, n_sampling, progress, client=None):
+        """:meth:`bootstrap` of checked data (``resample_source``'s) with the columns' ``names``.
+
+        The command line gives the names of its file's header here, for the
+        messages (a resample's constant columns, say).
+        """
         p = data.shape[1]
         settings = self._checked_settings(p, names)
         self._check_samples(data.shape, settings)
