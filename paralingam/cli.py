@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unicodedata
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,6 +196,14 @@ def read_table(path, *, delimiter=None, header=None, square=False):
                     "without index=False? remove that column)" if empty == [0] else "")
             raise ValueError(f"{path}: the header has no name for column(s) "
                              f"{', '.join(map(str, empty))}{hint}")
+        # (a NUL or escape byte: XML, the GraphML output, has no way to write them)
+        control = [(j, name) for j, name in enumerate(names)
+                   if any(unicodedata.category(c) == "Cc" for c in name)]
+        if control:
+            raise ValueError(f"{path}: the header's names hold control characters: "
+                             + ", ".join(f"column {j} ({name!r})" for j, name in control[:5])
+                             + ("; an unclosed quote?" if any("\n" in name for _, name in control)
+                                else "; remove them"))
     width = len(names) if names else len(rows[0])
     for lineno, row in zip(lines, rows):
         if len(row) != width:

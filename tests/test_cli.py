@@ -48,6 +48,11 @@ def test_bundled_example_writes_nothing_unasked(tmp_path, monkeypatch, capsys):
     ("a,b,c\n1,2,3\n4,5\n", "line 3 has 2 fields, expected 3"),
     ("a,b\n1,x\n2,3\n3,4\n", "'b': 'x' is not a number"),
     ("a,b\n1,1\n2,1\n3,1\n", "constant columns (zero variance): column 1 ('b')"),
+    # names XML (the GraphML output) cannot hold
+    ("a\x01,b\x7f,c\n1,2,3\n4,5,6\n2,1,0\n",
+     "the header's names hold control characters: column 0 ('a\\x01'), column 1 ('b\\x7f'); "
+     "remove them"),
+    ("a,d\x00\n1,2\n4,5\n2,1\n", "column 1 ('d\\x00')"),
 ])
 def test_bad_files_exit_2_with_a_message(tmp_path, capsys, content, message):
     path = tmp_path / "bad.csv"
