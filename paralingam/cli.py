@@ -382,9 +382,14 @@ def _numbers(path, rows, lines, names):
         for j, f in enumerate(row):
             if not _is_number(f):
                 col = names[j] if names else j
+                # (one field per line: a delimiter the sniffer does not know)
+                other = [d for d in "|:;" if len(row) == 1 and d in f
+                         and all(_is_number(v) for v in f.split(d))]
                 hint = (" (digit-group underscores are not read)" if "_" in f else
                         " (a decimal comma? write a decimal point)"
-                        if _is_number(f.replace(",", ".", 1)) else "")
+                        if _is_number(f.replace(",", ".", 1)) else
+                        f" (fields separated by {other[0]!r}? pass --delimiter '{other[0]}')"
+                        if other else "")
                 shown = f if len(f) <= 40 else f[:40] + "..."
                 what = "an empty field (a missing value?)" if not f.strip() else \
                     f"{shown!r} is not a number{hint}"

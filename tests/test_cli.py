@@ -53,6 +53,9 @@ def test_bundled_example_writes_nothing_unasked(tmp_path, monkeypatch, capsys):
      "the header's names hold control characters: column 0 ('a\\x01'), column 1 ('b\\x7f'); "
      "remove them"),
     ("a,d\x00\n1,2\n4,5\n2,1\n", "column 1 ('d\\x00')"),
+    # a delimiter the sniffer does not know: the file reads as one column
+    ("a|b|c\n0.5|1|2\n4|5|6\n2|1|0\n",
+     "'0.5|1|2' is not a number (fields separated by '|'? pass --delimiter '|')"),
 ])
 def test_bad_files_exit_2_with_a_message(tmp_path, capsys, content, message):
     path = tmp_path / "bad.csv"
