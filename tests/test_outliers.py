@@ -94,6 +94,29 @@ def test_larger_outliers_are_not_dependence(backend, size):
         assert np.isfinite(res.stats["scores"]).all()
 
 
+def test_a_sample_scaled_past_the_rounding_margin_reads_as_dependence():
+    # The edge the user guide names ("Outliers"): one sample scaled in every
+    # variable leaves the others' genuine residuals at about 1/scale of the
+    # variables' scale. Up to 1e10 they stand far above the rounding test's
+    # margin (ROUNDING_MARGIN times the noise); from 1e12 they fall within it
+    # and variables read as fully explained, with the warning.
+    rng = np.random.default_rng(0)
+    Y = rng.uniform(-1, 1, size=(500, 4))
+    Y[:, 1] += 0.8 * Y[:, 0]
+    Y[:, 2] += 0.7 * Y[:, 1]
+    Y[:, 3] += 0.6 * Y[:, 2]
+    for scale, dependent in ((1e8, False), (1e10, False), (1e12, True), (1e13, True)):
+        Z = Y.copy()
+        Z[0] *= scale
+        assert bool(reference.causal_order(Z)[1]) == dependent, scale
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", paralingam.DegenerateDataWarning)
+            res = paralingam.fit(Z, backend="cpu")
+        assert bool(res.stats["explained"]) == dependent, scale
+        assert any(issubclass(w.category, paralingam.DegenerateDataWarning)
+                   for w in caught) == dependent, scale
+
+
 @pytest.mark.parametrize("size", [1e6, 1e8])
 def test_outlier_was_taken_for_dependence_by_the_fixed_fraction(size, monkeypatch):
     # The cases above fail under the old rule (the fraction alone): the tests
