@@ -167,7 +167,13 @@ def read_table(path, *, delimiter=None, header=None, square=False):
             raise ValueError(f"{path}: a structured array (fields {', '.join(X.dtype.names[:5])}"
                              f"{', ...' if len(X.dtype.names) > 5 else ''}); save a plain 2-D "
                              "numeric array (n_samples, n_features)")
-        return Table(X, None, [])
+        given = [option for option, value in (("--delimiter", delimiter),
+                                              ("--header/--no-header", header))
+                 if value is not None]
+        notes = ([f"warning: {' and '.join(given)} {'does' if len(given) == 1 else 'do'} not "
+                  f"apply to a .npy file (it has no text to split, and no names)"]
+                 if given else [])
+        return Table(X, None, notes)
     if suffix in BINARY_SUFFIXES:
         raise ValueError(f"{path}: {suffix} files are not read; give a text table "
                          "(.csv, .tsv, .txt) or a .npy array")

@@ -1296,3 +1296,15 @@ def test_a_constant_column_in_a_resample_is_named_from_the_header(tmp_path, caps
     assert "has constant columns: column 2 ('rare') (the resample drew only rows where it is 0" \
         in err
     assert "197 of the data's 200 rows" in err
+
+
+def test_text_options_on_a_npy_file_are_reported(lingam_data, tmp_path, capsys):
+    np.save(tmp_path / "x.npy", lingam_data(3, 200, "sparse", 935)[0])
+    assert cli.main(["fit", str(tmp_path / "x.npy"), "--backend", "cpu", "--no-header",
+                     "--delimiter", ";", "-o", str(tmp_path / "r.json")]) == 0
+    err = capsys.readouterr().err
+    assert ("paralingam: warning: --delimiter and --header/--no-header do not apply to a .npy "
+            "file") in err
+    assert cli.main(["fit", str(tmp_path / "x.npy"), "--backend", "cpu",
+                     "-o", str(tmp_path / "r.json")]) == 0
+    assert "warning" not in capsys.readouterr().err
