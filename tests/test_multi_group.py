@@ -362,3 +362,32 @@ def test_a_group_on_a_tiny_or_huge_scale_gives_the_same_model(scale):
     for B, B_ref in zip(model.adjacency_matrices_, ref.adjacency_matrices_):
         np.testing.assert_allclose(B, B_ref, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(p_values, ref_p, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("engine", ["cpu", "numpy"])
+def test_a_column_with_no_variance_left_is_named_in_a_degenerate_data_warning(engine):
+    # An exact copy in every group: once its twin is ordered, the copy has no
+    # variance left and the search divides by zero, as lingam's does. It says
+    # so once, by column and group, instead of numpy's bare "invalid value".
+    Xs = []
+    for seed in (48, 49):
+        X = group_data(300, seed, p=4)
+        Xs.append(np.column_stack([X, X[:, 1]]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        order = multi_group_causal_order(Xs, engine=engine)
+    assert sorted(order) == list(range(5))
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    degenerate = [str(w.message) for w in caught
+                  if issubclass(w.category, paralingam.DegenerateDataWarning)]
+    assert len(degenerate) == 1, degenerate
+    twin = 4 if order.index(1) < order.index(4) else 1
+    assert f"no variance left in column {twin} (group" in degenerate[0]
+    # the order is the one the search gave before (the warning only replaces numpy's)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        assert order == multi_group_causal_order(Xs, engine="numpy")
+    # data without such a column: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        multi_group_causal_order([X[:, :4] for X in Xs], engine=engine)

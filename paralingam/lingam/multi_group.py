@@ -17,7 +17,9 @@ does. The adjacency matrices come from :mod:`paralingam.adjacency` (lingam's
 adaptive lasso by default).
 """
 
+import contextlib
 import numbers
+import warnings
 
 import numpy as np
 
@@ -146,7 +148,7 @@ def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge
     scores : list of float
         Only with ``return_scores``.
     """
-    from ..search.reference import CANDIDATE, standardise, statuses
+    from ..search.reference import CANDIDATE, statuses
 
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}; got {engine!r}")
@@ -167,6 +169,7 @@ def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge
     weights = [len(X) / total for X in data]
     remaining = list(range(p))
     order, root_scores = [], []
+    warned = set()
     while remaining:
         if len(remaining) == 1:
             order.append(remaining.pop())
@@ -176,8 +179,12 @@ def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge
         if len(cands) == 1:
             best = cands[0]
         else:
-            score = multi_group_scores([standardise(X[:, remaining]) for X in data], weights,
-                                       status, collinear_tol, engine, n_threads)
+            Z_list = _standardised(data, remaining, warned)
+            # (NaN columns, already named: numpy's engine would warn again per pair)
+            quiet = any(not np.isfinite(Z).all() for Z in Z_list)
+            with np.errstate(invalid="ignore") if quiet else contextlib.nullcontext():
+                score = multi_group_scores(Z_list, weights, status, collinear_tol, engine,
+                                           n_threads)
             best = cands[int(np.argmin(score[cands]))]  # first minimum, as lingam's argmax
             root_scores.append(float(score[best]))
         root = remaining[best]
@@ -191,6 +198,39 @@ def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge
     if return_scores:
         return order, root_scores
     return order
+
+
+def _standardised(data, remaining, warned):
+    """Each group's remaining columns standardised, warning once for a column with no variance left.
+
+    Such a column is an exact combination of the variables already ordered
+    (in that group): lingam divides by zero there, and so does this search
+    (its scores are then NaN), which does not apply the single-group
+    degenerate-data policy. numpy's bare "invalid value" warning becomes a
+    :class:`paralingam.DegenerateDataWarning` naming the columns and groups.
+    """
+    from .._api import DegenerateDataWarning
+    from ..search.reference import standardise
+
+    Z_list, empty = [], {}
+    for g, X in enumerate(data):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            Z = standardise(X[:, remaining])
+        Z_list.append(Z)
+        for k in np.flatnonzero(~np.isfinite(Z).all(axis=0)):
+            if remaining[k] not in warned:
+                empty.setdefault(remaining[k], []).append(g)
+    if empty:
+        warned.update(empty)
+        cols = ", ".join(f"column {j} (group{'s' if len(groups) > 1 else ''} "
+                         f"{', '.join(map(str, groups))})" for j, groups in sorted(empty.items()))
+        warnings.warn(
+            f"multi-group DirectLiNGAM: no variance left in {cols} once the variables already "
+            "ordered are regressed out (exact linear dependence); this search, like lingam's, "
+            "divides by zero there, so such a column's place in the order means nothing. Remove "
+            "exact duplicates and combinations of columns first", DegenerateDataWarning,
+            stacklevel=4)
+    return Z_list
 
 
 class MultiGroupDirectLiNGAM:
