@@ -877,13 +877,14 @@ def gpu_qr_ahead(out):
     for name, section in runs:
         d = _load(name)
         ab = d[section]
-        machine = (ab.get("provenance") or d["provenance"])["gpu"]
+        described = ab if "provenance" in ab else d  # (a section with its own provenance)
+        machine = described["provenance"]["gpu"]
         for c in ab["cases"]:
             a, b = c["phases_ms_A"], c["phases_ms_B"]
             rows.append([c["case"], machine, f"{a['search']:.1f} ms", f"{b['adjacency']:.2f} ms",
                          f"{a['adjacency']:.2f} ms", f"{b['adjacency'] / a['adjacency']:.2f}x",
                          "yes" if c["same_order"] else "**no**"])
-        sources.append(_source(name, ab if "provenance" in ab else d, section))
+        sources.append(_source(name, described, section))
     text = _table(["case", "GPU", "search", "adjacency, QR after the host steps",
                    "adjacency, QR started ahead", "speed-up", "same order"], rows)
     (out / "gpu_qr_ahead.rst").write_text(text + "\n" + "\n".join(sources))

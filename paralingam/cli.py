@@ -490,11 +490,15 @@ class Output:
         # the temporary file of write(), made and removed now: access() grants
         # root everything, and /proc or /sys take no new file
         try:
-            fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+            fd, tmp = self._temporary()
             os.close(fd)
             os.unlink(tmp)
         except OSError as exc:
             raise CLIError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
+
+    def _temporary(self):
+        """``(fd, path)`` of a new hidden temporary file beside the output, renamed over it."""
+        return tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
 
     def write(self, data):
         """Write ``data`` (str or bytes); OSError on failure, nothing half-written."""
@@ -514,8 +518,7 @@ class Output:
             while view:
                 view = view[os.write(self.fd, view):]
             return
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.",
-                                   suffix=".tmp")
+        fd, tmp = self._temporary()
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)

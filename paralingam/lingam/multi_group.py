@@ -179,10 +179,9 @@ def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge
         if len(cands) == 1:
             best = cands[0]
         else:
-            Z_list = _standardised(data, remaining, warned)
+            Z_list, empty = _standardised(data, remaining, warned)
             # (NaN columns, already named: numpy's engine would warn again per pair)
-            quiet = any(not np.isfinite(Z).all() for Z in Z_list)
-            with np.errstate(invalid="ignore") if quiet else contextlib.nullcontext():
+            with np.errstate(invalid="ignore") if empty else contextlib.nullcontext():
                 score = multi_group_scores(Z_list, weights, status, collinear_tol, engine,
                                            n_threads)
             best = cands[int(np.argmin(score[cands]))]  # first minimum, as lingam's argmax
@@ -203,6 +202,9 @@ def multi_group_causal_order(X_list, prior_knowledge=None, apply_prior_knowledge
 def _standardised(data, remaining, warned):
     """Each group's remaining columns standardised, warning once for a column with no variance left.
 
+    Returns the standardised groups and whether any column has no variance
+    left (its values are then NaN).
+
     Such a column is an exact combination of the variables already ordered
     (in that group): lingam divides by zero there, and so does this search
     (its scores are then NaN), which does not apply the single-group
@@ -212,25 +214,26 @@ def _standardised(data, remaining, warned):
     from .._api import DegenerateDataWarning
     from ..search.reference import standardise
 
-    Z_list, empty = [], {}
+    Z_list, empty, new = [], False, {}
     for g, X in enumerate(data):
         with np.errstate(invalid="ignore", divide="ignore"):
             Z = standardise(X[:, remaining])
         Z_list.append(Z)
         for k in np.flatnonzero(~np.isfinite(Z).all(axis=0)):
+            empty = True
             if remaining[k] not in warned:
-                empty.setdefault(remaining[k], []).append(g)
-    if empty:
-        warned.update(empty)
+                new.setdefault(remaining[k], []).append(g)
+    if new:
+        warned.update(new)
         cols = ", ".join(f"column {j} (group{'s' if len(groups) > 1 else ''} "
-                         f"{', '.join(map(str, groups))})" for j, groups in sorted(empty.items()))
+                         f"{', '.join(map(str, groups))})" for j, groups in sorted(new.items()))
         warnings.warn(
             f"multi-group DirectLiNGAM: no variance left in {cols} once the variables already "
             "ordered are regressed out (exact linear dependence); this search, like lingam's, "
             "divides by zero there, so such a column's place in the order means nothing. Remove "
             "exact duplicates and combinations of columns first", DegenerateDataWarning,
             stacklevel=4)
-    return Z_list
+    return Z_list, empty
 
 
 class MultiGroupDirectLiNGAM:
