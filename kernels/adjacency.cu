@@ -658,15 +658,17 @@ extern "C" __global__ void __launch_bounds__(TPB) sums_of_squares(
 // each): the minimum-norm least squares of k on the variables before it,
 // C_k^T y with (C_k C_k^T) y = l_k, where C_k holds the coordinates of the
 // variables before k on the `before[k]` basis vectors that precede k (column
-// j of C, its first width[j] entries: the rest are rounding) and l_k the first
+// j of C, ldc doubles apart, its first width[j] entries: the rest are
+// rounding) and l_k the first
 // before[k] coordinates of k. G = C_k C_k^T is formed in shared memory
 // (a fixed order of the sums), factorised (Cholesky) and solved there. A
 // pivot that is not positive and finite sets status[k - first] = 1 (the
 // host then computes every row). Dynamic shared memory: 8 (m^2 + (MN_TILE + 3) m)
 // bytes for m the largest before[k].
 extern "C" __global__ void __launch_bounds__(TPB) min_norm_rows(
-    const double *__restrict__ C, int p, int first, const int *__restrict__ before,
-    const int *__restrict__ width, double *__restrict__ coef, int *__restrict__ status)
+    const double *__restrict__ C, long long ldc, int p, int first,
+    const int *__restrict__ before, const int *__restrict__ width, double *__restrict__ coef,
+    int *__restrict__ status)
 {
     extern __shared__ double sh[];
     const int k = first + blockIdx.x, m = before[k];
@@ -686,7 +688,7 @@ extern "C" __global__ void __launch_bounds__(TPB) min_norm_rows(
         __syncthreads();
         for (int e = threadIdx.x; e < cols * m; e += TPB) {
             const int c = e / m, a = e % m;
-            T[e] = a < width[j0 + c] ? C[(long long)(j0 + c) * p + a] : 0.0;
+            T[e] = a < width[j0 + c] ? C[(j0 + c) * ldc + a] : 0.0;
         }
         __syncthreads();
         for (int e = threadIdx.x; e < m * m; e += TPB) {
@@ -697,7 +699,7 @@ extern "C" __global__ void __launch_bounds__(TPB) min_norm_rows(
             G[e] = s;
         }
     }
-    for (int a = threadIdx.x; a < m; a += TPB) y[a] = C[(long long)k * p + a];
+    for (int a = threadIdx.x; a < m; a += TPB) y[a] = C[k * ldc + a];
     // Cholesky, right-looking, column c at a time (G's lower triangle: L)
     for (int c = 0; c < m; ++c) {
         __syncthreads();
@@ -735,8 +737,33 @@ extern "C" __global__ void __launch_bounds__(TPB) min_norm_rows(
     for (int j = threadIdx.x >> 5; j < p; j += NWARPS) {
         double s = 0.0;
         if (j < k)
-            for (int a = lane; a < width[j]; a += 32) s += C[(long long)j * p + a] * y[a];
+            for (int a = lane; a < width[j]; a += 32) s += C[j * ldc + a] * y[a];
         s = warp_sum(s);
         if (lane == 0) row[j] = s;
     }
+}
+
+// Row order[k] of the p x p row-major array `out`, in the data's order, for
+// every position k of the causal order (one block each): row k - first of
+// `coef` (ld p; zero for k < first) placed at the columns order[j] and
+// scaled back to the data's scale, ldexp(b, e[order[k]] - e[order[j]]) as the
+// host's _scaled_back (exact, or correctly rounded into the subnormals); the
+// entries j >= k are zero. A coefficient that is not finite, before or after
+// the scaling, sets status[0] = 1 (the host then computes the step).
+extern "C" __global__ void __launch_bounds__(TPB) placed_scaled(
+    const double *__restrict__ coef, int p, int first, const int *__restrict__ order,
+    const int *__restrict__ exponents, double *__restrict__ out, int *__restrict__ status)
+{
+    const int k = blockIdx.x, i = order[k];
+    const double *c = k >= first ? coef + (long long)(k - first) * p : nullptr;
+    double *o = out + (long long)i * p;
+    bool bad = false;
+    for (int j = threadIdx.x; j < p; j += TPB) {
+        const int col = order[j];
+        const double b = (c != nullptr && j < k) ? c[j] : 0.0;
+        const double w = ldexp(b, exponents[i] - exponents[col]);
+        bad |= !isfinite(b) || !isfinite(w);
+        o[col] = w;
+    }
+    if (bad) status[0] = 1;
 }

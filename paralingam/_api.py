@@ -523,6 +523,22 @@ def _start_qr_ahead(search_data, found, settings):  # pragma: no cover - needs a
     return _cuda_qr.start_factor_of_copy(found.device_copy, found.order)
 
 
+def _least_squares_on_device(found, settings, exponents):  # pragma: no cover - needs a GPU
+    """``fit``'s least squares wholly on the GPU, on the data's scale, where they can run there.
+
+    After a CUDA search that found explained variables and kept its copy of
+    the data, with a basis small enough
+    (``adjacency._cuda_low_rank.ols_of_copy``); else None, and the step
+    runs on the host's route.
+    """
+    if settings.backend == "cpu" or found.device_copy is None or not found.explained:
+        return None
+    from .adjacency import _cuda_low_rank
+
+    return _cuda_low_rank.ols_of_copy(found.device_copy, found.order, found.explained,
+                                      exponents)
+
+
 def _first_explained(found):
     """Position in the causal order of the first variable the search found explained, or None."""
     if not found.explained:
@@ -538,12 +554,19 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
 
     It runs where the search ran (the adaptive lasso's paths on the GPU with
     the CUDA backend), with the scatter matrix from the search's correlation
-    matrix (:func:`_scatter_matrix`, timed here).
+    matrix (:func:`_scatter_matrix`, timed here). Least squares of data of
+    small rank after a CUDA search run wholly on the GPU where they can
+    (:func:`_least_squares_on_device`).
     No ``coef_threshold``: the estimator applies it on the data's scale.
     ``progress``: a bar of the adaptive lasso's targets
     (:func:`paralingam.adjacency.estimate_adjacency`).
     """
     t0 = time.perf_counter()
+    if method == "ols" and prior_knowledge is None:
+        B = _least_squares_on_device(found, settings, exponents)
+        if B is not None:
+            times["adjacency"] = time.perf_counter() - t0
+            return B
     ahead = _start_qr_ahead(search_data, found, settings)
     try:
         scatter = _scatter_matrix(search_data, found)

@@ -78,7 +78,8 @@ class FakeKernels:
 
         return {"upper_columns": launcher(self.upper_columns),
                 "sums_of_squares": launcher(self.sums_of_squares),
-                "min_norm_rows": launcher(self.min_norm_rows, attribute=True)}
+                "min_norm_rows": launcher(self.min_norm_rows, attribute=True),
+                "placed_scaled": launcher(self.placed_scaled)}
 
     def upper_columns(self, grid, block, A, lda, p, cols, divisor, out):
         ncols, lda, p = grid[0], int(lda), int(p)
@@ -98,11 +99,11 @@ class FakeKernels:
         lo, hi = _ints(self.device, lo, p), _ints(self.device, hi, p)
         self.device.doubles(int(out), p)[:] = [np.sum(a[lo[j]:hi[j], j] ** 2) for j in range(p)]
 
-    def min_norm_rows(self, grid, block, C, p, first, before, width, coef, status,
+    def min_norm_rows(self, grid, block, C, ldc, p, first, before, width, coef, status,
                       shared_size=0):
         self.launch_shared.append(shared_size)
-        p, first = int(p), int(first)
-        c = self.device.doubles(int(C), p * p).reshape((p, p), order="F")
+        ldc, p, first = int(ldc), int(p), int(first)
+        c = self.device.doubles(int(C), ldc * p).reshape((ldc, p), order="F")
         before, width = _ints(self.device, before, p), _ints(self.device, width, p)
         rows = self.device.doubles(int(coef), (p - first) * p).reshape((p - first, p))
         flags = _ints(self.device, status, p - first)
@@ -121,6 +122,21 @@ class FakeKernels:
                 continue
             y = np.linalg.solve(L.T, np.linalg.solve(L, c[:m, k]))
             row[:k] = Ck.T @ y
+
+    def placed_scaled(self, grid, block, coef, p, first, order, exponents, out, status):
+        p, first = int(p), int(first)
+        rows = self.device.doubles(int(coef), (p - first) * p).reshape((p - first, p))
+        order = _ints(self.device, order, p)
+        e = _ints(self.device, exponents, p)
+        B = np.zeros((p, p))
+        B[first:] = np.tril(rows, -first - 1) if first else np.tril(rows, -1)
+        with np.errstate(over="ignore"):
+            placed = np.zeros((p, p))
+            placed[np.ix_(order, order)] = B
+            scaled = np.ldexp(placed, e[:, None] - e[None, :])
+        self.device.doubles(int(out), p * p)[:] = scaled.reshape(-1)
+        if not (np.isfinite(placed).all() and np.isfinite(scaled).all()):
+            _ints(self.device, status, 1)[0] = 1
 
 
 class FakeQRCusolver(FakeCusolver):
@@ -229,8 +245,8 @@ def test_the_route_on_stand_ins_declines_to_the_hosts_factor(fake_route, monkeyp
     with monkeypatch.context() as m:
         failing = kernels.min_norm_rows
 
-        def fail(grid, block, C, p, first, before, width, coef, status, shared_size=0):
-            failing(grid, block, C, p, first, before, width, coef, status, shared_size)
+        def fail(grid, block, C, ldc, p, first, before, width, coef, status, shared_size=0):
+            failing(grid, block, C, ldc, p, first, before, width, coef, status, shared_size)
             _ints(drv.device, status, 1)[0] = 1
 
         m.setattr(kernels, "min_norm_rows", fail)
@@ -339,6 +355,9 @@ def device_then_host(monkeypatch, run):
 @pytest.mark.gpu
 @needs_cupy
 def test_fit_takes_the_gpu_rows_and_equals_the_host_rows(monkeypatch):
+    from paralingam.adjacency import _cuda_low_rank
+
+    monkeypatch.setattr(_cuda_low_rank, "ENABLED", False)  # (fit's route past the search's hint)
     X = rank_deficient(400, 4096, 340, 8)  # rank 60
     gpu, host, taken = device_then_host(monkeypatch, lambda: paralingam.fit(X, backend="cuda"))
     assert taken == [True]

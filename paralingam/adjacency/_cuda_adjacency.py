@@ -47,7 +47,8 @@ def _kernels(ctx_handle):
     for name, sig in (("lars_paths", "PiPiPPddiPPPPP"), ("chol_panel", "PiiPdP"),
                       ("chol_trailing", "PiiP"), ("ols_rows", "PiPPPPP"),
                       ("gather_centred", "PqiPPd"), ("upper_columns", "PqiPPP"),
-                      ("sums_of_squares", "PqPPP"), ("min_norm_rows", "PiiPPPP")):
+                      ("sums_of_squares", "PqPPP"), ("min_norm_rows", "PqiiPPPP"),
+                      ("placed_scaled", "PiiPPPP")):
         fns[name] = mod.get_function(name)
         fns[name].prepare(sig)
     return fns

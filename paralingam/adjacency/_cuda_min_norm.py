@@ -118,39 +118,19 @@ def rows_on_device(drv, cusolver, handle, d_a, lda, p, first, divisor=None):
         return np.empty((0, p))
     if p < MIN_FEATURES or not hasattr(cusolver, "dormqr"):
         return None
-    fns = _cuda_adjacency._kernels(_gpu.context().handle)
-    threads = (_cuda_adjacency.THREADS, 1, 1)
-    buffers = []
-
-    def alloc(nbytes):
-        buffers.append(drv.mem_alloc(max(int(nbytes), 8)))
-        return buffers[-1]
-
-    def upload(array):
-        buffers.append(drv.to_device(array))
-        return buffers[-1]
-
-    def squares(d_src, ld, lo, hi):  # sums_of_squares of the columns, rows lo..hi-1
-        d_out = alloc(8 * p)
-        fns["sums_of_squares"].prepared_call(
-            (p, 1, 1), threads, d_src, np.int64(ld), upload(lo.astype(np.int32)),
-            upload(hi.astype(np.int32)), d_out)
-        out = np.empty(p)
-        drv.memcpy_dtoh(out, d_out)
-        return out
-
+    dev = DeviceWork(drv, _cuda_adjacency._kernels(_gpu.context().handle))
     try:
         free, _ = drv.mem_get_info()
         if device_bytes(p, MAX_BASIS, 0) + (64 << 20) > free:
             return None
         cols = np.arange(p)
-        d_v = alloc(8 * p * p)  # V: the factor's upper triangle, p x p, ld p
-        d_divisor = np.intp(0) if divisor is None else upload(
+        d_v = dev.alloc(8 * p * p)  # V: the factor's upper triangle, p x p, ld p
+        d_divisor = np.intp(0) if divisor is None else dev.upload(
             np.ascontiguousarray(divisor, dtype=np.float64))
-        fns["upper_columns"].prepared_call((p, 1, 1), threads, d_a, np.int64(lda), np.int32(p),
-                                           np.intp(0), d_divisor, d_v)
-        sq_norm = squares(d_v, p, np.zeros(p), cols + 1)
-        diag2 = squares(d_v, p, cols, cols + 1)
+        dev.launch("upper_columns", p, d_a, np.int64(lda), np.int32(p), np.intp(0), d_divisor,
+                   d_v)
+        sq_norm = dev.squares(d_v, p, np.zeros(p), cols + 1)
+        diag2 = dev.squares(d_v, p, cols, cols + 1)
         with np.errstate(invalid="ignore"):
             joins = basis_guess(diag2, sq_norm, first)
         basis = np.flatnonzero(joins).astype(np.int32)
@@ -158,53 +138,116 @@ def rows_on_device(drv, cusolver, handle, d_a, lda, p, first, divisor=None):
         if m == 0 or m > MAX_BASIS or not np.isfinite(sq_norm).all():
             return None
         # the basis's columns, their QR, and C = Q^T V in place of V
-        d_w = alloc(8 * p * m)
-        fns["upper_columns"].prepared_call((m, 1, 1), threads, d_v, np.int64(p), np.int32(p),
-                                           upload(basis), np.intp(0), d_w)
-        d_tau, d_info = alloc(8 * m), alloc(8)
-        lwork = max(cusolver.dgeqrf_bufferSize(handle, p, m, int(d_w), p),
-                    cusolver.dormqr_bufferSize(handle, CUBLAS_SIDE_LEFT, CUBLAS_OP_T, p, p, m,
-                                               int(d_w), p, int(d_tau), int(d_v), p))
-        d_work = alloc(8 * lwork)
-        _gpu.in_order(drv, cusolver.dgeqrf, handle, p, m, int(d_w), p, int(d_tau), int(d_work),
-                      lwork, int(d_info))
-        _gpu.in_order(drv, cusolver.dormqr, handle, CUBLAS_SIDE_LEFT, CUBLAS_OP_T, p, p, m,
-                      int(d_w), p, int(d_tau), int(d_v), p, int(d_work), lwork, int(d_info))
-        info = np.zeros(1, dtype=np.int32)
-        drv.memcpy_dtoh(info, d_info)
-        if info[0] != 0:
+        d_w = dev.alloc(8 * p * m)
+        dev.launch("upper_columns", m, d_v, np.int64(p), np.int32(p), dev.upload(basis),
+                   np.intp(0), d_w)
+        if not dev.qr_applied(cusolver, handle, d_w, p, m, d_v, p):
             return None
-        # step 3: the residual of each variable on the basis vectors before it
-        before = (np.cumsum(joins) - joins).astype(np.int32)
-        res2 = squares(d_v, p, before, np.full(p, p))
-        with np.errstate(invalid="ignore"):
-            checked = _joins(res2, sq_norm)
-        if not np.array_equal(checked[first:], joins[first:]):
+        d_coef = dev.checked_rows(d_v, p, p, first, joins, sq_norm)
+        if d_coef is None:
             return None
-        width = (before + joins).astype(np.int32)
-        shared = shared_bytes(int(before[first:].max()))
-        kernel = fns["min_norm_rows"]
-        if shared > DEFAULT_SHARED:
-            try:
-                kernel.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
-            except (AttributeError, drv.Error):  # (an older PyCUDA or device: the host's rows)
-                return None
-        d_coef = alloc(8 * (p - first) * p)
-        d_status = upload(np.zeros(p - first, dtype=np.int32))
-        kernel.prepared_call((p - first, 1, 1), threads, d_v, np.int32(p), np.int32(first),
-                             upload(before), upload(width), d_coef, d_status, shared_size=shared)
         coef = np.empty((p - first, p))
-        status = np.empty(p - first, dtype=np.int32)
         drv.memcpy_dtoh(coef, d_coef)
-        drv.memcpy_dtoh(status, d_status)
-        if status.any() or not np.isfinite(coef).all():
-            return None
-        return coef
+        return coef if np.isfinite(coef).all() else None
     except (drv.Error, MemoryError, RuntimeError):
         # (an allocation or a cuSOLVER call that failed: the QR in d_a stands,
         # and the caller downloads R; a fault that broke the context raises
         # again there, for _gpu.guarded)
         return None
     finally:
+        dev.free()
+
+
+class DeviceWork:
+    """The route's device buffers (freed together by :meth:`free`) and its steps.
+
+    Shared with :mod:`._cuda_low_rank`, which reaches the same coordinates
+    from the data's columns instead of ``R``.
+    """
+
+    def __init__(self, drv, fns):
+        from . import _cuda_adjacency
+
+        self.drv, self.fns, self.buffers = drv, fns, []
+        self.threads = (_cuda_adjacency.THREADS, 1, 1)
+
+    def alloc(self, nbytes):
+        self.buffers.append(self.drv.mem_alloc(max(int(nbytes), 8)))
+        return self.buffers[-1]
+
+    def upload(self, array):
+        self.buffers.append(self.drv.to_device(array))
+        return self.buffers[-1]
+
+    def launch(self, kernel, blocks, *args, **kw):
+        self.fns[kernel].prepared_call((blocks, 1, 1), self.threads, *args, **kw)
+
+    def squares(self, d_src, ld, lo, hi):
+        """``sums_of_squares`` of the columns of ``d_src`` (ld ``ld``), rows ``lo..hi-1``, on the host."""
+        p = len(lo)
+        d_out = self.alloc(8 * p)
+        self.launch("sums_of_squares", p, d_src, np.int64(ld), self.upload(lo.astype(np.int32)),
+                    self.upload(hi.astype(np.int32)), d_out)
+        out = np.empty(p)
+        self.drv.memcpy_dtoh(out, d_out)
+        return out
+
+    def qr_applied(self, cusolver, handle, d_w, rows, m, d_c, cols):
+        """``Q^T C`` in place of ``C`` (``rows x cols``), ``Q`` from the QR of ``W`` (``rows x m``).
+
+        Both column-major with ``rows`` rows; ``W`` is factorised in place
+        (cuSOLVER ``dgeqrf``, then ``dormqr``). False where cuSOLVER reports
+        an error.
+        """
+        d_tau, d_info = self.alloc(8 * m), self.alloc(8)
+        lwork = max(cusolver.dgeqrf_bufferSize(handle, rows, m, int(d_w), rows),
+                    cusolver.dormqr_bufferSize(handle, CUBLAS_SIDE_LEFT, CUBLAS_OP_T, rows, cols,
+                                               m, int(d_w), rows, int(d_tau), int(d_c), rows))
+        d_work = self.alloc(8 * lwork)
+        _gpu.in_order(self.drv, cusolver.dgeqrf, handle, rows, m, int(d_w), rows, int(d_tau),
+                      int(d_work), lwork, int(d_info))
+        _gpu.in_order(self.drv, cusolver.dormqr, handle, CUBLAS_SIDE_LEFT, CUBLAS_OP_T, rows,
+                      cols, m, int(d_w), rows, int(d_tau), int(d_c), rows, int(d_work), lwork,
+                      int(d_info))
+        info = np.zeros(1, dtype=np.int32)
+        self.drv.memcpy_dtoh(info, d_info)
+        return info[0] == 0
+
+    def checked_rows(self, d_c, ldc, length, first, joins, sq_norm):
+        """Steps 3 and 4 of the module on the coordinates ``C`` in ``d_c``: the rows on the device.
+
+        ``C``: ``length`` rows (ld ``ldc``), one column per variable in
+        causal order, ``Q^T`` of the data's columns for ``Q`` from the QR of
+        the basis's (``joins``) columns; ``sq_norm``: the columns' squared
+        norms. Returns the device array of the rows of the variables from
+        ``first`` on (``p - first`` rows of ``p``, C order), or None where
+        the basis fails its check (from ``first`` on) or a pivot fails.
+        """
+        drv, p = self.drv, len(joins)
+        before = (np.cumsum(joins) - joins).astype(np.int32)
+        res2 = self.squares(d_c, ldc, before, np.full(p, length))
+        with np.errstate(invalid="ignore"):
+            checked = _joins(res2, sq_norm)
+        if not np.array_equal(checked[first:], joins[first:]):
+            return None
+        width = (before + joins).astype(np.int32)
+        shared = shared_bytes(int(before[first:].max()))
+        if shared > DEFAULT_SHARED:
+            try:
+                self.fns["min_norm_rows"].set_attribute(
+                    drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+            except (AttributeError, drv.Error):  # (an older PyCUDA or device: the host's rows)
+                return None
+        d_coef = self.alloc(8 * (p - first) * p)
+        d_status = self.upload(np.zeros(p - first, dtype=np.int32))
+        self.launch("min_norm_rows", p - first, d_c, np.int64(ldc), np.int32(p), np.int32(first),
+                    self.upload(before), self.upload(width), d_coef, d_status,
+                    shared_size=shared)
+        status = np.empty(p - first, dtype=np.int32)
+        drv.memcpy_dtoh(status, d_status)
+        return None if status.any() else d_coef
+
+    def free(self):
+        buffers, self.buffers = self.buffers, []
         for buf in buffers:
             buf.free()

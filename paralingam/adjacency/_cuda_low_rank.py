@@ -1,0 +1,155 @@
+"""Least squares of data of small rank wholly on the GPU, from the CUDA search's copy of the data.
+
+After a CUDA search that found variables explained by earlier ones, the
+host's route (:mod:`._least_squares`) makes the scatter matrix, the
+covariance in causal order and its leading Cholesky factor, then the data's
+QR on the GPU (:mod:`._cuda_qr`) and the minimum-norm rows
+(:mod:`._cuda_min_norm`), and places and scales the rows back: at p=1000 a
+dozen passes over p x p arrays on one host core, and a QR of all ``p``
+columns whose rank is a small part of them. Where the search's hint leaves
+a basis of at most ``MAX_BASIS`` variables, ``fit``'s least squares run
+here instead, and only the finished matrix comes back
+(docs/design/adjacency.rst, "Data of small rank on the device"):
+
+1. The *basis* is the variables the search did not find explained, in
+   causal order. Their columns of the search's copy, centred and over
+   ``sqrt(n)`` (``gather_centred``, as :mod:`._cuda_qr` reads them), are
+   factorised by cuSOLVER's ``dgeqrf``: ``n x m`` for ``m`` of them, where
+   the host's route factorises all ``p``.
+2. All ``p`` columns, gathered the same way, are turned by that ``Q^T``
+   (``dormqr``): the first ``m`` entries of a column are its coordinates on
+   the basis vectors, the rest its residual on all of them; these are the
+   coordinates :mod:`._cuda_min_norm` reaches from ``R``.
+3. The basis is checked as there, for every variable: each must join
+   exactly when its residual on the basis vectors before it keeps more than
+   ``SINGULAR_TOL`` of its squared norm, the test of the host's Gram-Schmidt
+   (:func:`._min_norm._joins`). A hint that fails it declines.
+4. One block per variable solves its minimum-norm row (``min_norm_rows``;
+   the rows before the first explained variable are then least squares on
+   independent predecessors, which the host's route takes from the
+   covariance's Cholesky factor).
+5. ``placed_scaled`` puts each row in the data's order and scales it back
+   (``ldexp`` by the columns' exponents, as :func:`._common._scaled_back`).
+
+The rows agree with the host route's to rounding (as the minimum-norm rows
+on the GPU do with the host's). The route declines (None: the caller runs
+the host's route, which reports any failure) where :func:`suits` does not
+hold, where the device lacks the memory, where the check of step 3 or a
+pivot fails, where a coefficient is not finite before or after the
+scaling (the host's route then raises its error naming the columns), or
+where an allocation, a launch or a cuSOLVER call fails.
+"""
+
+import numpy as np
+
+from .. import _gpu
+from . import _cuda_min_norm
+
+# Whether fit's least squares after a CUDA search run here where they can
+# (False: the host's route, for A/B runs and tests).
+ENABLED = True
+
+# Device memory kept free beside the route's arrays and cuSOLVER's workspace.
+SLACK_BYTES = 64 << 20
+
+
+def suits(n, p, m):
+    """Whether ``n`` samples of ``p`` variables with a basis of ``m`` can take this route.
+
+    As the minimum-norm rows on the GPU: at least ``MIN_FEATURES`` variables
+    and a basis of at most ``MAX_BASIS`` (the block's shared memory); fewer
+    basis vectors than samples; sizes that cuSOLVER's 32-bit API holds.
+    """
+    from ._cuda_qr import INT32_MAX
+
+    return (ENABLED and p >= _cuda_min_norm.MIN_FEATURES and 0 < m <= _cuda_min_norm.MAX_BASIS
+            and m < n and n * p <= INT32_MAX)
+
+
+def device_bytes(n, p, m):
+    """Device memory of the route, less cuSOLVER's workspace: the columns, the basis's, the rows
+    and the placed matrix."""
+    return 8 * (n * p + n * m + 2 * p * p) + 64 * p
+
+
+@_gpu.exclusive
+def ols_of_copy(device_copy, order, explained, exponents):
+    """``fit``'s least-squares adjacency matrix, computed on the device from the search's copy.
+
+    Parameters
+    ----------
+    device_copy : paralingam.search._cuda.DeviceCopy
+        The data the search uploaded, rescaled by ``exponents`` (exactly
+        the host's rescaled columns).
+    order : ndarray of int, shape (p,)
+        The causal order.
+    explained : collection of int
+        The variables the search found explained by earlier ones (its hint).
+    exponents : ndarray of int, shape (p,)
+        The columns' rescaling (:func:`._common._scaled_back`'s).
+
+    Returns
+    -------
+    B : ndarray, shape (p, p) or None
+        On the data's scale and in its order, as :func:`._least_squares._ols_adjacency`
+        followed by :func:`._common._scaled_back` gives it (to rounding); None
+        where the route declines (the module's list).
+    """
+    from . import _cuda_qr
+
+    order = np.asarray(order, dtype=np.int32)
+    p, n = len(order), device_copy.n
+    joins = ~np.isin(order, np.fromiter(explained, dtype=np.int64))
+    first = int(np.argmin(joins)) if not joins.all() else p
+    if not (0 < first < p and suits(n, p, int(joins.sum()))
+            and _cuda_qr.copy_holds(device_copy, (n, p))):
+        return None
+    cusolver = _cuda_qr._cusolver()
+    if cusolver is None or not hasattr(cusolver, "dormqr"):
+        return None
+    drv = _cuda_qr._driver()
+    _gpu.context()
+    try:
+        return _gpu.guarded(_ols, drv, cusolver, _cuda_qr._handle(cusolver), device_copy, order,
+                            joins, first, exponents)
+    except (drv.Error, MemoryError, RuntimeError):
+        # (an allocation or a cuSOLVER call that failed: the host's route
+        # runs, and a fault that broke the context raises again there)
+        return None
+
+
+def _ols(drv, cusolver, handle, device_copy, order, joins, first, exponents):
+    """:func:`ols_of_copy` in the current context (errors: the caller's)."""
+    from . import _cuda_adjacency
+
+    n, p, m = device_copy.n, len(order), int(joins.sum())
+    if device_bytes(n, p, m) + SLACK_BYTES > drv.mem_get_info()[0]:
+        return None
+    dev = _cuda_min_norm.DeviceWork(drv, _cuda_adjacency._kernels(_gpu.context().handle))
+    try:
+        scale = np.float64(1.0 / np.sqrt(n))
+        d_a, d_w = dev.alloc(8 * n * p), dev.alloc(8 * n * m)
+        for d_out, cols in ((d_w, order[joins]), (d_a, order)):  # (the same bits per column)
+            dev.launch("gather_centred", len(cols), device_copy.ptr, np.int64(device_copy.ld),
+                       np.int32(n), dev.upload(np.ascontiguousarray(cols)), d_out, scale)
+        if not dev.qr_applied(cusolver, handle, d_w, n, m, d_a, p):
+            return None
+        sq_norm = dev.squares(d_a, n, np.zeros(p), np.full(p, n))
+        if not np.isfinite(sq_norm).all():
+            return None
+        d_coef = dev.checked_rows(d_a, n, n, 0, joins, sq_norm)  # (every variable's row)
+        if d_coef is None:
+            return None
+        d_out = dev.alloc(8 * p * p)
+        d_status = dev.upload(np.zeros(1, dtype=np.int32))
+        dev.launch("placed_scaled", p, d_coef, np.int32(p), np.int32(0), dev.upload(order),
+                   dev.upload(np.ascontiguousarray(exponents, dtype=np.int32)), d_out, d_status)
+        status = np.empty(1, dtype=np.int32)
+        drv.memcpy_dtoh(status, d_status)
+        if status[0]:
+            return None
+        B = np.empty((p, p))
+        drv.memcpy_dtoh(B, d_out)
+        return B
+    finally:
+        dev.free()

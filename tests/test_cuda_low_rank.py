@@ -1,0 +1,275 @@
+"""Least squares of data of small rank wholly on the GPU (``paralingam/adjacency/_cuda_low_rank.py``).
+
+The CPU tests drive the route on numpy stand-ins of its kernels and of
+cuSOLVER (CI has no GPU) and compare its matrix with the host's route on the
+same rescaled data; the GPU tests compare ``fit`` with the route and without
+it, and the placing kernel's bits with the host's scaling.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import paralingam
+from paralingam import _preparation
+from paralingam.adjacency import _cuda_low_rank, _cuda_min_norm, _least_squares
+from paralingam.adjacency._common import _scaled_back
+
+from test_cuda_min_norm import fake_route  # noqa: F401
+from test_cuda_qr import FakeCopy, fake_gpu, needs_cupy  # noqa: F401
+from test_rank_deficient import rank_deficient
+
+
+def hinted_case(p, n, explained, seed, spread=0):
+    """Rank-deficient data with the CPU search's order and explained variables.
+
+    Returns ``(X, order, explained, exponents, Xs)``: ``Xs`` the columns
+    rescaled by ``2**-exponents`` (the search's copy), ``spread``: columns
+    multiplied by powers of ten up to ``10**spread`` first.
+    """
+    X = rank_deficient(p, n, explained, seed)
+    if spread:
+        X = X * 10.0 ** np.random.default_rng(seed).integers(-spread, spread + 1, p)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        res = paralingam.fit(X, backend="cpu", on_collinear="ignore")
+    exponents = _preparation.column_exponents(X)
+    Xs = np.ldexp(X, -exponents)
+    return X, np.asarray(res.causal_order), list(res.stats["explained"]), exponents, Xs
+
+
+def host_matrix(Xs, order, exponents):
+    """The host route's least-squares matrix on the data's scale."""
+    return _scaled_back(_least_squares._ols_adjacency(Xs, order), exponents, None)
+
+
+@pytest.fixture
+def route(fake_route):
+    """The route on the stand-ins, for data of any number of variables."""
+    drv, cusolver, kernels = fake_route
+    return drv, cusolver, kernels
+
+
+def on_stand_ins(drv, Xs, order, explained, exponents):
+    copy = FakeCopy(drv.device, Xs, ld=Xs.shape[0] + 3)
+    del drv.device.allocated[copy.ptr]  # (the search's buffer, not the route's to free)
+    return _cuda_low_rank.ols_of_copy(copy, order, explained, exponents)
+
+
+@pytest.mark.parametrize("p, n, explained, seed, spread", [(40, 500, 30, 31, 0),
+                                                           (50, 400, 20, 32, 12)])
+def test_the_route_on_stand_ins_gives_the_host_routes_matrix(route, p, n, explained, seed,
+                                                             spread):
+    drv, cusolver, kernels = route
+    X, order, hint, exponents, Xs = hinted_case(p, n, explained, seed, spread)
+    assert len(hint) == explained
+    B = on_stand_ins(drv, Xs, order, hint, exponents)
+    assert B is not None, "the route declined"
+    host = host_matrix(Xs, order, exponents)
+    assert not np.array_equal(exponents, np.zeros(p)) and np.abs(host).max() > 0
+    unscaled = [np.ldexp(A, exponents[None, :] - exponents[:, None]) for A in (B, host)]
+    np.testing.assert_allclose(unscaled[0], unscaled[1], rtol=0,
+                               atol=1e-9 * np.abs(unscaled[1]).max())
+    position = np.empty(p, dtype=int)
+    position[order] = np.arange(p)
+    assert not B[position[:, None] <= position[None, :]].any()  # nothing on or after a target
+    m = p - explained
+    assert cusolver.calls[0] == (n, m, n)  # the basis's QR: n x m, not n x p
+    assert ("dormqr", n, p, m) in cusolver.calls
+    assert sorted(drv.device.freed) == sorted(drv.device.allocated)
+
+
+def test_every_cusolver_call_of_the_route_is_fenced_by_synchronisations(route):
+    drv, cusolver, kernels = route
+    X, order, hint, exponents, Xs = hinted_case(40, 500, 30, 33)
+    assert on_stand_ins(drv, Xs, order, hint, exponents) is not None
+    log = drv.device.log
+    calls = [i for i, entry in enumerate(log) if entry != "synchronize"]
+    assert [log[i] for i in calls] == ["dgeqrf", "dormqr"]
+    assert all(log[i - 1] == log[i + 1] == "synchronize" for i in calls)
+
+
+def test_the_route_declines_where_it_cannot_hold(route, monkeypatch):
+    drv, cusolver, kernels = route
+    X, order, hint, exponents, Xs = hinted_case(40, 500, 30, 34)
+    position = {v: k for k, v in enumerate(order)}
+    first = min(position[v] for v in hint)
+    cases = {
+        # a hint that misses an explained variable: the check of its residual fails
+        "a hint short of one": (hint[1:], None),
+        # a hint that calls an independent variable explained
+        "a hint with one more": (hint + [int(order[first - 1])] if first > 1 else None, None),
+        "the root explained": ([int(order[0])] + hint, None),
+        "no explained variable": ([], None),
+        "a basis over the limit": (hint, ("MAX_BASIS", 5)),
+        "too few variables": (hint, ("MIN_FEATURES", 41)),
+        "switched off": (hint, ("ENABLED", False)),
+        "too little memory": (hint, ("SLACK_BYTES", 1 << 50)),
+    }
+    for what, (given, setting) in cases.items():
+        if given is None:
+            continue
+        with monkeypatch.context() as m:
+            if setting is not None:
+                module = _cuda_low_rank if hasattr(_cuda_low_rank, setting[0]) else _cuda_min_norm
+                m.setattr(module, *setting)
+            assert on_stand_ins(drv, Xs, order, given, exponents) is None, what
+    assert sorted(drv.device.freed) == sorted(drv.device.allocated)
+
+
+def test_a_coefficient_past_float64_after_the_scaling_declines(route):
+    # the host's route then raises its error naming the two columns
+    drv, cusolver, kernels = route
+    X, order, hint, exponents, Xs = hinted_case(40, 500, 30, 35)
+    wide = exponents.copy()
+    wide[order[-1]] += 2000  # (a column 2**2000 times larger than its data)
+    assert on_stand_ins(drv, Xs, order, hint, wide) is None
+    with pytest.raises(ValueError, match="exceeds float64"):
+        host_matrix(Xs, order, wide)
+
+
+def test_a_failed_pivot_or_cusolver_call_declines_and_frees_the_buffers(route, monkeypatch):
+    drv, cusolver, kernels = route
+    X, order, hint, exponents, Xs = hinted_case(40, 500, 30, 36)
+    failing = kernels.min_norm_rows
+
+    def fail(grid, block, C, ldc, p, first, before, width, coef, status, shared_size=0):
+        failing(grid, block, C, ldc, p, first, before, width, coef, status, shared_size)
+        drv.device.memory[int(status) - drv.device.BASE] = 1
+
+    with monkeypatch.context() as m:
+        m.setattr(kernels, "min_norm_rows", fail)
+        assert on_stand_ins(drv, Xs, order, hint, exponents) is None
+
+    def raises(*args):
+        raise RuntimeError("cuSOLVER failed")  # (the stand-in driver's drv.Error)
+
+    with monkeypatch.context() as m:
+        m.setattr(cusolver, "dormqr", raises)
+        assert on_stand_ins(drv, Xs, order, hint, exponents) is None
+    assert sorted(drv.device.freed) == sorted(drv.device.allocated)
+
+
+# --- on the GPU ------------------------------------------------------------------------------------
+
+def fits_with_and_without(monkeypatch, X, **kw):
+    """``fit(X)`` with the route and without it; the route's results (not None) per call."""
+    given = []
+    route = _cuda_low_rank.ols_of_copy
+
+    def spy(*args):
+        given.append(route(*args))
+        return given[-1]
+
+    monkeypatch.setattr(_cuda_low_rank, "ols_of_copy", spy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        warnings.simplefilter("error", RuntimeWarning)
+        device = paralingam.fit(X, backend="cuda", on_collinear="ignore", **kw)
+        monkeypatch.setattr(_cuda_low_rank, "ENABLED", False)
+        host = paralingam.fit(X, backend="cuda", on_collinear="ignore", **kw)
+    return device, host, [g is not None for g in given]
+
+
+@pytest.mark.gpu
+@needs_cupy
+@pytest.mark.parametrize("p, n, explained, seed, spread, dtype", [
+    (400, 4096, 340, 8, 0, np.float64), (300, 2048, 250, 41, 0, np.float64),
+    (1000, 8192, 924, 42, 0, np.float64), (300, 4096, 240, 43, 30, np.float64),
+    (260, 3000, 200, 44, 0, np.float32)])
+def test_fit_takes_the_route_and_equals_the_host_route(monkeypatch, p, n, explained, seed, spread,
+                                                       dtype):
+    X = rank_deficient(p, n, explained, seed)
+    if spread:
+        X = X * 10.0 ** np.random.default_rng(seed).integers(-spread, spread + 1, p)
+    X = X.astype(dtype)
+    device, host, taken = fits_with_and_without(monkeypatch, X)
+    assert taken == [True]
+    assert device.causal_order == host.causal_order
+    B, B_host = device.adjacency_matrix, host.adjacency_matrix
+    # row by row: the columns' scales differ by up to 10**60 in the spread case
+    scale = np.abs(B_host).max(axis=1, keepdims=True) + np.finfo(float).tiny
+    np.testing.assert_allclose(B / scale, B_host / scale, rtol=0, atol=1e-9)
+    position = np.empty(p, dtype=int)
+    position[device.causal_order] = np.arange(p)
+    assert not B[position[:, None] <= position[None, :]].any()
+
+
+@pytest.mark.gpu
+@needs_cupy
+def test_a_basis_over_the_limit_or_prior_knowledge_keep_the_host_route(monkeypatch):
+    X = rank_deficient(300, 4096, 150, 45)  # basis 150
+    device, host, taken = fits_with_and_without(monkeypatch, X)
+    assert taken == [False]
+    np.testing.assert_array_equal(device.adjacency_matrix, host.adjacency_matrix)
+    X = rank_deficient(300, 4096, 250, 46)
+    monkeypatch.setattr(_cuda_low_rank, "ENABLED", True)
+    called = []
+    monkeypatch.setattr(_cuda_low_rank, "ols_of_copy", lambda *a: called.append(1))
+    pk = -np.ones((300, 300))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        paralingam.fit(X, backend="cuda", on_collinear="ignore", prior_knowledge=pk)
+        paralingam.DirectLiNGAM(backend="cuda").fit(X)
+    assert not called
+
+
+@pytest.mark.gpu
+@needs_cupy
+def test_a_hint_the_data_contradict_declines_on_the_gpu():
+    from paralingam.search import _cuda
+
+    X = rank_deficient(300, 4096, 250, 47)
+    exponents = _preparation.column_exponents(X)
+    Xs = np.ldexp(X, -exponents)
+    kw = dict(threshold=True, gamma0=1e-4, c=2.0, dtype="float32", collinear_tol=1e-10,
+              explained_tol=1e-10, drift_tol=1e-8, keep_copy=True)
+    order, explained, per_it, _ = _cuda.search(Xs, times={}, **kw)
+    copy = per_it["device_copy"]
+    explained = list(explained)
+    assert len(explained) == 250
+    B = _cuda_low_rank.ols_of_copy(copy, order, explained, exponents)
+    host = host_matrix(Xs, np.asarray(order), exponents)
+    np.testing.assert_allclose(B, host, rtol=0, atol=1e-9 * np.abs(host).max())
+    assert _cuda_low_rank.ols_of_copy(copy, order, explained[1:], exponents) is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("low, high", [(-40, 40), (-1070, 1000)])
+def test_the_placing_kernel_scales_back_with_the_hosts_bits(low, high):
+    import pycuda.driver as drv
+
+    from paralingam import _gpu
+    from paralingam.adjacency import _cuda_adjacency
+    from paralingam.adjacency._common import _placed
+
+    rng = np.random.default_rng(48)
+    p = 300
+    order = rng.permutation(p).astype(np.int32)
+    coef = np.tril(rng.standard_normal((p, p)) * 10.0 ** rng.integers(-5, 5, (p, p)), -1)
+    coef[5, :3] = [5e-324, -2.5e-308, 3.0]  # (subnormals, and rounding into them below)
+    exponents = rng.integers(low, high, p).astype(np.int32)
+    exponents[order[5]] = -60
+    _gpu.context()
+    dev = _cuda_min_norm.DeviceWork(drv, _cuda_adjacency._kernels(_gpu.context().handle))
+    try:
+        d_coef, d_out = dev.upload(coef), dev.alloc(8 * p * p)
+        d_status = dev.upload(np.zeros(1, dtype=np.int32))
+        dev.launch("placed_scaled", p, d_coef, np.int32(p), np.int32(0), dev.upload(order),
+                   dev.upload(exponents), d_out, d_status)
+        out, status = np.empty((p, p)), np.empty(1, dtype=np.int32)
+        drv.memcpy_dtoh(out, d_out)
+        drv.memcpy_dtoh(status, d_status)
+    finally:
+        dev.free()
+    with np.errstate(over="ignore"):
+        expected = np.ldexp(_placed(coef, order, p),
+                            exponents[:, None] - exponents[None, :])
+    finite = np.isfinite(expected).all()
+    assert finite == (high < 100)  # (the narrow exponents: no overflow)
+    assert bool(status[0]) == (not finite)
+    both = np.isfinite(expected)
+    assert np.array_equal(out[both].view(np.int64), expected[both].view(np.int64))
+    if finite:
+        np.testing.assert_array_equal(out, _scaled_back(_placed(coef, order, p), exponents, None))
