@@ -198,7 +198,7 @@ def test_fit_takes_the_route_and_equals_the_host_route(monkeypatch, p, n, explai
 
 @pytest.mark.gpu
 @needs_cupy
-def test_a_basis_over_the_limit_or_prior_knowledge_keep_the_host_route(monkeypatch):
+def test_a_basis_over_the_limit_prior_knowledge_or_the_lasso_keep_the_host_route(monkeypatch):
     X = rank_deficient(300, 4096, 150, 45)  # basis 150
     device, host, taken = fits_with_and_without(monkeypatch, X)
     assert taken == [False, False]
@@ -206,13 +206,18 @@ def test_a_basis_over_the_limit_or_prior_knowledge_keep_the_host_route(monkeypat
     X = rank_deficient(300, 4096, 250, 46)
     monkeypatch.setattr(_cuda_low_rank, "ENABLED", True)
     called = []
-    monkeypatch.setattr(_cuda_low_rank, "ols_of_copy", lambda *a: called.append(1))
+    route = _cuda_low_rank.ols_of_copy
+    monkeypatch.setattr(_cuda_low_rank, "ols_of_copy",
+                        lambda *args: called.append(1) or route(*args))
     pk = -np.ones((300, 300))
+    pk[0, 1] = 0  # (prior knowledge that removes a predictor: the host's route applies it)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
-        paralingam.fit(X, backend="cuda", on_collinear="ignore", prior_knowledge=pk)
-        paralingam.DirectLiNGAM(backend="cuda").fit(X)
-    assert not called
+        paralingam.DirectLiNGAM(backend="cuda", adjacency="ols", prior_knowledge=pk).fit(X)
+        paralingam.DirectLiNGAM(backend="cuda").fit(X)  # (the adaptive lasso)
+        assert not called
+        paralingam.DirectLiNGAM(backend="cuda", adjacency="ols").fit(X)
+    assert called == [1]
 
 
 @pytest.mark.gpu
