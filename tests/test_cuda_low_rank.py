@@ -188,9 +188,13 @@ def test_fit_takes_the_route_and_equals_the_host_route(monkeypatch, p, n, explai
     assert taken == [True, False]  # (switched off, the route declines at once)
     assert device.causal_order == host.causal_order
     B, B_host = device.adjacency_matrix, host.adjacency_matrix
-    # row by row: the columns' scales differ by up to 10**60 in the spread case
-    scale = np.abs(B_host).max(axis=1, keepdims=True) + np.finfo(float).tiny
-    np.testing.assert_allclose(B / scale, B_host / scale, rtol=0, atol=1e-9)
+    # on the rescaled columns' scale, where both routes compute (in the
+    # spread case a coefficient at rounding level there is multiplied by up
+    # to 2**200 on the data's scale)
+    e = _preparation.column_exponents(X.astype(np.float64))
+    unscaled = [np.ldexp(A, e[None, :] - e[:, None]) for A in (B, B_host)]
+    np.testing.assert_allclose(unscaled[0], unscaled[1], rtol=0,
+                               atol=1e-9 * np.abs(unscaled[1]).max())
     position = np.empty(p, dtype=int)
     position[device.causal_order] = np.arange(p)
     assert not B[position[:, None] <= position[None, :]].any()
