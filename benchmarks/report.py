@@ -260,6 +260,12 @@ def pipeline(out):
     note = prov.get("commit_note")
     (out / "pipeline.rst").write_text(text + "\n" + source + (f"\n*Note:* {note}\n" if note else ""))
 
+    name = "bench_pipeline_h200.json"  # (the small cases on an H200, where no H100 was lent)
+    d = _load(name)
+    note = d["provenance"].get("commit_note")
+    (out / "pipeline_h200.rst").write_text(_pipeline_rows(d) + "\n" + _source(name, d)
+                                           + (f"\n*Note:* {note}\n" if note else ""))
+
     name = "bench_pipeline_vm_2cores.json"
     d = _load(name)
     text = _pipeline_rows(d) + "".join(_pipeline_notes(r) for r in d["rows"])
@@ -890,12 +896,30 @@ def gpu_qr_ahead(out):
     (out / "gpu_qr_ahead.rst").write_text(text + "\n" + "\n".join(sources))
 
 
+def gpu_low_rank(out):
+    """Least squares of data of small rank wholly on the GPU: its A/B on the H200."""
+    name, section = "probe_small_phases_h200.json", "ab_low_rank_4f0892a"
+    ab = _load(name)[section]
+    rows = []
+    for c in ab["cases"]:
+        a, b = c["phases_ms_A"], c["phases_ms_B"]
+        rows.append([c["case"], f"{a['search']:.1f} ms", f"{b['adjacency']:.2f} ms",
+                     f"{a['adjacency']:.2f} ms", f"{b['adjacency'] / a['adjacency']:.2f}x",
+                     f"{100 * a['adjacency'] / a['search']:.0f}%",
+                     "yes" if c["same_order"] else "**no**"])
+    text = _table(["case", "search", "adjacency, the host's route",
+                   "adjacency, wholly on the GPU", "speed-up", "adjacency / search (GPU route)",
+                   "same order"], rows)
+    (out / "gpu_low_rank.rst").write_text(text + "\n" + _source(name, ab, section))
+
+
 def goals(out):
-    """Where #21's goals stand, computed from the two bench_pipeline.py result files."""
+    """Where #21's goals stand, computed from the bench_pipeline.py result files."""
     gpu = _load("bench_pipeline_h100.json")
     vm = _load("bench_pipeline_vm_2cores.json")
+    h200 = _load("bench_pipeline_h200.json")  # (the small cases, re-run where no H100 was lent)
     rows = [["every phase other than the search at most 25% of it", _share_cell(vm),
-             _share_cell(gpu)]]
+             _share_cell(gpu), _share_cell(h200)]]
 
     tall, small = _case(gpu, "tall", "cuda"), _case(vm, "tall_small", "cpu")
     rows.append(["tall data (p=600, n=500,000): the fit at most 6 s on the H100", "-",
@@ -944,7 +968,7 @@ def goals(out):
                         ", ".join(f"{v:.2f}x ({case})" for case, v in cells))
 
     rows.append(["rank-deficient data: DirectLiNGAM().fit at most 1.5x paralingam.fit",
-                 ratios(vm, "cpu"), ratios(gpu, "cuda")])
+                 ratios(vm, "cpu"), ratios(gpu, "cuda"), ratios(h200, "cuda")])
     sachs_vm, sachs_gpu = _case(vm, "sachs_p_values", "cpu"), _case(gpu, "sachs_p_values", "cuda")
     rows.append(["p-values of the Sachs data (n=7466): at most 15 s on 2 cores, 1 s on the H100",
                  _verdict(None, sachs_vm["p_values"] <= 15.0, _ms(sachs_vm["p_values"])),
@@ -958,10 +982,13 @@ def goals(out):
                  _verdict(None, cold["cold_compile"] <= 10.0 and cold["cached_compile"] <= 0.5,
                           f"compile {_ms(cold['cold_compile'])}, cache loaded in "
                           f"{_ms(cold['cached_compile'])}")])
-    text = _table(["goal", "2-core VM, CPU backend", "H100, CUDA backend"], rows)
+    rows = [row + ["-"] * (4 - len(row)) for row in rows]  # (the H200 ran the small cases only)
+    text = _table(["goal", "2-core VM, CPU backend", "H100, CUDA backend",
+                   f"H200, CUDA backend (small cases, {h200['provenance']['commit']})"], rows)
     (out / "goals.rst").write_text(
-        text + "\n*Sources:* ``benchmarks/results/bench_pipeline_vm_2cores.json`` and "
-        "``benchmarks/results/bench_pipeline_h100.json`` (the commit of each row is in the "
+        text + "\n*Sources:* ``benchmarks/results/bench_pipeline_vm_2cores.json``, "
+        "``benchmarks/results/bench_pipeline_h100.json`` and "
+        "``benchmarks/results/bench_pipeline_h200.json`` (the commit of each row is in the "
         "tables below). The equality of orders, matrices and p-values with lingam and with "
         "the results before each change is checked by the tests, not here.\n")
 
@@ -1008,6 +1035,7 @@ def render(out):
     pivot_noise(out)
     threaded_blas(out)
     min_norm_gpu(out)
+    gpu_low_rank(out)
     small_fits(out)
     gpu_qr_ahead(out)
     goals(out)
