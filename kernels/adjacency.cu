@@ -744,23 +744,23 @@ extern "C" __global__ void __launch_bounds__(TPB) min_norm_rows(
 }
 
 // Row order[k] of the p x p row-major array `out`, in the data's order, for
-// every position k of the causal order (one block each): row k - first of
-// `coef` (ld p; zero for k < first) placed at the columns order[j] and
+// every position k of the causal order (one block each): row k of `coef`
+// (p x p, row-major, in causal order) placed at the columns order[j] and
 // scaled back to the data's scale, ldexp(b, e[order[k]] - e[order[j]]) as the
 // host's _scaled_back (exact, or correctly rounded into the subnormals); the
 // entries j >= k are zero. A coefficient that is not finite, before or after
 // the scaling, sets status[0] = 1 (the host then computes the step).
 extern "C" __global__ void __launch_bounds__(TPB) placed_scaled(
-    const double *__restrict__ coef, int p, int first, const int *__restrict__ order,
+    const double *__restrict__ coef, int p, const int *__restrict__ order,
     const int *__restrict__ exponents, double *__restrict__ out, int *__restrict__ status)
 {
     const int k = blockIdx.x, i = order[k];
-    const double *c = k >= first ? coef + (long long)(k - first) * p : nullptr;
+    const double *c = coef + (long long)k * p;
     double *o = out + (long long)i * p;
     bool bad = false;
     for (int j = threadIdx.x; j < p; j += TPB) {
         const int col = order[j];
-        const double b = (c != nullptr && j < k) ? c[j] : 0.0;
+        const double b = j < k ? c[j] : 0.0;
         const double w = ldexp(b, exponents[i] - exponents[col]);
         bad |= !isfinite(b) || !isfinite(w);
         o[col] = w;

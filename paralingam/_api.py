@@ -513,7 +513,7 @@ def _start_qr_ahead(search_data, found, settings):  # pragma: no cover - needs a
     (``adjacency._cuda_qr.start_factor_of_copy``). Returns whether it
     started; the caller drops it where the step did not take it.
     """
-    if settings.backend == "cpu" or found.device_copy is None or not found.explained:
+    if _copy_of_dependent_data(found, settings) is None:
         return False
     from .adjacency import _cuda_qr
 
@@ -531,12 +531,20 @@ def _least_squares_on_device(found, settings, exponents):  # pragma: no cover - 
     (``adjacency._cuda_low_rank.ols_of_copy``); else None, and the step
     runs on the host's route.
     """
-    if settings.backend == "cpu" or found.device_copy is None or not found.explained:
+    copy = _copy_of_dependent_data(found, settings)
+    if copy is None:
         return None
     from .adjacency import _cuda_low_rank
 
-    return _cuda_low_rank.ols_of_copy(found.device_copy, found.order, found.explained,
-                                      exponents)
+    return _cuda_low_rank.ols_of_copy(copy, found.order, found.explained, exponents)
+
+
+def _copy_of_dependent_data(found, settings):
+    """The CUDA search's copy of the data (:func:`_keeps_copy`) where it found explained
+    variables, whose rows the adjacency step then computes from it; else None."""
+    if settings.backend == "cpu" or not found.explained:
+        return None
+    return found.device_copy
 
 
 def _first_explained(found):

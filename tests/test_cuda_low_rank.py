@@ -44,13 +44,6 @@ def host_matrix(Xs, order, exponents):
     return _scaled_back(_least_squares._ols_adjacency(Xs, order), exponents, None)
 
 
-@pytest.fixture
-def route(fake_route):
-    """The route on the stand-ins, for data of any number of variables."""
-    drv, cusolver, kernels = fake_route
-    return drv, cusolver, kernels
-
-
 def on_stand_ins(drv, Xs, order, explained, exponents):
     copy = FakeCopy(drv.device, Xs, ld=Xs.shape[0] + 3)
     del drv.device.allocated[copy.ptr]  # (the search's buffer, not the route's to free)
@@ -59,9 +52,9 @@ def on_stand_ins(drv, Xs, order, explained, exponents):
 
 @pytest.mark.parametrize("p, n, explained, seed, spread", [(40, 500, 30, 31, 0),
                                                            (50, 400, 20, 32, 12)])
-def test_the_route_on_stand_ins_gives_the_host_routes_matrix(route, p, n, explained, seed,
+def test_the_route_on_stand_ins_gives_the_host_routes_matrix(fake_route, p, n, explained, seed,
                                                              spread):
-    drv, cusolver, kernels = route
+    drv, cusolver, kernels = fake_route
     X, order, hint, exponents, Xs = hinted_case(p, n, explained, seed, spread)
     assert len(hint) == explained
     B = on_stand_ins(drv, Xs, order, hint, exponents)
@@ -80,8 +73,8 @@ def test_the_route_on_stand_ins_gives_the_host_routes_matrix(route, p, n, explai
     assert sorted(drv.device.freed) == sorted(drv.device.allocated)
 
 
-def test_every_cusolver_call_of_the_route_is_fenced_by_synchronisations(route):
-    drv, cusolver, kernels = route
+def test_every_cusolver_call_of_the_route_is_fenced_by_synchronisations(fake_route):
+    drv, cusolver, kernels = fake_route
     X, order, hint, exponents, Xs = hinted_case(40, 500, 30, 33)
     assert on_stand_ins(drv, Xs, order, hint, exponents) is not None
     log = drv.device.log
@@ -90,8 +83,8 @@ def test_every_cusolver_call_of_the_route_is_fenced_by_synchronisations(route):
     assert all(log[i - 1] == log[i + 1] == "synchronize" for i in calls)
 
 
-def test_the_route_declines_where_it_cannot_hold(route, monkeypatch):
-    drv, cusolver, kernels = route
+def test_the_route_declines_where_it_cannot_hold(fake_route, monkeypatch):
+    drv, cusolver, kernels = fake_route
     X, order, hint, exponents, Xs = hinted_case(40, 500, 30, 34)
     position = {v: k for k, v in enumerate(order)}
     first = min(position[v] for v in hint)
@@ -118,9 +111,9 @@ def test_the_route_declines_where_it_cannot_hold(route, monkeypatch):
     assert sorted(drv.device.freed) == sorted(drv.device.allocated)
 
 
-def test_a_coefficient_past_float64_after_the_scaling_declines(route):
+def test_a_coefficient_past_float64_after_the_scaling_declines(fake_route):
     # the host's route then raises its error naming the two columns
-    drv, cusolver, kernels = route
+    drv, cusolver, kernels = fake_route
     X, order, hint, exponents, Xs = hinted_case(40, 500, 30, 35)
     wide = exponents.copy()
     wide[order[-1]] += 2000  # (a column 2**2000 times larger than its data)
@@ -129,8 +122,8 @@ def test_a_coefficient_past_float64_after_the_scaling_declines(route):
         host_matrix(Xs, order, wide)
 
 
-def test_a_failed_pivot_or_cusolver_call_declines_and_frees_the_buffers(route, monkeypatch):
-    drv, cusolver, kernels = route
+def test_a_failed_pivot_or_cusolver_call_declines_and_frees_the_buffers(fake_route, monkeypatch):
+    drv, cusolver, kernels = fake_route
     X, order, hint, exponents, Xs = hinted_case(40, 500, 30, 36)
     failing = kernels.min_norm_rows
 
@@ -249,8 +242,6 @@ def test_a_hint_the_data_contradict_declines_on_the_gpu():
 def test_the_placing_kernel_scales_back_with_the_hosts_bits(low, high):
     import pycuda.driver as drv
 
-    from paralingam import _gpu
-    from paralingam.adjacency import _cuda_adjacency
     from paralingam.adjacency._common import _placed
 
     rng = np.random.default_rng(48)
@@ -260,12 +251,11 @@ def test_the_placing_kernel_scales_back_with_the_hosts_bits(low, high):
     coef[5, :3] = [5e-324, -2.5e-308, 3.0]  # (subnormals, and rounding into them below)
     exponents = rng.integers(low, high, p).astype(np.int32)
     exponents[order[5]] = -60
-    _gpu.context()
-    dev = _cuda_min_norm.DeviceWork(drv, _cuda_adjacency._kernels(_gpu.context().handle))
+    dev = _cuda_min_norm.DeviceWork(drv)
     try:
         d_coef, d_out = dev.upload(coef), dev.alloc(8 * p * p)
         d_status = dev.upload(np.zeros(1, dtype=np.int32))
-        dev.launch("placed_scaled", p, d_coef, np.int32(p), np.int32(0), dev.upload(order),
+        dev.launch("placed_scaled", p, d_coef, np.int32(p), dev.upload(order),
                    dev.upload(exponents), d_out, d_status)
         out, status = np.empty((p, p)), np.empty(1, dtype=np.int32)
         drv.memcpy_dtoh(out, d_out)

@@ -123,13 +123,11 @@ class FakeKernels:
             y = np.linalg.solve(L.T, np.linalg.solve(L, c[:m, k]))
             row[:k] = Ck.T @ y
 
-    def placed_scaled(self, grid, block, coef, p, first, order, exponents, out, status):
-        p, first = int(p), int(first)
-        rows = self.device.doubles(int(coef), (p - first) * p).reshape((p - first, p))
+    def placed_scaled(self, grid, block, coef, p, order, exponents, out, status):
+        p = int(p)
+        B = np.tril(self.device.doubles(int(coef), p * p).reshape((p, p)), -1)
         order = _ints(self.device, order, p)
         e = _ints(self.device, exponents, p)
-        B = np.zeros((p, p))
-        B[first:] = np.tril(rows, -first - 1) if first else np.tril(rows, -1)
         with np.errstate(over="ignore"):
             placed = np.zeros((p, p))
             placed[np.ix_(order, order)] = B

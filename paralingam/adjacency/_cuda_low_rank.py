@@ -120,12 +120,10 @@ def ols_of_copy(device_copy, order, explained, exponents):
 
 def _ols(drv, cusolver, handle, device_copy, order, joins, first, exponents):
     """:func:`ols_of_copy` in the current context (errors: the caller's)."""
-    from . import _cuda_adjacency
-
     n, p, m = device_copy.n, len(order), int(joins.sum())
     if device_bytes(n, p, m) + SLACK_BYTES > drv.mem_get_info()[0]:
         return None
-    dev = _cuda_min_norm.DeviceWork(drv, _cuda_adjacency._kernels(_gpu.context().handle))
+    dev = _cuda_min_norm.DeviceWork(drv)
     try:
         scale = np.float64(1.0 / np.sqrt(n))
         d_a, d_w = dev.alloc(8 * n * p), dev.alloc(8 * n * m)
@@ -142,7 +140,7 @@ def _ols(drv, cusolver, handle, device_copy, order, joins, first, exponents):
             return None
         d_out = dev.alloc(8 * p * p)
         d_status = dev.upload(np.zeros(1, dtype=np.int32))
-        dev.launch("placed_scaled", p, d_coef, np.int32(p), np.int32(0), dev.upload(order),
+        dev.launch("placed_scaled", p, d_coef, np.int32(p), dev.upload(order),
                    dev.upload(np.ascontiguousarray(exponents, dtype=np.int32)), d_out, d_status)
         status = np.empty(1, dtype=np.int32)
         drv.memcpy_dtoh(status, d_status)

@@ -112,13 +112,11 @@ def rows_on_device(drv, cusolver, handle, d_a, lda, p, first, divisor=None):
         As :func:`._min_norm._min_norm_rows` returns them (to rounding);
         None where the route declines (the module's list).
     """
-    from . import _cuda_adjacency
-
     if first >= p:
         return np.empty((0, p))
     if p < MIN_FEATURES or not hasattr(cusolver, "dormqr"):
         return None
-    dev = DeviceWork(drv, _cuda_adjacency._kernels(_gpu.context().handle))
+    dev = DeviceWork(drv)
     try:
         free, _ = drv.mem_get_info()
         if device_bytes(p, MAX_BASIS, 0) + (64 << 20) > free:
@@ -159,16 +157,17 @@ def rows_on_device(drv, cusolver, handle, d_a, lda, p, first, divisor=None):
 
 
 class DeviceWork:
-    """The route's device buffers (freed together by :meth:`free`) and its steps.
+    """The route's device buffers (freed together by :meth:`free`) and its steps, in the current context.
 
     Shared with :mod:`._cuda_low_rank`, which reaches the same coordinates
     from the data's columns instead of ``R``.
     """
 
-    def __init__(self, drv, fns):
+    def __init__(self, drv):
         from . import _cuda_adjacency
 
-        self.drv, self.fns, self.buffers = drv, fns, []
+        self.drv, self.buffers = drv, []
+        self.fns = _cuda_adjacency._kernels(_gpu.context().handle)
         self.threads = (_cuda_adjacency.THREADS, 1, 1)
 
     def alloc(self, nbytes):
