@@ -20,7 +20,8 @@ data's QR that the adjacency step of rank-deficient data runs on the GPU):
 what that step cannot go below on this route. ``--ab MODULE:NAME=VALUE ...``
 sets those module constants on every other fit of an extra ``--repeats``
 rounds (alternated in this process, after the runs above) and reports the
-phases of both. Writes JSON.
+phases of both. ``--estimator`` does all of this for ``DirectLiNGAM().fit``
+(the adaptive lasso) instead of ``paralingam.fit``. Writes JSON.
 """
 
 import cProfile
@@ -30,6 +31,7 @@ import pstats
 import resource
 import statistics
 import time
+import types
 import warnings
 
 import _common  # (benchmarks/ is on sys.path when run as a script)
@@ -43,6 +45,26 @@ def fit(X, backend):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return paralingam.fit(X, backend=backend, on_collinear="ignore")
+
+
+def estimator_fit(X, backend):
+    """``DirectLiNGAM(backend=backend).fit(X)`` (the adaptive lasso), as a result with
+    ``causal_order`` and ``stats`` like :func:`fit`'s."""
+    from paralingam.lingam.estimator import DirectLiNGAM
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = DirectLiNGAM(backend=backend).fit(X)
+    return types.SimpleNamespace(causal_order=model.causal_order_, stats=model.fit_stats_)
+
+
+def phases_of(fitter, X, backend, repeats):
+    """Median ``stats["time"]`` phases (s) of ``repeats`` fits by ``fitter``."""
+    phases = {}
+    for _ in range(repeats):
+        for key, value in fitter(X, backend).stats["time"].items():
+            phases.setdefault(key, []).append(value)
+    return {k: statistics.median(v) for k, v in phases.items()}
 
 
 def top(stats, key, fits, count):
@@ -129,19 +151,18 @@ def qr_floor(n, p, repeats=5):
     return statistics.median(times[1:])
 
 
-def run_case(name, backend, repeats, profiled, count, data_dir, timer_names=()):
+def run_case(name, backend, repeats, profiled, count, data_dir, timer_names=(), fitter=fit):
     (p, n), _, _, _ = bench_pipeline.CASES[name]
     X = bench_pipeline.make_data(name, p, n, data_dir)
-    fit(X, backend)  # warm-up: compile, workspaces (outside the timers)
-    with Timers(timer_names) as timers, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    fitter(X, backend)  # warm-up: compile, workspaces (outside the timers)
+    with Timers(timer_names) as timers:
         f0 = minor_faults()
-        _, phases, _ = bench_pipeline.fit_phases(X, backend, repeats, warm_up=False)
+        phases = phases_of(fitter, X, backend, repeats)
         faults = (minor_faults() - f0) / repeats
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(profiled):
-        fit(X, backend)
+        fitter(X, backend)
     profiler.disable()
     stats = pstats.Stats(profiler) if profiled else None
     return {"case": name, "p": p, "n": n,
@@ -162,7 +183,7 @@ def parse_setting(text):
     return (module, *_common.module_setting(module, option, "--ab"))
 
 
-def ab_case(name, backend, repeats, data_dir, settings):
+def ab_case(name, backend, repeats, data_dir, settings, fitter=fit):
     """Median phases (ms) of fits with the defaults (A) and with ``settings`` (B), alternated."""
     (p, n), _, _, _ = bench_pipeline.CASES[name]
     X = bench_pipeline.make_data(name, p, n, data_dir)
@@ -174,7 +195,7 @@ def ab_case(name, backend, repeats, data_dir, settings):
             for variant, values in (("A", defaults), ("B", settings)):
                 for module, attr, value in values:
                     setattr(module, attr, value)
-                result = fit(X, backend)
+                result = fitter(X, backend)
                 orders.setdefault(variant, result.causal_order)
                 if result.causal_order != orders[variant]:
                     raise RuntimeError(f"{name}: the order changed between fits")
@@ -202,12 +223,15 @@ def main():
                     help="functions to clock over the --repeats fits")
     ap.add_argument("--ab", nargs="*", default=[], metavar="MODULE:NAME=VALUE",
                     help="module constants of variant B of an A/B alternated in this process")
+    ap.add_argument("--estimator", action="store_true",
+                    help="fit with DirectLiNGAM (the adaptive lasso) instead of paralingam.fit")
     args = ap.parse_args()
+    fitter = estimator_fit if args.estimator else fit
     settings = [parse_setting(text) for text in args.ab]
     rows = []
     for name in args.cases:
         row = run_case(name, args.backend, args.repeats, args.profiled, args.top, args.data_dir,
-                       args.timers)
+                       args.timers, fitter)
         if args.qr_floor and args.backend == "cuda":
             row["qr_floor_ms"] = 1e3 * qr_floor(row["n"], row["p"])
         rows.append(row)
@@ -227,13 +251,14 @@ def main():
                 print(f"{r[field]:9.3f} {r['calls_per_fit']:8.1f}  {r['function']}")
     ab = []
     for name in args.cases if settings else ():
-        row = ab_case(name, args.backend, args.repeats, args.data_dir, settings)
+        row = ab_case(name, args.backend, args.repeats, args.data_dir, settings, fitter)
         ab.append(row)
         print(f"\n== A/B {name}: B = {' '.join(args.ab)}; same order: {row['same_order']}")
         for key in row["phases_ms_A"]:
             a, b = row["phases_ms_A"][key], row["phases_ms_B"][key]
             print(f"  {key:>10}: A {a:9.3f} ms  B {b:9.3f} ms  ({b / a if a else float('nan'):.2f}x)")
-    _common.write_result(args, {"backend": args.backend, "repeats": args.repeats,
+    _common.write_result(args, {"backend": args.backend, "estimator": args.estimator,
+                                "repeats": args.repeats,
                                 "profiled": args.profiled, "cases": rows,
                                 **({"ab": {"b_settings": args.ab, "cases": ab}} if ab else {})})
 
