@@ -147,11 +147,10 @@ def test_ab_alternates_the_constants_and_restores_them_after_an_error(probe, mon
             raise RuntimeError("stop")
         return type("R", (), {"causal_order": [0, 1], "stats": {"time": {"search": 1.0}}})()
 
-    monkeypatch.setattr(probe, "fit", fake_fit)
     monkeypatch.setattr(probe.bench_pipeline, "make_data", lambda *args, **kw: None)
     setting = probe.parse_setting("paralingam.adjacency._common:BLOCK_ROWS=7")
     with pytest.raises(RuntimeError, match="stop"):
-        probe.ab_case("sachs_p_values", "cpu", 3, "", [setting])
+        probe.ab_case("sachs_p_values", "cpu", 3, "", [setting], fake_fit)
     assert seen == [256, 7, 256, 7, 256]  # A, B, A, B, ...
     assert adjacency_common.BLOCK_ROWS == 256
     with pytest.raises(SystemExit, match="--ab: paralingam.adjacency._common has no setting "
