@@ -166,9 +166,11 @@ extensions = [
     # The rank-one Cholesky update of the minimum-norm least squares
     # (paralingam.adjacency, rank-deficient data).
     Extension("paralingam.adjacency._linalg", ["paralingam/adjacency/_linalg.pyx"], extra_compile_args=["-O3"]),
-    # The covariance in causal order and the edges back in the data's order.
+    # The covariance in causal order and the edges back in the data's order,
+    # rows on OpenMP threads; no contraction, so that every entry is numpy's.
     Extension("paralingam.adjacency._permute", ["paralingam/adjacency/_permute.pyx"],
-              extra_compile_args=["-O3"]),
+              extra_compile_args=["-O3", "-fopenmp", "-ffp-contract=off"],
+              extra_link_args=["-fopenmp"]),
     # Host scheduler of the CUDA backend, and its profiling hooks
     # (paralingam._testing), which cimport its launch (_scheduler.pxd).
     scheduler_extension("_scheduler"),

@@ -21,7 +21,7 @@ from ._validation import (MAX_THREADS, _as_data_matrix, _by_rows, check_bool, ch
                           check_dtype, check_int, check_positive, default_threads,
                           user_stacklevel)
 from .adjacency import _estimate_adjacency
-from .adjacency._common import BLOCK_ROWS, _scaled_back
+from .adjacency._common import _scaled_back, _scaled_products
 from .search import _backends
 from .search._tuning import Tuning, check_tuning
 from .search.policy import COLLINEAR_TOL, EXPLAINED_TOL, LinearDependenceError, noise_and_std
@@ -479,14 +479,7 @@ def _scatter_matrix(search_data, found):
     """
     if found.correlation is None:
         return None
-    sd = found.column_std
-    scatter = np.multiply(found.correlation, search_data.shape[0])
-    with np.errstate(over="ignore"):
-        # n C, then each block of rows times its part of outer(sd, sd): the
-        # bits of n * C * np.outer(sd, sd), without its two p x p temporaries
-        for r0 in range(0, len(sd), BLOCK_ROWS):
-            scatter[r0:r0 + BLOCK_ROWS] *= np.outer(sd[r0:r0 + BLOCK_ROWS], sd)
-    return scatter
+    return _scaled_products(found.correlation, search_data.shape[0], found.column_std)
 
 
 def _keeps_copy(search_data):  # pragma: no cover - needs a GPU

@@ -544,25 +544,38 @@ def test_compiled_engine_follows_sklearn_where_the_path_drops_a_predictor(seed, 
 
 
 @pytest.mark.parametrize("p", [1, 7, 300, 513])
-def test_the_adaptive_lassos_gram_by_blocks_of_rows_has_the_bits_of_the_whole_division(p):
-    # the adaptive lasso's Gram matrix, in causal order, without the p x p
-    # outer product: the same bits as scatter / outer(std, std), reordered
-    from paralingam.adjacency._adaptive_lasso import _gram
+@pytest.mark.parametrize("threads", [1, 3])
+def test_the_adaptive_lassos_gram_in_causal_order_has_the_bits_of_numpys_division(p, threads,
+                                                                                  monkeypatch):
+    # the scatter matrix in causal order and its Gram matrix in one pass,
+    # without the p x p outer product: the same bits as numpy's indexing and
+    # scatter / outer(std, std), on any number of threads, for scales from
+    # the subnormals' edge to float64's top (products that overflow: 0 or inf)
+    from paralingam.adjacency import _common
 
+    monkeypatch.setattr(_common, "default_threads", lambda: threads)
     rng = np.random.default_rng(p)
     X = rng.standard_normal((p + 50, p)) * 10.0 ** rng.uniform(-3, 3, p)
     scatter = X.T @ X
     std = np.sqrt(np.diag(scatter) / len(X))
+    std[::5] *= 2.0 ** rng.integers(-540, 540, std[::5].size)
     order = rng.permutation(p)
-    want = (scatter / np.outer(std, std))[np.ix_(order, order)]
-    got = _gram(np.ascontiguousarray(scatter[np.ix_(order, order)]), std[order])
+    with np.errstate(over="ignore", under="ignore"):
+        want = (scatter / np.outer(std, std))[np.ix_(order, order)]
+    scatter_ord, got = _common._permuted_gram(scatter, order, std)
     assert got.tobytes() == np.ascontiguousarray(want).tobytes()
+    assert scatter_ord.tobytes() == np.ascontiguousarray(scatter[np.ix_(order, order)]).tobytes()
+    with pytest.raises(ValueError, match=f"std has {p + 1} entries for a {p} x {p} matrix"):
+        _common._permuted_gram(scatter, order, np.ones(p + 1))
 
 
 @pytest.mark.parametrize("p,k", [(1, 1), (7, 7), (300, 300), (300, 120), (1000, 1000)])
-def test_permuted_and_placed_are_numpys_indexing_of_both_axes(p, k):
+@pytest.mark.parametrize("threads", [1, 4])
+def test_permuted_and_placed_are_numpys_indexing_of_both_axes(p, k, threads, monkeypatch):
+    from paralingam.adjacency import _common
     from paralingam.adjacency._common import _permuted, _placed
 
+    monkeypatch.setattr(_common, "default_threads", lambda: threads)
     rng = np.random.default_rng(p + k)
     M = rng.standard_normal((p, p))
     order = rng.permutation(p)[:k]
@@ -573,6 +586,12 @@ def test_permuted_and_placed_are_numpys_indexing_of_both_axes(p, k):
     B = np.zeros((p, p))
     B[np.ix_(order, order)] = A
     assert np.array_equal(_placed(A, order, p), B)
+    # a repeated index keeps its last entry, as numpy's assignment (on any threads)
+    repeated = np.concatenate([order, order[:1]])
+    A = rng.standard_normal((k + 1, k + 1))
+    B = np.zeros((p, p))
+    B[np.ix_(repeated, repeated)] = A
+    assert np.array_equal(_placed(A, repeated, p), B)
 
 
 def test_permuted_and_placed_refuse_indices_out_of_range():
@@ -591,12 +610,18 @@ def test_permuted_and_placed_refuse_indices_out_of_range():
 
 
 @pytest.mark.parametrize("p", [1, 255, 257, 700])
-def test_scaled_back_and_the_scatter_matrix_keep_the_bits_of_their_whole_array_forms(p):
-    """By blocks of rows (without p x p temporaries), the same bits as the one-expression forms."""
+@pytest.mark.parametrize("threads", [1, 3])
+def test_scaled_back_and_the_scatter_matrix_keep_the_bits_of_their_whole_array_forms(p, threads,
+                                                                                     monkeypatch):
+    """Compiled passes on threads (without p x p temporaries), the same bits as numpy's
+    one-expression forms."""
     from types import SimpleNamespace
 
     from paralingam._api import _scatter_matrix
+    from paralingam.adjacency import _common
     from paralingam.adjacency._common import _scaled_back
+
+    monkeypatch.setattr(_common, "default_threads", lambda: threads)
 
     rng = np.random.default_rng(p)
     B = rng.standard_normal((p, p))

@@ -175,7 +175,8 @@ def test_min_norm_weights_are_minimum_norm_least_squares(n, outliers, segmented)
     coef, rss, solved = _least_squares._ols_on_predecessors(gram)
     assert not solved.all()
     # (segmented: the data's QR in row segments, as after a CUDA search)
-    coef2, rss2, filled = _adaptive_lasso._min_norm_weights(X, order, std, gram, coef, rss, solved,
+    coef2, rss2, filled = _adaptive_lasso._min_norm_weights(X, order, std, gram, coef.copy(),
+                                                            rss.copy(), solved,
                                                             segmented=segmented)
     assert filled.all()
     np.testing.assert_array_equal(coef2[solved], coef[solved])

@@ -16,8 +16,8 @@ import numpy as np
 from .. import _blas, _memory
 from .._progress import Progress
 from .._validation import check_positive, default_threads, user_stacklevel
-from ._common import (ADJACENCY_BACKENDS, BLOCK_ROWS, SINGULAR_TOL, AdjacencyWarning,
-                      _checked_inputs, _permuted, _placed, _scaled_back, _scatter)
+from ._common import (ADJACENCY_BACKENDS, SINGULAR_TOL, AdjacencyWarning, _checked_inputs,
+                      _permuted_gram, _placed, _scaled_back, _scatter)
 from ._least_squares import (_data_vectors, _hinted_factor, _least_squares_factor, _on_gpu,
                              _pivot_holds, qr_in_segments)
 from ._min_norm import _min_norm_rows
@@ -170,11 +170,11 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
     # (a subset of them under prior knowledge), rows of the Gram matrix the
     # compiled engine reads as plain vectors. The Gram matrix in the data's
     # order is made only for the targets the sklearn engine takes (below).
-    scatter_ord = _permuted(scatter, order)
-    gram_ord = _gram(scatter_ord, std[order])
+    scatter_ord, gram_ord = _permuted_gram(scatter, order, std)
     targets, predictor_sets = [], []
+    positions = np.arange(p)  # (each target's predictors: a view of it)
     for k in range(1, p):
-        predictors = np.arange(k)
+        predictors = positions[:k]
         if allowed is not None:
             predictors = predictors[allowed[order[k], order[:k]]]
         if len(predictors) == 0:
@@ -222,12 +222,13 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
                 on_gpu=backend == "cuda", device_copy=device_copy)
             given = full & filled[targets_arr]
         on_cpu = np.ones(len(targets), dtype=bool)
-        B_ord = np.zeros((p, p))
+        # each route's rows are zero outside its own targets: their sum is both
+        B_ord = None
         if on_gpu and given.any():
             B_gpu, done = _adaptive_lasso_rows_cuda(gram_ord, scatter_ord, targets_arr, given,
                                                     ols_coef, ols_rss, n, gamma, n_threads,
                                                     _ahead(bar, 0))
-            B_ord += B_gpu
+            B_ord = B_gpu
             on_cpu &= ~done
         if on_cpu.any():
             rows = np.flatnonzero(on_cpu)
@@ -241,7 +242,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
                 n_threads, ols_coef, ols_rss, given[rows].astype(np.uint8),
                 progress=_ahead(bar, len(targets) - len(rows)), flags=flags)
             _singular_refits(B_cpu, scatter_ord, targets_arr[rows][flags & SINGULAR_REFIT > 0])
-            B_ord += B_cpu
+            B_ord = B_cpu if B_ord is None else B_ord + B_cpu
             todo = rows[fallback]
             degenerate += [(k, int(order[k])) for k in targets_arr[rows][flags & WARNED > 0]]
         else:
@@ -249,7 +250,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
         B = _placed(B_ord, order, p)
 
     report = _ahead(bar, len(targets) - len(todo))
-    gram = _gram(scatter, std) if len(todo) else None
+    gram = _permuted_gram(scatter, np.arange(p), std)[1] if len(todo) else None
     for i, t in enumerate(todo):
         if report is not None:
             report(i)
@@ -272,19 +273,6 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
     if targets and bar.enabled:
         bar.update_to(bar.total)
     return B
-
-
-def _gram(scatter, std, rows=BLOCK_ROWS):
-    """``scatter / np.outer(std, std)`` (the same bits), by blocks of rows.
-
-    Without the p x p outer product: at p in the thousands each p x p
-    temporary is hundreds of MB, whose first touch alone costs a good part
-    of the step's preparation.
-    """
-    gram = np.empty_like(scatter)
-    for r0 in range(0, scatter.shape[0], rows):
-        np.divide(scatter[r0:r0 + rows], np.outer(std[r0:r0 + rows], std), out=gram[r0:r0 + rows])
-    return gram
 
 
 def _singular_refits(B, scatter, targets):
@@ -365,7 +353,8 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n
     gram : ndarray, shape (p, p)
         The standardised Gram matrix in causal order.
     coef, rss, solved : ndarray
-        :func:`_ols_on_predecessors` of ``gram``.
+        :func:`_ols_on_predecessors` of ``gram``; ``coef`` and ``rss`` are
+        filled in place (a copy of ``coef`` is p x p).
     segmented : bool
         The data's QR in row segments on threads (after a CUDA search:
         :func:`._least_squares._data_vectors`).
@@ -381,7 +370,7 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n
     Returns
     -------
     coef, rss : ndarray
-        Copies with the rows after the solved ones filled in.
+        ``coef`` and ``rss``, with the rows after the solved ones filled in.
     filled : ndarray of bool, shape (p,)
         Rows (positions in causal order) that hold.
     """
@@ -407,7 +396,6 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n
         first = min(first, V.shape[0])
         rows = _min_norm_rows(V, first)
     rows = rows[m - first:]
-    coef, rss = coef.copy(), rss.copy()
     coef[m:] = rows
     rss[m:] = np.diag(gram)[m:] - np.einsum("ij,ij->i", rows, gram[m:])
     filled[m:] = np.isfinite(rows).all(axis=1) & np.isfinite(rss[m:])

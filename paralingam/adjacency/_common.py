@@ -15,7 +15,8 @@ underflow) give the coefficients of the same data at ordinary scale.
 import numpy as np
 
 from .._preparation import column_exponents, column_sums, float_rows, scale_columns, scatter_rows
-from .._validation import MAX_THREADS, _list, _name, as_data_matrix, check_int, check_order
+from .._validation import (MAX_THREADS, _list, _name, as_data_matrix, check_int, check_order,
+                           default_threads)
 
 
 ADJACENCY_METHODS = ("adaptive_lasso", "ols")
@@ -123,6 +124,17 @@ def _column_exponents(X):
     return np.where(own >= shared - SHARED_SCALE_SPAN, shared, own)
 
 
+# Square matrices of at least this many entries are passed over on all the
+# step's threads (paralingam.adjacency._permute); smaller ones on one, where
+# starting the threads would cost more than the pass.
+THREADED_ENTRIES = 1 << 16
+
+
+def _pass_threads(p):
+    """OpenMP threads of a pass over a ``p x p`` matrix (:data:`THREADED_ENTRIES`)."""
+    return default_threads() if p * p >= THREADED_ENTRIES else 1
+
+
 def _permuted(M, order):
     """``M[np.ix_(order, order)]`` (the same values, C-ordered), several times faster.
 
@@ -132,7 +144,25 @@ def _permuted(M, order):
     from ._permute import permuted
 
     return permuted(np.ascontiguousarray(M, dtype=np.float64),
-                    np.ascontiguousarray(order, dtype=np.intp))
+                    np.ascontiguousarray(order, dtype=np.intp), _pass_threads(len(order)))
+
+
+def _permuted_gram(S, order, std):
+    """``(_permuted(S, order), S_ord / np.outer(std[order], std[order]))`` in one pass (the
+    same bits): the scatter matrix in causal order and its standardised Gram matrix."""
+    from ._permute import permuted_gram
+
+    return permuted_gram(np.ascontiguousarray(S, dtype=np.float64),
+                         np.ascontiguousarray(order, dtype=np.intp),
+                         np.ascontiguousarray(std, dtype=np.float64), _pass_threads(len(order)))
+
+
+def _scaled_products(C, n, sd):
+    """``n * C * np.outer(sd, sd)`` (the same bits; an entry past float64 is infinite)."""
+    from ._permute import scaled_products
+
+    return scaled_products(np.ascontiguousarray(C, dtype=np.float64), float(n),
+                           np.ascontiguousarray(sd, dtype=np.float64), _pass_threads(len(sd)))
 
 
 def _placed(A, order, p):
@@ -140,11 +170,15 @@ def _placed(A, order, p):
     from ._permute import placed
 
     return placed(np.ascontiguousarray(A, dtype=np.float64),
-                  np.ascontiguousarray(order, dtype=np.intp), p)
+                  np.ascontiguousarray(order, dtype=np.intp), p, _pass_threads(p))
 
 
 def _scaled_back(B, exponents, names):
     """Coefficients on rescaled columns (:func:`_checked_inputs`) on the data's scale.
+
+    Each entry ``B[i, j] * 2**(e_i - e_j)``, by ``ldexp`` (exact, or one
+    rounding into the subnormals), in one threaded pass
+    (:func:`paralingam.adjacency._permute.scaled_back`).
 
     Raises
     ------
@@ -152,18 +186,11 @@ def _scaled_back(B, exponents, names):
         When a coefficient exceeds float64 (columns whose scales are more
         than float64's range apart), naming the two columns.
     """
-    out = np.empty(B.shape)
-    with np.errstate(over="ignore"):
-        # by blocks of rows: the exponents' differences stay in the cache
-        # instead of a p x p array of them (the same bits). ldexp, not a
-        # product by 2**(e_i - e_j): with int32 exponents (frexp's) numpy runs
-        # it with AVX-512 where the CPU has it, faster than forming the
-        # factors (docs/design/adjacency.rst, "Scaling back")
-        for r0 in range(0, B.shape[0], BLOCK_ROWS):
-            r1 = r0 + BLOCK_ROWS
-            np.ldexp(B[r0:r1], exponents[r0:r1, None] - exponents[None, :], out=out[r0:r1])
-    B = out
-    if not np.isfinite(B).all():
+    from ._permute import scaled_back
+
+    B, finite = scaled_back(np.ascontiguousarray(B, dtype=np.float64),
+                            np.ascontiguousarray(exponents, dtype=np.intc), _pass_threads(len(B)))
+    if not finite:
         i, j = np.argwhere(~np.isfinite(B))[0]
         raise ValueError(
             f"the edge weight of {_name(names, j)} on {_name(names, i)} exceeds float64: their "
