@@ -11,6 +11,9 @@
 //   gather_centred              the data's columns in causal order, centred and
 //                               scaled, from the CUDA search's copy of the data
 //                               (the QR of the minimum-norm rows, _cuda_qr.py)
+//   upper_columns, divided_columns, sums_of_squares, min_norm_rows, placed_scaled
+//                               the minimum-norm rows of data of small rank
+//                               (_cuda_min_norm.py, _cuda_low_rank.py)
 //
 // lars_paths follows the CPU port (paralingam/adjacency/_lasso.pyx, itself scikit-learn's
 // _lars_path_solver for a precomputed Gram matrix, method="lasso",
@@ -636,6 +639,17 @@ extern "C" __global__ void __launch_bounds__(TPB) upper_columns(
     double *o = out + (long long)blockIdx.x * p;
     const double d = divisor ? divisor[src] : 1.0;  // (a division by 1 is exact)
     for (int i = threadIdx.x; i < p; i += TPB) o[i] = i <= src ? a[i] / d : 0.0;
+}
+
+// Column j of A (column-major, ld `lda`, its first n entries) divided by
+// divisor[j], in place: the adaptive lasso's standardised variables (the
+// host's V / std) from the centred columns. One block per column.
+extern "C" __global__ void __launch_bounds__(TPB) divided_columns(
+    double *__restrict__ A, long long lda, int n, const double *__restrict__ divisor)
+{
+    double *a = A + (long long)blockIdx.x * lda;
+    const double d = divisor[blockIdx.x];
+    for (int i = threadIdx.x; i < n; i += TPB) a[i] = a[i] / d;
 }
 
 // out[j] = sum of A[i, j]^2 over rows lo[j] <= i < hi[j] (A column-major, ld

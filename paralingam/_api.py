@@ -495,7 +495,7 @@ def _keeps_copy(search_data):  # pragma: no cover - needs a GPU
     return _cuda_qr.suits(*search_data.shape)
 
 
-def _start_qr_ahead(search_data, found, settings):  # pragma: no cover - needs a GPU
+def _start_qr_ahead(search_data, found, settings, method):  # pragma: no cover - needs a GPU
     """Start the data's QR on the GPU before the adjacency step's host work, where it needs it.
 
     After a CUDA search that found explained variables and kept its copy of
@@ -504,11 +504,17 @@ def _start_qr_ahead(search_data, found, settings):  # pragma: no cover - needs a
     cuSOLVER then factorises while the host makes the scatter matrix, the
     covariance in causal order and its leading factor
     (``adjacency._cuda_qr.start_factor_of_copy``). Returns whether it
-    started; the caller drops it where the step did not take it.
+    started; the caller drops it where the step did not take it. Not for
+    the adaptive lasso's weights where the QR of the basis alone gives them
+    (``adjacency._cuda_low_rank.weights_of_copy``).
     """
-    if _copy_of_dependent_data(found, settings) is None:
+    copy = _copy_of_dependent_data(found, settings)
+    if copy is None:
         return False
-    from .adjacency import _cuda_qr
+    from .adjacency import _cuda_low_rank, _cuda_qr
+
+    if method == "adaptive_lasso" and _cuda_low_rank.applies(copy, found.order, found.explained):
+        return False
 
     n, p = search_data.shape
     if n <= p or not _cuda_qr.copy_holds(found.device_copy, (n, p)):
@@ -568,7 +574,7 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
         if B is not None:
             times["adjacency"] = time.perf_counter() - t0
             return B
-    ahead = _start_qr_ahead(search_data, found, settings)
+    ahead = _start_qr_ahead(search_data, found, settings, method)
     try:
         scatter = _scatter_matrix(search_data, found)
         if (method != "ols" and scatter is None
@@ -587,7 +593,8 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
                                         scatter=scatter, progress=progress,
                                         dependent=bool(found.explained),
                                         first_explained=_first_explained(found),
-                                        device_copy=found.device_copy)
+                                        device_copy=found.device_copy,
+                                        explained=found.explained)
     finally:
         if ahead:  # (not taken: another route, or an error)
             from .adjacency import _cuda_qr

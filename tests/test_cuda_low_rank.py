@@ -14,6 +14,7 @@ import pytest
 import paralingam
 from paralingam import _preparation
 from paralingam.adjacency import _cuda_low_rank, _cuda_min_norm, _least_squares
+from paralingam.adjacency import AdjacencyWarning
 from paralingam.adjacency._common import _scaled_back
 
 from test_cuda_min_norm import fake_route  # noqa: F401
@@ -144,6 +145,73 @@ def test_a_failed_pivot_or_cusolver_call_declines_and_frees_the_buffers(fake_rou
     assert sorted(drv.device.freed) == sorted(drv.device.allocated)
 
 
+def standardised(Xs, order):
+    """The adaptive lasso's standardised variables in causal order (columns centred, over
+    sqrt(n), divided by their population std) and that std."""
+    n = Xs.shape[0]
+    Xc = Xs[:, order] - Xs[:, order].mean(axis=0)
+    std = np.sqrt(np.einsum("ij,ij->j", Xc, Xc) / n)
+    return Xc / np.sqrt(n) / std, std
+
+
+def weights_on_stand_ins(drv, Xs, order, explained, std, rows_from):
+    copy = FakeCopy(drv.device, Xs, ld=Xs.shape[0] + 5)
+    del drv.device.allocated[copy.ptr]  # (the search's buffer, not the route's to free)
+    out = np.full((len(order) - rows_from, len(order)), np.nan)
+    got = _cuda_low_rank.weights_of_copy(copy, order, explained, std, rows_from, out)
+    assert got is None or got is out
+    return got
+
+
+@pytest.mark.parametrize("p, n, explained, seed, spread", [(40, 500, 30, 37, 0),
+                                                           (50, 400, 20, 38, 8)])
+def test_the_lasso_weights_on_stand_ins_are_the_hosts_minimum_norm_rows(fake_route, p, n,
+                                                                        explained, seed, spread):
+    from paralingam.adjacency._min_norm import _min_norm_rows
+
+    drv, cusolver, kernels = fake_route
+    X, order, hint, exponents, Xs = hinted_case(p, n, explained, seed, spread)
+    V, std = standardised(Xs, order)
+    position = {v: k for k, v in enumerate(order)}
+    first = min(position[v] for v in hint)
+    # (the host's rows take the variables before their first as independent)
+    host_rows = _min_norm_rows(V, first)
+    for rows_from in (first, first + 1):
+        got = weights_on_stand_ins(drv, Xs, order, hint, std, rows_from)
+        assert got is not None, "the route declined"
+        host = host_rows[rows_from - first:]
+        assert np.abs(host).max() > 0
+        np.testing.assert_allclose(got, host, rtol=0, atol=1e-9 * np.abs(host).max())
+        # (not the rows of the columns before the division: those differ)
+        unscaled = _min_norm_rows(V * std, first)[rows_from - first:]
+        assert not np.allclose(got, unscaled, rtol=0, atol=1e-6 * np.abs(host).max())
+    m = p - explained
+    assert cusolver.calls[0] == (n, m, n)  # the basis's QR: n x m, not n x p
+    assert sorted(drv.device.freed) == sorted(drv.device.allocated)
+
+
+def test_the_lasso_weights_decline_where_the_hint_or_the_device_fail(fake_route, monkeypatch):
+    drv, cusolver, kernels = fake_route
+    X, order, hint, exponents, Xs = hinted_case(40, 500, 30, 39)
+    V, std = standardised(Xs, order)
+    position = {v: k for k, v in enumerate(order)}
+    first = min(position[v] for v in hint)
+    assert weights_on_stand_ins(drv, Xs, order, hint[1:], std, first) is None
+    assert weights_on_stand_ins(drv, Xs, order, [], std, first) is None
+    with monkeypatch.context() as m:
+        m.setattr(_cuda_low_rank, "ENABLED", False)
+        assert weights_on_stand_ins(drv, Xs, order, hint, std, first) is None
+    bad = std.copy()
+    bad[-1] = 0.0  # (a division by zero: not finite, the host's route)
+    assert weights_on_stand_ins(drv, Xs, order, hint, bad, first) is None
+    with pytest.raises(ValueError, match="out must be a C-ordered"):
+        _cuda_low_rank.weights_of_copy(FakeCopy(drv.device, Xs, ld=Xs.shape[0]), order, hint,
+                                       std, first, np.empty((3, 3)))
+    assert _cuda_low_rank.applies(FakeCopy(drv.device, Xs, ld=Xs.shape[0]), order, hint)
+    assert not _cuda_low_rank.applies(None, order, hint)
+    assert not _cuda_low_rank.applies(FakeCopy(drv.device, Xs, ld=Xs.shape[0]), order, [])
+
+
 # --- on the GPU ------------------------------------------------------------------------------------
 
 def fits_with_and_without(monkeypatch, X, **kw):
@@ -191,6 +259,46 @@ def test_fit_takes_the_route_and_equals_the_host_route(monkeypatch, p, n, explai
     position = np.empty(p, dtype=int)
     position[device.causal_order] = np.arange(p)
     assert not B[position[:, None] <= position[None, :]].any()
+
+
+@pytest.mark.gpu
+@needs_cupy
+@pytest.mark.parametrize("p, n, explained, seed, spread, dtype", [
+    (300, 2048, 250, 51, 0, np.float64), (400, 4096, 340, 52, 0, np.float64),
+    (300, 4096, 240, 53, 30, np.float64), (260, 3000, 200, 54, 0, np.float32)])
+def test_the_estimator_takes_the_lasso_weights_route_and_equals_the_whole_qrs(
+        monkeypatch, p, n, explained, seed, spread, dtype):
+    from paralingam.adjacency import _cuda_qr
+
+    from test_rank_deficient import explained_targets
+
+    X = rank_deficient(p, n, explained, seed)
+    if spread:
+        X = X * 10.0 ** np.random.default_rng(seed).integers(-spread, spread + 1, p)
+    X = X.astype(dtype)
+    given, started = [], []
+    route, ahead = _cuda_low_rank.weights_of_copy, _cuda_qr.start_factor_of_copy
+    monkeypatch.setattr(_cuda_low_rank, "weights_of_copy",
+                        lambda *args: given.append(route(*args)) or given[-1])
+    monkeypatch.setattr(_cuda_qr, "start_factor_of_copy",
+                        lambda *args: started.append(1) or ahead(*args))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        warnings.simplefilter("ignore", AdjacencyWarning)
+        warnings.simplefilter("error", RuntimeWarning)
+        device = paralingam.DirectLiNGAM(backend="cuda").fit(X)
+        assert not started  # (no whole QR ahead where the basis's gives the weights)
+        monkeypatch.setattr(_cuda_low_rank, "ENABLED", False)
+        host = paralingam.DirectLiNGAM(backend="cuda").fit(X)
+    assert started  # (switched off: the whole QR, started ahead)
+    assert [g is not None for g in given] == [True, False]
+    assert device.causal_order_ == host.causal_order_
+    # (an exactly explained target's path compares rounding-sized residuals)
+    exact = explained_targets(X.astype(np.float64), np.asarray(host.causal_order_))
+    assert (~exact).sum() >= p - explained
+    B, B_host = device.adjacency_matrix_[~exact], host.adjacency_matrix_[~exact]
+    assert np.abs(B_host).max() > 0
+    np.testing.assert_allclose(B, B_host, rtol=0, atol=1e-8 * max(np.abs(B_host).max(), 1.0))
 
 
 @pytest.mark.gpu

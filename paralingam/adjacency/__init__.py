@@ -135,7 +135,7 @@ def estimate_adjacency(
 
 def _estimate_adjacency(X, order, *, method, prior_knowledge=None, backend=None,
                         n_threads=None, scatter=None, progress=False, dependent=False,
-                        first_explained=None, device_copy=None):
+                        first_explained=None, device_copy=None, explained=()):
     """:func:`estimate_adjacency` on checked input (float64 ``X``, ``order`` a permutation).
 
     No ``coef_threshold``: the callers apply it on the data's own scale.
@@ -147,13 +147,16 @@ def _estimate_adjacency(X, order, *, method, prior_knowledge=None, backend=None,
     ``_least_squares._hinted_factor``).
     ``device_copy``: the CUDA search's copy of ``X`` on the device
     (``paralingam.search._cuda.DeviceCopy``), which the data's QR on the GPU
-    then reads instead of uploading ``X`` (:mod:`._cuda_qr`).
+    then reads instead of uploading ``X`` (:mod:`._cuda_qr`); ``explained``:
+    the variables that search found explained, whose complement the
+    adaptive lasso's weights then factorise alone
+    (:func:`._cuda_low_rank.weights_of_copy`).
     """
     if method == "adaptive_lasso":
         B = _adaptive_lasso_adjacency(X, order, prior_knowledge=prior_knowledge,
                                       n_threads=n_threads, backend=backend, scatter=scatter,
                                       progress=progress, first_explained=first_explained,
-                                      device_copy=device_copy)
+                                      device_copy=device_copy, explained=explained)
     elif method == "ols":
         B = _ols_adjacency(X, order, prior_knowledge=prior_knowledge, backend=backend,
                            scatter=scatter, n_threads=n_threads, dependent=dependent,

@@ -132,18 +132,20 @@ def check_samples_before_search(n_samples, n_features, prior_knowledge):
 
 def _adaptive_lasso_adjacency(X, order, *, prior_knowledge=None, gamma=1.0, n_threads=None,
                               engine="auto", backend=None, scatter=None, progress=False,
-                              first_explained=None, device_copy=None):
+                              first_explained=None, device_copy=None, explained=()):
     """:func:`adaptive_lasso_adjacency` on checked input (float64 ``X``, ``order``
     a permutation); ``progress``: a bar of the targets (:func:`estimate_adjacency`);
-    ``first_explained`` and ``device_copy``: the search's hint and the CUDA
-    search's copy of ``X`` (``_estimate_adjacency``'s)."""
+    ``first_explained``, ``device_copy`` and ``explained``: the search's hint,
+    the CUDA search's copy of ``X`` and its explained variables
+    (``_estimate_adjacency``'s)."""
     with Progress(max(X.shape[1] - 1, 0), progress, desc="adjacency", unit="target") as bar:
         return _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine,
-                                        backend, scatter, bar, first_explained, device_copy)
+                                        backend, scatter, bar, first_explained, device_copy,
+                                        explained)
 
 
 def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine, backend,
-                             scatter, bar, first_explained=None, device_copy=None):
+                             scatter, bar, first_explained=None, device_copy=None, explained=()):
     """The body of :func:`_adaptive_lasso_adjacency`, counting its targets on ``bar``."""
     if engine not in ("auto", "compiled", "sklearn"):
         raise ValueError(f"engine must be 'auto', 'compiled' or 'sklearn'; got {engine!r}")
@@ -219,7 +221,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
             ols_coef, ols_rss, filled = _min_norm_weights(
                 X, order, std, gram_ord, ols_coef, ols_rss, solved,
                 segmented=qr_in_segments(backend), n_threads=n_threads,
-                on_gpu=backend == "cuda", device_copy=device_copy)
+                on_gpu=backend == "cuda", device_copy=device_copy, explained=explained)
             given = full & filled[targets_arr]
         on_cpu = np.ones(len(targets), dtype=bool)
         # each route's rows are zero outside its own targets: their sum is both
@@ -332,7 +334,7 @@ def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, 
 
 
 def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n_threads=None,
-                      on_gpu=False, device_copy=None):
+                      on_gpu=False, device_copy=None, explained=()):
     """Least squares of every variable on all before it, past the Cholesky factor's rows.
 
     :func:`_ols_on_predecessors` solves the rows up to the first dependent
@@ -366,6 +368,11 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n
     device_copy : paralingam.search._cuda.DeviceCopy, optional
         The CUDA search's copy of ``X`` on the device, which that QR then
         reads (:func:`._least_squares._data_vectors`).
+    explained : collection of int
+        The variables the CUDA search found explained by earlier ones: with
+        ``on_gpu`` and ``device_copy``, the rows come from the QR of the
+        others' columns alone where it can run
+        (:func:`._cuda_low_rank.weights_of_copy`), else as above.
 
     Returns
     -------
@@ -386,20 +393,35 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n
     # streaming QR when n > p): _min_norm_rows works in the vectors' length
     # (a QR of its leading columns, projections on the basis), so fewer rows
     # cost less at any rank
-    first = max(m - 1, 0)
-    # the standardised variables' vectors (lstsq's scale): V / std, whose
-    # rows the GPU computes itself where it can (data of small rank)
-    V, rows = _data_vectors(X, order, segmented=segmented, n_threads=n_threads, on_gpu=on_gpu,
-                            device_copy=device_copy, rows_from=first, divisor=std[order])
-    if rows is None:
-        V /= std[order]
-        first = min(first, V.shape[0])
-        rows = _min_norm_rows(V, first)
-    rows = rows[m - first:]
-    coef[m:] = rows
+    if on_gpu and _low_rank_weights(device_copy, order, explained, std[order], m, coef[m:]):
+        rows = coef[m:]
+    else:
+        first = max(m - 1, 0)
+        # the standardised variables' vectors (lstsq's scale): V / std, whose
+        # rows the GPU computes itself where it can (data of small rank)
+        V, rows = _data_vectors(X, order, segmented=segmented, n_threads=n_threads,
+                                on_gpu=on_gpu, device_copy=device_copy, rows_from=first,
+                                divisor=std[order])
+        if rows is None:
+            V /= std[order]
+            first = min(first, V.shape[0])
+            rows = _min_norm_rows(V, first)
+        rows = rows[m - first:]
+        coef[m:] = rows
     rss[m:] = np.diag(gram)[m:] - np.einsum("ij,ij->i", rows, gram[m:])
     filled[m:] = np.isfinite(rows).all(axis=1) & np.isfinite(rss[m:])
     return coef, rss, filled
+
+
+def _low_rank_weights(device_copy, order, explained, divisor, m, out):
+    """Whether :func:`._cuda_low_rank.weights_of_copy` wrote the rows from ``m`` on into ``out``."""
+    if device_copy is None or not explained:
+        return False
+    from . import _cuda_low_rank
+
+    return _on_gpu(lambda: _cuda_low_rank.weights_of_copy(device_copy, order, explained, divisor,
+                                                          m, out),
+                   "the adaptive lasso's weights", "them") is not None
 
 
 def _compiled_lasso():

@@ -48,7 +48,7 @@ def _kernels(ctx_handle):
                       ("chol_trailing", "PiiP"), ("ols_rows", "PiPPPPP"),
                       ("gather_centred", "PqiPPd"), ("upper_columns", "PqiPPP"),
                       ("sums_of_squares", "PqPPP"), ("min_norm_rows", "PqiiPPPP"),
-                      ("placed_scaled", "PiPPPP")):
+                      ("placed_scaled", "PiPPPP"), ("divided_columns", "PqiP")):
         fns[name] = mod.get_function(name)
         fns[name].prepare(sig)
     return fns

@@ -72,6 +72,52 @@ def device_bytes(n, p, m):
     return 8 * (n * p + n * m + 2 * p * p) + 64 * p
 
 
+def _basis(device_copy, order, explained):
+    """``(joins, first)`` of the search's hint, or None where the route does not suit the data.
+
+    ``joins``: per position of the causal order, whether the variable is in
+    the basis (not explained); ``first``: the first explained position.
+    """
+    from . import _cuda_qr
+
+    order = np.asarray(order)
+    p, n = len(order), device_copy.n
+    joins = ~np.isin(order, np.fromiter(explained, dtype=np.int64))
+    first = int(np.argmin(joins)) if not joins.all() else p
+    if not (0 < first < p and suits(n, p, int(joins.sum()))
+            and _cuda_qr.copy_holds(device_copy, (n, p))):
+        return None
+    return joins, first
+
+
+def applies(device_copy, order, explained):
+    """Whether the search's hint leaves a basis this route takes (before its own checks)."""
+    return device_copy is not None and bool(explained) and \
+        _basis(device_copy, order, explained) is not None
+
+
+def _run(device_copy, order, explained, body, *args):
+    """``body(drv, cusolver, handle, device_copy, order, joins, first, *args)`` in the
+    context, or None where the route declines before or in it."""
+    from . import _cuda_qr
+
+    basis = _basis(device_copy, order, explained)
+    if basis is None:
+        return None
+    cusolver = _cuda_qr._cusolver()
+    if cusolver is None or not hasattr(cusolver, "dormqr"):
+        return None
+    drv = _cuda_qr._driver()
+    _gpu.context()
+    try:
+        return _gpu.guarded(body, drv, cusolver, _cuda_qr._handle(cusolver), device_copy,
+                            np.asarray(order, dtype=np.int32), *basis, *args)
+    except (drv.Error, MemoryError, RuntimeError):
+        # (an allocation or a cuSOLVER call that failed: the host's route
+        # runs, and a fault that broke the context raises again there)
+        return None
+
+
 @_gpu.exclusive
 def ols_of_copy(device_copy, order, explained, exponents):
     """``fit``'s least-squares adjacency matrix, computed on the device from the search's copy.
@@ -95,27 +141,86 @@ def ols_of_copy(device_copy, order, explained, exponents):
         followed by :func:`._common._scaled_back` gives it (to rounding); None
         where the route declines (the module's list).
     """
-    from . import _cuda_qr
+    return _run(device_copy, order, explained, _ols, exponents)
 
-    order = np.asarray(order, dtype=np.int32)
-    p, n = len(order), device_copy.n
-    joins = ~np.isin(order, np.fromiter(explained, dtype=np.int64))
-    first = int(np.argmin(joins)) if not joins.all() else p
-    if not (0 < first < p and suits(n, p, int(joins.sum()))
-            and _cuda_qr.copy_holds(device_copy, (n, p))):
+
+@_gpu.exclusive
+def weights_of_copy(device_copy, order, explained, divisor, rows_from, out):
+    """The adaptive lasso's minimum-norm weights, computed on the device from the search's copy.
+
+    The least squares of every variable from position ``rows_from`` on, on
+    all variables before it in the causal order, on the standardised scale
+    (the columns divided by ``divisor``): the rows
+    :func:`._adaptive_lasso._min_norm_weights` takes from
+    :func:`._cuda_min_norm.rows_on_device` after the data's whole QR, here
+    from the basis's QR (steps 1 to 4 of the module, each column divided by
+    its ``divisor`` after the gathering).
+
+    Parameters
+    ----------
+    device_copy, order, explained
+        As for :func:`ols_of_copy`.
+    divisor : ndarray, shape (p,)
+        The columns' standard deviations, in causal order.
+    rows_from : int
+        The first position whose row is computed (0 <= rows_from < p).
+    out : ndarray of float64, shape (p - rows_from, p), C-ordered
+        Where the rows go (also where the route declines after the
+        download: the caller then overwrites them).
+
+    Returns
+    -------
+    out : ndarray or None
+        ``out`` with the rows, to rounding those of the data's whole QR;
+        None where the route declines (the module's list).
+    """
+    return _run(device_copy, order, explained, _weights, divisor, rows_from, out)
+
+
+def _coordinates(dev, cusolver, handle, device_copy, order, joins, divisor=None):
+    """Steps 1 and 2 of the module: ``Q^T`` of all columns (n x p, ld n, on the device) and
+    their squared norms, or None where cuSOLVER fails or a norm is not finite.
+
+    ``divisor``: each gathered column divided by its entry first.
+    """
+    n, p, m = device_copy.n, len(order), int(joins.sum())
+    scale = np.float64(1.0 / np.sqrt(n))
+    d_a, d_w = dev.alloc(8 * n * p), dev.alloc(8 * n * m)
+    for d_out, cols in ((d_w, order[joins]), (d_a, order)):  # (the same bits per column)
+        dev.launch("gather_centred", len(cols), device_copy.ptr, np.int64(device_copy.ld),
+                   np.int32(n), dev.upload(np.ascontiguousarray(cols)), d_out, scale)
+    if divisor is not None:
+        dev.launch("divided_columns", p, d_a, np.int64(n), np.int32(n),
+                   dev.upload(np.ascontiguousarray(divisor, dtype=np.float64)))
+    if not dev.qr_applied(cusolver, handle, d_w, n, m, d_a, p):
         return None
-    cusolver = _cuda_qr._cusolver()
-    if cusolver is None or not hasattr(cusolver, "dormqr"):
+    sq_norm = dev.squares(d_a, n, np.zeros(p), np.full(p, n))
+    if not np.isfinite(sq_norm).all():
         return None
-    drv = _cuda_qr._driver()
-    _gpu.context()
+    return d_a, sq_norm
+
+
+def _weights(drv, cusolver, handle, device_copy, order, joins, first, divisor, rows_from, out):
+    """:func:`weights_of_copy` in the current context (errors: the caller's)."""
+    n, p, m = device_copy.n, len(order), int(joins.sum())
+    if not 0 <= rows_from < p or out.shape != (p - rows_from, p) or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a C-ordered {p - rows_from} x {p} array")
+    if device_bytes(n, p, m) + SLACK_BYTES > drv.mem_get_info()[0]:
+        return None
+    dev = _cuda_min_norm.DeviceWork(drv)
     try:
-        return _gpu.guarded(_ols, drv, cusolver, _cuda_qr._handle(cusolver), device_copy, order,
-                            joins, first, exponents)
-    except (drv.Error, MemoryError, RuntimeError):
-        # (an allocation or a cuSOLVER call that failed: the host's route
-        # runs, and a fault that broke the context raises again there)
-        return None
+        found = _coordinates(dev, cusolver, handle, device_copy, order, joins, divisor)
+        if found is None:
+            return None
+        d_a, sq_norm = found
+        # every variable's row, as _ols checks them: the hint is checked for all
+        d_coef = dev.checked_rows(d_a, n, n, 0, joins, sq_norm)
+        if d_coef is None:
+            return None
+        drv.memcpy_dtoh(out, int(d_coef) + 8 * p * rows_from)
+        return out if np.isfinite(out).all() else None
+    finally:
+        dev.free()
 
 
 def _ols(drv, cusolver, handle, device_copy, order, joins, first, exponents):
@@ -125,16 +230,10 @@ def _ols(drv, cusolver, handle, device_copy, order, joins, first, exponents):
         return None
     dev = _cuda_min_norm.DeviceWork(drv)
     try:
-        scale = np.float64(1.0 / np.sqrt(n))
-        d_a, d_w = dev.alloc(8 * n * p), dev.alloc(8 * n * m)
-        for d_out, cols in ((d_w, order[joins]), (d_a, order)):  # (the same bits per column)
-            dev.launch("gather_centred", len(cols), device_copy.ptr, np.int64(device_copy.ld),
-                       np.int32(n), dev.upload(np.ascontiguousarray(cols)), d_out, scale)
-        if not dev.qr_applied(cusolver, handle, d_w, n, m, d_a, p):
+        found = _coordinates(dev, cusolver, handle, device_copy, order, joins)
+        if found is None:
             return None
-        sq_norm = dev.squares(d_a, n, np.zeros(p), np.full(p, n))
-        if not np.isfinite(sq_norm).all():
-            return None
+        d_a, sq_norm = found
         d_coef = dev.checked_rows(d_a, n, n, 0, joins, sq_norm)  # (every variable's row)
         if d_coef is None:
             return None
