@@ -609,6 +609,24 @@ def test_permuted_and_placed_refuse_indices_out_of_range():
         _placed(np.eye(3), [0, 1], 4)
 
 
+def test_the_compiled_scaling_back_has_numpys_ldexp_bits_at_every_edge():
+    # moving the exponent field where input and result are normal; libm's
+    # ldexp into and out of the subnormals, past float64, and for inf and NaN
+    from paralingam.adjacency._permute import scaled_back
+
+    values = np.array([0.0, -0.0, 5e-324, -2.2e-308, 2.2250738585072014e-308, 1.0, -3.5,
+                       1.7976931348623157e308, 1e-300, 1.5e-323, np.inf, -np.inf, np.nan])
+    for d in (-2000, -1100, -1074, -1022, -60, -1, 0, 1, 60, 1023, 1100, 2000):
+        exponents = np.array([d, 0], dtype=np.intc)
+        for v in values:
+            B = np.full((2, 2), v)
+            with np.errstate(over="ignore"):
+                want = np.ldexp(B, exponents[:, None] - exponents[None, :])
+            got, finite = scaled_back(B, exponents, 1)
+            assert got.tobytes() == want.tobytes(), (v, d)
+            assert finite == bool(np.isfinite(want).all())
+
+
 @pytest.mark.parametrize("p", [1, 255, 257, 700])
 @pytest.mark.parametrize("threads", [1, 3])
 def test_scaled_back_and_the_scatter_matrix_keep_the_bits_of_their_whole_array_forms(p, threads,

@@ -19,6 +19,8 @@ import numpy as np
 
 from cython.parallel cimport prange
 from libc.math cimport isfinite, ldexp
+from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memcpy
 
 
 cdef int _check_order(const Py_ssize_t[::1] order, Py_ssize_t p) except -1:
@@ -167,11 +169,29 @@ def placed(const double[:, ::1] A, const Py_ssize_t[::1] order, Py_ssize_t p,
     return out
 
 
+cdef inline double _exact_ldexp(double v, int d) noexcept nogil:
+    """``ldexp(v, d)``: the exponent field moved by ``d`` where ``v`` and the result are
+    normal (then exact, as ldexp), zero as it is, else libm's ``ldexp`` (subnormals,
+    overflow, inf and NaN), which costs several times a product."""
+    cdef uint64_t bits
+    cdef int e
+    memcpy(&bits, &v, 8)
+    if (bits << 1) == 0:
+        return v  # (+-0)
+    e = <int>((bits >> 52) & 0x7ff)
+    if e != 0 and e != 0x7ff and 0 < e + d < 0x7ff:
+        bits += (<uint64_t>(<int64_t>d)) << 52  # (modulo 2**64: a negative d subtracts)
+        memcpy(&v, &bits, 8)
+        return v
+    return ldexp(v, d)
+
+
 def scaled_back(const double[:, ::1] B, const int[::1] exponents, int n_threads=1):
     """``np.ldexp(B, exponents[:, None] - exponents[None, :])`` and whether it is all finite.
 
     ``ldexp`` is exact (or rounds once into the subnormals, as numpy's), so
-    the bits are numpy's.
+    the bits are numpy's; between normal numbers it moves the exponent field
+    (:func:`_exact_ldexp`).
 
     Returns
     -------
@@ -190,7 +210,7 @@ def scaled_back(const double[:, ::1] B, const int[::1] exponents, int n_threads=
     for i in prange(p, nogil=True, schedule="static", num_threads=max(n_threads, 1)):
         ei = exponents[i]
         for j in range(p):
-            v = ldexp(B[i, j], ei - exponents[j])
+            v = _exact_ldexp(B[i, j], ei - exponents[j])
             o[i, j] = v
             if not isfinite(v):
                 bad += 1
