@@ -913,6 +913,31 @@ def gpu_low_rank(out):
     (out / "gpu_low_rank.rst").write_text(text + "\n" + _source(name, ab, section))
 
 
+def estimator_weights(out):
+    """The adaptive lasso's weights from the basis and the compiled passes: trees and threads, H200."""
+    name, section = "probe_small_phases_h200.json", "ab_estimator_4d2059a"
+    ab = _load(name)[section]
+    rounds = ab["rounds"]
+    cases = list(rounds["old_fit_1"])
+
+    def each(tree, mode, case):
+        return ", ".join(f"{rounds[f'{tree}_{mode}_{r}'][case]['adjacency']:.1f}" for r in (1, 2))
+
+    rows = [[case, each("old", "fit", case), each("new", "fit", case), each("old", "est", case),
+             each("new", "est", case)] for case in cases]
+    text = _table(["case", "fit, before (ms)", "fit, after (ms)", "DirectLiNGAM, before (ms)",
+                   "DirectLiNGAM, after (ms)"], rows)
+    threads = []
+    for mode, label in (("fit", "fit"), ("est", "DirectLiNGAM")):
+        for c in ab["threads"][mode]["cases"]:
+            a, b = c["phases_ms_A"]["adjacency"], c["phases_ms_B"]["adjacency"]
+            threads.append([c["case"], label, f"{a:.2f} ms", f"{b:.2f} ms", f"{b / a:.2f}x",
+                            "yes" if c["same_order"] else "**no**"])
+    text += "\n" + _table(["case", "step of", "passes on the step's threads",
+                           "passes on one thread", "one thread / threads", "same order"], threads)
+    (out / "estimator_weights.rst").write_text(text + "\n" + _source(name, ab, section))
+
+
 def goals(out):
     """Where #21's goals stand, computed from the bench_pipeline.py result files."""
     gpu = _load("bench_pipeline_h100.json")
@@ -1036,6 +1061,7 @@ def render(out):
     threaded_blas(out)
     min_norm_gpu(out)
     gpu_low_rank(out)
+    estimator_weights(out)
     small_fits(out)
     gpu_qr_ahead(out)
     goals(out)
