@@ -124,10 +124,13 @@ def _column_exponents(X):
     return np.where(own >= shared - SHARED_SCALE_SPAN, shared, own)
 
 
-# Square matrices of at least this many entries are passed over on all the
-# step's threads (paralingam.adjacency._permute); smaller ones on one, where
-# starting the threads would cost more than the pass.
-THREADED_ENTRIES = 1 << 16
+# Square matrices of at least this many entries (p=512) are passed over on
+# all the step's threads (paralingam.adjacency._permute); smaller ones on
+# one. At p=1000 the threads gained on a 16-core H200 host and on the 2-core
+# VM; at p=300 they gained nothing on the H200 host and lost on the VM, beside
+# the other libraries' spinning workers (docs/design/adjacency.rst, "Passes
+# over p x p matrices").
+THREADED_ENTRIES = 1 << 18
 
 
 def _pass_threads(p):
