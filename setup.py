@@ -169,7 +169,7 @@ extensions = [
     # The covariance in causal order and the edges back in the data's order,
     # rows on OpenMP threads; no contraction, so that every entry is numpy's.
     Extension("paralingam.adjacency._permute", ["paralingam/adjacency/_permute.pyx"],
-              extra_compile_args=["-O3", "-fopenmp", "-ffp-contract=off"],
+              extra_compile_args=["-O3", "-fopenmp", "-fno-fast-math", "-ffp-contract=off"],
               extra_link_args=["-fopenmp"]),
     # Host scheduler of the CUDA backend, and its profiling hooks
     # (paralingam._testing), which cimport its launch (_scheduler.pxd).

@@ -470,7 +470,7 @@ def search(search_data, settings, names, times):
                  per_it.pop("device_copy", None))
 
 
-def _scatter_matrix(search_data, found):
+def _scatter_matrix(search_data, found, n_threads=None):
     """The scatter matrix ``Xc.T @ Xc`` of the rescaled data from the search's
     correlation matrix and the columns' std: ``n D C D`` (None without them).
 
@@ -479,7 +479,7 @@ def _scatter_matrix(search_data, found):
     """
     if found.correlation is None:
         return None
-    return _scaled_products(found.correlation, search_data.shape[0], found.column_std)
+    return _scaled_products(found.correlation, search_data.shape[0], found.column_std, n_threads)
 
 
 def _keeps_copy(search_data):  # pragma: no cover - needs a GPU
@@ -576,7 +576,7 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
             return B
     ahead = _start_qr_ahead(search_data, found, settings, method)
     try:
-        scatter = _scatter_matrix(search_data, found)
+        scatter = _scatter_matrix(search_data, found, n_threads)
         if (method != "ols" and scatter is None
                 and isinstance(search_data, _preparation.ScaledData)):
             # the adaptive lasso makes the scatter matrix from whole columns;
@@ -600,7 +600,7 @@ def adjacency(search_data, found, settings, exponents, names, times, *, method="
             from .adjacency import _cuda_qr
 
             _cuda_qr.drop_factor_ahead(found.device_copy)
-    B = _scaled_back(B, exponents, names)
+    B = _scaled_back(B, exponents, names, n_threads)
     times["adjacency"] = time.perf_counter() - t0
     return B
 

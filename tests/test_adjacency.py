@@ -627,6 +627,35 @@ def test_the_compiled_scaling_back_has_numpys_ldexp_bits_at_every_edge():
             assert finite == bool(np.isfinite(want).all())
 
 
+def test_the_passes_take_the_steps_threads_and_find_a_non_finite_entry_on_any_thread(
+        monkeypatch):
+    from paralingam.adjacency import _common, _permute
+    from paralingam.adjacency._common import _pass_threads, _scaled_back
+
+    assert _pass_threads(512, 2) == 2 and _pass_threads(511, 2) == 1
+    monkeypatch.setattr(_common, "default_threads", lambda: 5)
+    assert _pass_threads(1000) == 5
+    # the step's n_threads reaches every pass
+    monkeypatch.setattr(_common, "THREADED_ENTRIES", 1)
+    seen = []
+    for name in ("permuted", "placed", "scaled_back"):
+        original = getattr(_permute, name)
+        monkeypatch.setattr(_permute, name,
+                            lambda *args, _f=original, _n=name: seen.append((_n, args[-1]))
+                            or _f(*args))
+    rng = np.random.default_rng(7)
+    X = rng.laplace(size=(200, 12))
+    estimate_adjacency(X, list(range(12)), method="ols", n_threads=2)
+    assert {n for n, _ in seen} == {"permuted", "placed", "scaled_back"}
+    assert all(threads == 2 for _, threads in seen)
+    # an entry past float64 in the last rows only (the last thread's): still found
+    B = rng.standard_normal((9, 9))
+    e = np.zeros(9, dtype=np.int32)
+    e[8] = 1100
+    with pytest.raises(ValueError, match="edge weight of column 0 on column 8 exceeds float64"):
+        _scaled_back(B, e, None, n_threads=3)
+
+
 @pytest.mark.parametrize("p", [1, 255, 257, 700])
 @pytest.mark.parametrize("threads", [1, 3])
 def test_scaled_back_and_the_scatter_matrix_keep_the_bits_of_their_whole_array_forms(p, threads,

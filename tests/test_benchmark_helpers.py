@@ -142,19 +142,20 @@ def test_ab_alternates_the_constants_and_restores_them_after_an_error(probe, mon
     seen = []
 
     def fake_fit(X, backend):
-        seen.append(adjacency_common.BLOCK_ROWS)
+        seen.append(adjacency_common.THREADED_ENTRIES)
         if len(seen) == 5:
             raise RuntimeError("stop")
         return type("R", (), {"causal_order": [0, 1], "stats": {"time": {"search": 1.0}}})()
 
     monkeypatch.setattr(probe.bench_pipeline, "make_data", lambda *args, **kw: None)
-    setting = probe.parse_setting("paralingam.adjacency._common:BLOCK_ROWS=7")
+    setting = probe.parse_setting("paralingam.adjacency._common:THREADED_ENTRIES=7")
     with pytest.raises(RuntimeError, match="stop"):
         probe.ab_case("sachs_p_values", "cpu", 3, "", [setting], fake_fit)
-    assert seen == [256, 7, 256, 7, 256]  # A, B, A, B, ...
-    assert adjacency_common.BLOCK_ROWS == 256
+    default = 1 << 18
+    assert seen == [default, 7, default, 7, default]  # A, B, A, B, ...
+    assert adjacency_common.THREADED_ENTRIES == default
     with pytest.raises(SystemExit, match="--ab: paralingam.adjacency._common has no setting "
-                                         "BLOCK_ROW$"):
-        probe.parse_setting("paralingam.adjacency._common:BLOCK_ROW=7")
-    with pytest.raises(SystemExit, match="--ab: 'BLOCK_ROWS=seven' needs a Python literal"):
-        probe.parse_setting("paralingam.adjacency._common:BLOCK_ROWS=seven")
+                                         "THREADED_ENTRY$"):
+        probe.parse_setting("paralingam.adjacency._common:THREADED_ENTRY=7")
+    with pytest.raises(SystemExit, match="--ab: 'THREADED_ENTRIES=seven' needs a Python literal"):
+        probe.parse_setting("paralingam.adjacency._common:THREADED_ENTRIES=seven")

@@ -212,6 +212,54 @@ def test_the_lasso_weights_decline_where_the_hint_or_the_device_fail(fake_route,
     assert not _cuda_low_rank.applies(FakeCopy(drv.device, Xs, ld=Xs.shape[0]), order, [])
 
 
+def test_the_adaptive_lassos_weights_take_the_route_in_place(fake_route, monkeypatch):
+    # _min_norm_weights on the GPU with the search's copy and hint: the route's
+    # rows land in the weights themselves, as the host's route computes them
+    from paralingam import _gpu
+    from paralingam.adjacency import _adaptive_lasso, _common
+
+    drv, cusolver, kernels = fake_route
+    monkeypatch.setattr(_gpu, "unavailable_reason", lambda: None)
+    X, order, hint, exponents, Xs = hinted_case(40, 500, 30, 40)
+    n, p = Xs.shape
+    _, S = _common._scatter(Xs)
+    std = np.sqrt(np.diag(S) / n)
+    gram = (S / np.outer(std, std))[np.ix_(order, order)]
+    coef, rss, solved = _least_squares._ols_on_predecessors(gram)
+    m = int(np.argmin(solved))
+    host = _adaptive_lasso._min_norm_weights(Xs, order, std, gram, coef.copy(), rss.copy(),
+                                             solved)
+    taken = []
+    route = _cuda_low_rank.weights_of_copy
+    monkeypatch.setattr(_cuda_low_rank, "weights_of_copy",
+                        lambda *args: taken.append(route(*args)) or taken[-1])
+    copy = FakeCopy(drv.device, Xs, ld=n + 2)
+    got = _adaptive_lasso._min_norm_weights(Xs, order, std, gram, coef, rss, solved, on_gpu=True,
+                                            device_copy=copy, explained=hint)
+    assert len(taken) == 1 and taken[0] is not None
+    assert got[0] is coef and np.shares_memory(taken[0], coef)  # (in place)
+    assert got[2].all() and host[2].all()
+    np.testing.assert_allclose(got[0][m:], host[0][m:], rtol=0,
+                               atol=1e-9 * np.abs(host[0][m:]).max())
+    np.testing.assert_allclose(got[1], host[1], rtol=1e-7, atol=1e-9 * np.abs(host[1]).max())
+
+
+def test_a_non_finite_weight_after_the_download_declines(fake_route, monkeypatch):
+    drv, cusolver, kernels = fake_route
+    X, order, hint, exponents, Xs = hinted_case(40, 500, 30, 41)
+    V, std = standardised(Xs, order)
+    first = min(int(np.flatnonzero(order == v)[0]) for v in hint)
+    solve = kernels.min_norm_rows
+
+    def overflowing(grid, block, C, ldc, p, first_row, before, width, coef, status, shared_size=0):
+        solve(grid, block, C, ldc, p, first_row, before, width, coef, status, shared_size)
+        drv.device.doubles(int(coef), int(p) * (int(p) - int(first_row)))[-1] = np.inf
+
+    monkeypatch.setattr(kernels, "min_norm_rows", overflowing)
+    assert weights_on_stand_ins(drv, Xs, order, hint, std, first) is None
+    assert sorted(drv.device.freed) == sorted(drv.device.allocated)
+
+
 # --- on the GPU ------------------------------------------------------------------------------------
 
 def fits_with_and_without(monkeypatch, X, **kw):

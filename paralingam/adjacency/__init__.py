@@ -127,7 +127,7 @@ def estimate_adjacency(
         B = _estimate_adjacency(X, order, method=method, prior_knowledge=prior_knowledge,
                                 backend=backend, n_threads=n_threads, scatter=scatter,
                                 progress=progress)
-    B = _scaled_back(B, exponents, names)
+    B = _scaled_back(B, exponents, names, n_threads)
     if coef_threshold is not None:  # on the data's own scale
         B[np.abs(B) < coef_threshold] = 0.0
     return B

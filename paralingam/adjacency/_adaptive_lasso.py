@@ -17,7 +17,7 @@ from .. import _blas, _memory
 from .._progress import Progress
 from .._validation import check_positive, default_threads, user_stacklevel
 from ._common import (ADJACENCY_BACKENDS, SINGULAR_TOL, AdjacencyWarning, _checked_inputs,
-                      _permuted_gram, _placed, _scaled_back, _scatter)
+                      _permuted, _permuted_gram, _placed, _scaled_back, _scatter)
 from ._least_squares import (_data_vectors, _hinted_factor, _least_squares_factor, _on_gpu,
                              _pivot_holds, qr_in_segments)
 from ._min_norm import _min_norm_rows
@@ -111,7 +111,7 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         B = _adaptive_lasso_adjacency(X, order, prior_knowledge=prior_knowledge, gamma=gamma,
                                       n_threads=n_threads, engine=engine, backend=backend,
                                       scatter=scatter)
-    return _scaled_back(B, exponents, names)
+    return _scaled_back(B, exponents, names, n_threads)
 
 
 def check_samples_before_search(n_samples, n_features, prior_knowledge):
@@ -172,7 +172,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
     # (a subset of them under prior knowledge), rows of the Gram matrix the
     # compiled engine reads as plain vectors. The Gram matrix in the data's
     # order is made only for the targets the sklearn engine takes (below).
-    scatter_ord, gram_ord = _permuted_gram(scatter, order, std)
+    scatter_ord, gram_ord = _permuted_gram(scatter, order, std, threads)
     targets, predictor_sets = [], []
     positions = np.arange(p)  # (each target's predictors: a view of it)
     for k in range(1, p):
@@ -249,10 +249,11 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
             degenerate += [(k, int(order[k])) for k in targets_arr[rows][flags & WARNED > 0]]
         else:
             todo = []
-        B = _placed(B_ord, order, p)
+        B = _placed(B_ord, order, p, threads)
 
     report = _ahead(bar, len(targets) - len(todo))
-    gram = _permuted_gram(scatter, np.arange(p), std)[1] if len(todo) else None
+    # (gram_ord back in the data's order: the same entries, no second p x p pass of scatter)
+    gram = _permuted(gram_ord, np.argsort(order), threads) if len(todo) else None
     for i, t in enumerate(todo):
         if report is not None:
             report(i)

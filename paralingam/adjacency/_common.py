@@ -40,9 +40,6 @@ SINGULAR_TOL = 1e-10
 
 _EPS = np.finfo(np.float64).eps
 
-# Rows of a p x p matrix that elementwise steps take at a time, so that their
-# temporaries (an outer product, the exponents' differences) stay small.
-BLOCK_ROWS = 256
 
 
 class AdjacencyWarning(UserWarning):
@@ -133,50 +130,55 @@ def _column_exponents(X):
 THREADED_ENTRIES = 1 << 18
 
 
-def _pass_threads(p):
-    """OpenMP threads of a pass over a ``p x p`` matrix (:data:`THREADED_ENTRIES`)."""
-    return default_threads() if p * p >= THREADED_ENTRIES else 1
+def _pass_threads(p, n_threads=None):
+    """OpenMP threads of a pass over a ``p x p`` matrix: the step's ``n_threads`` (default
+    :func:`~paralingam._validation.default_threads`) from :data:`THREADED_ENTRIES` entries on."""
+    return (n_threads or default_threads()) if p * p >= THREADED_ENTRIES else 1
 
 
-def _permuted(M, order):
+def _permuted(M, order, n_threads=None):
     """``M[np.ix_(order, order)]`` (the same values, C-ordered), several times faster.
 
     (:func:`paralingam.adjacency._permute.permuted`: a pass over rows, where
-    numpy's indexing of both axes goes entry by entry.)
+    numpy's indexing of both axes goes entry by entry.) ``n_threads``: the
+    step's threads (:func:`_pass_threads`), as for the passes below.
     """
     from ._permute import permuted
 
     return permuted(np.ascontiguousarray(M, dtype=np.float64),
-                    np.ascontiguousarray(order, dtype=np.intp), _pass_threads(len(order)))
+                    np.ascontiguousarray(order, dtype=np.intp),
+                    _pass_threads(len(order), n_threads))
 
 
-def _permuted_gram(S, order, std):
+def _permuted_gram(S, order, std, n_threads=None):
     """``(_permuted(S, order), S_ord / np.outer(std[order], std[order]))`` in one pass (the
     same bits): the scatter matrix in causal order and its standardised Gram matrix."""
     from ._permute import permuted_gram
 
     return permuted_gram(np.ascontiguousarray(S, dtype=np.float64),
                          np.ascontiguousarray(order, dtype=np.intp),
-                         np.ascontiguousarray(std, dtype=np.float64), _pass_threads(len(order)))
+                         np.ascontiguousarray(std, dtype=np.float64),
+                         _pass_threads(len(order), n_threads))
 
 
-def _scaled_products(C, n, sd):
+def _scaled_products(C, n, sd, n_threads=None):
     """``n * C * np.outer(sd, sd)`` (the same bits; an entry past float64 is infinite)."""
     from ._permute import scaled_products
 
     return scaled_products(np.ascontiguousarray(C, dtype=np.float64), float(n),
-                           np.ascontiguousarray(sd, dtype=np.float64), _pass_threads(len(sd)))
+                           np.ascontiguousarray(sd, dtype=np.float64),
+                           _pass_threads(len(sd), n_threads))
 
 
-def _placed(A, order, p):
+def _placed(A, order, p, n_threads=None):
     """A ``p x p`` array of zeros with ``A`` at ``np.ix_(order, order)``: :func:`_permuted` undone."""
     from ._permute import placed
 
     return placed(np.ascontiguousarray(A, dtype=np.float64),
-                  np.ascontiguousarray(order, dtype=np.intp), p, _pass_threads(p))
+                  np.ascontiguousarray(order, dtype=np.intp), p, _pass_threads(p, n_threads))
 
 
-def _scaled_back(B, exponents, names):
+def _scaled_back(B, exponents, names, n_threads=None):
     """Coefficients on rescaled columns (:func:`_checked_inputs`) on the data's scale.
 
     Each entry ``B[i, j] * 2**(e_i - e_j)``, by ``ldexp`` (exact, or one
@@ -192,7 +194,8 @@ def _scaled_back(B, exponents, names):
     from ._permute import scaled_back
 
     B, finite = scaled_back(np.ascontiguousarray(B, dtype=np.float64),
-                            np.ascontiguousarray(exponents, dtype=np.intc), _pass_threads(len(B)))
+                            np.ascontiguousarray(exponents, dtype=np.intc),
+                            _pass_threads(len(B), n_threads))
     if not finite:
         i, j = np.argwhere(~np.isfinite(B))[0]
         raise ValueError(

@@ -1,5 +1,10 @@
 """Least squares of data of small rank wholly on the GPU, from the CUDA search's copy of the data.
 
+``fit``'s least-squares matrix (:func:`ols_of_copy`, below) and the
+adaptive lasso's minimum-norm weights (:func:`weights_of_copy`: steps 1 to
+4, each column divided by its standard deviation, the rows downloaded into
+the weights) share the steps.
+
 After a CUDA search that found variables explained by earlier ones, the
 host's route (:mod:`._least_squares`) makes the scatter matrix, the
 covariance in causal order and its leading Cholesky factor, then the data's
@@ -45,8 +50,9 @@ import numpy as np
 from .. import _gpu
 from . import _cuda_min_norm
 
-# Whether fit's least squares after a CUDA search run here where they can
-# (False: the host's route, for A/B runs and tests).
+# Whether fit's least squares and the adaptive lasso's weights after a CUDA
+# search run here where they can (False: the host's route and the whole QR's,
+# for A/B runs and tests).
 ENABLED = True
 
 # Device memory kept free beside the route's arrays and cuSOLVER's workspace.
@@ -66,10 +72,10 @@ def suits(n, p, m):
             and m < n and n * p <= INT32_MAX)
 
 
-def device_bytes(n, p, m):
+def device_bytes(n, p, m, placed=True):
     """Device memory of the route, less cuSOLVER's workspace: the columns, the basis's, the rows
-    and the placed matrix."""
-    return 8 * (n * p + n * m + 2 * p * p) + 64 * p
+    and (``placed``: ``fit``'s) the placed matrix."""
+    return 8 * (n * p + n * m + (2 if placed else 1) * p * p) + 64 * p
 
 
 def _basis(device_copy, order, explained):
@@ -181,7 +187,9 @@ def _coordinates(dev, cusolver, handle, device_copy, order, joins, divisor=None)
     """Steps 1 and 2 of the module: ``Q^T`` of all columns (n x p, ld n, on the device) and
     their squared norms, or None where cuSOLVER fails or a norm is not finite.
 
-    ``divisor``: each gathered column divided by its entry first.
+    ``divisor``: each of the ``p`` gathered columns divided by its entry
+    before ``Q^T`` turns it (not the basis's columns, whose ``Q`` spans the
+    same space either way).
     """
     n, p, m = device_copy.n, len(order), int(joins.sum())
     scale = np.float64(1.0 / np.sqrt(n))
@@ -205,7 +213,7 @@ def _weights(drv, cusolver, handle, device_copy, order, joins, first, divisor, r
     n, p, m = device_copy.n, len(order), int(joins.sum())
     if not 0 <= rows_from < p or out.shape != (p - rows_from, p) or not out.flags.c_contiguous:
         raise ValueError(f"out must be a C-ordered {p - rows_from} x {p} array")
-    if device_bytes(n, p, m) + SLACK_BYTES > drv.mem_get_info()[0]:
+    if device_bytes(n, p, m, placed=False) + SLACK_BYTES > drv.mem_get_info()[0]:
         return None
     dev = _cuda_min_norm.DeviceWork(drv)
     try:

@@ -138,7 +138,7 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
             ahead = _FactorAhead(X, order, mean)
         if scatter is None:
             mean, scatter = _scatter_by_blocks(X, mean)
-        cov = _permuted(scatter, order)
+        cov = _permuted(scatter, order, n_threads)
         cov /= X.shape[0]
         B_ord = None
         factor = None
@@ -158,7 +158,7 @@ def _ols_adjacency(X, order, *, prior_knowledge=None, backend=None, scatter=None
     finally:
         if ahead is not None:
             ahead.cancel()  # (done already where its factor was used)
-    B = _placed(B_ord, order, p)
+    B = _placed(B_ord, order, p, n_threads)
 
     allowed = allowed_predictors(prior_knowledge, p)
     if allowed is not None:

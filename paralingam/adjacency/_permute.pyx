@@ -200,7 +200,7 @@ def scaled_back(const double[:, ::1] B, const int[::1] exponents, int n_threads=
         Whether every entry of ``out`` is finite.
     """
     cdef Py_ssize_t p = B.shape[0], i, j
-    cdef int ei
+    cdef long long ei, d
     cdef double v
     cdef Py_ssize_t bad = 0
     _check_square(B.shape[0], B.shape[1], "scaled_back")
@@ -210,7 +210,10 @@ def scaled_back(const double[:, ::1] B, const int[::1] exponents, int n_threads=
     for i in prange(p, nogil=True, schedule="static", num_threads=max(n_threads, 1)):
         ei = exponents[i]
         for j in range(p):
-            v = _exact_ldexp(B[i, j], ei - exponents[j])
+            # (a difference past +-4000 scales any double to 0 or inf as
+            # itself: clamped, it stays an int)
+            d = ei - exponents[j]
+            v = _exact_ldexp(B[i, j], <int>(4000 if d > 4000 else (-4000 if d < -4000 else d)))
             o[i, j] = v
             if not isfinite(v):
                 bad += 1
