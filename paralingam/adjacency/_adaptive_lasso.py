@@ -198,7 +198,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
     if engine == "compiled" and lasso is None:
         raise RuntimeError("the compiled adaptive lasso (paralingam.adjacency._lasso) is not built")
     if lasso is not None and targets:
-        n_threads = n_threads or default_threads()  # OpenMP's own default is not capped
+        n_threads = threads  # (OpenMP's own default is not capped)
         on_gpu = backend == "cuda" and p >= CUDA_LASSO_MIN_FEATURES
         if on_gpu:
             # the weights' factor only up to the search's first explained

@@ -9,9 +9,9 @@ After a CUDA search that found variables explained by earlier ones, the
 host's route (:mod:`._least_squares`) makes the scatter matrix, the
 covariance in causal order and its leading Cholesky factor, then the data's
 QR on the GPU (:mod:`._cuda_qr`) and the minimum-norm rows
-(:mod:`._cuda_min_norm`), and places and scales the rows back: at p=1000 a
-dozen passes over p x p arrays on one host core, and a QR of all ``p``
-columns whose rank is a small part of them. Where the search's hint leaves
+(:mod:`._cuda_min_norm`), and places and scales the rows back: passes
+over p x p arrays on the host, and a QR of all ``p`` columns whose rank is
+a small part of them. Where the search's hint leaves
 a basis of at most ``MAX_BASIS`` variables, ``fit``'s least squares run
 here instead, and only the finished matrix comes back
 (docs/design/adjacency.rst, "Data of small rank on the device"):
@@ -79,10 +79,11 @@ def device_bytes(n, p, m, placed=True):
 
 
 def _basis(device_copy, order, explained):
-    """``(joins, first)`` of the search's hint, or None where the route does not suit the data.
+    """``joins`` of the search's hint, or None where the route does not suit the data.
 
     ``joins``: per position of the causal order, whether the variable is in
-    the basis (not explained); ``first``: the first explained position.
+    the basis (not explained). The first variable must be in it, and at
+    least one explained.
     """
     from . import _cuda_qr
 
@@ -93,7 +94,7 @@ def _basis(device_copy, order, explained):
     if not (0 < first < p and suits(n, p, int(joins.sum()))
             and _cuda_qr.copy_holds(device_copy, (n, p))):
         return None
-    return joins, first
+    return joins
 
 
 def applies(device_copy, order, explained):
@@ -103,12 +104,12 @@ def applies(device_copy, order, explained):
 
 
 def _run(device_copy, order, explained, body, *args):
-    """``body(drv, cusolver, handle, device_copy, order, joins, first, *args)`` in the
-    context, or None where the route declines before or in it."""
+    """``body(drv, cusolver, handle, device_copy, order, joins, *args)`` in the context, or
+    None where the route declines before or in it."""
     from . import _cuda_qr
 
-    basis = _basis(device_copy, order, explained)
-    if basis is None:
+    joins = _basis(device_copy, order, explained)
+    if joins is None:
         return None
     cusolver = _cuda_qr._cusolver()
     if cusolver is None or not hasattr(cusolver, "dormqr"):
@@ -117,7 +118,7 @@ def _run(device_copy, order, explained, body, *args):
     _gpu.context()
     try:
         return _gpu.guarded(body, drv, cusolver, _cuda_qr._handle(cusolver), device_copy,
-                            np.asarray(order, dtype=np.int32), *basis, *args)
+                            np.asarray(order, dtype=np.int32), joins, *args)
     except (drv.Error, MemoryError, RuntimeError):
         # (an allocation or a cuSOLVER call that failed: the host's route
         # runs, and a fault that broke the context raises again there)
@@ -183,9 +184,10 @@ def weights_of_copy(device_copy, order, explained, divisor, rows_from, out):
     return _run(device_copy, order, explained, _weights, divisor, rows_from, out)
 
 
-def _coordinates(dev, cusolver, handle, device_copy, order, joins, divisor=None):
-    """Steps 1 and 2 of the module: ``Q^T`` of all columns (n x p, ld n, on the device) and
-    their squared norms, or None where cuSOLVER fails or a norm is not finite.
+def _every_row(dev, cusolver, handle, device_copy, order, joins, divisor=None):
+    """Steps 1 to 4 of the module: every variable's row (p x p, C order, on the device), or
+    None where cuSOLVER fails, a norm is not finite, the hint fails its check (for every
+    variable) or a pivot fails.
 
     ``divisor``: each of the ``p`` gathered columns divided by its entry
     before ``Q^T`` turns it (not the basis's columns, whose ``Q`` spans the
@@ -205,10 +207,10 @@ def _coordinates(dev, cusolver, handle, device_copy, order, joins, divisor=None)
     sq_norm = dev.squares(d_a, n, np.zeros(p), np.full(p, n))
     if not np.isfinite(sq_norm).all():
         return None
-    return d_a, sq_norm
+    return dev.checked_rows(d_a, n, n, 0, joins, sq_norm)
 
 
-def _weights(drv, cusolver, handle, device_copy, order, joins, first, divisor, rows_from, out):
+def _weights(drv, cusolver, handle, device_copy, order, joins, divisor, rows_from, out):
     """:func:`weights_of_copy` in the current context (errors: the caller's)."""
     n, p, m = device_copy.n, len(order), int(joins.sum())
     if not 0 <= rows_from < p or out.shape != (p - rows_from, p) or not out.flags.c_contiguous:
@@ -217,12 +219,7 @@ def _weights(drv, cusolver, handle, device_copy, order, joins, first, divisor, r
         return None
     dev = _cuda_min_norm.DeviceWork(drv)
     try:
-        found = _coordinates(dev, cusolver, handle, device_copy, order, joins, divisor)
-        if found is None:
-            return None
-        d_a, sq_norm = found
-        # every variable's row, as _ols checks them: the hint is checked for all
-        d_coef = dev.checked_rows(d_a, n, n, 0, joins, sq_norm)
+        d_coef = _every_row(dev, cusolver, handle, device_copy, order, joins, divisor)
         if d_coef is None:
             return None
         drv.memcpy_dtoh(out, int(d_coef) + 8 * p * rows_from)
@@ -231,18 +228,14 @@ def _weights(drv, cusolver, handle, device_copy, order, joins, first, divisor, r
         dev.free()
 
 
-def _ols(drv, cusolver, handle, device_copy, order, joins, first, exponents):
+def _ols(drv, cusolver, handle, device_copy, order, joins, exponents):
     """:func:`ols_of_copy` in the current context (errors: the caller's)."""
     n, p, m = device_copy.n, len(order), int(joins.sum())
     if device_bytes(n, p, m) + SLACK_BYTES > drv.mem_get_info()[0]:
         return None
     dev = _cuda_min_norm.DeviceWork(drv)
     try:
-        found = _coordinates(dev, cusolver, handle, device_copy, order, joins)
-        if found is None:
-            return None
-        d_a, sq_norm = found
-        d_coef = dev.checked_rows(d_a, n, n, 0, joins, sq_norm)  # (every variable's row)
+        d_coef = _every_row(dev, cusolver, handle, device_copy, order, joins)
         if d_coef is None:
             return None
         d_out = dev.alloc(8 * p * p)
