@@ -158,6 +158,44 @@ def test_gpu_paths_over_dependent_predecessors_equal_cpu_engine(p, n, explained,
         assert residual[0] <= max(residual[1] * (1 + 1e-6), 1e-8 * np.linalg.norm(Xc[:, i])), i
 
 
+def test_gpu_paths_keep_their_buffers_and_free_large_arrays(lingam_data, monkeypatch):
+    # lars_supports keeps its buffers between calls: a second call on the
+    # same shape allocates nothing and gives the same paths; arrays above
+    # KEPT_ARRAYS_BYTES are freed after each call (the work buffers stay),
+    # and the next call allocates them again, with the same paths
+    import pycuda.driver as drv
+
+    from paralingam.adjacency import _cuda_adjacency
+
+    X = lingam_data(40, 400, "dense", 219)[0]
+    order = list(range(40))
+    first, cpu = both(X, order)
+    np.testing.assert_allclose(first, cpu, rtol=0, atol=1e-10)
+    (key, bufs), = _cuda_adjacency._BUFFERS.items()
+    assert set(bufs) == set(_cuda_adjacency._sizes(key))
+    held = {name: int(buf) for name, buf in bufs.items()}
+    allocs = []
+    alloc, paths = drv.mem_alloc, _cuda_adjacency.lars_supports
+
+    def counted(*args, **kwargs):  # (the allocations of lars_supports alone)
+        monkeypatch.setattr(drv, "mem_alloc", lambda nbytes: allocs.append(nbytes) or alloc(nbytes))
+        try:
+            return paths(*args, **kwargs)
+        finally:
+            monkeypatch.setattr(drv, "mem_alloc", alloc)
+
+    monkeypatch.setattr(_cuda_adjacency, "lars_supports", counted)
+    again = adaptive_lasso_adjacency(X, order, backend="cuda")
+    assert not allocs and {name: int(buf) for name, buf in bufs.items()} == held
+    np.testing.assert_array_equal(again, first)
+    monkeypatch.setattr(_cuda_adjacency, "KEPT_ARRAYS_BYTES", 0)
+    for _ in range(2):
+        freed = adaptive_lasso_adjacency(X, order, backend="cuda")
+        np.testing.assert_array_equal(freed, first)
+        assert set(_cuda_adjacency._BUFFERS[key]) == {"work", "iwork"}
+    assert sorted(allocs) == sorted(max(b, 8) for b in _cuda_adjacency._array_sizes(40).values())
+
+
 def test_estimator_on_cuda_equals_lingam(lingam_data):
     import paralingam
 

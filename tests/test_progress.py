@@ -402,15 +402,18 @@ def test_command_line_draws_bars_on_a_terminal_only(tmp_path):
     assert rc == 0 and "variables (" not in err and "targets (" not in err, err
 
 
-def test_waiting_for_the_adjacency_kernels_polls_from_short_sleeps(monkeypatch):
-    # wait_interruptibly's sleeps start at FIRST_POLL and double up to its
-    # interval: small problems' kernels end well inside the old first sleep
-    # of a whole interval (1 ms), which every call paid
+def test_waiting_for_the_adjacency_kernels_spins_then_sleeps_a_share_of_the_wait(monkeypatch):
+    # wait_interruptibly queries back to back for SPIN_SECONDS (small problems'
+    # kernels end within it, and any sleep would have been added to them),
+    # then sleeps at most LATE_SHARE of the time waited and at most its
+    # interval: a kernel's end is seen late by at most about that share
     from paralingam.adjacency import _cuda_adjacency
 
-    class Event:
-        polls = 0
+    clock = [0.0]
+    ends = 0.02  # the kernel's end (s)
+    polls = []
 
+    class Event:
         def __init__(self, flags):
             pass
 
@@ -418,8 +421,9 @@ def test_waiting_for_the_adjacency_kernels_polls_from_short_sleeps(monkeypatch):
             pass
 
         def query(self):
-            Event.polls += 1
-            return Event.polls > 8
+            polls.append(clock[0])
+            clock[0] += 1e-5  # each query's own time
+            return polls[-1] >= ends
 
     driver = types.SimpleNamespace(Event=Event, event_flags=types.SimpleNamespace(DISABLE_TIMING=2))
     package = types.ModuleType("pycuda")
@@ -427,11 +431,23 @@ def test_waiting_for_the_adjacency_kernels_polls_from_short_sleeps(monkeypatch):
     monkeypatch.setitem(sys.modules, "pycuda", package)
     monkeypatch.setitem(sys.modules, "pycuda.driver", driver)
     sleeps = []
-    monkeypatch.setattr(_cuda_adjacency.time, "sleep", sleeps.append)
-    _cuda_adjacency.wait_interruptibly(interval=1e-3)
-    first = _cuda_adjacency.FIRST_POLL
-    assert sleeps == [min(first * 2 ** i, 1e-3) for i in range(8)]
-    assert sleeps[0] < 1e-4 and sleeps[-1] == 1e-3
+
+    def sleep(seconds):
+        sleeps.append((clock[0], seconds))
+        clock[0] += seconds
+
+    monkeypatch.setattr(_cuda_adjacency.time, "sleep", sleep)
+    monkeypatch.setattr(_cuda_adjacency.time, "perf_counter", lambda: clock[0])
+    interval = 1e-3
+    _cuda_adjacency.wait_interruptibly(interval=interval)
+    spin, share = _cuda_adjacency.SPIN_SECONDS, _cuda_adjacency.LATE_SHARE
+    assert 0 < spin < ends and sleeps
+    assert all(at >= spin for at, _ in sleeps)  # none while spinning
+    # back to back until then: one query per query's own time
+    assert sum(1 for t in polls if t < spin) == pytest.approx(spin / 1e-5, abs=2)
+    assert all(s <= share * at + 1e-12 and s <= interval for at, s in sleeps)
+    assert max(s for _, s in sleeps) == interval  # long waits sleep the whole interval
+    assert polls[-1] - ends <= min(share * polls[-1], interval) + 1e-5
 
 
 class WritingTqdm(FakeTqdm):

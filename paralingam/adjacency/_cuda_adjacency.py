@@ -27,6 +27,11 @@ MIN_BLOCKS = 4       # resident blocks per SM the kernel is compiled for
 MAX_ACTIVE = 500     # LassoLarsIC's max_iter bounds the active set
 
 _BUFFERS = {}
+# lars_supports keeps its arrays of p variables (the Gram matrix, the
+# weights, ...) on the device between calls up to this many bytes (p of about
+# 2,000): larger ones are freed after each call, whose paths then take far
+# longer than the allocations
+KEPT_ARRAYS_BYTES = 64 << 20
 
 
 @functools.lru_cache(maxsize=None)
@@ -142,8 +147,15 @@ def _ols_launch(fns, gram, tol, blocks):
 ABORT_TASK = 1 << 30
 
 
-# wait_interruptibly's first sleep between polls (seconds; doubled each poll)
-FIRST_POLL = 2e-5
+# wait_interruptibly queries the device back to back for this long (seconds)
+# before it sleeps between queries: the adaptive lasso's kernels of a few
+# hundred variables end within a millisecond or two, where sleeps of growing
+# length saw their end up to twice as late (docs/design/adjacency.rst, "Waiting
+# for the kernels").
+SPIN_SECONDS = 2e-3
+# ... then sleeps of at most this share of the time waited so far (and of
+# ``interval``): the end of a kernel is seen at most about that much late.
+LATE_SHARE = 0.125
 
 # wait_interruptibly(progress=...) reads the task counter at most this often
 PROGRESS_INTERVAL = 0.1
@@ -154,7 +166,7 @@ def wait_interruptibly(next_task=None, interval=1e-3, progress=None):
 
     A blocking copy or synchronisation runs in C and would hold a
     ``KeyboardInterrupt`` until the kernels end (seconds at large p).
-    Polling an event from Python lets the signal handler run. On an
+    Querying an event from Python lets the signal handler run. On an
     interrupt, ``next_task`` (the task counter of the running task loop) is
     set past the last task from a stream that runs beside the kernel, so
     every block returns after its current target; the queued work then
@@ -166,24 +178,27 @@ def wait_interruptibly(next_task=None, interval=1e-3, progress=None):
     blocks so far, each block drawing one past the last at its end), read by
     a copy on a stream that runs beside the kernel.
 
-    The polls start ``FIRST_POLL`` apart and double up to ``interval``:
-    small problems' kernels end within a fraction of a millisecond, which
-    a first sleep of ``interval`` would have added to every call.
+    The event is queried back to back for ``SPIN_SECONDS``, then between
+    sleeps of ``LATE_SHARE`` of the time waited so far, at most
+    ``interval``: small problems' kernels end within a millisecond, which
+    any sleep would have lengthened, and long ones leave the core idle.
     """
     import pycuda.driver as drv
 
-    delay = min(FIRST_POLL, interval)
     done = drv.Event(drv.event_flags.DISABLE_TIMING)
     done.record()
     reader = None
+    start = time.perf_counter()
     if progress is not None and next_task is not None:
         reader = drv.Stream(1), drv.pagelocked_empty(1, np.uint32)
-        next_report = time.perf_counter() + PROGRESS_INTERVAL
+        next_report = start + PROGRESS_INTERVAL
     try:
         while not done.query():
-            time.sleep(delay)
-            delay = min(2 * delay, interval)
-            if reader is not None and time.perf_counter() >= next_report:
+            now = time.perf_counter()
+            waited = now - start
+            if waited >= SPIN_SECONDS:
+                time.sleep(min(LATE_SHARE * waited, interval))
+            if reader is not None and now >= next_report:
                 side, drawn = reader
                 # CU_STREAM_NON_BLOCKING: the copy is not ordered after the kernel
                 drv.memcpy_dtoh_async(drawn, next_task, side)
@@ -209,25 +224,59 @@ def _buffer_sizes(p, blocks, m):
     return 8 * blocks * (m * m + 8 * p), 4 * blocks * p
 
 
+def _array_sizes(p):
+    """Bytes of each array :func:`_launch` sends or reads back, for ``p`` variables."""
+    return {"gram": 8 * p * p, "coef": 8 * p * p, "rss": 8 * p, "targets": 4 * p,
+            "kept": p * p, "status": 4 * p, "next": 4}
+
+
+def _sizes(key):
+    """Bytes of each buffer :func:`_buffers` holds for ``key = (p, blocks, m)``."""
+    work_bytes, iwork_bytes = _buffer_sizes(*key)
+    return {"work": work_bytes, "iwork": iwork_bytes, **_array_sizes(key[0])}
+
+
+def _kept_bytes(key):
+    """Device bytes held now for ``key``."""
+    sizes = _sizes(key)
+    return sum(sizes[name] for name in _BUFFERS[key])
+
+
 def _buffers(p, blocks, m):
-    """Work buffers of one launch shape (kept between calls)."""
+    """The work buffers of one launch shape and the arrays of ``p`` variables, by name.
+
+    Kept between calls (:func:`_release_arrays` frees large arrays after
+    each): a fit's adjacency step launches the paths once, and allocating
+    and freeing a dozen buffers each time cost more than the paths of a few
+    hundred variables.
+    """
     import pycuda.driver as drv
 
     key = (p, blocks, m)
     if key not in _BUFFERS:
         clear_cache()  # one shape at a time: a new shape frees the old buffers
-        work_bytes, iwork_bytes = _buffer_sizes(p, blocks, m)
-        work = drv.mem_alloc(max(work_bytes, 8))
-        iwork = drv.mem_alloc(max(iwork_bytes, 4))
-        _BUFFERS[key] = (work, iwork)
-    return _BUFFERS[key]
+        _BUFFERS[key] = {}
+    bufs = _BUFFERS[key]
+    for name, nbytes in _sizes(key).items():
+        if name not in bufs:
+            bufs[name] = drv.mem_alloc(max(nbytes, 8))
+    return bufs
+
+
+def _release_arrays(key):
+    """Free the arrays of p variables kept for ``key`` above ``KEPT_ARRAYS_BYTES``."""
+    sizes, bufs = _array_sizes(key[0]), _BUFFERS.get(key, {})
+    if sum(sizes.values()) > KEPT_ARRAYS_BYTES:
+        for name in sizes:
+            if name in bufs:
+                bufs.pop(name).free()
 
 
 @_gpu.register_cache
 def clear_cache(after_fault=False):
-    """Free the kept work buffers (after a fault their memory went with the context)."""
+    """Free the kept buffers (after a fault their memory went with the context)."""
     for bufs in _BUFFERS.values():
-        for buf in bufs:
+        for buf in bufs.values():
             if not after_fault:
                 buf.free()
     _BUFFERS.clear()
@@ -268,49 +317,51 @@ def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma, progress=N
     p = gram.shape[0]
     targets = np.asarray(targets, dtype=np.int32)
     ok = np.zeros(len(targets), dtype=bool)
-    kept = np.zeros((p, p), dtype=np.uint8)
     if len(targets) == 0:
-        return kept, ok
+        return np.zeros((p, p), dtype=np.uint8), ok
     m = max(1, min(int(targets.max()), MAX_ACTIVE))
     blocks = min(len(targets), _blocks_for(p))
     free, _ = drv.mem_get_info()
     # buffers kept from an earlier call are reused or freed: count them as free,
     # so the block count does not depend on what the last call left behind
-    free += sum(sum(_buffer_sizes(*key)) for key in _BUFFERS)
+    free += sum(_kept_bytes(key) for key in _BUFFERS)
     per_block = sum(_buffer_sizes(p, 1, m))
-    # the per-call arrays: gram and ols_coef (8 p^2 each), kept (p^2), vectors
-    budget = free - 17 * p * p - 32 * p - (64 << 20)
+    budget = free - sum(_array_sizes(p).values()) - (64 << 20)
     if budget < per_block:
         raise _gpu.GPUMemoryError(
             f"the adaptive lasso of p={p} variables needs {per_block / 2**20:.0f} MiB of GPU "
             f"memory per block; {max(free, 0) / 2**20:.0f} MiB are free")
     blocks = min(blocks, budget // per_block)
-    work, iwork = _buffers(p, blocks, m)
+    key = (p, blocks, m)
+    try:
+        bufs = _buffers(*key)
+        kept = np.empty((p, p), dtype=np.uint8)  # (every entry downloaded)
+        return _guarded(_launch, fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m,
+                        blocks, bufs, progress, kept, ok)
+    finally:
+        _release_arrays(key)  # (after a fault none are kept: their memory went with the context)
 
-    return _guarded(_launch, fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m,
-                    blocks, work, iwork, progress, kept, ok)
 
-
-def _launch(fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m, blocks, work, iwork,
+def _launch(fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m, blocks, bufs,
             progress, kept, ok):
-    """Upload, run ``lars_paths`` over all targets, download ``kept`` and ``ok``."""
+    """Upload into ``bufs``, run ``lars_paths`` over all targets, download ``kept`` and ``ok``."""
     import pycuda.driver as drv
 
     p = gram.shape[0]
     # largest targets first: they take longest
     order = np.argsort(-targets, kind="stable")
-    sorted_targets = np.ascontiguousarray(targets[order])
-    d_gram = drv.to_device(np.ascontiguousarray(gram, dtype=np.float64))
-    d_targets = drv.to_device(sorted_targets)
-    d_coef = drv.to_device(np.ascontiguousarray(ols_coef, dtype=np.float64))
-    d_rss = drv.to_device(np.ascontiguousarray(ols_rss, dtype=np.float64))
-    d_next = drv.to_device(np.zeros(1, dtype=np.uint32))
-    d_kept = drv.to_device(kept)
-    d_status = drv.to_device(np.full(len(targets), 1, dtype=np.int32))
+    drv.memcpy_htod(bufs["gram"], np.ascontiguousarray(gram, dtype=np.float64))
+    drv.memcpy_htod(bufs["targets"], np.ascontiguousarray(targets[order]))
+    drv.memcpy_htod(bufs["coef"], np.ascontiguousarray(ols_coef, dtype=np.float64))
+    drv.memcpy_htod(bufs["rss"], np.ascontiguousarray(ols_rss, dtype=np.float64))
+    drv.memset_d32(bufs["next"], 0, 1)
+    drv.memset_d8(bufs["kept"], 0, p * p)
+    drv.memset_d32(bufs["status"], 1, len(targets))
+    d_next, d_kept, d_status = bufs["next"], bufs["kept"], bufs["status"]
     fn.prepared_call((int(blocks), 1, 1), (THREADS, 1, 1),
-                     d_gram, np.int32(p), d_targets, np.int32(len(targets)), d_coef, d_rss,
-                     np.float64(n_samples), np.float64(gamma), np.int32(m), work, iwork,
-                     d_next, d_kept, d_status)
+                     bufs["gram"], np.int32(p), bufs["targets"], np.int32(len(targets)),
+                     bufs["coef"], bufs["rss"], np.float64(n_samples), np.float64(gamma),
+                     np.int32(m), bufs["work"], bufs["iwork"], d_next, d_kept, d_status)
     status = np.empty(len(targets), dtype=np.int32)
     n_targets = len(targets)
 
