@@ -173,22 +173,16 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
     # compiled engine reads as plain vectors. The Gram matrix in the data's
     # order is made only for the targets the sklearn engine takes (below).
     scatter_ord, gram_ord = _permuted_gram(scatter, order, std, threads)
-    targets, predictor_sets = [], []
-    positions = np.arange(p)  # (each target's predictors: a view of it)
-    for k in range(1, p):
-        predictors = positions[:k]
-        if allowed is not None:
-            predictors = predictors[allowed[order[k], order[:k]]]
-        if len(predictors) == 0:
-            continue  # exogenous given the prior knowledge
-        if n <= len(predictors) + 1:
-            raise ValueError(
-                f"the adaptive lasso needs more samples than predictors + 1 to estimate "
-                f"the noise variance for BIC: column {order[k]} has {len(predictors)} "
-                f"predictors and there are {n} samples; use adjacency='ols'")
-        targets.append(k)
-        predictor_sets.append(predictors)
-    if targets:
+    targets, sizes, predictors_of = _targets(allowed, order)
+    too_few = np.flatnonzero(n <= sizes + 1)
+    if len(too_few):
+        k = int(targets[too_few[0]])
+        raise ValueError(
+            f"the adaptive lasso needs more samples than predictors + 1 to estimate "
+            f"the noise variance for BIC: column {order[k]} has "
+            f"{sizes[too_few[0]]} predictors and there are {n} samples; "
+            "use adjacency='ols'")
+    if len(targets):
         bar.total = len(targets)  # exogenous variables are no work (drawn lazily: not yet)
 
     B = np.zeros((p, p))
@@ -197,7 +191,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
     lasso = _compiled_lasso() if engine != "sklearn" else None
     if engine == "compiled" and lasso is None:
         raise RuntimeError("the compiled adaptive lasso (paralingam.adjacency._lasso) is not built")
-    if lasso is not None and targets:
+    if lasso is not None and len(targets):
         n_threads = threads  # (OpenMP's own default is not capped)
         on_gpu = backend == "cuda" and p >= CUDA_LASSO_MIN_FEATURES
         if on_gpu:
@@ -210,9 +204,8 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
                 lambda block: not _pivot_holds(gram_ord, block, first_explained))
         else:
             ols_coef, ols_rss, solved = _least_squares_factor(gram_ord, False)
-        targets_arr = np.asarray(targets, dtype=np.intp)
-        full = np.array([len(s) == k for k, s in zip(targets, predictor_sets)])
-        given = full & solved[targets_arr]
+        full = sizes == targets  # (on all earlier positions)
+        given = full & solved[targets]
         if (full & ~given).any():
             # predecessors linearly dependent: minimum-norm weights, as
             # sklearn's lstsq gives them, before the paths, so that those
@@ -222,31 +215,31 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
                 X, order, std, gram_ord, ols_coef, ols_rss, solved,
                 segmented=qr_in_segments(backend), n_threads=n_threads,
                 on_gpu=backend == "cuda", device_copy=device_copy, explained=explained)
-            given = full & filled[targets_arr]
+            given = full & filled[targets]
         on_cpu = np.ones(len(targets), dtype=bool)
         # each route's rows are zero outside its own targets: their sum is both
         B_ord = None
         if on_gpu and given.any():
-            B_gpu, done = _adaptive_lasso_rows_cuda(gram_ord, scatter_ord, targets_arr, given,
+            B_gpu, done = _adaptive_lasso_rows_cuda(gram_ord, scatter_ord, targets, given,
                                                     ols_coef, ols_rss, n, gamma, n_threads,
                                                     _ahead(bar, 0))
             B_ord = B_gpu
             on_cpu &= ~done
         if on_cpu.any():
             rows = np.flatnonzero(on_cpu)
-            sets = [predictor_sets[t] for t in rows]
+            sets = [predictors_of(t) for t in rows]
             sub_offsets = np.zeros(len(rows) + 1, dtype=np.intp)
             sub_offsets[1:] = np.cumsum([len(s) for s in sets])
             flags = np.zeros(len(rows), dtype=np.uint8)
             B_cpu, fallback = lasso.adaptive_lasso_rows(
-                gram_ord, scatter_ord, targets_arr[rows], sub_offsets,
+                gram_ord, scatter_ord, targets[rows], sub_offsets,
                 np.concatenate(sets).astype(np.intp), float(n), float(gamma),
                 n_threads, ols_coef, ols_rss, given[rows].astype(np.uint8),
                 progress=_ahead(bar, len(targets) - len(rows)), flags=flags)
-            _singular_refits(B_cpu, scatter_ord, targets_arr[rows][flags & SINGULAR_REFIT > 0])
+            _singular_refits(B_cpu, scatter_ord, targets[rows][flags & SINGULAR_REFIT > 0])
             B_ord = B_cpu if B_ord is None else B_ord + B_cpu
             todo = rows[fallback]
-            degenerate += [(k, int(order[k])) for k in targets_arr[rows][flags & WARNED > 0]]
+            degenerate += [(k, int(order[k])) for k in targets[rows][flags & WARNED > 0]]
         else:
             todo = []
         B = _placed(B_ord, order, p, threads)
@@ -257,13 +250,13 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
     for i, t in enumerate(todo):
         if report is not None:
             report(i)
-        target, predictors = order[targets[t]], order[predictor_sets[t]]
+        target, predictors = order[targets[t]], order[predictors_of(t)]
         B[target] = 0.0
         kept, coef, warned = _adaptive_lasso_row_sklearn(gram, scatter, target, predictors,
                                                          n, gamma)
         B[target, kept] = coef
         if warned:
-            degenerate.append((targets[t], int(target)))
+            degenerate.append((int(targets[t]), int(target)))
     if degenerate:
         degenerate = [column for _, column in sorted(degenerate)]
         warnings.warn(
@@ -273,9 +266,43 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
             AdjacencyWarning,
             stacklevel=user_stacklevel(),
         )
-    if targets and bar.enabled:
+    if len(targets) and bar.enabled:
         bar.update_to(bar.total)
     return B
+
+
+def _targets(allowed, order):
+    """The positions of the causal order that have predictors, and theirs.
+
+    Returns
+    -------
+    targets : ndarray of intp
+        Positions ``k`` whose allowed predictors among positions ``0..k-1``
+        are not empty (every ``k >= 1`` without prior knowledge: ``allowed``
+        None).
+    sizes : ndarray of intp
+        Their numbers of predictors.
+    predictors_of : callable
+        ``predictors_of(t)``: the positions ``targets[t]`` regresses on,
+        ascending.
+    """
+    p = len(order)
+    positions = np.arange(p)  # (each target's predictors: a view of it)
+    if allowed is None:
+        targets = positions[1:]
+        sizes = targets
+
+        def predictors_of(t):
+            return positions[:targets[t]]
+    else:
+        below = np.tril(allowed[np.ix_(order, order)], -1)  # [k, j]: j < k may predict k
+        counts = below.sum(axis=1)
+        targets = np.flatnonzero(counts)
+        sizes = counts[targets]
+
+        def predictors_of(t):
+            return np.flatnonzero(below[targets[t]])
+    return targets, sizes, predictors_of
 
 
 def _singular_refits(B, scatter, targets):

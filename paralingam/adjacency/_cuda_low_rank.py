@@ -89,7 +89,9 @@ def _basis(device_copy, order, explained):
 
     order = np.asarray(order)
     p, n = len(order), device_copy.n
-    joins = ~np.isin(order, np.fromiter(explained, dtype=np.int64))
+    is_explained = np.zeros(p, dtype=bool)
+    is_explained[np.fromiter(explained, dtype=np.intp)] = True
+    joins = ~is_explained[order]
     first = int(np.argmin(joins)) if not joins.all() else p
     if not (0 < first < p and suits(n, p, int(joins.sum()))
             and _cuda_qr.copy_holds(device_copy, (n, p))):
