@@ -9,6 +9,7 @@ once and call the same phases with their own adjacency method; nothing calls
 back into them.
 """
 
+import itertools
 import time
 from dataclasses import dataclass
 
@@ -552,7 +553,7 @@ def _first_explained(found):
         return None
     position = np.empty(found.order.size, dtype=np.intp)
     position[found.order] = np.arange(found.order.size)
-    return int(min(position[int(v)] for v in found.explained))
+    return int(position[np.fromiter(found.explained, dtype=np.intp)].min())
 
 
 def adjacency(search_data, found, settings, exponents, names, times, *, method="ols",
@@ -748,8 +749,9 @@ def _warn_explained(explained, names, unmet=()):
     import warnings
 
     label = (lambda i: str(i)) if names is None else (lambda i: f"{names[i]!r}")
-    pairs = _listed([f"{label(v)} (after {label(r)})" for v, r in explained.items()],
-                    "stats['explained']")
+    pairs = _listed([f"{label(v)} (after {label(r)})"
+                     for v, r in itertools.islice(explained.items(), _LISTED + 1)],
+                    "stats['explained']", total=len(explained))
     broken = ""
     if unmet:
         rules = _listed([f"{label(a)} before {label(b)}" for a, b in unmet])
@@ -764,13 +766,19 @@ def _warn_explained(explained, names, unmet=()):
     )
 
 
-def _listed(items, where=None, limit=20):
+# _listed names at most this many items
+_LISTED = 20
+
+
+def _listed(items, where=None, limit=_LISTED, total=None):
     """``items`` joined by commas, the first ``limit`` of them and a count of the
     rest (a warning over thousands of variables stays readable; ``where``, if
-    given, is named as having them all)."""
-    if len(items) <= limit:
+    given, is named as having them all). ``total``: how many there are, where
+    ``items`` holds only the first of them."""
+    total = len(items) if total is None else total
+    if total <= limit:
         return ", ".join(items)
-    return (", ".join(items[:limit]) + f", ... and {len(items) - limit} more"
+    return (", ".join(items[:limit]) + f", ... and {total - limit} more"
             + (f" ({where})" if where else ""))
 
 

@@ -1185,6 +1185,14 @@ def test_a_long_list_of_explained_variables_is_cut_in_the_warning():
     assert text.startswith("0, 1, 2,") and text.endswith(", 19, ... and 2931 more "
                                                          "(stats['explained'])")
     assert _api._listed(["a", "b"], "x") == "a, b"
+    # the warning formats only the pairs it names, and counts the rest
+    explained = {v: 0 for v in range(1, 2952)}
+    with pytest.warns(_api.DegenerateDataWarning) as caught:
+        _api._warn_explained(explained, None)
+    message = str(caught[0].message)
+    assert message.startswith("2951 variable(s) are fully explained")
+    assert "1 (after 0), 2 (after 0)," in message and "20 (after 0), ... and 2931 more" in message
+    assert "21 (after 0)" not in message
 
 
 def test_warnings_print_as_the_command_lines_own_lines(tmp_path):

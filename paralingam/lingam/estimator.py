@@ -8,6 +8,7 @@
 :mod:`paralingam.adjacency`.
 """
 
+import functools
 import inspect
 import numbers
 import time
@@ -48,6 +49,12 @@ def _check_random_state(random_state):
     raise ValueError("random_state must be None, an int or a numpy.random.RandomState; "
                      f"got {random_state!r}{hint}")
 
+
+
+@functools.lru_cache(maxsize=None)
+def _fit_keywords():
+    """The public keyword arguments of :func:`paralingam.fit` (what ``fit_options`` may set)."""
+    return frozenset(k for k in inspect.signature(_api.fit).parameters if not k.startswith("_"))
 
 class DirectLiNGAM(BaseEstimator):
     """DirectLiNGAM with the causal order searched by ParaLiNGAM.
@@ -217,7 +224,7 @@ class DirectLiNGAM(BaseEstimator):
         if reserved:
             raise ValueError(
                 f"fit_options must not set {sorted(reserved)}: they are DirectLiNGAM parameters")
-        public = {k for k in inspect.signature(_api.fit).parameters if not k.startswith("_")}
+        public = _fit_keywords()
         if "feature_names" in options:
             raise ValueError("fit_options must not set feature_names: pass a pandas DataFrame "
                              "to name the columns (they become feature_names_in_)")
