@@ -627,6 +627,26 @@ def test_the_compiled_scaling_back_has_numpys_ldexp_bits_at_every_edge():
             assert finite == bool(np.isfinite(want).all())
 
 
+@pytest.mark.parametrize("spread", [600, 1021, 1100, 2100])
+def test_scaled_back_by_products_and_by_the_exponent_field_keeps_numpys_bits(spread):
+    # rows whose factors 2**(e_i - e_j) are all normal go by products (into
+    # the subnormals, to zero, past float64), the others by the exponent
+    # field and ldexp; entries from the smallest subnormal to the largest double
+    from paralingam.adjacency._permute import scaled_back
+
+    rng = np.random.default_rng(spread)
+    for threads in (1, 3):
+        for _ in range(40):
+            B = rng.standard_normal((13, 13)) * 2.0 ** rng.integers(-1074, 1023, (13, 13))
+            B[rng.random((13, 13)) < 0.2] = rng.choice([0.0, -0.0, np.inf, -np.inf, np.nan])
+            e = rng.integers(-spread, spread, 13).astype(np.intc)
+            with np.errstate(over="ignore", invalid="ignore"):
+                want = np.ldexp(B, e[:, None] - e[None, :])
+            got, finite = scaled_back(B, e, threads)
+            assert got.tobytes() == want.tobytes()
+            assert finite == bool(np.isfinite(want).all())
+
+
 def test_the_passes_take_the_steps_threads_and_find_a_non_finite_entry_on_any_thread(
         monkeypatch):
     from paralingam.adjacency import _common, _permute

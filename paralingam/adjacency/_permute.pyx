@@ -186,12 +186,34 @@ cdef inline double _exact_ldexp(double v, int d) noexcept nogil:
     return ldexp(v, d)
 
 
+cdef inline int _clamped(long long d) noexcept nogil:
+    """``d`` within +-4000: a difference past that scales any double to 0 or inf as itself,
+    and clamped it stays an int."""
+    return <int>(4000 if d > 4000 else (-4000 if d < -4000 else d))
+
+
+cdef Py_ssize_t _product_row(const double* b, double* o, const double* factors, double fi,
+                             Py_ssize_t p) noexcept nogil:
+    """``o[j] = b[j] * (fi * factors[j])`` for a row whose every ``fi * factors[j]`` is a
+    normal power of two; returns how many results are not finite."""
+    cdef Py_ssize_t j, bad = 0
+    cdef double v
+    for j in range(p):
+        v = b[j] * (fi * factors[j])
+        o[j] = v
+        bad += not isfinite(v)
+    return bad
+
+
 def scaled_back(const double[:, ::1] B, const int[::1] exponents, int n_threads=1):
     """``np.ldexp(B, exponents[:, None] - exponents[None, :])`` and whether it is all finite.
 
-    ``ldexp`` is exact (or rounds once into the subnormals, as numpy's), so
-    the bits are numpy's; between normal numbers it moves the exponent field
-    (:func:`_exact_ldexp`).
+    ``ldexp`` is exact (or rounds once into the subnormals, as numpy's), and
+    so is a product by a power of two that is a normal number: a row whose
+    every factor ``2**(e_i - e_j)`` is one (``2**e_i`` times ``2**-e_j``,
+    each normal) is scaled by products, which the compiler vectorises.
+    Other rows (scales more than float64's normal range apart) go by
+    :func:`_exact_ldexp`. Either way the bits are numpy's.
 
     Returns
     -------
@@ -200,21 +222,28 @@ def scaled_back(const double[:, ::1] B, const int[::1] exponents, int n_threads=
         Whether every entry of ``out`` is finite.
     """
     cdef Py_ssize_t p = B.shape[0], i, j
-    cdef long long ei, d
+    cdef long long ei, lo = 0, hi = -1
     cdef double v
     cdef Py_ssize_t bad = 0
     _check_square(B.shape[0], B.shape[1], "scaled_back")
     _check_length(exponents.shape[0], p, "exponents")
+    e = np.asarray(exponents, dtype=np.int64)
+    factors_arr = np.ldexp(1.0, -e) if p else np.ones(1)  # 2**-e_j
+    cdef const double[::1] factors = factors_arr
+    if p and -int(e.max()) >= -1022 and -int(e.min()) <= 1023:  # every 2**-e_j normal
+        # rows whose every 2**(e_i - e_j) is normal, 2**e_i itself normal
+        lo = max(int(e.max()) - 1022, -1022)
+        hi = min(int(e.min()) + 1023, 1023)
     out = np.empty((p, p))
     cdef double[:, ::1] o = out
     for i in prange(p, nogil=True, schedule="static", num_threads=max(n_threads, 1)):
         ei = exponents[i]
-        for j in range(p):
-            # (a difference past +-4000 scales any double to 0 or inf as
-            # itself: clamped, it stays an int)
-            d = ei - exponents[j]
-            v = _exact_ldexp(B[i, j], <int>(4000 if d > 4000 else (-4000 if d < -4000 else d)))
-            o[i, j] = v
-            if not isfinite(v):
-                bad += 1
+        if lo <= ei <= hi:
+            bad += _product_row(&B[i, 0], &o[i, 0], &factors[0], ldexp(1.0, <int>ei), p)
+        else:
+            for j in range(p):
+                v = _exact_ldexp(B[i, j], _clamped(ei - exponents[j]))
+                o[i, j] = v
+                if not isfinite(v):
+                    bad += 1
     return out, bad == 0
