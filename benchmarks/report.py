@@ -938,6 +938,48 @@ def estimator_weights(out):
     (out / "estimator_weights.rst").write_text(text + "\n" + _source(name, ab, section))
 
 
+def estimator_fixed_costs(out):
+    """The estimator's fixed costs on rank-deficient data: trees, scaling back, the LARS wait; H200."""
+    name = "probe_small_phases_h200.json"
+    data = _load(name)
+    ab = data["ab_estimator_f66616b"]
+    rounds = ab["rounds"]
+
+    def each(tree, mode, case, whole=False):
+        values = [rounds[f"{tree}_{mode}_{r}"][case] for r in (1, 2)]
+        return ", ".join(f"{sum(v.values()) if whole else v['adjacency']:.1f}" for v in values)
+
+    rows = [[case, label, each("old", mode, case), each("new", mode, case),
+             each("old", mode, case, True), each("new", mode, case, True)]
+            for case in rounds["old_fit_1"] for mode, label in (("fit", "fit"),
+                                                                ("est", "DirectLiNGAM"))]
+    text = _table(["case", "fit of", "adjacency, 022d630 (ms)", "adjacency, f66616b (ms)",
+                   "all phases, 022d630 (ms)", "all phases, f66616b (ms)"], rows)
+    text += "\n" + _source(name, ab, "ab_estimator_f66616b")
+    sb = data["ab_scaled_back_a4f5a6c"]
+    rows = []
+    for case in sb["rounds"]["old_est_1"]:
+        def cell(tree, key):
+            return ", ".join(f"{key(sb['rounds'][f'{tree}_est_{r}'][case]):.2f}" for r in (1, 2))
+
+        timer = lambda c: c["timers"]["paralingam._api:_scaled_back"]["ms"]  # noqa: E731
+        step = lambda c: c["phases_ms"]["adjacency"]  # noqa: E731
+        rows.append([case, cell("old", timer), cell("new", timer), cell("old", step),
+                     cell("new", step)])
+    text += "\n" + _table(["case", "scaling back, f66616b (ms)", "scaling back, a4f5a6c (ms)",
+                           "adjacency, f66616b (ms)", "adjacency, a4f5a6c (ms)"], rows)
+    text += "\n" + _source(name, sb, "ab_scaled_back_a4f5a6c")
+    (out / "estimator_fixed_costs.rst").write_text(text)
+
+    wait_name = "probe_lars_wait_h200.json"
+    wait = _load(wait_name)
+    rows = [[case, str(c["targets"]), f"{c['kernel_ms']:.2f} ms", f"{c['wait_ms']:.2f} ms",
+             f"{c['lars_supports_ms']:.2f} ms"] for case, c in wait["cases"].items()]
+    text = _table(["case", "targets", "lars_paths kernel (events)",
+                   "wait_interruptibly after the launch", "lars_supports, whole call"], rows)
+    (out / "lars_wait.rst").write_text(text + "\n" + _source(wait_name, wait))
+
+
 def goals(out):
     """Where #21's goals stand, computed from the bench_pipeline.py result files."""
     gpu = _load("bench_pipeline_h100.json")
@@ -1062,6 +1104,7 @@ def render(out):
     min_norm_gpu(out)
     gpu_low_rank(out)
     estimator_weights(out)
+    estimator_fixed_costs(out)
     small_fits(out)
     gpu_qr_ahead(out)
     goals(out)
