@@ -642,7 +642,8 @@ def test_scaled_back_by_products_and_by_the_exponent_field_keeps_numpys_bits(spr
             e = rng.integers(-spread, spread, 13).astype(np.intc)
             with np.errstate(over="ignore", invalid="ignore"):
                 want = np.ldexp(B, e[:, None] - e[None, :])
-            got, finite = scaled_back(B, e, threads)
+            with np.errstate(all="raise"):  # (no stray overflow of the factors either)
+                got, finite = scaled_back(B, e, threads)
             assert got.tobytes() == want.tobytes()
             assert finite == bool(np.isfinite(want).all())
 

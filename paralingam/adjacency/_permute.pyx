@@ -228,12 +228,13 @@ def scaled_back(const double[:, ::1] B, const int[::1] exponents, int n_threads=
     _check_square(B.shape[0], B.shape[1], "scaled_back")
     _check_length(exponents.shape[0], p, "exponents")
     e = np.asarray(exponents, dtype=np.int64)
-    factors_arr = np.ldexp(1.0, -e) if p else np.ones(1)  # 2**-e_j
-    cdef const double[::1] factors = factors_arr
+    factors_arr = np.ones(1)
     if p and -int(e.max()) >= -1022 and -int(e.min()) <= 1023:  # every 2**-e_j normal
+        factors_arr = np.ldexp(1.0, -e)  # (made only then: no overflow or underflow flag)
         # rows whose every 2**(e_i - e_j) is normal, 2**e_i itself normal
         lo = max(int(e.max()) - 1022, -1022)
         hi = min(int(e.min()) + 1023, 1023)
+    cdef const double[::1] factors = factors_arr
     out = np.empty((p, p))
     cdef double[:, ::1] o = out
     for i in prange(p, nogil=True, schedule="static", num_threads=max(n_threads, 1)):

@@ -50,11 +50,11 @@ def _check_random_state(random_state):
                      f"got {random_state!r}{hint}")
 
 
-
 @functools.lru_cache(maxsize=None)
 def _fit_keywords():
     """The public keyword arguments of :func:`paralingam.fit` (what ``fit_options`` may set)."""
     return frozenset(k for k in inspect.signature(_api.fit).parameters if not k.startswith("_"))
+
 
 class DirectLiNGAM(BaseEstimator):
     """DirectLiNGAM with the causal order searched by ParaLiNGAM.
