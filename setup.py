@@ -159,12 +159,10 @@ extensions = [
         depends=["paralingam/adjacency/_lasso_kernels.h", "paralingam/_runtime.h", "paralingam/_interrupts.pxi"],
     ),
     # Column sums of the data preparation in numpy's order (the rounding
-    # noise of paralingam.search.policy), ranges of columns on OpenMP
-    # threads: no contraction into fused multiply-adds, which would round
-    # differently from numpy.
+    # noise of paralingam.search.policy): no contraction into fused
+    # multiply-adds, which would round differently from numpy.
     Extension("paralingam._column_sums", ["paralingam/_column_sums.pyx"],
-              extra_compile_args=["-O3", "-fopenmp", "-fno-fast-math", "-ffp-contract=off"],
-              extra_link_args=["-fopenmp"]),
+              extra_compile_args=["-O3", "-fno-fast-math", "-ffp-contract=off"]),
     # The rank-one Cholesky update of the minimum-norm least squares
     # (paralingam.adjacency, rank-deficient data).
     Extension("paralingam.adjacency._linalg", ["paralingam/adjacency/_linalg.pyx"], extra_compile_args=["-O3"]),

@@ -13,8 +13,6 @@ own. The module is built without contraction into fused multiply-adds
 
 import numpy as np
 
-from cython.parallel cimport prange
-
 # Each thread reads a range of columns: when that is a few cache lines per
 # row, every row in another page, the hardware prefetchers (which stop at
 # page boundaries) see no stream, so the loops prefetch the range
@@ -45,37 +43,7 @@ def _checked_sums(Py_ssize_t columns, Py_ssize_t n_factors, Py_ssize_t j0, Py_ss
     return np.zeros(j1 - j0), np.zeros(j1 - j0), np.zeros(j1 - j0)
 
 
-# Columns each thread of noise_sums sums at least (fewer columns per row and
-# thread read too little of each row to pay for the thread).
-MIN_THREAD_COLUMNS = 8
-
-
-cdef void _range_sums(const real* X, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t k,
-                      const double* f, double* mean, double* sq, double* dev) noexcept nogil:
-    """:func:`noise_sums`' two passes over ``k`` columns from ``X`` (rows ``ld`` apart)."""
-    cdef Py_ssize_t i, j
-    cdef double v, d
-    cdef Py_ssize_t span = k * sizeof(X[0])
-    cdef Py_ssize_t ahead = PL_SUMS_AHEAD if span <= PL_SUMS_PREFETCH_BYTES else n
-    for i in range(n):
-        if i + ahead < n:
-            pl_prefetch_range(&X[(i + ahead) * ld], span)
-        for j in range(k):
-            mean[j] = mean[j] + <double>X[i * ld + j] * f[j]
-    for j in range(k):
-        mean[j] = mean[j] / n
-    for i in range(n):
-        if i + ahead < n:
-            pl_prefetch_range(&X[(i + ahead) * ld], span)
-        for j in range(k):
-            v = <double>X[i * ld + j] * f[j]
-            sq[j] = sq[j] + v * v
-            d = v - mean[j]
-            dev[j] = dev[j] + d * d
-
-
-def noise_sums(const real[:, ::1] X, const double[::1] factors, Py_ssize_t j0, Py_ssize_t j1,
-               int n_threads=1):
+def noise_sums(const real[:, ::1] X, const double[::1] factors, Py_ssize_t j0, Py_ssize_t j1):
     """Means, sums of squares and sums of squared deviations of columns ``j0:j1`` of ``X * factors``.
 
     Parameters
@@ -87,10 +55,6 @@ def noise_sums(const real[:, ::1] X, const double[::1] factors, Py_ssize_t j0, P
         mixed product does.
     j0, j1 : int
         The columns (two or more: numpy sums a single column pairwise).
-    n_threads : int
-        OpenMP threads, each summing a range of at least
-        ``MIN_THREAD_COLUMNS`` columns (each column's sums in the same order
-        on any number of threads: the same bits).
 
     Returns
     -------
@@ -99,19 +63,29 @@ def noise_sums(const real[:, ::1] X, const double[::1] factors, Py_ssize_t j0, P
         with the bits of numpy's ``mean(axis=0)`` and of the sums inside
         ``(x * x).sum(axis=0)`` and ``x.std(axis=0)``.
     """
-    cdef Py_ssize_t n = X.shape[0], k = j1 - j0, t, c0, c1
+    cdef Py_ssize_t n = X.shape[0], k = j1 - j0, i, j
     mean_a, sq_a, dev_a = _checked_sums(X.shape[1], factors.shape[0], j0, j1)
     cdef double[::1] mean = mean_a, sq = sq_a, dev = dev_a
     cdef const double[::1] f = factors[j0:j1]
-    cdef Py_ssize_t parts = max(1, min(n_threads, k // MIN_THREAD_COLUMNS))
-    if n == 0:  # (no row to point at: the loops' 0 / 0)
-        mean_a[:] = np.nan
-        return mean_a, sq_a, dev_a
-    for t in prange(parts, nogil=True, schedule="static", num_threads=parts):
-        c0 = k * t // parts
-        c1 = k * (t + 1) // parts
-        _range_sums(&X[0, j0 + c0], X.shape[1], n, c1 - c0, &f[c0], &mean[c0], &sq[c0],
-                    &dev[c0])
+    cdef double v, d
+    cdef Py_ssize_t span = k * sizeof(X[0, 0])
+    cdef Py_ssize_t ahead = PL_SUMS_AHEAD if span <= PL_SUMS_PREFETCH_BYTES else n
+    with nogil:
+        for i in range(n):
+            if i + ahead < n:
+                pl_prefetch_range(&X[i + ahead, j0], span)
+            for j in range(k):
+                mean[j] = mean[j] + <double>X[i, j0 + j] * f[j]
+        for j in range(k):
+            mean[j] = mean[j] / n
+        for i in range(n):
+            if i + ahead < n:
+                pl_prefetch_range(&X[i + ahead, j0], span)
+            for j in range(k):
+                v = <double>X[i, j0 + j] * f[j]
+                sq[j] = sq[j] + v * v
+                d = v - mean[j]
+                dev[j] = dev[j] + d * d
     return mean_a, sq_a, dev_a
 
 

@@ -321,7 +321,7 @@ def test_initial_noise_by_blocks_and_threads_is_the_formula_bit_for_bit(n, p, th
     from paralingam.search import policy
 
     if route == "numpy":  # the blocks in numpy (input the compiled loops do not read)
-        monkeypatch.setattr(policy, "_compiled_sums", lambda X, j0, j1, n_threads=1: None)
+        monkeypatch.setattr(policy, "_compiled_sums", lambda X, j0, j1: None)
     rng = np.random.default_rng(n + p)
     X = rng.standard_normal((n, p)) * 10.0 ** rng.uniform(-3, 3, (n, p)) + rng.uniform(-9, 9, p)
     X[::50, 0] = 1e6  # outliers
@@ -361,17 +361,14 @@ def test_compiled_noise_sums_have_the_bits_of_the_numpy_blocks(dtype, scaled, or
     else:
         data = X
     for j0, j1 in ((0, p), (0, 2), (5, 17), (21, 23)):
+        got = policy._compiled_sums(data, j0, j1)
+        assert got is not None  # the compiled route takes this input
         with monkeypatch.context() as m:
-            m.setattr(policy, "_compiled_sums", lambda X, j0, j1, n_threads=1: None)
+            m.setattr(policy, "_compiled_sums", lambda X, j0, j1: None)
             m.setattr(policy, "NOISE_BLOCK_BYTES", 4096)  # several numpy blocks
             want = policy._noise_sums(data, j0, j1)
-        # the C-ordered loops split the columns over threads (8 columns and
-        # more each): the same bits on any number
-        for threads in (1, 2, 3, 4):
-            got = policy._compiled_sums(data, j0, j1, threads)
-            assert got is not None  # the compiled route takes this input
-            for a, b in zip(got, want):
-                assert a.tobytes() == b.tobytes()
+        for a, b in zip(got, want):
+            assert a.tobytes() == b.tobytes()
     if order == "F":  # the same bits as the data in C order
         C = _preparation.ScaledData(np.ascontiguousarray(X), data.exponents)
         for a, b in zip(policy.noise_and_std(data), policy.noise_and_std(C)):
@@ -401,37 +398,3 @@ def test_standardised_rows_start_on_a_cache_line(layout, n):
     want = (want - want.mean(axis=1, keepdims=True))
     want /= np.sqrt((want * want).mean(axis=1, keepdims=True))
     np.testing.assert_allclose(Z, want, rtol=1e-12, atol=1e-12)
-
-
-def test_noise_sums_split_the_columns_over_threads_from_one_mib(monkeypatch):
-    # data of at least NOISE_OPENMP_BYTES summed in one group hand the
-    # compiled loops the threads (ranges of at least MIN_THREAD_COLUMNS
-    # columns); smaller data take one thread; the bits are the formula's
-    from paralingam import _column_sums
-    from paralingam.search import policy
-
-    seen = []
-    original = _column_sums.noise_sums
-
-    def spy(X, factors, j0, j1, n_threads=1):
-        seen.append(n_threads)
-        return original(X, factors, j0, j1, n_threads)
-
-    monkeypatch.setattr(_column_sums, "noise_sums", spy)
-    rng = np.random.default_rng(11)
-    for n, p, threads in ((2048, 64, 3), (1000, 40, 2)):  # 1.0 MiB and 312 KiB
-        X = rng.standard_normal((n, p)) * 10.0 ** rng.uniform(-3, 3, p)
-        X[::97] *= 1e5
-        seen.clear()
-        noise, std = policy.noise_and_std(X, n_threads=threads)
-        assert seen == [threads if X.nbytes >= policy.NOISE_OPENMP_BYTES else 1]
-        assert noise.tobytes() == _initial_noise_formula(X).tobytes()
-        assert std.tobytes() == X.std(axis=0).tobytes()
-    # few columns: one range per MIN_THREAD_COLUMNS at most, down to one
-    X = rng.standard_normal((5000, 2 * _column_sums.MIN_THREAD_COLUMNS - 1))
-    want = _column_sums.noise_sums(X, np.ones(X.shape[1]), 0, X.shape[1], 1)
-    got = _column_sums.noise_sums(X, np.ones(X.shape[1]), 0, X.shape[1], 8)
-    assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want))
-    # no rows: the loops' 0 / 0 mean, zero sums
-    mean, sq, dev = _column_sums.noise_sums(np.zeros((0, 20)), np.ones(20), 0, 20, 4)
-    assert np.isnan(mean).all() and not sq.any() and not dev.any()

@@ -110,7 +110,7 @@ def test_standardised_rows_from_the_product_are_those_of_the_copy(name, monkeypa
 def test_noise_from_the_product_is_that_of_the_copy(name, block_bytes, thread_bytes, threads, route,
                                                     monkeypatch):
     if route == "numpy":  # the blocks in numpy (input the compiled loops do not read)
-        monkeypatch.setattr(policy, "_compiled_sums", lambda X, j0, j1, n_threads=1: None)
+        monkeypatch.setattr(policy, "_compiled_sums", lambda X, j0, j1: None)
     monkeypatch.setattr(policy, "NOISE_BLOCK_BYTES", block_bytes)
     monkeypatch.setattr(policy, "NOISE_THREAD_BYTES", thread_bytes)
     X = CASES[name]

@@ -76,11 +76,6 @@ EPS = float(np.finfo(np.float64).eps)
 # data per thread it uses at least.
 NOISE_BLOCK_BYTES = 1 << 18
 NOISE_THREAD_BYTES = 1 << 24
-# Data of at least this many bytes summed in one group (below two
-# NOISE_THREAD_BYTES) have their C-ordered compiled sums split by columns
-# over the threads (_column_sums.noise_sums); smaller data take one thread,
-# whose sums end within a few hundred microseconds.
-NOISE_OPENMP_BYTES = 1 << 20
 
 # Rounding of one regression step, in units of eps and of the row's standard
 # deviation: the difference x_i - beta x_j and the product beta x_j round
@@ -163,8 +158,8 @@ def noise_and_std(X, n_threads=None):
     groups = max(1, min(n_threads, p // 2, X.nbytes // NOISE_THREAD_BYTES))
     bounds = np.linspace(0, p, groups + 1).astype(int)
     parts = [(bounds[g], bounds[g + 1]) for g in range(groups)]
-    if groups == 1:  # (the compiled loops' own threads from NOISE_OPENMP_BYTES)
-        sums = [_noise_sums(X, 0, p, n_threads if X.nbytes >= NOISE_OPENMP_BYTES else 1)]
+    if groups == 1:
+        sums = [_noise_sums(X, 0, p)]
     else:
         from concurrent.futures import ThreadPoolExecutor
 
@@ -180,7 +175,7 @@ def _noise_from_sums(n, mean, sq, dev):
     return EPS * (rms + np.abs(mean)) / std, std
 
 
-def _noise_sums(X, j0, j1, n_threads=1):
+def _noise_sums(X, j0, j1):
     """Means, sums of squares and sums of squared deviations of columns ``j0:j1`` (two or more).
 
     Bit for bit what ``X.mean(axis=0)``, ``(X * X).sum(axis=0)`` and the sum
@@ -194,7 +189,7 @@ def _noise_sums(X, j0, j1, n_threads=1):
     the rest.
     """
     n, k = X.shape[0], j1 - j0
-    compiled = _compiled_sums(X, j0, j1, n_threads)
+    compiled = _compiled_sums(X, j0, j1)
     if compiled is not None:
         return compiled
     rows = max(64, NOISE_BLOCK_BYTES // (8 * k))
@@ -218,7 +213,7 @@ def _noise_sums(X, j0, j1, n_threads=1):
     return mean, sq, dev
 
 
-def _compiled_sums(X, j0, j1, n_threads=1):
+def _compiled_sums(X, j0, j1):
     """``_noise_sums`` by the compiled loops of ``paralingam._column_sums`` (the same bits), or None.
 
     They read C-ordered float64 or float32 data, as they are or scaled by
@@ -240,14 +235,15 @@ def _compiled_sums(X, j0, j1, n_threads=1):
         return None
     from .. import _column_sums
 
+    if source.flags.c_contiguous:
+        sums = _column_sums.noise_sums
+    elif source.flags.f_contiguous and source is not X:
+        sums = _column_sums.noise_sums_by_columns
+    else:
+        return None
     if factors is None:
         factors = np.ones(source.shape[1])
-    factors = np.ascontiguousarray(factors, dtype=np.float64)
-    if source.flags.c_contiguous:
-        return _column_sums.noise_sums(source, factors, j0, j1, n_threads)
-    if source.flags.f_contiguous and source is not X:
-        return _column_sums.noise_sums_by_columns(source, factors, j0, j1)
-    return None
+    return sums(source, np.ascontiguousarray(factors, dtype=np.float64), j0, j1)
 
 
 def pair_noise(nu_a, nu_b):
