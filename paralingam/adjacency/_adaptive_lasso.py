@@ -152,7 +152,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
     if backend not in ADJACENCY_BACKENDS:
         raise ValueError(f"backend must be one of {ADJACENCY_BACKENDS[1:]}; got {backend!r}")
     n, p = X.shape
-    threads = n_threads or default_threads()
+    threads = n_threads or default_threads()  # (OpenMP's own default is not capped)
     _memory.require(
         "the adjacency step (adaptive lasso)",
         _memory.adaptive_lasso_bytes(n, p, threads, scatter_given=scatter is not None),
@@ -192,7 +192,6 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
     if engine == "compiled" and lasso is None:
         raise RuntimeError("the compiled adaptive lasso (paralingam.adjacency._lasso) is not built")
     if lasso is not None and len(targets):
-        n_threads = threads  # (OpenMP's own default is not capped)
         on_gpu = backend == "cuda" and p >= CUDA_LASSO_MIN_FEATURES
         if on_gpu:
             # the weights' factor only up to the search's first explained
@@ -213,7 +212,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
             # are nearly all of them)
             ols_coef, ols_rss, filled = _min_norm_weights(
                 X, order, std, gram_ord, ols_coef, ols_rss, solved,
-                segmented=qr_in_segments(backend), n_threads=n_threads,
+                segmented=qr_in_segments(backend), n_threads=threads,
                 on_gpu=backend == "cuda", device_copy=device_copy, explained=explained)
             given = full & filled[targets]
         on_cpu = np.ones(len(targets), dtype=bool)
@@ -221,7 +220,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
         B_ord = None
         if on_gpu and given.any():
             B_gpu, done = _adaptive_lasso_rows_cuda(gram_ord, scatter_ord, targets, given,
-                                                    ols_coef, ols_rss, n, gamma, n_threads,
+                                                    ols_coef, ols_rss, n, gamma, threads,
                                                     _ahead(bar, 0))
             B_ord = B_gpu
             on_cpu &= ~done
@@ -234,7 +233,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
             B_cpu, fallback = lasso.adaptive_lasso_rows(
                 gram_ord, scatter_ord, targets[rows], sub_offsets,
                 np.concatenate(sets).astype(np.intp), float(n), float(gamma),
-                n_threads, ols_coef, ols_rss, given[rows].astype(np.uint8),
+                threads, ols_coef, ols_rss, given[rows].astype(np.uint8),
                 progress=_ahead(bar, len(targets) - len(rows)), flags=flags)
             _singular_refits(B_cpu, scatter_ord, targets[rows][flags & SINGULAR_REFIT > 0])
             B_ord = B_cpu if B_ord is None else B_ord + B_cpu

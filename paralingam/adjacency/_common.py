@@ -41,7 +41,6 @@ SINGULAR_TOL = 1e-10
 _EPS = np.finfo(np.float64).eps
 
 
-
 class AdjacencyWarning(UserWarning):
     """A regression of the adjacency step was numerically degenerate."""
 
@@ -181,9 +180,10 @@ def _placed(A, order, p, n_threads=None):
 def _scaled_back(B, exponents, names, n_threads=None):
     """Coefficients on rescaled columns (:func:`_checked_inputs`) on the data's scale.
 
-    Each entry ``B[i, j] * 2**(e_i - e_j)``, by ``ldexp`` (exact, or one
-    rounding into the subnormals), in one threaded pass
-    (:func:`paralingam.adjacency._permute.scaled_back`).
+    Each entry ``B[i, j] * 2**(e_i - e_j)`` with the bits of ``np.ldexp``
+    (exact, or one rounding into the subnormals), in one threaded pass
+    (:func:`paralingam.adjacency._permute.scaled_back`: products where the
+    factors are normal numbers, else the exponent field and ``ldexp``).
 
     Raises
     ------
