@@ -21,7 +21,12 @@ what that step cannot go below on this route. ``--ab MODULE:NAME=VALUE ...``
 sets those module constants on every other fit of an extra ``--repeats``
 rounds (alternated in this process, after the runs above) and reports the
 phases of both. ``--estimator`` does all of this for ``DirectLiNGAM().fit``
-(the adaptive lasso) instead of ``paralingam.fit``. Writes JSON.
+(the adaptive lasso) instead of ``paralingam.fit``. ``--rank-deficient
+PxN ...`` adds rank-deficient cases of those shapes (as
+``bench_pipeline``'s, named ``rank_deficient_PxN``), for thresholds in
+the number of variables. ``--set MODULE:NAME=VALUE ...`` sets module
+constants for the whole run (an A/B across processes, for settings whose
+effect outlives a fit: kept buffers, pools). Writes JSON.
 """
 
 import cProfile
@@ -209,11 +214,24 @@ def ab_case(name, backend, repeats, data_dir, settings, fitter=fit):
                for v, ph in phases.items()}}
 
 
+def add_rank_deficient(shapes):
+    """Rank-deficient cases ``rank_deficient_PxN`` in ``bench_pipeline.CASES``; their names."""
+    names = []
+    for shape in shapes:
+        p, n = (int(v) for v in shape.lower().split("x"))
+        name = f"rank_deficient_{p}x{n}"
+        bench_pipeline.CASES[name] = ((p, n), (p, n), "rank_deficient", ())
+        names.append(name)
+    return names
+
+
 def main():
     ap = _common.parser("probe_small_phases", __doc__, repeats=20, gpu=True)
     ap.add_argument("--backend", default="cuda", choices=["cpu", "cuda"])
     ap.add_argument("--cases", nargs="*", default=list(SMALL_CASES),
                     choices=list(bench_pipeline.CASES))
+    ap.add_argument("--rank-deficient", nargs="*", default=[], metavar="PxN",
+                    help="rank-deficient cases of these shapes, after --cases")
     ap.add_argument("--profiled", type=int, default=20, help="fits under the profiler")
     ap.add_argument("--top", type=int, default=40, help="functions listed per table")
     ap.add_argument("--data-dir", default=_common.DATA_DIR)
@@ -225,9 +243,14 @@ def main():
                     help="module constants of variant B of an A/B alternated in this process")
     ap.add_argument("--estimator", action="store_true",
                     help="fit with DirectLiNGAM (the adaptive lasso) instead of paralingam.fit")
+    ap.add_argument("--set", nargs="*", default=[], metavar="MODULE:NAME=VALUE",
+                    help="module constants set for the whole run")
     args = ap.parse_args()
+    for module, attr, value in (parse_setting(text) for text in args.set):
+        setattr(module, attr, value)
     fitter = estimator_fit if args.estimator else fit
     settings = [parse_setting(text) for text in args.ab]
+    args.cases = list(args.cases) + add_rank_deficient(args.rank_deficient)
     rows = []
     for name in args.cases:
         row = run_case(name, args.backend, args.repeats, args.profiled, args.top, args.data_dir,

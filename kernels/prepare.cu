@@ -104,3 +104,34 @@ extern "C" __global__ void variables_f32(const float *src, long long n, double *
 {
     variables_block(src, n, dst, ld, c0, scale);
 }
+
+// Each variable's mean, sum of squares and sum of squared deviations over the
+// first n samples of its row of X64 (row stride ld): out[j], out[p + j] and
+// out[2 p + j]. These are the host's sums of the rounding noise
+// (paralingam/_column_sums.pyx, noise_sums) with their bits: X64 holds the
+// values those loops read, and one thread per variable adds them sample after
+// sample, every product and sum rounded on its own (no fused multiply-add), in
+// the host's order. The chain of additions is serial, so one thread per
+// variable is all the parallelism there is; the loads run ahead of it.
+extern "C" __global__ void __launch_bounds__(64)
+column_sums(const double *__restrict__ x, long long ld, int n, int p, double *__restrict__ out)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= p) return;
+    const double *row = x + (size_t)j * ld;
+    double sum = 0.0;
+#pragma unroll 8
+    for (int i = 0; i < n; ++i) sum = __dadd_rn(sum, row[i]);
+    const double mean = __ddiv_rn(sum, (double)n);
+    double sq = 0.0, dev = 0.0;
+#pragma unroll 8
+    for (int i = 0; i < n; ++i) {
+        const double v = row[i];
+        sq = __dadd_rn(sq, __dmul_rn(v, v));
+        const double d = __dsub_rn(v, mean);
+        dev = __dadd_rn(dev, __dmul_rn(d, d));
+    }
+    out[j] = mean;
+    out[p + j] = sq;
+    out[2 * p + j] = dev;
+}

@@ -97,7 +97,7 @@ def test_the_route_declines_where_it_cannot_hold(fake_route, monkeypatch):
         "the root explained": ([int(order[0])] + hint, None),
         "no explained variable": ([], None),
         "a basis over the limit": (hint, ("MAX_BASIS", 5)),
-        "too few variables": (hint, ("MIN_FEATURES", 41)),
+        "too few variables": (hint, ("OLS_MIN_FEATURES", 41)),
         "switched off": (hint, ("ENABLED", False)),
         "too little memory": (hint, ("SLACK_BYTES", 1 << 50)),
     }
@@ -286,7 +286,8 @@ def fits_with_and_without(monkeypatch, X, **kw):
 @pytest.mark.parametrize("p, n, explained, seed, spread, dtype", [
     (400, 4096, 340, 8, 0, np.float64), (300, 2048, 250, 41, 0, np.float64),
     (1000, 8192, 924, 42, 0, np.float64), (300, 4096, 240, 43, 30, np.float64),
-    (260, 3000, 200, 44, 0, np.float32)])
+    (260, 3000, 200, 44, 0, np.float32), (80, 4000, 56, 45, 0, np.float64),
+    (64, 3000, 40, 46, 20, np.float32)])
 def test_fit_takes_the_route_and_equals_the_host_route(monkeypatch, p, n, explained, seed, spread,
                                                        dtype):
     X = rank_deficient(p, n, explained, seed)
@@ -307,6 +308,42 @@ def test_fit_takes_the_route_and_equals_the_host_route(monkeypatch, p, n, explai
     position = np.empty(p, dtype=int)
     position[device.causal_order] = np.arange(p)
     assert not B[position[:, None] <= position[None, :]].any()
+
+
+@pytest.mark.gpu
+@needs_cupy
+def test_the_routes_buffers_return_to_a_pool_that_keeps_small_calls_only(monkeypatch):
+    # a second fit's step takes its buffers from the pool (none allocated),
+    # with the same bits; past POOL_KEPT_BYTES the held blocks are released
+    X = rank_deficient(300, 2048, 250, 41)
+    pool = _cuda_min_norm._pool()
+    matrices, held = [], []
+    for kept in (_cuda_min_norm.POOL_KEPT_BYTES, _cuda_min_norm.POOL_KEPT_BYTES, 0):
+        monkeypatch.setattr(_cuda_min_norm, "POOL_KEPT_BYTES", kept)
+        device, _, taken = fits_with_and_without(monkeypatch, X)
+        monkeypatch.setattr(_cuda_low_rank, "ENABLED", True)
+        assert taken[0]
+        matrices.append(device.adjacency_matrix.tobytes())
+        held.append((pool.held_blocks, pool.active_blocks))
+    assert held[0][0] > 0 and held[1] == held[0] and held[0][1] == 0
+    assert held[2] == (0, 0)
+    assert matrices[0] == matrices[1] == matrices[2]
+
+
+@pytest.mark.gpu
+@needs_cupy
+def test_fit_of_the_ecoli_fluxes_takes_the_route_and_equals_the_host_route(monkeypatch, ecoli):
+    # real fluxes of rank 24 in 87 columns (over OLS_MIN_FEATURES), with
+    # scales from 0.04 to 286 and near copies
+    X = ecoli[0]
+    device, host, taken = fits_with_and_without(monkeypatch, X)
+    assert taken == [True, False]
+    assert device.causal_order == host.causal_order
+    e = _preparation.column_exponents(X)
+    unscaled = [np.ldexp(A, e[None, :] - e[:, None])
+                for A in (device.adjacency_matrix, host.adjacency_matrix)]
+    np.testing.assert_allclose(unscaled[0], unscaled[1], rtol=0,
+                               atol=1e-9 * np.abs(unscaled[1]).max())
 
 
 @pytest.mark.gpu

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import paralingam
-from paralingam.adjacency import _cuda_min_norm, _cuda_qr, _least_squares, _min_norm
+from paralingam.adjacency import _cuda_low_rank, _cuda_min_norm, _cuda_qr, _least_squares, _min_norm
 from paralingam.adjacency._common import _column_means
 
 from test_cuda_qr import FakeCusolver, assert_same_gram, fake_gpu, needs_cupy  # noqa: F401
@@ -183,6 +183,7 @@ def fake_route(fake_gpu, monkeypatch):
                                   {"MAX_DYNAMIC_SHARED_SIZE_BYTES": 8})
     drv.Error = RuntimeError
     monkeypatch.setattr(_cuda_min_norm, "MIN_FEATURES", 1)
+    monkeypatch.setattr(_cuda_low_rank, "OLS_MIN_FEATURES", 1)
     return drv, cusolver, kernels
 
 

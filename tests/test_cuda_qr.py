@@ -14,7 +14,8 @@ import pytest
 
 import paralingam
 from paralingam import _gpu
-from paralingam.adjacency import _adaptive_lasso, _cuda_adjacency, _cuda_qr, _least_squares
+from paralingam.adjacency import (_adaptive_lasso, _cuda_adjacency, _cuda_min_norm, _cuda_qr,
+                                  _least_squares)
 from paralingam.adjacency._common import _column_means
 
 from test_rank_deficient import explained_targets, rank_deficient
@@ -118,9 +119,25 @@ class FakeDriver:
 
     def to_device(self, host):
         buf = FakeBuffer(self.device, host.nbytes)
+        self.memcpy_htod(buf, host)
+        return buf
+
+    def memcpy_htod(self, buf, host):
         start = int(buf) - self.device.BASE
         self.device.memory[start:start + host.nbytes] = np.ascontiguousarray(host).view(np.uint8)
-        return buf
+
+
+class FakePool:
+    """PyCUDA's ``DeviceMemoryPool`` holding nothing: each block is the driver's, freed with it."""
+
+    def __init__(self, drv):
+        self.drv = drv
+
+    def allocate(self, nbytes):
+        return self.drv.mem_alloc(nbytes)
+
+    def free_held(self):
+        pass
 
 
 class FakeGather:
@@ -194,6 +211,7 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(_gpu, "guarded", lambda launch, *args: launch(*args))
     monkeypatch.setattr(_cuda_qr, "_HANDLES", {})
     monkeypatch.setattr(_cuda_qr, "_driver", lambda: drv)
+    monkeypatch.setattr(_cuda_min_norm, "_pool", lambda: FakePool(drv))
     gather = FakeGather(device)
     monkeypatch.setattr(_cuda_adjacency, "_kernels", lambda handle: {"gather_centred": gather})
     drv.gather = gather

@@ -480,6 +480,60 @@ def test_the_upload_sums_the_noise_beside_it_from_the_threshold_on(monkeypatch, 
     np.testing.assert_array_equal(std, expected_std)
 
 
+def _scaled(X, order="C"):
+    from paralingam._preparation import ScaledData
+
+    source = np.asfortranarray(X) if order == "F" else np.ascontiguousarray(X)
+    return ScaledData(source, np.arange(X.shape[1]) - 3)
+
+
+def test_the_noise_sums_count_as_in_row_order_where_the_compiled_loops_read_the_data():
+    # sums_in_row_order: the host sums each column sample after sample (the
+    # compiled loops, any size), so that the device's sums in that order give
+    # its bits; numpy's formula (pairwise sums) decides the others
+    from paralingam.search.policy import sums_in_row_order
+
+    X = np.random.default_rng(5).standard_normal((300, 6))
+    assert sums_in_row_order(X)
+    assert sums_in_row_order(X.astype(np.float32))
+    assert sums_in_row_order(_scaled(X)) and sums_in_row_order(_scaled(X, "F"))
+    assert not sums_in_row_order(np.asfortranarray(X))  # given as it is: the formula
+    assert not sums_in_row_order(X[::2])                # strided
+    assert not sums_in_row_order(X[:, :1])              # one column: numpy sums it pairwise
+    assert not sums_in_row_order(X.astype(np.float16))
+
+
+@pytest.mark.parametrize("case", ["C", "float32", "scaled", "scaled F", "F", "one column",
+                                  "switched off", "threaded"])
+def test_small_data_in_row_order_take_the_devices_sums_after_the_upload(monkeypatch, case):
+    # _upload_with_noise calls device_sums() after the upload for data below
+    # the thread's threshold that the host sums in row order, and builds the
+    # noise and std from them as noise_and_std does from its own sums;
+    # otherwise the host sums as before
+    from paralingam.search import _cuda, policy
+
+    X = np.random.default_rng(6).standard_normal((400, 5)) * [1, 1e3, 1e-3, 7, 1e8]
+    data = {"C": X, "float32": X.astype(np.float32), "scaled": _scaled(X),
+            "scaled F": _scaled(X, "F"), "F": np.asfortranarray(X), "one column": X[:, :1],
+            "switched off": X, "threaded": X}[case]
+    expected = case in ("C", "float32", "scaled", "scaled F")
+    if case == "switched off":
+        monkeypatch.setattr(_cuda, "DEVICE_NOISE_SUMS", False)
+    if case == "threaded":
+        monkeypatch.setattr(_cuda, "UPLOAD_NOISE_THREAD_MIN_BYTES", 1)
+    events = []
+
+    def device_sums():  # the host's compiled sums stand in for the device's (the same bits)
+        events.append("device sums")
+        return policy._compiled_sums(data, 0, data.shape[1])
+
+    noise, std = _cuda._upload_with_noise(data, lambda: events.append("upload"), device_sums)
+    assert events == (["upload", "device sums"] if expected else ["upload"])
+    host_noise, host_std = policy.noise_and_std(data)
+    assert noise[:-1].tobytes() == host_noise.tobytes() and noise[-1] == 0.0
+    assert std.tobytes() == host_std.tobytes()
+
+
 def test_a_failed_upload_leaves_no_noise_thread_behind(monkeypatch):
     # an upload that raises (a fault, Ctrl-C) propagates; the noise's thread
     # has ended by then (the pool is left only after its sums)

@@ -137,6 +137,63 @@ def test_cuda_fit_refuses_nan_and_inf(bad, what, dtype):
         paralingam.fit(X, backend="cuda")
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("form", ["C", "scaled C", "scaled F"])
+@pytest.mark.parametrize("n, p", [(3, 2), (1000, 37), (4099, 70), (7466, 11)])
+def test_the_devices_noise_sums_have_the_hosts_bits(dtype, form, n, p):
+    # column_sums over X64 after the upload: the bits of the host's compiled
+    # sums of the same data (sample order, every operation rounded), on
+    # columns of scales 1e-150..1e150, offsets and an outlier
+    from paralingam._preparation import ScaledData
+    from paralingam.search import _cuda, policy
+
+    rng = np.random.default_rng(n + p)
+    X = rng.standard_normal((n, p)) * 10.0 ** rng.uniform(-150, 150, p) + rng.uniform(-5, 5, p)
+    X[n // 2, 0] *= 1e12
+    if dtype == np.float32:
+        X = rng.standard_normal((n, p)) * 10.0 ** rng.uniform(-20, 20, p) + 3.0
+    X = X.astype(dtype)
+    if form == "C":
+        data = np.ascontiguousarray(X)
+    else:
+        source = np.asfortranarray(X) if form == "scaled F" else np.ascontiguousarray(X)
+        data = ScaledData(source, rng.integers(-60, 60, p))
+    assert policy.sums_in_row_order(data)
+    _cuda._context()
+    ws = _cuda._Workspace(p, (n + 31) // 32 * 32, True)
+    try:
+        _cuda.upload(ws, data)
+        got = _cuda._device_sums(ws, n)
+    finally:
+        for buf in ws.keep:
+            buf.free()
+    for a, b in zip(got, policy._compiled_sums(data, 0, p)):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_a_small_fits_noise_comes_from_the_device_with_the_hosts_bits(lingam_data, monkeypatch):
+    # the search of data below the noise thread's threshold takes the
+    # device's sums, and its noise, std and order are those of the host's
+    from paralingam.search import _cuda
+
+    X = np.ascontiguousarray(lingam_data(30, 3000, "sparse", 1204)[0])
+    assert X.nbytes < _cuda.UPLOAD_NOISE_THREAD_MIN_BYTES
+    kw = dict(threshold=True, gamma0=1e-4, c=2.0, dtype="float32", collinear_tol=1e-10,
+              explained_tol=1e-10, drift_tol=1e-8)
+    calls, real = [], _cuda._device_sums
+    monkeypatch.setattr(_cuda, "_device_sums", lambda *a: calls.append(1) or real(*a))
+    noise = {}
+    for on in (True, False):
+        monkeypatch.setattr(_cuda, "DEVICE_NOISE_SUMS", on)
+        order, _, per_it, _ = _cuda.search(X, times={}, **kw)
+        ws = next(w for k, w in _cuda._WORKSPACES.items() if k[1] == X.shape[1])
+        noise[on] = (ws.read("noise", X.shape[1] + 1).tobytes(), per_it["column_std"].tobytes(),
+                     list(order))
+    assert calls == [1]
+    assert noise[True] == noise[False]
+    assert noise[True][1] == X.std(axis=0).tobytes()
+
+
 @pytest.mark.parametrize("block_bytes", [1 << 25, 1 << 14])  # beside the upload or after it
 def test_cuda_search_returns_the_columns_std_and_uploads_their_noise(lingam_data, block_bytes,
                                                                       monkeypatch):

@@ -58,17 +58,29 @@ ENABLED = True
 # Device memory kept free beside the route's arrays and cuSOLVER's workspace.
 SLACK_BYTES = 64 << 20
 
+# Fewest variables of fit's least squares here. The adaptive lasso's weights
+# keep the minimum-norm rows' _cuda_min_norm.MIN_FEATURES (its LARS paths
+# move with the rows' rounding on data with near copies); fit's matrix has
+# no paths, and at E. coli's 87 variables the host's route (the whole QR, the
+# rows on one core) took 3-4 ms against ... here (docs/design/adjacency.rst,
+# "Data of small rank on the device").
+OLS_MIN_FEATURES = 64
 
-def suits(n, p, m):
+
+def suits(n, p, m, min_features=None):
     """Whether ``n`` samples of ``p`` variables with a basis of ``m`` can take this route.
 
-    As the minimum-norm rows on the GPU: at least ``MIN_FEATURES`` variables
-    and a basis of at most ``MAX_BASIS`` (the block's shared memory); fewer
-    basis vectors than samples; sizes that cuSOLVER's 32-bit API holds.
+    At least ``min_features`` variables (default: the minimum-norm rows'
+    ``MIN_FEATURES``, the adaptive lasso's weights; ``fit``'s least squares
+    pass ``OLS_MIN_FEATURES``) and a basis of at most ``MAX_BASIS`` (the
+    block's shared memory); fewer basis vectors than samples; sizes that
+    cuSOLVER's 32-bit API holds.
     """
     from ._cuda_qr import INT32_MAX
 
-    return (ENABLED and p >= _cuda_min_norm.MIN_FEATURES and 0 < m <= _cuda_min_norm.MAX_BASIS
+    if min_features is None:
+        min_features = _cuda_min_norm.MIN_FEATURES
+    return (ENABLED and p >= min_features and 0 < m <= _cuda_min_norm.MAX_BASIS
             and m < n and n * p <= INT32_MAX)
 
 
@@ -78,12 +90,12 @@ def device_bytes(n, p, m, placed=True):
     return 8 * (n * p + n * m + (2 if placed else 1) * p * p) + 64 * p
 
 
-def _basis(device_copy, order, explained):
+def _basis(device_copy, order, explained, min_features=None):
     """``joins`` of the search's hint, or None where the route does not suit the data.
 
     ``joins``: per position of the causal order, whether the variable is in
     the basis (not explained). The first variable must be in it, and at
-    least one explained.
+    least one explained. ``min_features`` as for :func:`suits`.
     """
     from . import _cuda_qr
 
@@ -93,24 +105,25 @@ def _basis(device_copy, order, explained):
     is_explained[np.fromiter(explained, dtype=np.intp)] = True
     joins = ~is_explained[order]
     first = int(np.argmin(joins)) if not joins.all() else p
-    if not (0 < first < p and suits(n, p, int(joins.sum()))
+    if not (0 < first < p and suits(n, p, int(joins.sum()), min_features)
             and _cuda_qr.copy_holds(device_copy, (n, p))):
         return None
     return joins
 
 
 def applies(device_copy, order, explained):
-    """Whether the search's hint leaves a basis this route takes (before its own checks)."""
+    """Whether the search's hint leaves a basis the adaptive lasso's weights take here (before
+    the route's own checks)."""
     return device_copy is not None and bool(explained) and \
         _basis(device_copy, order, explained) is not None
 
 
-def _run(device_copy, order, explained, body, *args):
+def _run(device_copy, order, explained, min_features, body, *args):
     """``body(drv, cusolver, handle, device_copy, order, joins, *args)`` in the context, or
     None where the route declines before or in it."""
     from . import _cuda_qr
 
-    joins = _basis(device_copy, order, explained)
+    joins = _basis(device_copy, order, explained, min_features)
     if joins is None:
         return None
     cusolver = _cuda_qr._cusolver()
@@ -150,7 +163,7 @@ def ols_of_copy(device_copy, order, explained, exponents):
         followed by :func:`._common._scaled_back` gives it (to rounding); None
         where the route declines (the module's list).
     """
-    return _run(device_copy, order, explained, _ols, exponents)
+    return _run(device_copy, order, explained, OLS_MIN_FEATURES, _ols, exponents)
 
 
 @_gpu.exclusive
@@ -183,7 +196,7 @@ def weights_of_copy(device_copy, order, explained, divisor, rows_from, out):
         ``out`` with the rows, to rounding those of the data's whole QR;
         None where the route declines (the module's list).
     """
-    return _run(device_copy, order, explained, _weights, divisor, rows_from, out)
+    return _run(device_copy, order, explained, None, _weights, divisor, rows_from, out)
 
 
 def _every_row(dev, cusolver, handle, device_copy, order, joins, divisor=None):

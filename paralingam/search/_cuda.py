@@ -27,7 +27,7 @@ import numpy as np
 from .. import _constants
 from . import _cuda_state
 from ._cuda_state import row_stride
-from .policy import noise_and_std
+from .policy import noise_and_std, noise_from_sums, sums_in_row_order
 
 DEFAULT_WARPS = 8  # warps per worker block (threads_per_block = 256)
 # Worker blocks per SM the register allocation must allow (0: compiler's
@@ -85,11 +85,19 @@ UPLOAD_COPY_THREADS_MIN_BYTES = 1 << 25
 # block); smaller data's fits gained nothing measurable from the thread
 # (docs/design/pipeline.rst, "Copy threads on small data").
 UPLOAD_NOISE_THREAD_MIN_BYTES = UPLOAD_BLOCK_BYTES
+# Smaller data, which the host would sum after the upload, are summed on the
+# device from the uploaded rows instead where the host sums each column in
+# sample order (the same bits: kernels/prepare.cu, column_sums), not on one
+# host thread (docs/design/pipeline.rst, "The noise sums on the device").
+# False: the host's sums (A/B runs, tests).
+DEVICE_NOISE_SUMS = True
 # Fortran-ordered data go by whole variables (kernels/prepare.cu,
 # variables_block): threads per block, and blocks per variable at most
 # (each thread then copies several samples).
 VARIABLE_THREADS = 256
 VARIABLE_BLOCKS = 64
+# Threads per block of column_sums (one per variable; its launch bound).
+SUMS_THREADS = 64
 # Launch each kernel so that it is scheduled while its predecessor still runs
 # (programmatic dependent launch, compute capability >= 9.0): the next
 # kernel's blocks are resident when its predecessor ends, which shortens the
@@ -244,6 +252,7 @@ class _Workspace:
         self.keep = []
         self.dev = {}
         self.copy_buf = None  # DeviceCopy's buffer, allocated on first use
+        self.sums_buf = None  # _device_sums' output, allocated on first use
         self.copies = 0       # bumped by every copy and when the buffers are freed
         for block in _cuda_state.allocations(p, ld, use_float, multi, replica):
             buf = drv.mem_alloc(block.nbytes)
@@ -624,7 +633,8 @@ def _search_multi_run(data, devices, cfg, threads_per_block, min_blocks, blocks,
         for ctx, part in zip(ctxs, ws.parts):
             _in_context(ctx, upload, part, data, ctx.handle)
 
-    noise, column_std = _upload_with_noise(data, upload_all)
+    noise, column_std = _upload_with_noise(
+        data, upload_all, lambda: _in_context(ctxs[0], _device_sums, ws.parts[0], n, ctxs[0].handle))
     grids, sms = [], []  # each device's worker grid and multiprocessors
     for ctx, part, mod in zip(ctxs, ws.parts, mods):
         def finish_upload(part=part, mod=mod):  # (the occupancy query in the module's context)
@@ -705,6 +715,8 @@ def _prepare_kernels(ctx_handle):
         fn = mod.get_function(name.replace("transpose", "transpose_scaled"))
         fn.prepare("PiiPqqP")
         kernels["scaled"][np.dtype(dtype)] = fn
+    kernels["column_sums"] = mod.get_function("column_sums")
+    kernels["column_sums"].prepare("PqiiP")
     return kernels
 
 
@@ -797,20 +809,26 @@ def upload(ws, data, ctx_handle=None):
             scale.free()
 
 
-def _upload_with_noise(data, upload_all):
+def _upload_with_noise(data, upload_all, device_sums=None):
     """Run ``upload_all()`` and sum the rows' rounding noise and std of ``data``.
 
     Returns ``(noise, column_std)``: ``noise`` has p + 1 entries, the last
     zero (the search's buffer; paralingam.search.policy), ``column_std`` as
     :func:`~paralingam.search.policy.noise_and_std`. Data of at least
     ``UPLOAD_NOISE_THREAD_MIN_BYTES`` are summed on a thread while the blocks
-    cross the bus (every device's upload, for a multi-GPU search); smaller
-    data are summed after the upload, on the calling thread.
+    cross the bus (every device's upload, for a multi-GPU search). Smaller
+    data are summed after the upload: by ``device_sums()`` (the uploaded
+    rows' ``(mean, sq, dev)``, :func:`_device_sums`) where given,
+    ``DEVICE_NOISE_SUMS`` is set and the host would sum each column in
+    sample order (the same bits), else on the calling thread.
     """
     noise = np.zeros(data.shape[1] + 1)
     if data.nbytes < UPLOAD_NOISE_THREAD_MIN_BYTES:
         upload_all()
-        noise[:-1], column_std = noise_and_std(data)
+        if device_sums is not None and DEVICE_NOISE_SUMS and sums_in_row_order(data):
+            noise[:-1], column_std = noise_from_sums(data.shape[0], *device_sums())
+        else:
+            noise[:-1], column_std = noise_and_std(data)
         return noise, column_std
     from concurrent.futures import ThreadPoolExecutor
 
@@ -819,6 +837,28 @@ def _upload_with_noise(data, upload_all):
         upload_all()
         noise[:-1], column_std = sums.result()
     return noise, column_std
+
+
+def _device_sums(ws, n, ctx_handle=None):
+    """Each variable's mean, sum of squares and sum of squared deviations over X64's first ``n`` samples.
+
+    ``(mean, sq, dev)``, float64 arrays of ``ws.p``, with the bits of the
+    host's compiled sums of the data X64 holds (``kernels/prepare.cu``,
+    ``column_sums``); read back before it returns. ``ctx_handle`` as for
+    :func:`upload`.
+    """
+    import pycuda.driver as drv
+
+    p = ws.p
+    if ws.sums_buf is None:
+        ws.sums_buf = drv.mem_alloc(3 * 8 * p)
+        ws.keep.append(ws.sums_buf)
+    fn = _prepare_kernels(_context().handle if ctx_handle is None else ctx_handle)["column_sums"]
+    fn.prepared_call(((p + SUMS_THREADS - 1) // SUMS_THREADS, 1), (SUMS_THREADS, 1, 1),
+                     ws.dev["X64"], np.int64(ws.ld), np.int32(n), np.int32(p), ws.sums_buf)
+    out = np.empty(3 * p)
+    drv.memcpy_dtoh(out, ws.sums_buf)
+    return out[:p], out[p:2 * p], out[2 * p:]
 
 
 def _upload_units(data, block_bytes):
@@ -967,7 +1007,8 @@ def search(data, *, threshold, gamma0, c, dtype, collinear_tol, explained_tol, d
         _prepare_kernels(_context().handle)  # compiled on a machine's first fit: timed as such
         times["compile"] += time.perf_counter() - t1
         t0 += time.perf_counter() - t1
-        noise, column_std = _upload_with_noise(data, lambda: upload(ws, data))
+        noise, column_std = _upload_with_noise(data, lambda: upload(ws, data),
+                                               lambda: _device_sums(ws, n))
         device_copy = _keep_copy_now(ws, n) if keep_copy else None  # (before the search standardises X64)
         drv.memcpy_htod(ws.dev["noise"], noise)
         drv.memset_d32(ws.dev["lock"], 0, p * p)  # epochs restart with every search

@@ -140,7 +140,7 @@ def noise_and_std(X, n_threads=None):
     if small and p >= 2:  # one compiled call where it reads X: no thread, no temporaries
         sums = _compiled_sums(X, 0, p)
         if sums is not None:
-            return _noise_from_sums(n, *sums)
+            return noise_from_sums(n, *sums)
     if product and (p < 2 or small):
         X = X.copy()  # small, or one column: the formula below on the whole product
         product = False
@@ -165,10 +165,10 @@ def noise_and_std(X, n_threads=None):
 
         with ThreadPoolExecutor(groups) as pool:
             sums = list(pool.map(lambda jj: _noise_sums(X, *jj), parts))
-    return _noise_from_sums(n, *(np.concatenate(v) for v in zip(*sums)))
+    return noise_from_sums(n, *(np.concatenate(v) for v in zip(*sums)))
 
 
-def _noise_from_sums(n, mean, sq, dev):
+def noise_from_sums(n, mean, sq, dev):
     """Noise and std of ``noise_and_std`` from the columns' means, sums of squares and of squared deviations."""
     rms = np.sqrt(sq / n)
     std = np.sqrt(dev / n)  # numpy's std: the sum of squared deviations over n, its root
@@ -223,6 +223,17 @@ def _compiled_sums(X, j0, j1):
     Other input takes the numpy route: a Fortran-ordered array given as it
     is takes the formula (numpy's pairwise sums), as before.
     """
+    route = _compiled_route(X)
+    if route is None:
+        return None
+    sums, source, factors = route
+    if factors is None:
+        factors = np.ones(source.shape[1])
+    return sums(source, np.ascontiguousarray(factors, dtype=np.float64), j0, j1)
+
+
+def _compiled_route(X):
+    """``(loop, source, factors)`` of :func:`_compiled_sums` for ``X``, or None where they do not read it."""
     from .._preparation import ScaledData
 
     if isinstance(X, ScaledData):
@@ -236,14 +247,22 @@ def _compiled_sums(X, j0, j1):
     from .. import _column_sums
 
     if source.flags.c_contiguous:
-        sums = _column_sums.noise_sums
-    elif source.flags.f_contiguous and source is not X:
-        sums = _column_sums.noise_sums_by_columns
-    else:
-        return None
-    if factors is None:
-        factors = np.ones(source.shape[1])
-    return sums(source, np.ascontiguousarray(factors, dtype=np.float64), j0, j1)
+        return _column_sums.noise_sums, source, factors
+    if source.flags.f_contiguous and source is not X:
+        return _column_sums.noise_sums_by_columns, source, factors
+    return None
+
+
+def sums_in_row_order(X):
+    """Whether :func:`noise_and_std` sums each column of ``X`` sample after sample.
+
+    Where it does (two or more columns the compiled loops read, whatever the
+    data's size and the threads), any loop that adds the same values in the
+    same order, rounding each operation, gets its bits: the GPU's sums over
+    the uploaded data (``paralingam.search._cuda``). Elsewhere numpy's
+    pairwise sums may decide them.
+    """
+    return X.shape[1] >= 2 and _compiled_route(X) is not None
 
 
 def pair_noise(nu_a, nu_b):
