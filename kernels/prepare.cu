@@ -109,29 +109,47 @@ extern "C" __global__ void variables_f32(const float *src, long long n, double *
 // first n samples of its row of X64 (row stride ld): out[j], out[p + j] and
 // out[2 p + j]. These are the host's sums of the rounding noise
 // (paralingam/_column_sums.pyx, noise_sums) with their bits: X64 holds the
-// values those loops read, and one thread per variable adds them sample after
-// sample, every product and sum rounded on its own (no fused multiply-add), in
-// the host's order. The chain of additions is serial, so one thread per
-// variable is all the parallelism there is; the loads run ahead of it.
-extern "C" __global__ void __launch_bounds__(64)
+// values those loops read, and they are added sample after sample, every
+// product and sum rounded on its own (no fused multiply-add), in the host's
+// order. The chain of additions is serial: one block per variable stages its
+// row in shared memory by chunks (coalesced loads), and one thread adds each
+// chunk while the loads of the next wait at the barrier. (One thread per
+// variable reading its own row stalled on every load.)
+#define SUMS_THREADS 128
+#define SUMS_CHUNK 2048
+
+extern "C" __global__ void __launch_bounds__(SUMS_THREADS)
 column_sums(const double *__restrict__ x, long long ld, int n, int p, double *__restrict__ out)
 {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= p) return;
+    __shared__ double chunk[SUMS_CHUNK];
+    const int j = blockIdx.x;
     const double *row = x + (size_t)j * ld;
-    double sum = 0.0;
+    double sum = 0.0, mean = 0.0, sq = 0.0, dev = 0.0;
+    for (int pass = 0; pass < 2; ++pass) {
+        for (int i0 = 0; i0 < n; i0 += SUMS_CHUNK) {
+            const int len = min(SUMS_CHUNK, n - i0);
+            __syncthreads();  // the previous chunk has been added
+            for (int k = threadIdx.x; k < len; k += SUMS_THREADS) chunk[k] = row[i0 + k];
+            __syncthreads();
+            if (threadIdx.x != 0) continue;
+            if (pass == 0) {
 #pragma unroll 8
-    for (int i = 0; i < n; ++i) sum = __dadd_rn(sum, row[i]);
-    const double mean = __ddiv_rn(sum, (double)n);
-    double sq = 0.0, dev = 0.0;
+                for (int k = 0; k < len; ++k) sum = __dadd_rn(sum, chunk[k]);
+            } else {
 #pragma unroll 8
-    for (int i = 0; i < n; ++i) {
-        const double v = row[i];
-        sq = __dadd_rn(sq, __dmul_rn(v, v));
-        const double d = __dsub_rn(v, mean);
-        dev = __dadd_rn(dev, __dmul_rn(d, d));
+                for (int k = 0; k < len; ++k) {
+                    const double v = chunk[k];
+                    sq = __dadd_rn(sq, __dmul_rn(v, v));
+                    const double d = __dsub_rn(v, mean);
+                    dev = __dadd_rn(dev, __dmul_rn(d, d));
+                }
+            }
+        }
+        mean = __ddiv_rn(sum, (double)n);  // (thread 0's is the one used)
     }
-    out[j] = mean;
-    out[p + j] = sq;
-    out[2 * p + j] = dev;
+    if (threadIdx.x == 0) {
+        out[j] = mean;
+        out[p + j] = sq;
+        out[2 * p + j] = dev;
+    }
 }

@@ -160,26 +160,22 @@ def _as_data_matrix(X, names=None, *, allow_constant=False, scaled=False):
 # gets at least (fewer than this run on one thread).
 EXTREMES_BLOCK_BYTES = 1 << 20
 THREAD_BYTES = 1 << 24
-# ... except the extremes, whose two reductions of each block cost about as
-# much as the threads' start from this size on (docs/design/pipeline.rst,
-# "The extremes on threads").
-EXTREMES_THREAD_BYTES = 1 << 21
 # Entries per row of the wide view in which the extremes of narrow data are
 # taken (_max_min): numpy's reduction over the first axis loops over the
 # columns innermost, so that 11 columns ran at an eighth of the speed of 1024.
 EXTREMES_WIDTH = 1024
 
 
-def _by_rows(work, src, n_threads=None, thread_bytes=None):
+def _by_rows(work, src, n_threads=None):
     """``work(r0, r1)`` over ranges of ``src``'s rows that cover them, on threads for large data.
 
     numpy's loops release the GIL; the ranges are contiguous and as many as
-    the usable cores allow (each at least ``thread_bytes`` of data, default
-    ``THREAD_BYTES``). Returns the list of the results, in row order.
+    the usable cores allow (each at least ``THREAD_BYTES`` of data).
+    Returns the list of the results, in row order.
     """
     n = src.shape[0]
     threads = n_threads or _usable_cores()
-    parts = int(max(1, min(threads, n, src.nbytes // (thread_bytes or THREAD_BYTES))))
+    parts = int(max(1, min(threads, n, src.nbytes // THREAD_BYTES)))
     bounds = np.linspace(0, n, parts + 1).astype(int)
     ranges = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
     if parts == 1:
@@ -212,7 +208,7 @@ def _column_extremes(src):
                 np.minimum(lo, block_lo, out=lo)
             return hi, lo
 
-        parts = _by_rows(part, src, thread_bytes=EXTREMES_THREAD_BYTES)
+        parts = _by_rows(part, src)
         hi, lo = parts[0]
         for h, l in parts[1:]:
             np.maximum(hi, h, out=hi)

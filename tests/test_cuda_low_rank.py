@@ -287,7 +287,7 @@ def fits_with_and_without(monkeypatch, X, **kw):
     (400, 4096, 340, 8, 0, np.float64), (300, 2048, 250, 41, 0, np.float64),
     (1000, 8192, 924, 42, 0, np.float64), (300, 4096, 240, 43, 30, np.float64),
     (260, 3000, 200, 44, 0, np.float32), (80, 4000, 56, 45, 0, np.float64),
-    (64, 3000, 40, 46, 20, np.float32)])
+    (64, 3000, 40, 46, 20, np.float32), (20, 3000, 14, 47, 0, np.float64)])
 def test_fit_takes_the_route_and_equals_the_host_route(monkeypatch, p, n, explained, seed, spread,
                                                        dtype):
     X = rank_deficient(p, n, explained, seed)

@@ -169,7 +169,6 @@ def test_preparation_is_bit_identical_to_before(name, X, monkeypatch):
                               (64, 256)):
         monkeypatch.setattr(_validation, "EXTREMES_BLOCK_BYTES", block)
         monkeypatch.setattr(_validation, "THREAD_BYTES", per_thread)
-        monkeypatch.setattr(_validation, "EXTREMES_THREAD_BYTES", per_thread)
         direct, _, direct_e = _as_data_matrix(X, scaled=True)
         np.testing.assert_array_equal(direct_e, want_e)
         assert direct.flags.c_contiguous and direct.dtype == np.float64
@@ -247,7 +246,7 @@ def test_column_extremes_by_blocks_and_threads_are_numpys(dtype, bad, monkeypatc
         X[3000, 6] = bad
     monkeypatch.setattr(_validation, "EXTREMES_BLOCK_BYTES", 200)  # blocks of 3 to 7 rows
     for per_thread in (1 << 30, 4096, 1):  # one thread, a few, one per row
-        monkeypatch.setattr(_validation, "EXTREMES_THREAD_BYTES", per_thread)
+        monkeypatch.setattr(_validation, "THREAD_BYTES", per_thread)
         for src in (X, np.asfortranarray(X), X[::2, 1:]):
             hi, lo = _validation._column_extremes(src)
             with np.errstate(invalid="ignore"):

@@ -61,10 +61,11 @@ SLACK_BYTES = 64 << 20
 # Fewest variables of fit's least squares here. The adaptive lasso's weights
 # keep the minimum-norm rows' _cuda_min_norm.MIN_FEATURES (its LARS paths
 # move with the rows' rounding on data with near copies); fit's matrix has
-# no paths, and at E. coli's 87 variables the host's route (the whole QR, the
-# rows on one core) took 3-4 ms against ... here (docs/design/adjacency.rst,
-# "Data of small rank on the device").
-OLS_MIN_FEATURES = 64
+# no paths, and the host's route (the whole QR, the rows on one core) took
+# 1.6-3.0 ms where this one took 0.8-0.9 ms, from 16 variables (the fewest
+# measured) to E. coli's 87 (docs/design/adjacency.rst, "Data of small rank
+# on the device").
+OLS_MIN_FEATURES = 16
 
 
 def suits(n, p, m, min_features=None):

@@ -96,8 +96,7 @@ DEVICE_NOISE_SUMS = True
 # (each thread then copies several samples).
 VARIABLE_THREADS = 256
 VARIABLE_BLOCKS = 64
-# Threads per block of column_sums (one per variable; its launch bound).
-SUMS_THREADS = 64
+SUMS_THREADS = 128  # kernels/prepare.cu: SUMS_THREADS (column_sums, one block per variable)
 # Launch each kernel so that it is scheduled while its predecessor still runs
 # (programmatic dependent launch, compute capability >= 9.0): the next
 # kernel's blocks are resident when its predecessor ends, which shortens the
@@ -854,8 +853,8 @@ def _device_sums(ws, n, ctx_handle=None):
         ws.sums_buf = drv.mem_alloc(3 * 8 * p)
         ws.keep.append(ws.sums_buf)
     fn = _prepare_kernels(_context().handle if ctx_handle is None else ctx_handle)["column_sums"]
-    fn.prepared_call(((p + SUMS_THREADS - 1) // SUMS_THREADS, 1), (SUMS_THREADS, 1, 1),
-                     ws.dev["X64"], np.int64(ws.ld), np.int32(n), np.int32(p), ws.sums_buf)
+    fn.prepared_call((p, 1), (SUMS_THREADS, 1, 1), ws.dev["X64"], np.int64(ws.ld), np.int32(n),
+                     np.int32(p), ws.sums_buf)
     out = np.empty(3 * p)
     drv.memcpy_dtoh(out, ws.sums_buf)
     return out[:p], out[p:2 * p], out[2 * p:]
