@@ -59,9 +59,9 @@ MN_TILE = 32          # kernels/adjacency.cu: MN_TILE
 DEFAULT_SHARED = 48 << 10  # dynamic shared memory a kernel gets without asking
 
 # DeviceWork allocates from a pool kept between calls (PyCUDA's
-# DeviceMemoryPool): a small fit's adjacency step allocated and freed about
-# fifteen buffers, 0.5 ms of its 1.9 ms at p=300 (cuMemFree waits for the
-# device). Blocks held after a call are released where they exceed this.
+# DeviceMemoryPool): allocating and freeing a small fit's fifteen or so
+# buffers cost 0.6 ms of its 1.5 ms adjacency step at p=300 (cuMemFree waits
+# for the device). Blocks held after a call are released where they exceed this.
 POOL_KEPT_BYTES = 64 << 20
 _POOLS = {}  # context handle -> DeviceMemoryPool
 
