@@ -980,6 +980,49 @@ def estimator_fixed_costs(out):
     (out / "lars_wait.rst").write_text(text + "\n" + _source(wait_name, wait))
 
 
+def small_fixed_costs(out):
+    """The small GPU fits' fixed costs (session 32's A/Bs on the H200): noise sums, fit's route, pool."""
+    name = "probe_small_phases_h200.json"
+    data = _load(name)
+
+    def ratio(a, b):
+        return f"{b / a:.2f}x" if a else "-"
+
+    ab = data["ab_noise_sums_43ff127"]
+    rows = [[c["case"], f"{c['phases_ms_B']['upload']:.2f} ms", f"{c['phases_ms_A']['upload']:.2f} ms",
+             f"{c['phases_ms_A']['search']:.2f} ms", "yes" if c["same_order"] else "**no**"]
+            for c in ab["cases"]]
+    text = _table(["case", "upload, the host's sums", "upload, the device's sums", "search",
+                   "same order"], rows)
+    text += "\n" + _source(name, ab, "ab_noise_sums_43ff127")
+    (out / "device_noise_sums.rst").write_text(text)
+
+    routes = data["ab_ols_min_features_c0ed7bc"]
+    rows = []
+    for part, route, host in (("above", "A", "B"), ("below", "B", "A")):
+        for c in routes[part]["cases"]:
+            r, h = c[f"phases_ms_{route}"], c[f"phases_ms_{host}"]
+            rows.append([c["case"], f"{h['adjacency']:.2f} ms", f"{r['adjacency']:.2f} ms",
+                         ratio(h["adjacency"], r["adjacency"]), f"{r['search']:.2f} ms",
+                         "yes" if c["same_order"] else "**no**"])
+    text = _table(["case", "adjacency, the host's route", "adjacency, wholly on the GPU",
+                   "GPU / host", "search", "same order"], rows)
+    text += "\n" + "\n".join(_source(name, routes[part], "ab_ols_min_features_c0ed7bc")
+                              for part in ("above", "below"))
+    (out / "small_rank_route.rst").write_text(text)
+
+    pool = data["ab_pool_c0ed7bc"]["rounds"]
+    rows = []
+    for case in pool["pool_a1"]:
+        kept = [pool[k][case]["adjacency"] for k in ("pool_a1", "pool_a2")]
+        freed = pool["pool_b1"][case]["adjacency"]
+        rows.append([case, f"{freed:.2f} ms", ", ".join(f"{v:.2f}" for v in kept) + " ms"])
+    text = _table(["case", "adjacency, buffers allocated and freed per call",
+                   "adjacency, buffers from the pool (two processes)"], rows)
+    (out / "device_pool.rst").write_text(text + "\n" + _source(name, data["ab_pool_c0ed7bc"],
+                                                                "ab_pool_c0ed7bc"))
+
+
 def goals(out):
     """Where #21's goals stand, computed from the bench_pipeline.py result files."""
     gpu = _load("bench_pipeline_h100.json")
@@ -1107,6 +1150,7 @@ def render(out):
     estimator_fixed_costs(out)
     small_fits(out)
     gpu_qr_ahead(out)
+    small_fixed_costs(out)
     goals(out)
 
 
