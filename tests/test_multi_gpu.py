@@ -595,6 +595,28 @@ def test_multi_gpu_rank_deficient_adjacency_takes_device_0s_copy(gpus, monkeypat
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("first", [0, 1])
+def test_multi_gpu_noise_of_small_data_comes_from_device_0_with_the_hosts_bits(gpus, lingam_data,
+                                                                             monkeypatch, first):
+    # data below the noise thread's threshold: the search's first device
+    # sums the noise from its rows (in its own context, also where it is not
+    # GPU 0), with the host's bits, and the search agrees with one GPU
+    from paralingam.search import _cuda
+
+    X = np.ascontiguousarray(lingam_data(40, 3000, "sparse", 2441)[0])
+    assert X.nbytes < _cuda.UPLOAD_NOISE_THREAD_MIN_BYTES
+    calls, real = [], _cuda._device_sums
+    monkeypatch.setattr(_cuda, "_device_sums", lambda *a: calls.append(1) or real(*a))
+    devices = [first, 1 - first]
+    kw = dict(threshold=True, gamma0=1e-4, c=2.0, dtype="float32", collinear_tol=1e-10,
+              explained_tol=1e-10, drift_tol=1e-8)
+    order, _, per_it, _ = _cuda.search(X, times={}, devices=devices, **kw)
+    assert calls == [1]
+    assert per_it["column_std"].tobytes() == X.std(axis=0).tobytes()
+    assert list(order) == fit(X).causal_order
+
+
+@pytest.mark.gpu
 @needs_cupy
 def test_multi_gpu_from_another_first_gpu_uploads_for_the_adjacency_step(gpus, monkeypatch):
     # devices=[1, 0]: device 0 of the search is GPU 1, whose memory the
