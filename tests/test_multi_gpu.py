@@ -581,16 +581,33 @@ def test_multi_gpu_search_reports_progress_and_keeps_its_result(gpus, monkeypatc
 
 @pytest.mark.gpu
 @needs_cupy
-def test_multi_gpu_rank_deficient_adjacency_takes_device_0s_copy(gpus, monkeypatch):
-    # rank-deficient data: the adjacency step's QR reads device 0's copy of
-    # the data, as after a one-GPU search, so both give the same bits
+@pytest.mark.parametrize("route", ["small rank", "whole QR"])
+def test_multi_gpu_rank_deficient_adjacency_takes_device_0s_copy(gpus, monkeypatch, route):
+    # rank-deficient data: the adjacency step reads device 0's copy of the
+    # data, as after a one-GPU search, so both give the same bits: the least
+    # squares of small rank wholly on the GPU, or (that route off) the
+    # data's whole QR
+    from paralingam.adjacency import _cuda_low_rank
     from paralingam.search import _cuda
 
     monkeypatch.setattr(_cuda, "MULTI_SPREAD_WORK", 0.0)
     X = rank_deficient(120, 2048, 60, 2431)
     routes = record_routes(monkeypatch)
+    taken, real = [], _cuda_low_rank.ols_of_copy
+
+    def spy(*args):
+        B = real(*args)
+        taken.append(B is not None)
+        return B
+
+    monkeypatch.setattr(_cuda_low_rank, "ols_of_copy", spy)
+    if route == "whole QR":
+        monkeypatch.setattr(_cuda_low_rank, "ENABLED", False)
     one, many = assert_same_as_one_gpu(X, on_collinear="ignore")
-    assert routes == ["copy", "copy"]
+    if route == "whole QR":
+        assert routes == ["copy", "copy"] and taken == [False, False]
+    else:
+        assert routes == [] and taken == [True, True]
     assert len(many.stats["explained"]) == 60
 
 
