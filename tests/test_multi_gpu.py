@@ -635,15 +635,22 @@ def test_multi_gpu_noise_of_small_data_comes_from_device_0_with_the_hosts_bits(g
 
 @pytest.mark.gpu
 @needs_cupy
-def test_multi_gpu_from_another_first_gpu_uploads_for_the_adjacency_step(gpus, monkeypatch):
+@pytest.mark.parametrize("small_rank_route", [True, False])
+def test_multi_gpu_from_another_first_gpu_uploads_for_the_adjacency_step(gpus, monkeypatch,
+                                                                         small_rank_route):
     # devices=[1, 0]: device 0 of the search is GPU 1, whose memory the
     # adjacency step's QR (on GPU 0) should not read: no copy is kept, the
-    # step uploads the data, and its edges agree with one GPU's to rounding
+    # step uploads the data for the whole QR, and its edges agree to
+    # rounding with one GPU's (which read its copy: on the small-rank route,
+    # or on the whole QR with that route off)
+    from paralingam.adjacency import _cuda_low_rank
+
+    monkeypatch.setattr(_cuda_low_rank, "ENABLED", small_rank_route)
     X = rank_deficient(120, 2048, 60, 2432)
     routes = record_routes(monkeypatch)
     one = fit(X, on_collinear="ignore")
     other_first = fit(X, devices=[1, 0], on_collinear="ignore")
-    assert routes == ["copy", "upload"]
+    assert routes == (["upload"] if small_rank_route else ["copy", "upload"])
     assert other_first.stats["devices"] == [1, 0]
     assert other_first.causal_order == one.causal_order
     scale = np.abs(one.adjacency_matrix).max()
