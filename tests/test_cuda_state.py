@@ -480,6 +480,47 @@ def test_the_upload_sums_the_noise_beside_it_from_the_threshold_on(monkeypatch, 
     np.testing.assert_array_equal(std, expected_std)
 
 
+@pytest.mark.parametrize("staging_threads", [4, 1])
+@pytest.mark.parametrize("kind", ["float64", "float32", "read-only", "strided", "one row"])
+def test_a_small_uploads_blocks_are_copied_whole_on_openmp_threads(monkeypatch, kind,
+                                                                   staging_threads):
+    # _copy_rows without a pool: contiguous blocks by _staging.copy_bytes's
+    # parts (several at 2.4 MB), other blocks by numpy; the same bytes
+    from paralingam.search import _cuda, _staging
+
+    monkeypatch.setattr(_cuda, "UPLOAD_STAGING_THREADS", staging_threads)
+    rng = np.random.default_rng(7)
+    src = rng.standard_normal((1001, 301))
+    if kind == "float32":
+        src = src.astype(np.float32)
+    elif kind == "read-only":
+        src.flags.writeable = False
+    elif kind == "strided":
+        src = rng.standard_normal((1001, 602))[:, ::2]
+    elif kind == "one row":
+        src = src[:1]
+    calls, real = [], _staging.copy_bytes
+    monkeypatch.setattr(_staging, "copy_bytes", lambda *a: calls.append(a[2]) or real(*a))
+    dst = np.full(src.shape, np.nan, dtype=src.dtype)
+    _cuda._copy_rows(dst, src, None, 1)
+    assert dst.tobytes() == np.ascontiguousarray(src).tobytes()
+    contiguous = kind != "strided"
+    assert len(calls) == (1 if contiguous and staging_threads > 1 else 0)
+
+
+def test_copy_bytes_splits_among_threads_and_refuses_a_short_destination():
+    from paralingam.search import _staging
+
+    src = np.arange(3 * _staging.MIN_PART_BYTES + 7, dtype=np.uint64).view(np.uint8)
+    for threads in (1, 2, 3, 64):
+        dst = np.zeros(src.size + 5, dtype=np.uint8)
+        _staging.copy_bytes(dst, src, threads)
+        assert dst[:src.size].tobytes() == src.tobytes() and not dst[src.size:].any()
+    with pytest.raises(ValueError, match="do not fit"):
+        _staging.copy_bytes(np.zeros(3, dtype=np.uint8), src, 2)
+    _staging.copy_bytes(np.zeros(0, dtype=np.uint8), src[:0], 4)  # (nothing to copy)
+
+
 def _scaled(X, order="C"):
     from paralingam._preparation import ScaledData
 

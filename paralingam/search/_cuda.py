@@ -80,6 +80,10 @@ UPLOAD_COPY_THREADS = 4
 # handing them the blocks cost more than they save on smaller data
 # (docs/design/pipeline.rst, "Copy threads on small data").
 UPLOAD_COPY_THREADS_MIN_BYTES = 1 << 25
+# Smaller data's blocks, contiguous on both sides, are copied by up to this
+# many OpenMP threads instead (search._staging: threads that stay alive
+# between copies); 1: numpy's copy on the calling thread.
+UPLOAD_STAGING_THREADS = 4
 # The rows' rounding noise and std are summed on a thread of their own
 # while the upload runs, for data of at least this many bytes (one upload
 # block); smaller data's fits gained nothing measurable from the thread
@@ -909,8 +913,21 @@ def _place_block(kernels, by_variables, dtype, dev, u0, count, n, p, x64, ld, sc
 
 
 def _copy_rows(dst, src, pool, threads):
-    """``np.copyto(dst, src)`` by ``threads`` ranges of rows on ``pool`` (None: one call)."""
+    """``np.copyto(dst, src)`` by ``threads`` ranges of rows on ``pool``.
+
+    Without a pool, contiguous blocks of one dtype go by
+    ``UPLOAD_STAGING_THREADS`` OpenMP threads (:mod:`._staging`), others by
+    one numpy call.
+    """
     if pool is None:
+        if (UPLOAD_STAGING_THREADS > 1 and dst.dtype == src.dtype and dst.shape == src.shape
+                and dst.flags.c_contiguous and src.flags.c_contiguous):
+            from .._validation import _usable_cores
+            from . import _staging
+
+            _staging.copy_bytes(dst.reshape(-1).view(np.uint8), src.reshape(-1).view(np.uint8),
+                                min(UPLOAD_STAGING_THREADS, _usable_cores()))
+            return
         np.copyto(dst, src)
         return
     bounds = np.linspace(0, len(dst), threads + 1).astype(int).tolist()
