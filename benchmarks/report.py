@@ -1011,6 +1011,15 @@ def small_fixed_costs(out):
                               for part in ("above", "below"))
     (out / "small_rank_route.rst").write_text(text)
 
+    ab = data["ab_staging_threads_80b423e"]
+    rows = [[c["case"], f"{c['phases_ms_B']['upload']:.2f} ms", f"{c['phases_ms_A']['upload']:.2f} ms",
+             f"{c['phases_ms_A']['search']:.2f} ms", "yes" if c["same_order"] else "**no**"]
+            for c in ab["cases"]]
+    text = _table(["case", "upload, numpy's copy", "upload, OpenMP threads' copy", "search",
+                   "same order"], rows)
+    (out / "staging_threads.rst").write_text(text + "\n" + _source(name, ab,
+                                                                    "ab_staging_threads_80b423e"))
+
     pool = data["ab_pool_c0ed7bc"]["rounds"]
     rows = []
     for case in pool["pool_a1"]:
