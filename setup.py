@@ -165,7 +165,8 @@ extensions = [
               extra_compile_args=["-O3", "-fno-fast-math", "-ffp-contract=off"]),
     # The CUDA upload's copies into page-locked memory on OpenMP threads.
     Extension("paralingam.search._staging", ["paralingam/search/_staging.pyx"],
-              extra_compile_args=["-O3", "-fopenmp"], extra_link_args=["-fopenmp"]),
+              include_dirs=["paralingam"], extra_compile_args=["-O3", "-fopenmp"],
+              extra_link_args=["-fopenmp"], depends=["paralingam/_runtime.h"]),
     # The rank-one Cholesky update of the minimum-norm least squares
     # (paralingam.adjacency, rank-deficient data).
     Extension("paralingam.adjacency._linalg", ["paralingam/adjacency/_linalg.pyx"], extra_compile_args=["-O3"]),

@@ -112,6 +112,23 @@ def test_the_route_declines_where_it_cannot_hold(fake_route, monkeypatch):
     assert sorted(drv.device.freed) == sorted(drv.device.allocated)
 
 
+def test_between_the_two_thresholds_fit_takes_the_route_and_the_lasso_weights_do_not(
+        fake_route, monkeypatch):
+    # OLS_MIN_FEATURES <= p < MIN_FEATURES: fit's least squares run here, the
+    # adaptive lasso's weights (whose paths move with the rows' rounding) and
+    # the choice of the whole QR ahead (applies) keep the host's route
+    drv, cusolver, kernels = fake_route
+    monkeypatch.setattr(_cuda_low_rank, "OLS_MIN_FEATURES", 30)
+    monkeypatch.setattr(_cuda_min_norm, "MIN_FEATURES", 41)
+    X, order, hint, exponents, Xs = hinted_case(40, 500, 30, 39)
+    assert on_stand_ins(drv, Xs, order, hint, exponents) is not None
+    std = Xs[:, order].std(axis=0)
+    assert weights_on_stand_ins(drv, Xs, order, hint, std, 0) is None
+    assert not _cuda_low_rank.applies(FakeCopy(drv.device, Xs, ld=Xs.shape[0]), order, hint)
+    monkeypatch.setattr(_cuda_min_norm, "MIN_FEATURES", 40)
+    assert weights_on_stand_ins(drv, Xs, order, hint, std, 0) is not None
+
+
 def test_a_coefficient_past_float64_after_the_scaling_declines(fake_route):
     # the host's route then raises its error naming the two columns
     drv, cusolver, kernels = fake_route

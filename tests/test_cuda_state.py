@@ -508,6 +508,70 @@ def test_a_small_uploads_blocks_are_copied_whole_on_openmp_threads(monkeypatch, 
     assert len(calls) == (1 if contiguous and staging_threads > 1 else 0)
 
 
+class _FakeUploadDriver:
+    """The parts of ``pycuda.driver`` that ``_cuda.upload`` calls, keeping the blocks it sends."""
+
+    def __init__(self):
+        self.sent = []
+
+    class Stream:
+        def synchronize(self):
+            pass
+
+    class Event:
+        def record(self, stream):
+            pass
+
+        def synchronize(self):
+            pass
+
+    def memset_d32_async(self, *args):
+        pass
+
+    def pagelocked_empty(self, size, dtype):
+        return np.empty(size, dtype=dtype)
+
+    def memcpy_htod_async(self, dev, host, stream):
+        self.sent.append(host.copy())  # (the host buffer is reused for a later block)
+
+
+@pytest.mark.parametrize("staging_threads", [4, 1])
+def test_an_upload_sends_every_row_and_ends_its_copy_threads_team(monkeypatch, staging_threads):
+    # _cuda.upload on stand-ins of the driver and kernels: the blocks it sends
+    # are the data's rows, copied by _staging's OpenMP threads, whose team it
+    # ends after the last block (a team left behind spins on the cores the
+    # search needs, and is stale in a child forked later)
+    import sys
+    import types
+
+    from paralingam.search import _cuda, _staging
+
+    drv = _FakeUploadDriver()
+    pycuda = types.ModuleType("pycuda")
+    pycuda.driver = drv
+    monkeypatch.setitem(sys.modules, "pycuda", pycuda)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", drv)
+    kernel = types.SimpleNamespace(prepared_async_call=lambda *a, **k: None)
+    kernels = {"scaled": {np.dtype(np.float64): kernel}, np.dtype(np.float64): kernel}
+    monkeypatch.setattr(_cuda, "_prepare_kernels", lambda handle: kernels)
+    monkeypatch.setattr(_cuda, "_context", lambda: types.SimpleNamespace(handle=1))
+    monkeypatch.setattr(_cuda, "UPLOAD_STAGING_THREADS", staging_threads)
+    events = []
+    copy, release = _staging.copy_bytes, _staging.release_team
+    monkeypatch.setattr(_staging, "copy_bytes", lambda *a: events.append("copy") or copy(*a))
+    monkeypatch.setattr(_staging, "release_team", lambda: events.append("release") or release())
+    X = np.random.default_rng(8).standard_normal((4000, 40))  # several blocks of 1000 rows
+    ws = types.SimpleNamespace(p=40, ld=_cuda.row_stride(4000), dev={"X64": 0, "X32": 0})
+    monkeypatch.setattr(_cuda, "UPLOAD_BLOCK_BYTES", 1000 * 40 * 8)
+    _cuda.upload(ws, X)
+    assert len(drv.sent) == 4
+    assert np.concatenate(drv.sent).tobytes() == X.tobytes()
+    if staging_threads > 1:
+        assert events == ["copy"] * 4 + ["release"]
+    else:
+        assert events == []
+
+
 def test_copy_bytes_splits_among_threads_and_refuses_a_short_destination():
     from paralingam.search import _staging
 

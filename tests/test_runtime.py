@@ -148,6 +148,46 @@ def test_the_cpu_search_leaves_no_openmp_threads_behind(tmp_path):
     assert after == before
 
 
+@pytest.mark.parametrize("released", [True, False])
+def test_a_cpu_fit_in_a_child_forked_after_an_uploads_copy_threads(tmp_path, released):
+    # The CUDA upload copies small data's blocks on OpenMP threads
+    # (search._staging) and ends their team after the last block: a child
+    # forked later, whose CPU search was never imported in the parent (no
+    # fork handler of its own), starts its teams and finishes. Without the
+    # release the child would inherit a stale team and wait forever; that
+    # case stays in the thread that made the team, where the staging module's
+    # own guard copies serially (a fresh interpreter: no other module's
+    # OpenMP state).
+    script = textwrap.dedent(f"""
+        import os, signal, sys
+        import numpy as np
+        from paralingam.search import _staging
+        src = np.arange(1 << 17, dtype=np.float64).view(np.uint8)  # 1 MiB: 2 threads' parts
+        dst = np.empty_like(src)
+        _staging.copy_bytes(dst, src, 2)
+        assert dst.tobytes() == src.tobytes()
+        if {released}:
+            _staging.release_team()
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(60)
+            if {released}:
+                import paralingam
+                X = np.random.default_rng(5).laplace(size=(1000, 30))
+                result = paralingam.fit(X, backend="cpu", n_threads=2)
+                assert len(result.causal_order) == 30
+            out = np.zeros_like(src)
+            _staging.copy_bytes(out, src, 2)  # (after a fork: one thread, no team)
+            os._exit(0 if out.tobytes() == src.tobytes() else 3)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0"], out.stderr
+
+
 def test_a_child_forked_before_its_first_search_ends_it(tmp_path):
     # The parent's thread holds the adaptive lasso's team and has not loaded
     # the compiled search; in the child that module loads after the fork, so

@@ -80,9 +80,9 @@ UPLOAD_COPY_THREADS = 4
 # handing them the blocks cost more than they save on smaller data
 # (docs/design/pipeline.rst, "Copy threads on small data").
 UPLOAD_COPY_THREADS_MIN_BYTES = 1 << 25
-# Smaller data's blocks, contiguous on both sides, are copied by up to this
-# many OpenMP threads instead (search._staging: threads that stay alive
-# between copies); 1: numpy's copy on the calling thread.
+# Otherwise blocks contiguous on both sides are copied by up to this many
+# OpenMP threads (search._staging: one team for the upload's blocks, ended
+# after the last); 1: numpy's copy on the calling thread.
 UPLOAD_STAGING_THREADS = 4
 # The rows' rounding noise and std are summed on a thread of their own
 # while the upload runs, for data of at least this many bytes (one upload
@@ -787,6 +787,7 @@ def upload(ws, data, ctx_handle=None):
         scale = drv.mem_alloc(max(1, p) * 8)
         drv.memcpy_htod(scale, np.ascontiguousarray(factors, dtype=np.float64))
     pool = None
+    staged = threads == 1 and UPLOAD_STAGING_THREADS > 1  # (_copy_rows' OpenMP copies)
     try:
         if threads > 1:
             from concurrent.futures import ThreadPoolExecutor
@@ -807,6 +808,10 @@ def upload(ws, data, ctx_handle=None):
     finally:
         if pool is not None:
             pool.shutdown()
+        if staged:
+            from . import _staging
+
+            _staging.release_team()
         stream.synchronize()  # (the factors stay until the last block is scaled)
         if scale is not None:
             scale.free()
