@@ -988,14 +988,18 @@ def small_fixed_costs(out):
     def ratio(a, b):
         return f"{b / a:.2f}x" if a else "-"
 
-    ab = data["ab_noise_sums_43ff127"]
-    rows = [[c["case"], f"{c['phases_ms_B']['upload']:.2f} ms", f"{c['phases_ms_A']['upload']:.2f} ms",
-             f"{c['phases_ms_A']['search']:.2f} ms", "yes" if c["same_order"] else "**no**"]
-            for c in ab["cases"]]
-    text = _table(["case", "upload, the host's sums", "upload, the device's sums", "search",
-                   "same order"], rows)
-    text += "\n" + _source(name, ab, "ab_noise_sums_43ff127")
-    (out / "device_noise_sums.rst").write_text(text)
+    def upload_ab(section, before, after, file_name):
+        """An A/B of the upload phase (A: the change, B: as before) as a table."""
+        ab = data[section]
+        rows = [[c["case"], f"{c['phases_ms_B']['upload']:.2f} ms",
+                 f"{c['phases_ms_A']['upload']:.2f} ms", f"{c['phases_ms_A']['search']:.2f} ms",
+                 "yes" if c["same_order"] else "**no**"] for c in ab["cases"]]
+        text = _table(["case", f"upload, {before}", f"upload, {after}", "search", "same order"],
+                      rows)
+        (out / file_name).write_text(text + "\n" + _source(name, ab, section))
+
+    upload_ab("ab_noise_sums_43ff127", "the host's sums", "the device's sums",
+              "device_noise_sums.rst")
 
     routes = data["ab_ols_min_features_c0ed7bc"]
     rows = []
@@ -1011,14 +1015,8 @@ def small_fixed_costs(out):
                               for part in ("above", "below"))
     (out / "small_rank_route.rst").write_text(text)
 
-    ab = data["ab_staging_threads_80b423e"]
-    rows = [[c["case"], f"{c['phases_ms_B']['upload']:.2f} ms", f"{c['phases_ms_A']['upload']:.2f} ms",
-             f"{c['phases_ms_A']['search']:.2f} ms", "yes" if c["same_order"] else "**no**"]
-            for c in ab["cases"]]
-    text = _table(["case", "upload, numpy's copy", "upload, OpenMP threads' copy", "search",
-                   "same order"], rows)
-    (out / "staging_threads.rst").write_text(text + "\n" + _source(name, ab,
-                                                                    "ab_staging_threads_80b423e"))
+    upload_ab("ab_staging_threads_80b423e", "numpy's copy", "OpenMP threads' copy",
+              "staging_threads.rst")
 
     pool = data["ab_pool_c0ed7bc"]["rounds"]
     rows = []
