@@ -3,14 +3,17 @@
     python benchmarks/probe_lars_wait.py --cases rank_deficient_300 rank_deficient_1000
 
 For each case (``bench_pipeline.CASES``' data) one ``DirectLiNGAM().fit``
-records the inputs it hands ``_cuda_adjacency.lars_supports``; on them this
+records the inputs it hands ``_cuda_adjacency.lars_rows``; on them this
 times the whole call (median of ``--repeats``), the ``lars_paths`` kernel
 alone between two CUDA events, and ``wait_interruptibly``'s wait after the
 same launch (alternated, ``--repeats`` each): the wait against the kernel
 is what the host's polling adds. Then the adjacency step's host passes
 (``_common``'s ``_permuted_gram``, ``_placed``, ``_scaled_back`` with zero
 exponents) alone on one thread at the case's p, against a plain copy of
-the p x p matrix. Needs the CUDA backend. Writes JSON.
+the p x p matrix. The refits (``refit_rows``, queued after the paths) are
+timed between events too, and their rows compared with numpy's least
+squares on the predictors each path kept. Needs the CUDA backend. Writes
+JSON.
 """
 
 import statistics
@@ -33,65 +36,117 @@ def median_ms(func, repeats):
 
 
 def lars_inputs(X):
-    """The arguments ``DirectLiNGAM(backend="cuda").fit(X)`` passes to ``lars_supports``."""
+    """The arguments ``DirectLiNGAM(backend="cuda").fit(X)`` passes to ``lars_rows``."""
     from paralingam.adjacency import _cuda_adjacency
     from paralingam.lingam.estimator import DirectLiNGAM
 
     seen = {}
-    original = _cuda_adjacency.lars_supports
+    original = _cuda_adjacency.lars_rows
 
     def spy(*args, **kwargs):
         seen["args"] = args
         return original(*args, **kwargs)
 
-    _cuda_adjacency.lars_supports = spy
+    _cuda_adjacency.lars_rows = spy
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             DirectLiNGAM(backend="cuda").fit(X)
     finally:
-        _cuda_adjacency.lars_supports = original
+        _cuda_adjacency.lars_rows = original
     return seen["args"]
 
 
-def kernel_and_wait(args, repeats):
-    """Median ms of the ``lars_paths`` kernel (events) and of ``wait_interruptibly`` after it."""
+def _launch(fns, bufs, args, blocks, m, ordered):
+    """One launch of this tree's ``lars_paths`` and ``refit_rows`` on ``args``
+    (``lars_rows``' arguments) from fresh counters; returns three events: before the
+    paths, between the two kernels, after the refits."""
+    import pycuda.driver as drv
+
+    from paralingam.adjacency import _cuda_adjacency as ca
+
+    gram, scatter, targets, coef, rss, n, gamma, tol = args
+    p = gram.shape[0]
+    drv.memcpy_htod(bufs["targets"], ordered)
+    drv.memset_d32(bufs["next"], 0, 1)
+    drv.memset_d32(bufs["refit_next"], 0, 1)
+    drv.memset_d8(bufs["kept"], 0, p * p)
+    drv.memset_d32(bufs["rows"], 0, 2 * p * p)
+    drv.memset_d32(bufs["status"], 1, len(ordered))
+    events = [drv.Event() for _ in range(3)]
+    grid, block = (int(blocks), 1, 1), (ca.THREADS, 1, 1)
+    events[0].record()
+    fns["lars_paths"].prepared_call(
+        grid, block, bufs["gram"], np.int32(p), bufs["targets"], np.int32(len(ordered)),
+        bufs["coef"], bufs["rss"], np.float64(n), np.float64(gamma), np.int32(m), bufs["work"],
+        bufs["iwork"], bufs["next"], bufs["kept"], bufs["status"])
+    events[1].record()
+    fns["refit_rows"].prepared_call(
+        grid, block, bufs["scatter"], np.int32(p), bufs["targets"], np.int32(len(ordered)),
+        bufs["kept"], np.float64(tol), bufs["work"], np.int64(ca._buffer_sizes(p, 1, m)[0] // 8),
+        bufs["refit_next"], bufs["rows"], bufs["status"])
+    events[2].record()
+    return events
+
+
+def _uploaded(args):
+    """``lars_rows(*args)`` once (the buffers of this shape, kept), its inputs left in them:
+    ``(fns, bufs, blocks, m, ordered)``."""
     import pycuda.driver as drv
 
     from paralingam import _gpu
     from paralingam.adjacency import _cuda_adjacency as ca
 
-    gram, targets, coef, rss, n, gamma = args
-    p = gram.shape[0]
-    ca.lars_supports(*args)  # (the buffers of this shape, kept)
+    gram, scatter, targets, coef, rss = args[:5]
+    ca.lars_rows(*args)
     (key, bufs), = ca._BUFFERS.items()
     _, blocks, m = key
-    fn = ca._kernels(_gpu.context().handle)["lars_paths"]
-    drv.memcpy_htod(bufs["gram"], np.ascontiguousarray(gram, dtype=np.float64))
-    drv.memcpy_htod(bufs["coef"], np.ascontiguousarray(coef, dtype=np.float64))
-    drv.memcpy_htod(bufs["rss"], np.ascontiguousarray(rss, dtype=np.float64))
+    fns = ca._kernels(_gpu.context().handle)
+    for name, array in (("gram", gram), ("scatter", scatter), ("coef", coef), ("rss", rss)):
+        drv.memcpy_htod(bufs[name], np.ascontiguousarray(array, dtype=np.float64))
     ordered = np.ascontiguousarray(np.sort(targets)[::-1], dtype=np.int32)
-    kernel, wait = [], []
+    return fns, bufs, blocks, m, ordered
+
+
+def kernel_and_wait(args, repeats):
+    """Medians (ms) of the ``lars_paths`` kernel and of ``refit_rows`` after it (events),
+    and of ``wait_interruptibly`` after the launch; the refits' rows against numpy."""
+    import pycuda.driver as drv
+
+    from paralingam.adjacency import _cuda_adjacency as ca
+
+    scatter = args[1]
+    fns, bufs, blocks, m, ordered = _uploaded(args)
+    p = scatter.shape[0]
+    paths, refits, wait = [], [], []
     for waited in (True, False) * repeats:
-        drv.memcpy_htod(bufs["targets"], ordered)
-        drv.memset_d32(bufs["next"], 0, 1)
-        drv.memset_d8(bufs["kept"], 0, p * p)
-        drv.memset_d32(bufs["status"], 1, len(ordered))
-        start, end = drv.Event(), drv.Event()
-        start.record()
-        fn.prepared_call((int(blocks), 1, 1), (ca.THREADS, 1, 1), bufs["gram"], np.int32(p),
-                         bufs["targets"], np.int32(len(ordered)), bufs["coef"], bufs["rss"],
-                         np.float64(n), np.float64(gamma), np.int32(m), bufs["work"],
-                         bufs["iwork"], bufs["next"], bufs["kept"], bufs["status"])
-        end.record()
+        events = _launch(fns, bufs, args, blocks, m, ordered)
         t0 = time.perf_counter()
         if waited:
             ca.wait_interruptibly(bufs["next"])
             wait.append(time.perf_counter() - t0)
         else:
-            end.synchronize()
-        kernel.append(start.time_till(end) / 1e3)
-    return 1e3 * statistics.median(kernel), 1e3 * statistics.median(wait), int(blocks), int(m)
+            events[2].synchronize()
+        paths.append(events[0].time_till(events[1]))
+        refits.append(events[1].time_till(events[2]))
+    status = np.empty(len(ordered), dtype=np.int32)
+    kept = np.empty((p, p), dtype=np.uint8)
+    rows = np.empty((p, p))
+    for out, name in ((status, "status"), (kept, "kept"), (rows, "rows")):
+        drv.memcpy_dtoh(out, bufs[name])
+    worst = 0.0
+    for k in ordered[status == 0]:
+        keep = np.flatnonzero(kept[k])
+        if len(keep):
+            want = np.linalg.solve(scatter[np.ix_(keep, keep)], scatter[keep, k])
+            worst = max(worst, float(np.max(np.abs(rows[k, keep] - want))
+                                     / max(np.max(np.abs(want)), 1e-300)))
+    return {"kernel_ms": statistics.median(paths), "refit_ms": statistics.median(refits),
+            "wait_ms": 1e3 * statistics.median(wait), "blocks": int(blocks), "m": int(m),
+            "paths_handed_back": int((status == 1).sum()),
+            "refits_failed": int((status == 2).sum()),
+            "largest_kept": int(kept.sum(axis=1).max()),
+            "largest_relative_difference_from_numpy": worst}
 
 
 def host_passes(gram, n, repeats):
@@ -121,12 +176,11 @@ def main():
     for name in args.cases:
         (p, n), _, _, _ = bench_pipeline.CASES[name]
         inputs = lars_inputs(bench_pipeline.make_data(name, p, n, args.data_dir))
-        row = {"targets": len(inputs[1]),
-               "lars_supports_ms": median_ms(lambda: _cuda_adjacency.lars_supports(*inputs),
-                                             args.repeats)}
-        row["kernel_ms"], row["wait_ms"], row["blocks"], row["m"] = kernel_and_wait(
-            inputs, args.repeats)
-        row.update(host_passes(inputs[0], inputs[4], args.repeats))
+        row = {"targets": len(inputs[2]),
+               "lars_rows_ms": median_ms(lambda: _cuda_adjacency.lars_rows(*inputs),
+                                         args.repeats)}
+        row.update(kernel_and_wait(inputs, args.repeats))
+        row.update(host_passes(inputs[0], inputs[5], args.repeats))
         cases[name] = row
         print(name, {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()},
               flush=True)

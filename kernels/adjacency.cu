@@ -8,6 +8,8 @@
 //                               ones from that factor (one backward solve each)
 //   lars_paths                  the adaptive lasso's LARS paths, one block per
 //                               target, all targets in one launch
+//   refit_rows                  the refit of each target on the predictors its
+//                               path kept (after lars_paths, on its stream)
 //   gather_centred              the data's columns in causal order, centred and
 //                               scaled, from the CUDA search's copy of the data
 //                               (the QR of the minimum-norm rows, _cuda_qr.py)
@@ -51,6 +53,7 @@
 
 #define LARS_OK 0
 #define LARS_FALLBACK 1
+#define REFIT_FAILED 2
 
 #define TINY32 1.1754943508222875e-38       // np.finfo(np.float32).tiny
 #define EQUALITY_TOL 1.1920928955078125e-07 // np.finfo(np.float32).eps
@@ -475,6 +478,93 @@ extern "C" __global__ void __launch_bounds__(TPB, LARS_MIN_BLOCKS) lars_paths(
         const int st = lars_target(gram, p, k, ols_coef + (size_t)k * p, ols_rss[k], n, gamma, m,
                                    ws, iws, kept + (size_t)k * p, sh);
         if (threadIdx.x == 0) status[t] = st;
+        __syncthreads();
+    }
+}
+
+// The refit after the paths (the host's _lasso refit): for every target whose
+// path succeeded (status[t] == LARS_OK), the least squares on the original
+// scale, `scatter` (p x p, causal order), of k = targets[t] on the predictors
+// `kept` row k marks (ascending), into row k of `B` (zero elsewhere, as the
+// host set it). Cholesky of their scatter (right-looking, in the block's
+// `work`, stride q for q kept predictors), then the panelled solves.
+// status[t] becomes REFIT_FAILED where a pivot keeps no more than `tol` of its
+// diagonal entry or a coefficient is not finite (the host then computes the
+// target, whose least squares it solves by minimum norm). Sums run in another
+// order than the host's, so the coefficients agree to rounding. Blocks take
+// targets from `next`; `work` holds `stride` doubles per block (q*q <= m*m).
+extern "C" __global__ void __launch_bounds__(TPB) refit_rows(
+    const double *__restrict__ scatter, int p, const int *__restrict__ targets, int n_targets,
+    const unsigned char *__restrict__ kept, double tol, double *work, long long stride,
+    unsigned int *next, double *B, int *status)
+{
+    __shared__ int act[MAX_ITER];
+    __shared__ double vec[MAX_ITER], diag0[MAX_ITER];
+    __shared__ double diag[PANEL][PANEL + 1];
+    __shared__ double acc[PANEL];
+    __shared__ int q, failed;
+    double *S = work + (long long)blockIdx.x * stride;
+    const int tid = threadIdx.x, lane = tid & 31;
+    while (true) {
+        const int t = block_next_task(next);
+        if (t >= n_targets) return;
+        if (status[t] != LARS_OK) continue;
+        const int k = targets[t];
+        const unsigned char *mark = kept + (size_t)k * p;
+        if (tid < 32) {  // the kept predictors, ascending (ballots)
+            int count = 0;
+            for (int j0 = 0; j0 < k; j0 += 32) {
+                const int j = j0 + lane;
+                const bool keep = j < k && mark[j];
+                const unsigned bits = __ballot_sync(FULL_MASK, keep);
+                const int at = count + __popc(bits & ((1u << lane) - 1u));
+                if (keep && at < MAX_ITER) act[at] = j;
+                count += __popc(bits);
+            }
+            if (lane == 0) { q = count; failed = count > MAX_ITER; }
+        }
+        __syncthreads();
+        const int n = q;
+        if (failed) {
+            if (tid == 0) status[t] = REFIT_FAILED;
+            __syncthreads();
+            continue;
+        }
+        for (int e = tid; e < n * n; e += TPB)
+            S[e] = scatter[(size_t)act[e / n] * p + act[e % n]];
+        for (int i = tid; i < n; i += TPB) {
+            vec[i] = scatter[(size_t)act[i] * p + k];
+            diag0[i] = scatter[(size_t)act[i] * p + act[i]];
+        }
+        __syncthreads();
+        for (int j = 0; j < n && !failed; ++j) {
+            if (tid == 0) {
+                const double s = S[j * n + j];
+                if (!(s > tol * diag0[j]) || !isfinite(s)) failed = 1;
+                else S[j * n + j] = sqrt(s);
+            }
+            __syncthreads();
+            if (failed) break;
+            const double piv = S[j * n + j];
+            for (int i = j + 1 + tid; i < n; i += TPB) S[i * n + j] /= piv;
+            __syncthreads();
+            const int r = n - j - 1;  // the trailing lower triangle
+            for (int e = tid; e < r * r; e += TPB) {
+                const int a = j + 1 + e / r, b = j + 1 + e % r;
+                if (b <= a) S[a * n + b] -= S[a * n + j] * S[b * n + j];
+            }
+            __syncthreads();
+        }
+        if (!failed) {
+            forward_solve(S, n, 0, n, vec, diag, acc);
+            backward_solve(S, n, n, vec, diag);
+            if (tid == 0)
+                for (int i = 0; i < n; ++i) failed |= !isfinite(vec[i]);
+            __syncthreads();
+            if (!failed)
+                for (int i = tid; i < n; i += TPB) B[(size_t)k * p + act[i]] = vec[i];
+        }
+        if (tid == 0 && failed) status[t] = REFIT_FAILED;
         __syncthreads();
     }
 }

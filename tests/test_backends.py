@@ -213,10 +213,11 @@ def test_gpu_adjacency_fault_falls_back_and_records_sticky_faults(monkeypatch, s
         coef, rss, solved = _least_squares._ols_on_predecessors(gram)
         return coef, rss, solved
 
-    def no_paths(fn, gram, targets, *args):
+    def no_paths(fn, gram, scatter, targets, *args):
         calls.append("_launch")
-        kept, ok = args[-2:]
-        return kept, ok  # every target handed back to the CPU engine
+        rows, ok = args[-2:]
+        rows[:] = 0.0  # (the device's rows, zero where no target was done)
+        return rows, ok  # every target handed back to the CPU engine
 
     monkeypatch.setattr(_cuda_adjacency, "_ols_launch", host_least_squares)
     monkeypatch.setattr(_cuda_adjacency, "_launch", no_paths)

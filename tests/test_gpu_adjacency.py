@@ -129,14 +129,14 @@ def test_gpu_paths_over_dependent_predecessors_equal_cpu_engine(p, n, explained,
     X = rank_deficient(p, n, explained, seed, noise=outliers)
     order = order_of(X)
     sent = []
-    original = _cuda_adjacency.lars_supports
+    original = _cuda_adjacency.lars_rows
 
-    def recorded(gram, targets, *args, **kwargs):
-        kept, ok = original(gram, targets, *args, **kwargs)
+    def recorded(gram, scatter, targets, *args, **kwargs):
+        rows, ok = original(gram, scatter, targets, *args, **kwargs)
         sent.append((np.asarray(targets).copy(), ok.copy()))
-        return kept, ok
+        return rows, ok
 
-    monkeypatch.setattr(_cuda_adjacency, "lars_supports", recorded)
+    monkeypatch.setattr(_cuda_adjacency, "lars_rows", recorded)
     gpu, cpu = both(X, order)
     (targets, ok), = sent
     assert sorted(targets) == list(range(1, p))  # every target's path, dependent ones too
@@ -158,8 +158,87 @@ def test_gpu_paths_over_dependent_predecessors_equal_cpu_engine(p, n, explained,
         assert residual[0] <= max(residual[1] * (1 + 1e-6), 1e-8 * np.linalg.norm(Xc[:, i])), i
 
 
+def _lars_inputs(X, order):
+    """``lars_rows``' arguments for every target of ``X`` in ``order`` (full-rank data)."""
+    from paralingam.adjacency import SINGULAR_TOL, _cuda_adjacency
+
+    Xc = X - X.mean(axis=0)
+    Z = Xc / X.std(axis=0)
+    gram = np.ascontiguousarray((Z.T @ Z)[np.ix_(order, order)])
+    scatter = np.ascontiguousarray((Xc.T @ Xc)[np.ix_(order, order)])
+    coef, rss, solved = _cuda_adjacency.ols_on_predecessors(gram, SINGULAR_TOL)
+    assert solved.all()
+    return gram, scatter, np.arange(1, X.shape[1]), coef, rss, X.shape[0], 1.0, SINGULAR_TOL
+
+
+@pytest.mark.parametrize("p, n, seed", [(40, 400, 241), (300, 2000, 242)])
+def test_gpu_refit_is_least_squares_on_the_kept_predictors(lingam_data, p, n, seed):
+    # Each row the kernel returns is the least squares of its target, on the
+    # scatter's scale, on the predictors that row keeps (its non-zeros), as
+    # the host's refit computes it; the rows of targets before it are zero.
+    from paralingam.adjacency import _cuda_adjacency
+
+    X = lingam_data(p, n, "sparse", seed)[0]
+    gram, scatter, targets, *rest = _lars_inputs(X, list(range(p)))
+    rows, ok = _cuda_adjacency.lars_rows(gram, scatter, targets, *rest)
+    assert ok.mean() > 0.9
+    assert not rows[0].any() and not np.triu(rows).any()
+    for k in targets[ok]:
+        keep = np.flatnonzero(rows[k])
+        if len(keep):
+            want = np.linalg.solve(scatter[np.ix_(keep, keep)], scatter[keep, k])
+            np.testing.assert_allclose(rows[k, keep], want, rtol=1e-9, atol=0)
+    assert sum(np.count_nonzero(rows[k]) for k in targets[ok]) > p
+
+
+def test_gpu_refit_hands_back_singular_kept_predictors(lingam_data):
+    # A scatter matrix of zeros makes every kept set singular: those targets
+    # come back not done (the host computes them) with zero rows; a target
+    # that keeps no predictor is done, its row zero either way.
+    from paralingam.adjacency import _cuda_adjacency
+
+    X = lingam_data(40, 400, "sparse", 243)[0]
+    gram, scatter, targets, *rest = _lars_inputs(X, list(range(40)))
+    rows, ok = _cuda_adjacency.lars_rows(gram, scatter, targets, *rest)
+    kept_any = np.array([rows[k].any() for k in targets])
+    assert kept_any.sum() > 10
+    nan_scatter = scatter.copy()
+    nan_scatter[5, :] = np.nan
+    for bad in (np.zeros_like(scatter), nan_scatter):
+        got, got_ok = _cuda_adjacency.lars_rows(gram, bad, targets, *rest)
+        if not np.isnan(bad).any():
+            np.testing.assert_array_equal(got_ok, ok & ~kept_any)
+            assert not got.any()
+        else:  # only the targets that keep predictor 5 read its row
+            touched = rows[targets, 5] != 0
+            np.testing.assert_array_equal(got_ok, ok & ~touched)
+            np.testing.assert_array_equal(got[targets[got_ok]], rows[targets[got_ok]])
+            assert not got[targets[~got_ok]].any()
+
+
+def test_gpu_estimator_rows_the_gpu_hands_back_come_from_the_cpu_engine(lingam_data, monkeypatch):
+    # Targets whose refit the kernel hands back are computed whole by the
+    # CPU engine: the matrix equals the CPU engine's.
+    from paralingam.adjacency import _cuda_adjacency
+
+    X = lingam_data(60, 500, "sparse", 244)[0]
+    order = list(range(60))
+    original = _cuda_adjacency.lars_rows
+    handed = []
+
+    def no_refit(gram, scatter, targets, *args, **kwargs):  # every kept set singular
+        rows, ok = original(gram, np.zeros_like(scatter), targets, *args, **kwargs)
+        handed.append(np.count_nonzero(~ok))
+        return rows, ok
+
+    monkeypatch.setattr(_cuda_adjacency, "lars_rows", no_refit)
+    gpu, cpu = both(X, order)
+    assert handed and handed[0] > 10
+    np.testing.assert_allclose(gpu, cpu, rtol=0, atol=1e-10)
+
+
 def test_gpu_paths_keep_their_buffers_and_free_large_arrays(lingam_data, monkeypatch):
-    # lars_supports keeps its buffers between calls: a second call on the
+    # lars_rows keeps its buffers between calls: a second call on the
     # same shape allocates nothing and gives the same paths; arrays above
     # KEPT_ARRAYS_BYTES are freed after each call (the work buffers stay),
     # and the next call allocates them again, with the same paths
@@ -175,16 +254,16 @@ def test_gpu_paths_keep_their_buffers_and_free_large_arrays(lingam_data, monkeyp
     assert set(bufs) == set(_cuda_adjacency._sizes(key))
     held = {name: int(buf) for name, buf in bufs.items()}
     allocs = []
-    alloc, paths = drv.mem_alloc, _cuda_adjacency.lars_supports
+    alloc, paths = drv.mem_alloc, _cuda_adjacency.lars_rows
 
-    def counted(*args, **kwargs):  # (the allocations of lars_supports alone)
+    def counted(*args, **kwargs):  # (the allocations of lars_rows alone)
         monkeypatch.setattr(drv, "mem_alloc", lambda nbytes: allocs.append(nbytes) or alloc(nbytes))
         try:
             return paths(*args, **kwargs)
         finally:
             monkeypatch.setattr(drv, "mem_alloc", alloc)
 
-    monkeypatch.setattr(_cuda_adjacency, "lars_supports", counted)
+    monkeypatch.setattr(_cuda_adjacency, "lars_rows", counted)
     again = adaptive_lasso_adjacency(X, order, backend="cuda")
     assert not allocs and {name: int(buf) for name, buf in bufs.items()} == held
     np.testing.assert_array_equal(again, first)

@@ -333,17 +333,20 @@ def test_gpu_lars_progress_counts_up_to_the_targets():
     from paralingam.adjacency import SINGULAR_TOL
 
     X, order = _order_and_data(400, 2000, 24)
-    Z = (X - X.mean(axis=0)) / X.std(axis=0)
+    Xc = X - X.mean(axis=0)
+    Z = Xc / X.std(axis=0)
     gram = np.ascontiguousarray((Z.T @ Z)[np.ix_(order, order)])
+    scatter = np.ascontiguousarray((Xc.T @ Xc)[np.ix_(order, order)])
     coef, rss, solved = _cuda_adjacency.ols_on_predecessors(gram, SINGULAR_TOL)
     assert solved.all()
     targets = np.arange(1, 400)
     calls = []
-    kept, ok = _cuda_adjacency.lars_supports(gram, targets, coef, rss, 2000, 1.0,
-                                             progress=calls.append)
+    rows, ok = _cuda_adjacency.lars_rows(gram, scatter, targets, coef, rss, 2000, 1.0,
+                                         SINGULAR_TOL, progress=calls.append)
     assert calls == sorted(calls) and calls[-1] == len(targets) and min(calls) >= 0
-    kept0, ok0 = _cuda_adjacency.lars_supports(gram, targets, coef, rss, 2000, 1.0)
-    np.testing.assert_array_equal(kept, kept0)
+    rows0, ok0 = _cuda_adjacency.lars_rows(gram, scatter, targets, coef, rss, 2000, 1.0,
+                                           SINGULAR_TOL)
+    np.testing.assert_array_equal(rows, rows0)
     np.testing.assert_array_equal(ok, ok0)
 
 

@@ -356,14 +356,14 @@ CHILD = textwrap.dedent('''
         order_l = np.arange(Xl.shape[1])
         Bl = adaptive_lasso_adjacency(Xl, order_l, backend="cuda")
         from paralingam.adjacency import _cuda_adjacency
-        lars_supports = _cuda_adjacency.lars_supports
+        lars_rows = _cuda_adjacency.lars_rows
         said = []
         def entered(*args, **kwargs):  # the parent interrupts the GPU part, not the host's
             if not said:  # p^2 preparation before it (about a second)
                 print("entered", flush=True)
                 said.append(True)
-            return lars_supports(*args, **kwargs)
-        _cuda_adjacency.lars_supports = entered
+            return lars_rows(*args, **kwargs)
+        _cuda_adjacency.lars_rows = entered
         def long_call():
             adaptive_lasso_adjacency(big, order_big, backend="cuda", scatter=scatter)
         def check():

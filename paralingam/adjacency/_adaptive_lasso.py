@@ -79,10 +79,11 @@ def adaptive_lasso_adjacency(X, causal_order, *, prior_knowledge=None, gamma=1.0
         target (the reference). ``"auto"``: compiled when built, else sklearn.
     backend : {None, "cpu", "cuda"}
         ``"cuda"``: from ``CUDA_LASSO_MIN_FEATURES`` variables on, the LARS
-        paths of the compiled engine run on the GPU, one block per target
-        (``kernels/adjacency.cu``), for every target whose predictors are all
-        earlier variables; the small least-squares refits,
-        targets under prior knowledge and paths the GPU hands back run on
+        paths of the compiled engine and the least-squares refits after them
+        run on the GPU, one block per target (``kernels/adjacency.cu``), for
+        every target whose predictors are all earlier variables; targets
+        under prior knowledge and those the GPU hands back (a rare branch of
+        the path, or kept predictors singular to ``SINGULAR_TOL``) run on
         the CPU. Without a usable GPU this warns and runs on the CPU.
     scatter : ndarray, shape (n_features, n_features), optional
         The scatter matrix ``Xc.T @ Xc`` of the centred data when it is
@@ -220,8 +221,7 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
         B_ord = None
         if on_gpu and given.any():
             B_gpu, done = _adaptive_lasso_rows_cuda(gram_ord, scatter_ord, targets, given,
-                                                    ols_coef, ols_rss, n, gamma, threads,
-                                                    _ahead(bar, 0))
+                                                    ols_coef, ols_rss, n, gamma, _ahead(bar, 0))
             B_ord = B_gpu
             on_cpu &= ~done
         if on_cpu.any():
@@ -332,31 +332,27 @@ def _ahead(bar, base):
 
 
 def _adaptive_lasso_rows_cuda(gram, scatter, targets, given, ols_coef, ols_rss, n, gamma,
-                              n_threads, progress=None):
-    """LARS paths of the ``given`` targets on the GPU, refit on the host.
+                              progress=None):
+    """LARS paths and refits of the ``given`` targets on the GPU.
 
     Returns the rows computed (in ``gram``'s positions) and, per target,
-    whether it was done here; the others (not given, or a path the GPU hands
-    back) go to the CPU engine. When the GPU cannot run, nothing is done here
-    and a warning says why.
+    whether it was done here; the others (not given, a path the GPU hands
+    back, or kept predictors singular to ``SINGULAR_TOL``) go to the CPU
+    engine. When the GPU cannot run, nothing is done here and a warning
+    says why.
     """
     from . import _cuda_adjacency
-    from .. import _isa
 
-    _lasso = _isa.load("adjacency._lasso")
     p = gram.shape[0]
     done = np.zeros(len(targets), dtype=bool)
-    out = _on_gpu(lambda: _cuda_adjacency.lars_supports(gram, targets[given], ols_coef, ols_rss,
-                                                        n, gamma, progress=progress),
+    out = _on_gpu(lambda: _cuda_adjacency.lars_rows(gram, scatter, targets[given], ols_coef,
+                                                    ols_rss, n, gamma, SINGULAR_TOL,
+                                                    progress=progress),
                   "adaptive lasso", "it")
     if out is None:
         return np.zeros((p, p)), done
-    kept, ok = out
-    rows = np.flatnonzero(given)[ok]
-    B, failed = _lasso.refit_rows(scatter, targets[rows], kept, n_threads)
-    for t in targets[rows[failed]]:
-        B[t] = 0.0
-    done[rows[~failed]] = True
+    B, ok = out
+    done[np.flatnonzero(given)[ok]] = True
     return B, done
 
 

@@ -3,9 +3,9 @@
 * :func:`ols_on_predecessors`: least squares of every variable on all earlier
   ones from one blocked Cholesky factor computed on the device (the
   ``adjacency="ols"`` matrix, and the adaptive lasso's weights);
-* :func:`lars_supports`: the adaptive lasso's LARS paths, one block per
-  target, all targets in one launch; each marks the predictors of its
-  BIC-best point (the small least-squares refits stay on the host);
+* :func:`lars_rows`: the adaptive lasso's LARS paths, one block per
+  target, all targets in one launch, then the refit of each target on the
+  predictors of its BIC-best point (the host's refit, to rounding);
 * ``gather_centred``: the data's columns in causal order, centred, from the
   CUDA search's copy of the data (launched by :mod:`._cuda_qr`).
 
@@ -27,9 +27,9 @@ MIN_BLOCKS = 4       # resident blocks per SM the kernel is compiled for
 MAX_ACTIVE = 500     # LassoLarsIC's max_iter bounds the active set
 
 _BUFFERS = {}
-# lars_supports keeps its arrays of p variables (the Gram matrix, the
+# lars_rows keeps its arrays of p variables (the Gram matrix, the
 # weights, ...) on the device between calls up to this many bytes (p of about
-# 2,000): larger ones are freed after each call, whose paths then take far
+# 1,400): larger ones are freed after each call, whose paths then take far
 # longer than the allocations
 KEPT_ARRAYS_BYTES = 64 << 20
 
@@ -49,7 +49,7 @@ def _kernels(ctx_handle):
     (src, options), = kernel_jobs()
     mod = drv.module_from_buffer(_gpu.cubin(src, options, _gpu.arch()))
     fns = {"module": mod}
-    for name, sig in (("lars_paths", "PiPiPPddiPPPPP"), ("chol_panel", "PiiPdP"),
+    for name, sig in (("lars_paths", "PiPiPPddiPPPPP"), ("refit_rows", "PiPiPdPqPPP"), ("chol_panel", "PiiPdP"),
                       ("chol_trailing", "PiiP"), ("ols_rows", "PiPPPPP"),
                       ("gather_centred", "PqiPPd"), ("upper_columns", "PqiPPP"),
                       ("sums_of_squares", "PqPPP"), ("min_norm_rows", "PqiiPPPP"),
@@ -226,8 +226,9 @@ def _buffer_sizes(p, blocks, m):
 
 def _array_sizes(p):
     """Bytes of each array :func:`_launch` sends or reads back, for ``p`` variables."""
-    return {"gram": 8 * p * p, "coef": 8 * p * p, "rss": 8 * p, "targets": 4 * p,
-            "kept": p * p, "status": 4 * p, "next": 4}
+    return {"gram": 8 * p * p, "scatter": 8 * p * p, "coef": 8 * p * p, "rss": 8 * p,
+            "targets": 4 * p, "kept": p * p, "rows": 8 * p * p, "status": 4 * p, "next": 4,
+            "refit_next": 4}
 
 
 def _sizes(key):
@@ -283,13 +284,15 @@ def clear_cache(after_fault=False):
 
 
 @_gpu.exclusive
-def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma, progress=None):
-    """Predictors kept by the adaptive lasso of each target, on the GPU.
+def lars_rows(gram, scatter, targets, ols_coef, ols_rss, n_samples, gamma, tol, progress=None):
+    """The adaptive lasso's rows of each target, on the GPU: LARS path, then refit.
 
     Parameters
     ----------
     gram : ndarray, shape (p, p)
         Gram matrix of the standardised data in causal order.
+    scatter : ndarray, shape (p, p)
+        Scatter matrix ``Xc.T @ Xc`` of the data in causal order (the refit's scale).
     targets : ndarray of int
         Positions ``k``; target ``k`` regresses on positions ``0..k-1``.
     ols_coef, ols_rss : ndarray, shape (p, p) and (p,)
@@ -298,27 +301,34 @@ def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma, progress=N
     n_samples : int
     gamma : float
         Exponent of the adaptive weights.
+    tol : float
+        The refit's singularity bound (``SINGULAR_TOL``): a Cholesky pivot
+        that keeps no more than ``tol`` of its diagonal entry hands the
+        target back.
     progress : callable, optional
         ``progress(done)``: a lower bound of the targets finished, at most
         every 0.1 s while the kernel runs, and ``len(targets)`` at its end.
 
     Returns
     -------
-    kept : ndarray of uint8, shape (p, p)
-        Row ``k``: the predictors kept for target ``k``.
+    B : ndarray, shape (p, p)
+        Row ``k``: the least squares of target ``k`` on the predictors kept
+        at its BIC-best point, on ``scatter``'s scale (zero where not ``ok``
+        and outside the targets).
     ok : ndarray of bool
-        Per target: the path ran to its end here (False: a branch the port
-        leaves to scikit-learn; recompute that target on the CPU).
+        Per target: its row is here (False: a branch of the path the port
+        leaves to scikit-learn, or kept predictors singular to ``tol``;
+        recompute that target on the CPU).
     """
     import pycuda.driver as drv
 
     ctx = _gpu.context()
-    fn = _kernels(ctx.handle)["lars_paths"]
+    fns = _kernels(ctx.handle)
     p = gram.shape[0]
     targets = np.asarray(targets, dtype=np.int32)
     ok = np.zeros(len(targets), dtype=bool)
     if len(targets) == 0:
-        return np.zeros((p, p), dtype=np.uint8), ok
+        return np.zeros((p, p)), ok
     m = max(1, min(int(targets.max()), MAX_ACTIVE))
     blocks = min(len(targets), _blocks_for(p))
     free, _ = drv.mem_get_info()
@@ -335,44 +345,55 @@ def lars_supports(gram, targets, ols_coef, ols_rss, n_samples, gamma, progress=N
     key = (p, blocks, m)
     try:
         bufs = _buffers(*key)
-        kept = np.empty((p, p), dtype=np.uint8)  # (every entry downloaded)
-        return _guarded(_launch, fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m,
-                        blocks, bufs, progress, kept, ok)
+        B = np.empty((p, p))  # (every entry downloaded)
+        return _guarded(_launch, fns, gram, scatter, targets, ols_coef, ols_rss, n_samples,
+                        gamma, tol, m, blocks, bufs, progress, B, ok)
     finally:
         _release_arrays(key)  # (after a fault none are kept: their memory went with the context)
 
 
-def _launch(fn, gram, targets, ols_coef, ols_rss, n_samples, gamma, m, blocks, bufs,
-            progress, kept, ok):
-    """Upload into ``bufs``, run ``lars_paths`` over all targets, download ``kept`` and ``ok``."""
+def _launch(fns, gram, scatter, targets, ols_coef, ols_rss, n_samples, gamma, tol, m, blocks,
+            bufs, progress, B, ok):
+    """Upload into ``bufs``, run ``lars_paths`` over all targets and ``refit_rows`` after
+    it, download ``B`` and ``ok``."""
     import pycuda.driver as drv
 
     p = gram.shape[0]
+    n_targets = len(targets)
     # largest targets first: they take longest
     order = np.argsort(-targets, kind="stable")
     drv.memcpy_htod(bufs["gram"], np.ascontiguousarray(gram, dtype=np.float64))
+    drv.memcpy_htod(bufs["scatter"], np.ascontiguousarray(scatter, dtype=np.float64))
     drv.memcpy_htod(bufs["targets"], np.ascontiguousarray(targets[order]))
     drv.memcpy_htod(bufs["coef"], np.ascontiguousarray(ols_coef, dtype=np.float64))
     drv.memcpy_htod(bufs["rss"], np.ascontiguousarray(ols_rss, dtype=np.float64))
     drv.memset_d32(bufs["next"], 0, 1)
+    drv.memset_d32(bufs["refit_next"], 0, 1)
     drv.memset_d8(bufs["kept"], 0, p * p)
-    drv.memset_d32(bufs["status"], 1, len(targets))
-    d_next, d_kept, d_status = bufs["next"], bufs["kept"], bufs["status"]
-    fn.prepared_call((int(blocks), 1, 1), (THREADS, 1, 1),
-                     bufs["gram"], np.int32(p), bufs["targets"], np.int32(len(targets)),
-                     bufs["coef"], bufs["rss"], np.float64(n_samples), np.float64(gamma),
-                     np.int32(m), bufs["work"], bufs["iwork"], d_next, d_kept, d_status)
-    status = np.empty(len(targets), dtype=np.int32)
-    n_targets = len(targets)
+    drv.memset_d32(bufs["rows"], 0, 2 * p * p)
+    drv.memset_d32(bufs["status"], 1, n_targets)
+    d_next, d_status = bufs["next"], bufs["status"]
+    grid, block = (int(blocks), 1, 1), (THREADS, 1, 1)
+    fns["lars_paths"].prepared_call(
+        grid, block, bufs["gram"], np.int32(p), bufs["targets"], np.int32(n_targets),
+        bufs["coef"], bufs["rss"], np.float64(n_samples), np.float64(gamma), np.int32(m),
+        bufs["work"], bufs["iwork"], d_next, bufs["kept"], d_status)
+    # (queued after the paths; each block's factor in the paths' workspace)
+    fns["refit_rows"].prepared_call(
+        grid, block, bufs["scatter"], np.int32(p), bufs["targets"], np.int32(n_targets),
+        bufs["kept"], np.float64(tol), bufs["work"], np.int64(_buffer_sizes(p, 1, m)[0] // 8),
+        bufs["refit_next"], bufs["rows"], d_status)
+    status = np.empty(n_targets, dtype=np.int32)
 
     def finished(drawn):
         # every block holds at most one unfinished target it drew
         progress(max(0, min(drawn, n_targets) - int(blocks)))
 
+    # (an interrupt stops the paths' blocks; the refits of the paths done then run)
     wait_interruptibly(d_next, progress=finished if progress is not None else None)
     drv.memcpy_dtoh(status, d_status)
-    drv.memcpy_dtoh(kept, d_kept)
+    drv.memcpy_dtoh(B, bufs["rows"])
     ok[order] = status == 0
     if progress is not None:
         progress(n_targets)
-    return kept, ok
+    return B, ok

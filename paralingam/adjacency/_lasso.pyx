@@ -761,13 +761,8 @@ cdef int thread_count(int n_threads, Py_ssize_t p):
     return n_threads if n_threads > 0 else openmp.omp_get_max_threads()
 
 
-DEF LASSO_ROWS = 0
-DEF REFIT_ROWS = 1
-
-
 cdef struct Job:
-    # The targets of adaptive_lasso_rows (LASSO_ROWS) or refit_rows (REFIT_ROWS).
-    int what
+    # The targets of adaptive_lasso_rows.
     Py_ssize_t n_targets
     const double* gram
     const double* scatter
@@ -775,7 +770,6 @@ cdef struct Job:
     const Py_ssize_t* targets
     const Py_ssize_t* offsets
     const Py_ssize_t* predictors
-    const unsigned char* kept
     double n_samples
     double gamma
     const double* ols_coef     # NULL: every target solves its own
@@ -784,7 +778,7 @@ cdef struct Job:
     const unsigned char* ols_given
     bint mark_singular         # SINGULAR_REFIT instead of FALLBACK (one_target)
     double* B
-    unsigned char* flag        # per target: FALLBACK / failed
+    unsigned char* flag        # per target: FALLBACK
     Py_ssize_t next_task
     Interrupt intr             # Ctrl-C (_interrupts.pxi)
     PyObject* progress         # progress(done) or NULL (the caller holds the reference)
@@ -797,9 +791,6 @@ cdef void run_target(Job* j, Py_ssize_t r) noexcept nogil:
     cdef Py_ssize_t t = j.n_targets - 1 - r
     cdef Py_ssize_t target = j.targets[t]
     cdef bint given
-    if j.what == REFIT_ROWS:
-        j.flag[t] = refit_row(j.scatter, j.p, j.kept + target * j.p, target, j.B)
-        return
     given = j.ols_given != NULL and j.ols_given[t]
     j.flag[t] = one_target(
         j.gram, j.scatter, j.p, j.predictors + j.offsets[t], j.offsets[t + 1] - j.offsets[t],
@@ -899,76 +890,6 @@ cdef int refit(const double* scatter, Py_ssize_t p, const Py_ssize_t* keep, Py_s
     return status
 
 
-cdef int refit_row(const double* scatter, Py_ssize_t p, const unsigned char* mask,
-                   Py_ssize_t target, double* B) noexcept nogil:
-    """Least squares of ``target`` on the predictors ``mask`` marks."""
-    cdef Py_ssize_t j, kept = 0
-    cdef int status
-    cdef Py_ssize_t* keep = <Py_ssize_t*> calloc(p + 1, sizeof(Py_ssize_t))
-    cdef double* b = <double*> calloc(p + 1, sizeof(double))
-    if keep == NULL or b == NULL:
-        free(keep)
-        free(b)
-        return FALLBACK
-    for j in range(p):
-        if mask[j]:
-            keep[kept] = j
-            kept += 1
-    status = refit(scatter, p, keep, kept, target, b, B)
-    free(keep)
-    free(b)
-    return status
-
-
-def refit_rows(const double[:, ::1] scatter, const Py_ssize_t[::1] targets,
-               const unsigned char[:, ::1] kept, int n_threads=0):
-    """Least squares of each target on the predictors its row of ``kept`` marks.
-
-    The last step of the adaptive lasso when the LARS paths ran elsewhere (the
-    GPU: ``paralingam._cuda_lasso``).
-
-    Parameters
-    ----------
-    scatter : ndarray, shape (p, p)
-        ``Xc.T @ Xc`` of the centred data.
-    targets : ndarray of intp
-    kept : ndarray of uint8, shape (p, p)
-        ``kept[t, j]``: predictor ``j`` is kept for target ``t``.
-    n_threads : int
-        OpenMP threads; 0 for the runtime's default.
-
-    Returns
-    -------
-    B : ndarray, shape (p, p)
-        The rows of the targets; zero elsewhere.
-    failed : ndarray of bool
-        Per target: the kept predictors are singular (row left zero).
-    """
-    cdef Py_ssize_t p = scatter.shape[0], t, n_targets = targets.shape[0]
-    if scatter.shape[1] != p or kept.shape[0] != p or kept.shape[1] != p:
-        raise ValueError("scatter and kept must both be p x p")
-    B_arr = np.zeros((p, p))
-    failed_arr = np.zeros(n_targets, dtype=np.uint8)
-    cdef double[:, ::1] B = B_arr
-    cdef unsigned char[::1] failed = failed_arr
-    cdef int threads = thread_count(n_threads, p)
-    cdef Job job
-    if n_targets == 0 or p == 0:
-        return B_arr, failed_arr.astype(bool)
-    job.what = REFIT_ROWS
-    job.mark_singular = False
-    job.progress = NULL
-    job.n_targets = n_targets
-    job.scatter = &scatter[0, 0]
-    job.p = p
-    job.targets = &targets[0]
-    job.kept = &kept[0, 0]
-    job.B = &B[0, 0]
-    job.flag = &failed[0]
-    run_job(&job, threads)
-    return B_arr, failed_arr.astype(bool)
-
-
 def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
                         const Py_ssize_t[::1] targets, const Py_ssize_t[::1] offsets,
                         const Py_ssize_t[::1] predictors, double n_samples, double gamma,
@@ -1039,7 +960,6 @@ def adaptive_lasso_rows(const double[:, ::1] gram, const double[:, ::1] scatter,
     cdef Job job
     if n_targets == 0:
         return B_arr, fallback_arr.astype(bool)
-    job.what = LASSO_ROWS
     job.mark_singular = flags is not None
     job.n_targets = n_targets
     job.gram = &gram[0, 0]

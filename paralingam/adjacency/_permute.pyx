@@ -32,6 +32,21 @@ cdef int _check_order(const Py_ssize_t[::1] order, Py_ssize_t p) except -1:
     return 0
 
 
+cdef bint _distinct(const Py_ssize_t[::1] order, Py_ssize_t p) except -1:
+    """Whether the entries of ``order`` (each below ``p``: ``_check_order``) are distinct.
+
+    (One pass with a mark per row; ``np.unique`` would sort.)
+    """
+    seen_arr = np.zeros(p, dtype=np.uint8)
+    cdef unsigned char[::1] seen = seen_arr
+    cdef Py_ssize_t i
+    for i in range(order.shape[0]):
+        if seen[order[i]]:
+            return False
+        seen[order[i]] = 1
+    return True
+
+
 cdef int _check_square(Py_ssize_t rows, Py_ssize_t columns, str what) except -1:
     if rows != columns:
         raise ValueError(f"{what} takes a square matrix; got {rows} x {columns}")
@@ -157,7 +172,7 @@ def placed(const double[:, ::1] A, const Py_ssize_t[::1] order, Py_ssize_t p,
         raise ValueError(f"placed takes a {k} x {k} matrix for {k} indices; "
                          f"got {A.shape[0]} x {A.shape[1]}")
     _check_order(order, p)
-    if np.unique(np.asarray(order)).size != k:
+    if not _distinct(order, p):
         n_threads = 1  # two threads would write one row: numpy's last-wins needs one
     out = np.zeros((p, p))
     cdef double[:, ::1] o = out
