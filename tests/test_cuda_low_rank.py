@@ -261,6 +261,42 @@ def test_the_adaptive_lassos_weights_take_the_route_in_place(fake_route, monkeyp
     np.testing.assert_allclose(got[1], host[1], rtol=1e-7, atol=1e-9 * np.abs(host[1]).max())
 
 
+def test_the_adaptive_lassos_weights_come_wholly_from_the_basis(fake_route, monkeypatch):
+    # _basis_weights: every row from the route (those before the first
+    # explained variable too), equal to the host factor's and minimum-norm
+    # rows to rounding, with rss = yy - g.b; None where switched off, without
+    # a hint or where the route declines
+    from paralingam import _gpu
+    from paralingam.adjacency import _adaptive_lasso, _common
+
+    drv, cusolver, kernels = fake_route
+    monkeypatch.setattr(_gpu, "unavailable_reason", lambda: None)
+    X, order, hint, exponents, Xs = hinted_case(40, 500, 30, 42)
+    n, p = Xs.shape
+    _, S = _common._scatter(Xs)
+    std = np.sqrt(np.diag(S) / n)
+    gram = (S / np.outer(std, std))[np.ix_(order, order)]
+    coef, rss, solved = _least_squares._ols_on_predecessors(gram)
+    host = _adaptive_lasso._min_norm_weights(Xs, order, std, gram, coef, rss, solved)
+    copy = FakeCopy(drv.device, Xs, ld=n + 2)
+    got = _adaptive_lasso._basis_weights(copy, order, hint, std, gram)
+    assert got is not None and got[2].all() and host[2].all()
+    m = int(np.argmin(solved))
+    first = min(int(np.flatnonzero(order == v)[0]) for v in hint)
+    assert 1 < first < m < p  # the host's factor's rows before m, minimum-norm ones after
+    np.testing.assert_allclose(got[0], host[0], rtol=0, atol=1e-9 * np.abs(host[0]).max())
+    # (the explained variable's own rss is rounding-sized either way)
+    np.testing.assert_allclose(got[1][:first], host[1][:first], rtol=1e-9)
+    np.testing.assert_allclose(got[1], host[1], rtol=1e-7, atol=1e-9 * np.abs(host[1]).max())
+    assert _adaptive_lasso._basis_weights(copy, order, [], std, gram) is None
+    assert _adaptive_lasso._basis_weights(None, order, hint, std, gram) is None
+    monkeypatch.setattr(_adaptive_lasso, "WEIGHTS_FROM_BASIS", False)
+    assert _adaptive_lasso._basis_weights(copy, order, hint, std, gram) is None
+    monkeypatch.setattr(_adaptive_lasso, "WEIGHTS_FROM_BASIS", True)
+    monkeypatch.setattr(_cuda_low_rank, "weights_of_copy", lambda *args: None)
+    assert _adaptive_lasso._basis_weights(copy, order, hint, std, gram) is None
+
+
 def test_a_non_finite_weight_after_the_download_declines(fake_route, monkeypatch):
     drv, cusolver, kernels = fake_route
     X, order, hint, exponents, Xs = hinted_case(40, 500, 30, 41)
@@ -403,6 +439,38 @@ def test_the_estimator_takes_the_lasso_weights_route_and_equals_the_whole_qrs(
     B, B_host = device.adjacency_matrix_[~exact], host.adjacency_matrix_[~exact]
     assert np.abs(B_host).max() > 0
     np.testing.assert_allclose(B, B_host, rtol=0, atol=1e-8 * max(np.abs(B_host).max(), 1.0))
+
+
+@pytest.mark.gpu
+@needs_cupy
+@pytest.mark.parametrize("p, n, explained, seed", [(300, 2048, 277, 2), (400, 4096, 340, 52)])
+def test_the_estimators_weights_wholly_from_the_basis_equal_the_host_factors(
+        monkeypatch, p, n, explained, seed):
+    # The rows before the first explained variable from the basis (no host
+    # factor) against the host's factor there, the basis's rows after it
+    from paralingam.adjacency import _adaptive_lasso
+
+    from test_rank_deficient import explained_targets
+
+    X = rank_deficient(p, n, explained, seed)
+    factored = []
+    hinted = _adaptive_lasso._hinted_factor
+    monkeypatch.setattr(_adaptive_lasso, "_hinted_factor",
+                        lambda *args: factored.append(1) or hinted(*args))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        warnings.simplefilter("ignore", AdjacencyWarning)
+        warnings.simplefilter("error", RuntimeWarning)
+        basis = paralingam.DirectLiNGAM(backend="cuda").fit(X)
+        assert not factored
+        monkeypatch.setattr(_adaptive_lasso, "WEIGHTS_FROM_BASIS", False)
+        factor = paralingam.DirectLiNGAM(backend="cuda").fit(X)
+    assert factored
+    assert basis.causal_order_ == factor.causal_order_
+    exact = explained_targets(X, np.asarray(factor.causal_order_))
+    B, B_factor = basis.adjacency_matrix_[~exact], factor.adjacency_matrix_[~exact]
+    assert np.abs(B_factor).max() > 0
+    np.testing.assert_allclose(B, B_factor, rtol=0, atol=1e-8 * max(np.abs(B_factor).max(), 1.0))
 
 
 @pytest.mark.gpu

@@ -194,7 +194,15 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
         raise RuntimeError("the compiled adaptive lasso (paralingam.adjacency._lasso) is not built")
     if lasso is not None and len(targets):
         on_gpu = backend == "cuda" and p >= CUDA_LASSO_MIN_FEATURES
-        if on_gpu:
+        # every row from the basis on the device where the search's hint
+        # allows (the rows before its first explained variable too, whose
+        # least squares on independent predecessors are the minimum-norm
+        # ones): no factor on the host
+        weights = _basis_weights(device_copy, order, explained, std, gram_ord) if on_gpu \
+            else None
+        if weights is not None:
+            ols_coef, ols_rss, solved = weights
+        elif on_gpu:
             # the weights' factor only up to the search's first explained
             # variable where its pivot fails here too (_pivot_holds is the
             # factor's own test): the rows after it come from the data
@@ -434,6 +442,37 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n
     rss[m:] = np.diag(gram)[m:] - np.einsum("ij,ij->i", rows, gram[m:])
     filled[m:] = np.isfinite(rows).all(axis=1) & np.isfinite(rss[m:])
     return coef, rss, filled
+
+
+# Whether the adaptive lasso's weights after a CUDA search come wholly from
+# the basis on the device where they can (_basis_weights; False: the host's
+# factor up to the first explained variable, the basis's rows after it, as
+# before; for A/B runs and tests).
+WEIGHTS_FROM_BASIS = True
+
+
+def _basis_weights(device_copy, order, explained, std, gram):
+    """``(coef, rss, solved)`` of every row from :func:`._cuda_low_rank.weights_of_copy`, or None.
+
+    The least squares of each variable on all before it (standardised
+    scale), rows from position 0 on, where the route takes the search's hint
+    and every row and residual sum of squares is finite; ``rss`` is ``yy -
+    g.b`` in ``gram``'s scale, as :func:`_min_norm_weights` computes it for
+    the rows it fills. None: the caller's factor and rows, as without a hint.
+    """
+    from . import _cuda_low_rank
+
+    if not (WEIGHTS_FROM_BASIS and device_copy is not None and explained
+            and _cuda_low_rank.applies(device_copy, order, explained)):
+        return None
+    p = gram.shape[0]
+    coef = np.empty((p, p))
+    if not _low_rank_weights(device_copy, order, explained, std[order], 0, coef):
+        return None
+    rss = np.diag(gram) - np.einsum("ij,ij->i", coef, gram)
+    if not np.isfinite(rss).all():
+        return None
+    return coef, rss, np.ones(p, dtype=bool)
 
 
 def _low_rank_weights(device_copy, order, explained, divisor, m, out):
