@@ -1032,6 +1032,72 @@ def small_fixed_costs(out):
                                                                 "ab_pool_c0ed7bc"))
 
 
+def estimator_refits(out):
+    """The adaptive lasso's refits on the GPU and its weights from the basis (session 33, H200)."""
+    name = "probe_small_phases_h200.json"
+    data = _load(name)
+    trees = data["ab_trees_4d6097a"]
+    rounds = trees["rounds"]
+
+    def each(tree, mode, case, key):
+        return ", ".join(f"{key(rounds[f'{tree}_{mode}_{r}'][case]):.2f}" for r in (1, 2))
+
+    step = lambda c: c["phases_ms"]["adjacency"]  # noqa: E731
+    whole = lambda c: sum(c["phases_ms"].values())  # noqa: E731
+    rows = [[case, label, each("old", mode, case, step), each("new", mode, case, step),
+             each("old", mode, case, whole), each("new", mode, case, whole)]
+            for case in rounds["old_est_1"] for mode, label in (("est", "DirectLiNGAM"),
+                                                                ("fit", "fit"))]
+    text = _table(["case", "fit of", "adjacency, 5aefb94 (ms)", "adjacency, 4d6097a (ms)",
+                   "all phases, 5aefb94 (ms)", "all phases, 4d6097a (ms)"], rows)
+    text += "\n" + _source(name, trees, "ab_trees_4d6097a")
+    (out / "refits_on_gpu.rst").write_text(text)
+
+    wait_name = "probe_lars_wait_h200.json"
+    refit = _load(wait_name)["refit_rows_4d6097a"]
+    rows = [[case, str(c["targets"]), str(c["largest_kept"]), f"{c['kernel_ms']:.2f} ms",
+             f"{c['refit_ms']:.3f} ms", f"{c['lars_rows_ms']:.2f} ms"]
+            for case, c in refit["cases"].items()]
+    text = _table(["case", "targets", "largest kept set", "lars_paths (events)",
+                   "refit_rows after it (events)", "lars_rows, whole call"], rows)
+    (out / "refit_kernel.rst").write_text(text + "\n" + _source(wait_name, refit,
+                                                                "refit_rows_4d6097a"))
+
+    ab = data["ab_weights_from_basis_14a0c8f"]
+    rows = [[c["case"], f"{c['phases_ms_B']['adjacency']:.2f} ms",
+             f"{c['phases_ms_A']['adjacency']:.2f} ms", "yes" if c["same_order"] else "**no**"]
+            for c in ab["ab"]["cases"]]
+    text = _table(["case", "estimator's adjacency, the host's factor first",
+                   "estimator's adjacency, every row from the basis", "same order"], rows)
+    (out / "weights_from_basis.rst").write_text(text + "\n" + _source(
+        name, ab, "ab_weights_from_basis_14a0c8f"))
+
+    bench_name = "bench_pipeline_h200.json"
+    bench = _load(bench_name)
+    runs = [("top level", bench)] + [(f"again {r}", bench[f"run_14a0c8f_again_{r}"])
+                                     for r in (1, 2)]
+    runs += [(f"alternated {r}", bench[f"trees_5aefb94_14a0c8f_new_{r}"]) for r in (1, 2)]
+    olds = [bench[f"trees_5aefb94_14a0c8f_old_{r}"] for r in (1, 2)]
+    rows = []
+    for case in ("rank_deficient_300", "rank_deficient_1000", "ecoli"):
+        def cell(d):
+            r = _case(d, case, "cuda")
+            return f"{r['estimator_over_fit']:.2f}x ({_ms(r['estimator_fit'])} / {_ms(r['fit'])})"
+        rows.append([case] + [cell(d) for _, d in runs] + [", ".join(
+            f"{_case(d, case, 'cuda')['estimator_over_fit']:.2f}x" for d in olds)])
+    ecoli = [", ".join(f"{_case(bench[f'ecoli_trees_{tree}_{r}'], 'ecoli', 'cuda')['estimator_over_fit']:.2f}x"
+                       for r in (1, 2, 3)) for tree in ("new", "old")]
+    rows.append(["ecoli, alone, alternated 1, 2, 3", ecoli[0], "-", "-", "-", "-", ecoli[1]])
+    text = _table(["case"] + [f"14a0c8f, {label}" for label, _ in runs]
+                  + ["5aefb94, alternated 1, 2"], rows)
+    (out / "estimator_spread.rst").write_text(
+        text + "\n*Source:* ``benchmarks/results/bench_pipeline_h200.json``: the top level and "
+        "the sections ``run_14a0c8f_again_1``, ``run_14a0c8f_again_2`` and "
+        "``trees_5aefb94_14a0c8f_*`` -- one H200 machine, each run a fresh process, "
+        "medians of 15 fits and 15 estimator fits; the last row: sections ``ecoli_trees_*``, "
+        "another H200 machine.\n")
+
+
 def goals(out):
     """Where #21's goals stand, computed from the bench_pipeline.py result files."""
     gpu = _load("bench_pipeline_h100.json")
@@ -1160,6 +1226,7 @@ def render(out):
     small_fits(out)
     gpu_qr_ahead(out)
     small_fixed_costs(out)
+    estimator_refits(out)
     goals(out)
 
 
