@@ -229,20 +229,29 @@ def test_the_lasso_weights_decline_where_the_hint_or_the_device_fail(fake_route,
     assert not _cuda_low_rank.applies(FakeCopy(drv.device, Xs, ld=Xs.shape[0]), order, [])
 
 
+def lasso_weights_case(seed):
+    """A hinted rank-deficient case (p=40, n=500, 30 explained) as the adaptive lasso's weights
+    take it: ``(Xs, order, hint, std, gram, factor)``, ``gram`` the standardised Gram matrix in
+    causal order and ``factor`` the host's ``_ols_on_predecessors`` of it."""
+    from paralingam.adjacency import _common
+
+    X, order, hint, exponents, Xs = hinted_case(40, 500, 30, seed)
+    _, S = _common._scatter(Xs)
+    std = np.sqrt(np.diag(S) / Xs.shape[0])
+    gram = (S / np.outer(std, std))[np.ix_(order, order)]
+    return Xs, order, hint, std, gram, _least_squares._ols_on_predecessors(gram)
+
+
 def test_the_adaptive_lassos_weights_take_the_route_in_place(fake_route, monkeypatch):
     # _min_norm_weights on the GPU with the search's copy and hint: the route's
     # rows land in the weights themselves, as the host's route computes them
     from paralingam import _gpu
-    from paralingam.adjacency import _adaptive_lasso, _common
+    from paralingam.adjacency import _adaptive_lasso
 
     drv, cusolver, kernels = fake_route
     monkeypatch.setattr(_gpu, "unavailable_reason", lambda: None)
-    X, order, hint, exponents, Xs = hinted_case(40, 500, 30, 40)
-    n, p = Xs.shape
-    _, S = _common._scatter(Xs)
-    std = np.sqrt(np.diag(S) / n)
-    gram = (S / np.outer(std, std))[np.ix_(order, order)]
-    coef, rss, solved = _least_squares._ols_on_predecessors(gram)
+    Xs, order, hint, std, gram, (coef, rss, solved) = lasso_weights_case(40)
+    n = Xs.shape[0]
     m = int(np.argmin(solved))
     host = _adaptive_lasso._min_norm_weights(Xs, order, std, gram, coef.copy(), rss.copy(),
                                              solved)
@@ -267,16 +276,12 @@ def test_the_adaptive_lassos_weights_come_wholly_from_the_basis(fake_route, monk
     # rows to rounding, with rss = yy - g.b; None where switched off, without
     # a hint or where the route declines
     from paralingam import _gpu
-    from paralingam.adjacency import _adaptive_lasso, _common
+    from paralingam.adjacency import _adaptive_lasso
 
     drv, cusolver, kernels = fake_route
     monkeypatch.setattr(_gpu, "unavailable_reason", lambda: None)
-    X, order, hint, exponents, Xs = hinted_case(40, 500, 30, 42)
+    Xs, order, hint, std, gram, (coef, rss, solved) = lasso_weights_case(42)
     n, p = Xs.shape
-    _, S = _common._scatter(Xs)
-    std = np.sqrt(np.diag(S) / n)
-    gram = (S / np.outer(std, std))[np.ix_(order, order)]
-    coef, rss, solved = _least_squares._ols_on_predecessors(gram)
     host = _adaptive_lasso._min_norm_weights(Xs, order, std, gram, coef, rss, solved)
     copy = FakeCopy(drv.device, Xs, ld=n + 2)
     got = _adaptive_lasso._basis_weights(copy, order, hint, std, gram)
@@ -401,6 +406,30 @@ def test_fit_of_the_ecoli_fluxes_takes_the_route_and_equals_the_host_route(monke
                                atol=1e-9 * np.abs(unscaled[1]).max())
 
 
+def estimator_on_gpu(X):
+    """``DirectLiNGAM(backend="cuda").fit(X)``, failing on a RuntimeWarning (a route that fell
+    back to the host)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
+        warnings.simplefilter("ignore", AdjacencyWarning)
+        warnings.simplefilter("error", RuntimeWarning)
+        return paralingam.DirectLiNGAM(backend="cuda").fit(X)
+
+
+def assert_same_off_exact_targets(X, model, reference, at_least):
+    """The two estimators' orders equal, and their matrices to 1e-8 of the largest coefficient
+    on the rows of targets that are not exactly explained (at least ``at_least`` of them): an
+    exactly explained target's path compares rounding-sized residuals."""
+    from test_rank_deficient import explained_targets
+
+    assert model.causal_order_ == reference.causal_order_
+    exact = explained_targets(X.astype(np.float64), np.asarray(reference.causal_order_))
+    assert (~exact).sum() >= at_least
+    B, B_ref = model.adjacency_matrix_[~exact], reference.adjacency_matrix_[~exact]
+    assert np.abs(B_ref).max() > 0
+    np.testing.assert_allclose(B, B_ref, rtol=0, atol=1e-8 * max(np.abs(B_ref).max(), 1.0))
+
+
 @pytest.mark.gpu
 @needs_cupy
 @pytest.mark.parametrize("p, n, explained, seed, spread, dtype", [
@@ -409,8 +438,6 @@ def test_fit_of_the_ecoli_fluxes_takes_the_route_and_equals_the_host_route(monke
 def test_the_estimator_takes_the_lasso_weights_route_and_equals_the_whole_qrs(
         monkeypatch, p, n, explained, seed, spread, dtype):
     from paralingam.adjacency import _cuda_qr
-
-    from test_rank_deficient import explained_targets
 
     X = rank_deficient(p, n, explained, seed)
     if spread:
@@ -422,23 +449,13 @@ def test_the_estimator_takes_the_lasso_weights_route_and_equals_the_whole_qrs(
                         lambda *args: given.append(route(*args)) or given[-1])
     monkeypatch.setattr(_cuda_qr, "start_factor_of_copy",
                         lambda *args: started.append(1) or ahead(*args))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
-        warnings.simplefilter("ignore", AdjacencyWarning)
-        warnings.simplefilter("error", RuntimeWarning)
-        device = paralingam.DirectLiNGAM(backend="cuda").fit(X)
-        assert not started  # (no whole QR ahead where the basis's gives the weights)
-        monkeypatch.setattr(_cuda_low_rank, "ENABLED", False)
-        host = paralingam.DirectLiNGAM(backend="cuda").fit(X)
+    device = estimator_on_gpu(X)
+    assert not started  # (no whole QR ahead where the basis's gives the weights)
+    monkeypatch.setattr(_cuda_low_rank, "ENABLED", False)
+    host = estimator_on_gpu(X)
     assert started  # (switched off: the whole QR, started ahead)
     assert [g is not None for g in given] == [True, False]
-    assert device.causal_order_ == host.causal_order_
-    # (an exactly explained target's path compares rounding-sized residuals)
-    exact = explained_targets(X.astype(np.float64), np.asarray(host.causal_order_))
-    assert (~exact).sum() >= p - explained
-    B, B_host = device.adjacency_matrix_[~exact], host.adjacency_matrix_[~exact]
-    assert np.abs(B_host).max() > 0
-    np.testing.assert_allclose(B, B_host, rtol=0, atol=1e-8 * max(np.abs(B_host).max(), 1.0))
+    assert_same_off_exact_targets(X, device, host, p - explained)
 
 
 @pytest.mark.gpu
@@ -450,27 +467,17 @@ def test_the_estimators_weights_wholly_from_the_basis_equal_the_host_factors(
     # factor) against the host's factor there, the basis's rows after it
     from paralingam.adjacency import _adaptive_lasso
 
-    from test_rank_deficient import explained_targets
-
     X = rank_deficient(p, n, explained, seed)
     factored = []
     hinted = _adaptive_lasso._hinted_factor
     monkeypatch.setattr(_adaptive_lasso, "_hinted_factor",
                         lambda *args: factored.append(1) or hinted(*args))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", paralingam.DegenerateDataWarning)
-        warnings.simplefilter("ignore", AdjacencyWarning)
-        warnings.simplefilter("error", RuntimeWarning)
-        basis = paralingam.DirectLiNGAM(backend="cuda").fit(X)
-        assert not factored
-        monkeypatch.setattr(_adaptive_lasso, "WEIGHTS_FROM_BASIS", False)
-        factor = paralingam.DirectLiNGAM(backend="cuda").fit(X)
+    basis = estimator_on_gpu(X)
+    assert not factored
+    monkeypatch.setattr(_adaptive_lasso, "WEIGHTS_FROM_BASIS", False)
+    factor = estimator_on_gpu(X)
     assert factored
-    assert basis.causal_order_ == factor.causal_order_
-    exact = explained_targets(X, np.asarray(factor.causal_order_))
-    B, B_factor = basis.adjacency_matrix_[~exact], factor.adjacency_matrix_[~exact]
-    assert np.abs(B_factor).max() > 0
-    np.testing.assert_allclose(B, B_factor, rtol=0, atol=1e-8 * max(np.abs(B_factor).max(), 1.0))
+    assert_same_off_exact_targets(X, basis, factor, p - explained)
 
 
 @pytest.mark.gpu

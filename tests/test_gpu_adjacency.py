@@ -158,7 +158,7 @@ def test_gpu_paths_over_dependent_predecessors_equal_cpu_engine(p, n, explained,
         assert residual[0] <= max(residual[1] * (1 + 1e-6), 1e-8 * np.linalg.norm(Xc[:, i])), i
 
 
-def _lars_inputs(X, order):
+def lars_inputs(X, order):
     """``lars_rows``' arguments for every target of ``X`` in ``order`` (full-rank data)."""
     from paralingam.adjacency import SINGULAR_TOL, _cuda_adjacency
 
@@ -179,7 +179,7 @@ def test_gpu_refit_is_least_squares_on_the_kept_predictors(lingam_data, p, n, se
     from paralingam.adjacency import _cuda_adjacency
 
     X = lingam_data(p, n, "sparse", seed)[0]
-    gram, scatter, targets, *rest = _lars_inputs(X, list(range(p)))
+    gram, scatter, targets, *rest = lars_inputs(X, list(range(p)))
     rows, ok = _cuda_adjacency.lars_rows(gram, scatter, targets, *rest)
     assert ok.mean() > 0.9
     assert not rows[0].any() and not np.triu(rows).any()
@@ -198,7 +198,7 @@ def test_gpu_refit_hands_back_singular_kept_predictors(lingam_data):
     from paralingam.adjacency import _cuda_adjacency
 
     X = lingam_data(40, 400, "sparse", 243)[0]
-    gram, scatter, targets, *rest = _lars_inputs(X, list(range(40)))
+    gram, scatter, targets, *rest = lars_inputs(X, list(range(40)))
     rows, ok = _cuda_adjacency.lars_rows(gram, scatter, targets, *rest)
     kept_any = np.array([rows[k].any() for k in targets])
     assert kept_any.sum() > 10

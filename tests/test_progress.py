@@ -330,22 +330,15 @@ def test_gpu_adjacency_shows_its_targets_and_keeps_its_result(no_tqdm, capsys):
 @pytest.mark.gpu
 def test_gpu_lars_progress_counts_up_to_the_targets():
     from paralingam.adjacency import _cuda_adjacency
-    from paralingam.adjacency import SINGULAR_TOL
+    from test_gpu_adjacency import lars_inputs
 
     X, order = _order_and_data(400, 2000, 24)
-    Xc = X - X.mean(axis=0)
-    Z = Xc / X.std(axis=0)
-    gram = np.ascontiguousarray((Z.T @ Z)[np.ix_(order, order)])
-    scatter = np.ascontiguousarray((Xc.T @ Xc)[np.ix_(order, order)])
-    coef, rss, solved = _cuda_adjacency.ols_on_predecessors(gram, SINGULAR_TOL)
-    assert solved.all()
-    targets = np.arange(1, 400)
+    inputs = lars_inputs(X, order)
+    targets = inputs[2]
     calls = []
-    rows, ok = _cuda_adjacency.lars_rows(gram, scatter, targets, coef, rss, 2000, 1.0,
-                                         SINGULAR_TOL, progress=calls.append)
+    rows, ok = _cuda_adjacency.lars_rows(*inputs, progress=calls.append)
     assert calls == sorted(calls) and calls[-1] == len(targets) and min(calls) >= 0
-    rows0, ok0 = _cuda_adjacency.lars_rows(gram, scatter, targets, coef, rss, 2000, 1.0,
-                                           SINGULAR_TOL)
+    rows0, ok0 = _cuda_adjacency.lars_rows(*inputs)
     np.testing.assert_array_equal(rows, rows0)
     np.testing.assert_array_equal(ok, ok0)
 
