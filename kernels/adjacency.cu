@@ -521,7 +521,12 @@ extern "C" __global__ void __launch_bounds__(TPB) refit_rows(
                 if (keep && at < MAX_ITER) act[at] = j;
                 count += __popc(bits);
             }
-            if (lane == 0) { q = count; failed = count > MAX_ITER; }
+            // (q <= MAX_ITER and q * q <= stride hold for the paths' kept sets;
+            // a set past either goes back to the host rather than overrun)
+            if (lane == 0) {
+                q = count;
+                failed = count > MAX_ITER || (long long)count * count > stride;
+            }
         }
         __syncthreads();
         const int n = q;
@@ -537,7 +542,9 @@ extern "C" __global__ void __launch_bounds__(TPB) refit_rows(
             diag0[i] = scatter[(size_t)act[i] * p + act[i]];
         }
         __syncthreads();
-        for (int j = 0; j < n && !failed; ++j) {
+        // (every thread leaves by the break after the barrier: a read of
+        // `failed` before it would race with thread 0's write for column j)
+        for (int j = 0; j < n; ++j) {
             if (tid == 0) {
                 const double s = S[j * n + j];
                 if (!(s > tol * diag0[j]) || !isfinite(s)) failed = 1;

@@ -174,21 +174,29 @@ def lars_inputs(X, order):
 @pytest.mark.parametrize("p, n, seed", [(40, 400, 241), (300, 2000, 242)])
 def test_gpu_refit_is_least_squares_on_the_kept_predictors(lingam_data, p, n, seed):
     # Each row the kernel returns is the least squares of its target, on the
-    # scatter's scale, on the predictors that row keeps (its non-zeros), as
-    # the host's refit computes it; the rows of targets before it are zero.
+    # scatter's scale, on the predictors its path kept (the paths' kernel's
+    # output, read back from the device), as the host's refit computes it;
+    # nothing else in the row, and the rows of targets before it are zero.
+    import pycuda.driver as drv
+
     from paralingam.adjacency import _cuda_adjacency
 
     X = lingam_data(p, n, "sparse", seed)[0]
     gram, scatter, targets, *rest = lars_inputs(X, list(range(p)))
     rows, ok = _cuda_adjacency.lars_rows(gram, scatter, targets, *rest)
+    (key, bufs), = _cuda_adjacency._BUFFERS.items()
+    kept = np.empty((p, p), dtype=np.uint8)
+    drv.memcpy_dtoh(kept, bufs["kept"])
     assert ok.mean() > 0.9
     assert not rows[0].any() and not np.triu(rows).any()
     for k in targets[ok]:
-        keep = np.flatnonzero(rows[k])
+        keep = np.flatnonzero(kept[k])
+        np.testing.assert_array_equal(np.flatnonzero(rows[k]), keep)
         if len(keep):
             want = np.linalg.solve(scatter[np.ix_(keep, keep)], scatter[keep, k])
-            np.testing.assert_allclose(rows[k, keep], want, rtol=1e-9, atol=0)
-    assert sum(np.count_nonzero(rows[k]) for k in targets[ok]) > p
+            np.testing.assert_allclose(rows[k, keep], want, rtol=0,
+                                       atol=1e-9 * np.abs(want).max())
+    assert sum(np.count_nonzero(kept[k]) for k in targets[ok]) > p
 
 
 def test_gpu_refit_hands_back_singular_kept_predictors(lingam_data):
