@@ -17,7 +17,7 @@ from .. import _blas, _memory
 from .._progress import Progress
 from .._validation import check_positive, default_threads, user_stacklevel
 from ._common import (ADJACENCY_BACKENDS, SINGULAR_TOL, AdjacencyWarning, _checked_inputs,
-                      _permuted, _permuted_gram, _placed, _scaled_back, _scatter)
+                      _permuted, _permuted_gram, _placed, _residual_sums, _scaled_back, _scatter)
 from ._least_squares import (_data_vectors, _hinted_factor, _least_squares_factor, _on_gpu,
                              _pivot_holds, qr_in_segments)
 from ._min_norm import _min_norm_rows
@@ -439,7 +439,7 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n
             rows = _min_norm_rows(V, first)
         rows = rows[m - first:]
         coef[m:] = rows
-    rss[m:] = np.diag(gram)[m:] - np.einsum("ij,ij->i", rows, gram[m:])
+    rss[m:] = _residual_sums(gram, rows, m)
     filled[m:] = np.isfinite(rows).all(axis=1) & np.isfinite(rss[m:])
     return coef, rss, filled
 
@@ -462,14 +462,13 @@ def _basis_weights(device_copy, order, explained, std, gram):
     """
     from . import _cuda_low_rank
 
-    if not (WEIGHTS_FROM_BASIS and device_copy is not None and explained
-            and _cuda_low_rank.applies(device_copy, order, explained)):
+    if not (WEIGHTS_FROM_BASIS and _cuda_low_rank.applies(device_copy, order, explained)):
         return None
     p = gram.shape[0]
     coef = np.empty((p, p))
     if not _low_rank_weights(device_copy, order, explained, std[order], 0, coef):
         return None
-    rss = np.diag(gram) - np.einsum("ij,ij->i", coef, gram)
+    rss = _residual_sums(gram, coef)
     if not np.isfinite(rss).all():
         return None
     return coef, rss, np.ones(p, dtype=bool)

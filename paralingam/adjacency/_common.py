@@ -160,6 +160,13 @@ def _permuted_gram(S, order, std, n_threads=None):
                          _pass_threads(len(order), n_threads))
 
 
+def _residual_sums(gram, rows, first=0):
+    """``yy - g.b`` of each variable from position ``first`` on, ``rows`` its regression on its
+    predecessors: residual sums of squares in ``gram``'s scale (a Gram or covariance matrix in
+    causal order)."""
+    return np.diag(gram)[first:] - np.einsum("ij,ij->i", rows, gram[first:])
+
+
 def _scaled_products(C, n, sd, n_threads=None):
     """``n * C * np.outer(sd, sd)`` (the same bits; an entry past float64 is infinite)."""
     from ._permute import scaled_products

@@ -11,7 +11,7 @@ inverse factor of the whole order (:func:`_inverse_factor`,
 import numpy as np
 
 from ..prior import _as_matrix as _prior_matrix
-from ._common import _EPS
+from ._common import _EPS, _residual_sums
 
 
 # Targets whose predictors prior knowledge restricts: with at most this
@@ -58,7 +58,7 @@ def _inverse_factor(cov, coef):
     variance are returned: past a nearly dependent one the inverse factor
     would carry its rounding.
     """
-    d = np.diag(cov) - np.einsum("ij,ij->i", coef, cov)
+    d = _residual_sums(cov, coef)
     good = d > SCHUR_MIN_PIVOT * np.diag(cov)
     m = int(np.argmin(good)) if not good.all() else len(d)
     return (np.eye(m) - coef[:m, :m]) / np.sqrt(d[:m])[:, None]
