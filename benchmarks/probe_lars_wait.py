@@ -135,13 +135,18 @@ def kernel_and_wait(args, repeats):
     for out, name in ((status, "status"), (kept, "kept"), (rows, "rows")):
         drv.memcpy_dtoh(out, bufs[name])
     differences = []  # per refit: largest |row - numpy's| over numpy's largest |coefficient|
+    bitwise, sizes = 0, []
     for k in ordered[status == 0]:
         keep = np.flatnonzero(kept[k])
         if len(keep):
             want = np.linalg.solve(scatter[np.ix_(keep, keep)], scatter[keep, k])
-            differences.append(float(np.max(np.abs(rows[k, keep] - want))
+            got = rows[k, keep]
+            bitwise += bool(np.array_equal(got, want))
+            sizes.append(len(keep))
+            differences.append(float(np.max(np.abs(got - want))
                                      / max(np.max(np.abs(want)), 1e-300)))
     differences = np.array(differences)
+    finite = differences[np.isfinite(differences)]
     return {"kernel_ms": statistics.median(paths), "refit_ms": statistics.median(refits),
             "wait_ms": 1e3 * statistics.median(wait), "blocks": int(blocks), "m": int(m),
             "paths_handed_back": int((status == 1).sum()),
@@ -149,8 +154,11 @@ def kernel_and_wait(args, repeats):
             "largest_kept": int(kept.sum(axis=1).max()),
             "refits_compared": len(differences),
             "refits_not_finite_against_numpy": int((~np.isfinite(differences)).sum()),
-            "largest_relative_difference_from_numpy": float(np.max(
-                differences[np.isfinite(differences)], initial=0.0))}
+            "largest_relative_difference_from_numpy": float(np.max(finite, initial=0.0)),
+            "median_relative_difference_from_numpy": float(np.median(finite)) if len(finite)
+            else None,
+            "refits_bitwise_equal_to_numpy": bitwise,
+            "median_kept_set_compared": float(np.median(sizes)) if sizes else None}
 
 
 def host_passes(gram, n, repeats):

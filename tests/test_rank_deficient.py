@@ -813,12 +813,19 @@ def test_fit_on_the_gpu_skips_the_whole_factor_after_an_early_explained_variable
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("from_basis", [False, True])
 def test_the_estimator_on_the_gpu_skips_the_whole_factor_after_an_early_explained_variable(
-        monkeypatch):
+        monkeypatch, from_basis):
+    from paralingam.adjacency import _adaptive_lasso
+
+    monkeypatch.setattr(_adaptive_lasso, "WEIGHTS_FROM_BASIS", from_basis)
     X, hinted, whole, hinted_calls, whole_calls = hinted_then_whole(
         monkeypatch, lambda X: paralingam.DirectLiNGAM(backend="cuda").fit(X))
     assert hinted_calls == []  # the weights' leading block is small: the host's
-    assert whole_calls == [400]
+    # every row from the device's basis (the hint's explained set, which the
+    # patched first position does not hide): no factor at all; else the
+    # whole factor where the first explained position is not known
+    assert whole_calls == ([] if from_basis else [400])
     assert hinted.causal_order_ == whole.causal_order_
     # (an exactly explained target's path compares rounding-sized residuals)
     exact = explained_targets(X, np.asarray(whole.causal_order_))
