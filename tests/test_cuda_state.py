@@ -488,7 +488,6 @@ def test_a_small_uploads_blocks_are_copied_whole_on_openmp_threads(monkeypatch, 
     # parts (several at 2.4 MB), other blocks by numpy; the same bytes
     from paralingam.search import _cuda, _staging
 
-    monkeypatch.setattr(_cuda, "UPLOAD_STAGING_THREADS", staging_threads)
     rng = np.random.default_rng(7)
     src = rng.standard_normal((1001, 301))
     if kind == "float32":
@@ -502,7 +501,7 @@ def test_a_small_uploads_blocks_are_copied_whole_on_openmp_threads(monkeypatch, 
     calls, real = [], _staging.copy_bytes
     monkeypatch.setattr(_staging, "copy_bytes", lambda *a: calls.append(a[2]) or real(*a))
     dst = np.full(src.shape, np.nan, dtype=src.dtype)
-    _cuda._copy_rows(dst, src, None, 1)
+    _cuda._copy_rows(dst, src, None, 1, staging_threads)
     assert dst.tobytes() == np.ascontiguousarray(src).tobytes()
     contiguous = kind != "strided"
     assert len(calls) == (1 if contiguous and staging_threads > 1 else 0)
@@ -532,15 +531,19 @@ class _FakeUploadDriver:
         return np.empty(size, dtype=dtype)
 
     def memcpy_htod_async(self, dev, host, stream):
-        self.sent.append(host.copy())  # (the host buffer is reused for a later block)
+        self.sent.append((dev, host.copy()))  # (the host buffer is reused for a later block)
+
+    def mem_alloc(self, size):
+        return 1 << 40  # (an address no buffer of the stand-in workspace has)
 
 
-@pytest.mark.parametrize("staging_threads", [4, 1])
-def test_an_upload_sends_every_row_and_ends_its_copy_threads_team(monkeypatch, staging_threads):
-    # _cuda.upload on stand-ins of the driver and kernels: the blocks it sends
-    # are the data's rows, copied by _staging's OpenMP threads, whose team it
-    # ends after the last block (a team left behind spins on the cores the
-    # search needs, and is stale in a child forked later)
+def _upload_on_stand_ins(monkeypatch, X, staging_threads):
+    """``_cuda.upload`` of ``X`` on stand-ins of the driver and kernels.
+
+    Returns the ``(device address, bytes)`` of each block sent, the
+    ``"copy"`` and ``"release"`` calls of ``_staging`` in order, and the
+    stand-in workspace.
+    """
     import sys
     import types
 
@@ -560,16 +563,50 @@ def test_an_upload_sends_every_row_and_ends_its_copy_threads_team(monkeypatch, s
     copy, release = _staging.copy_bytes, _staging.release_team
     monkeypatch.setattr(_staging, "copy_bytes", lambda *a: events.append("copy") or copy(*a))
     monkeypatch.setattr(_staging, "release_team", lambda: events.append("release") or release())
-    X = np.random.default_rng(8).standard_normal((4000, 40))  # several blocks of 1000 rows
-    ws = types.SimpleNamespace(p=40, ld=_cuda.row_stride(4000), dev={"X64": 0, "X32": 0})
-    monkeypatch.setattr(_cuda, "UPLOAD_BLOCK_BYTES", 1000 * 40 * 8)
+    n, p = X.shape
+    ws = types.SimpleNamespace(p=p, ld=_cuda.row_stride(n), dev={"X64": 0, "X32": 1 << 20},
+                               upload_buf=None, keep=[])
     _cuda.upload(ws, X)
-    assert len(drv.sent) == 4
-    assert np.concatenate(drv.sent).tobytes() == X.tobytes()
+    return drv.sent, events, ws
+
+
+@pytest.mark.parametrize("staging_threads", [4, 1])
+def test_an_upload_sends_every_row_and_ends_its_copy_threads_team(monkeypatch, staging_threads):
+    # _cuda.upload on stand-ins of the driver and kernels: the blocks it sends
+    # are the data's rows, copied by _staging's OpenMP threads, whose team it
+    # ends after the last block (a team left behind spins on the cores the
+    # search needs, and is stale in a child forked later)
+    from paralingam.search import _cuda
+
+    X = np.random.default_rng(8).standard_normal((4000, 40))  # several blocks of 1000 rows
+    monkeypatch.setattr(_cuda, "UPLOAD_BLOCK_BYTES", 1000 * 40 * 8)
+    monkeypatch.setattr(_cuda, "UPLOAD_ONE_BLOCK_BYTES", 0)  # (1.3 MB: one block otherwise)
+    sent, events, ws = _upload_on_stand_ins(monkeypatch, X, staging_threads)
+    assert len(sent) == 4
+    assert np.concatenate([block for _, block in sent]).tobytes() == X.tobytes()
+    # through X32's two halves in turn
+    half = 40 * ws.ld * 2
+    assert [dev for dev, _ in sent] == [(1 << 20) + half * (k % 2) for k in range(4)]
     if staging_threads > 1:
         assert events == ["copy"] * 4 + ["release"]
     else:
         assert events == []
+
+
+@pytest.mark.parametrize("rows", [4000, 1])
+def test_a_small_upload_goes_in_one_block_without_a_team_of_threads(monkeypatch, rows):
+    # data under UPLOAD_ONE_BLOCK_BYTES: one block, through the workspace's
+    # own buffer (allocated once, kept with the workspace's), copied by the
+    # calling thread: no OpenMP team to start and end
+    from paralingam.search import _cuda
+
+    X = np.random.default_rng(9).standard_normal((rows, 40))
+    assert X.nbytes < _cuda.UPLOAD_ONE_BLOCK_BYTES
+    sent, events, ws = _upload_on_stand_ins(monkeypatch, X, 4)
+    assert [dev for dev, _ in sent] == [1 << 40]
+    assert sent[0][1].tobytes() == X.tobytes()
+    assert events == []
+    assert ws.keep == [ws.upload_buf] == [1 << 40]
 
 
 def test_copy_bytes_splits_among_threads_and_refuses_a_short_destination():

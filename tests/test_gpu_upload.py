@@ -16,13 +16,19 @@ import paralingam
 pytestmark = pytest.mark.gpu
 
 
-def _device_rows(data, block_bytes, monkeypatch, garbage=True):
-    """X64 as the upload of ``data`` leaves it: shape (p, ld), with ld and n."""
+def _device_rows(data, block_bytes, monkeypatch, garbage=True, one_block=True):
+    """X64 as the upload of ``data`` leaves it: shape (p, ld), with ld and n.
+
+    ``one_block``: small data through the upload's own device buffer (the
+    default), else through X32's halves as larger data go.
+    """
     import pycuda.driver as drv
 
     from paralingam.search import _cuda
 
     monkeypatch.setattr(_cuda, "UPLOAD_BLOCK_BYTES", block_bytes)
+    if not one_block:
+        monkeypatch.setattr(_cuda, "UPLOAD_ONE_BLOCK_BYTES", 0)
     _cuda._context()
     n, p = data.shape
     ld = (n + 31) // 32 * 32
@@ -54,11 +60,12 @@ def _layouts(rng, n, p, dtype):
 @pytest.mark.parametrize("layout", ["C", "F", "strided"])
 @pytest.mark.parametrize("n, p", [(1000, 37), (64, 1), (3, 2), (4099, 70), (96, 600)])
 @pytest.mark.parametrize("block_bytes", [1 << 25, 1 << 12])  # one block; many (buffers reused)
+@pytest.mark.parametrize("one_block", [True, False])
 def test_upload_leaves_the_transposed_data_on_the_device(dtype, layout, n, p, block_bytes,
-                                                         monkeypatch):
+                                                         one_block, monkeypatch):
     rng = np.random.default_rng(n * 1000 + p)
     data = _layouts(rng, n, p, dtype)[layout]
-    rows, n = _device_rows(data, block_bytes, monkeypatch)
+    rows, n = _device_rows(data, block_bytes, monkeypatch, one_block=one_block)
     expected = data.T.astype(np.float64)
     assert rows[:, :n].tobytes() == np.ascontiguousarray(expected).tobytes()
     assert (rows[:, n:] == 0).all() and not np.signbit(rows[:, n:]).any()
@@ -71,8 +78,9 @@ def test_upload_of_more_rows_than_one_grid_block(monkeypatch):
 
     monkeypatch.setattr(_cuda, "UPLOAD_GRID_ROWS", 96)
     data = np.random.default_rng(5).standard_normal((1000, 3))
-    rows, n = _device_rows(data, 1 << 25, monkeypatch)
-    assert rows[:, :n].tobytes() == np.ascontiguousarray(data.T).tobytes()
+    for one_block in (True, False):
+        rows, n = _device_rows(data, 1 << 25, monkeypatch, one_block=one_block)
+        assert rows[:, :n].tobytes() == np.ascontiguousarray(data.T).tobytes()
 
 
 def test_upload_refuses_other_dtypes_and_shapes(monkeypatch):
@@ -119,12 +127,16 @@ def test_cuda_fit_is_the_same_with_many_upload_blocks(lingam_data, monkeypatch):
     from paralingam.search import _cuda
 
     X = lingam_data(40, 5000, "dense", 1202)[0]
+    assert X.nbytes < _cuda.UPLOAD_ONE_BLOCK_BYTES
     one = _fit(X, backend="cuda")
+    monkeypatch.setattr(_cuda, "UPLOAD_ONE_BLOCK_BYTES", 0)  # through X32's halves
+    halves = _fit(X, backend="cuda")
     monkeypatch.setattr(_cuda, "UPLOAD_BLOCK_BYTES", 1 << 14)  # 51 rows a block: 98 blocks
     many = _fit(X, backend="cuda")
-    assert many.causal_order == one.causal_order
-    assert many.stats["scores"] == one.stats["scores"]
-    assert many.adjacency_matrix.tobytes() == one.adjacency_matrix.tobytes()
+    for other in (halves, many):
+        assert other.causal_order == one.causal_order
+        assert other.stats["scores"] == one.stats["scores"]
+        assert other.adjacency_matrix.tobytes() == one.adjacency_matrix.tobytes()
 
 
 @pytest.mark.parametrize("bad, what", [(np.nan, "NaN"), (np.inf, "infinite"),

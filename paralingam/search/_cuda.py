@@ -84,6 +84,13 @@ UPLOAD_COPY_THREADS_MIN_BYTES = 1 << 25
 # OpenMP threads (search._staging: one team for the upload's blocks, ended
 # after the last); 1: numpy's copy on the calling thread.
 UPLOAD_STAGING_THREADS = 4
+# Data of fewer bytes go in one block, through a device buffer of their own
+# (the X32 halves hold a quarter of float64 data each), copied by the calling
+# thread: each block's host calls, and starting and ending an OpenMP team,
+# cost more than a core's copy of them and the bus's overlap save
+# (docs/design/pipeline.rst, "Small uploads in one block"). 0: the blocks
+# and threads above for every size (A/B runs, tests).
+UPLOAD_ONE_BLOCK_BYTES = 1 << 21
 # The rows' rounding noise and std are summed on a thread of their own
 # while the upload runs, for data of at least this many bytes (one upload
 # block); smaller data's fits gained nothing measurable from the thread
@@ -256,6 +263,7 @@ class _Workspace:
         self.dev = {}
         self.copy_buf = None  # DeviceCopy's buffer, allocated on first use
         self.sums_buf = None  # _device_sums' output, allocated on first use
+        self.upload_buf = None  # a small upload's one block (upload), allocated on first use
         self.copies = 0       # bumped by every copy and when the buffers are freed
         for block in _cuda_state.allocations(p, ld, use_float, multi, replica):
             buf = drv.mem_alloc(block.nbytes)
@@ -771,7 +779,16 @@ def upload(ws, data, ctx_handle=None):
     stream = drv.Stream()
     if ld > n:
         drv.memset_d32_async(ws.dev["X64"], 0, p * ld * 2, stream)
-    half = p * ld * 2  # bytes of each device block: half of X32's p * ld * 4
+    one_block = data.nbytes < UPLOAD_ONE_BLOCK_BYTES
+    if one_block:  # (two halves still, for an UPLOAD_BLOCK_BYTES set below the data's size)
+        half = UPLOAD_ONE_BLOCK_BYTES
+        if ws.upload_buf is None:
+            ws.upload_buf = drv.mem_alloc(2 * half)
+            ws.keep.append(ws.upload_buf)
+        device_blocks = int(ws.upload_buf)
+    else:
+        half = p * ld * 2  # bytes of each device block: half of X32's p * ld * 4
+        device_blocks = ws.dev["X32"]
     by_variables, source, unit_bytes, per_block = _upload_units(data, min(UPLOAD_BLOCK_BYTES, half))
     units = len(source)
     staging = getattr(ws, "_upload_staging", None)
@@ -787,7 +804,8 @@ def upload(ws, data, ctx_handle=None):
         scale = drv.mem_alloc(max(1, p) * 8)
         drv.memcpy_htod(scale, np.ascontiguousarray(factors, dtype=np.float64))
     pool = None
-    staged = threads == 1 and UPLOAD_STAGING_THREADS > 1  # (_copy_rows' OpenMP copies)
+    staging_threads = 1 if one_block else UPLOAD_STAGING_THREADS
+    staged = threads == 1 and staging_threads > 1  # (_copy_rows' OpenMP copies)
     try:
         if threads > 1:
             from concurrent.futures import ThreadPoolExecutor
@@ -799,8 +817,8 @@ def upload(ws, data, ctx_handle=None):
             if k >= 2:
                 done[b].synchronize()  # this host buffer's last copy has left
             host = hosts[b][:count * unit_bytes].view(data.dtype).reshape(count, source.shape[1])
-            _copy_rows(host, source[u0:u0 + count], pool, threads)
-            dev = ws.dev["X32"] + b * half
+            _copy_rows(host, source[u0:u0 + count], pool, threads, staging_threads)
+            dev = device_blocks + b * half
             drv.memcpy_htod_async(dev, host, stream)
             _place_block(kernels, by_variables, data.dtype, dev, u0, count, n, p, ws.dev["X64"],
                          ld, scale, stream)
@@ -917,21 +935,21 @@ def _place_block(kernels, by_variables, dtype, dev, u0, count, n, p, x64, ld, sc
                            np.int32(count), np.int32(p), x64, np.int64(ld), np.int64(u0), *extra)
 
 
-def _copy_rows(dst, src, pool, threads):
+def _copy_rows(dst, src, pool, threads, staging_threads=1):
     """``np.copyto(dst, src)`` by ``threads`` ranges of rows on ``pool``.
 
-    Without a pool, contiguous blocks of one dtype go by
-    ``UPLOAD_STAGING_THREADS`` OpenMP threads (:mod:`._staging`), others by
-    one numpy call.
+    Without a pool, contiguous blocks of one dtype go by up to
+    ``staging_threads`` OpenMP threads (:mod:`._staging`), others by one
+    numpy call.
     """
     if pool is None:
-        if (UPLOAD_STAGING_THREADS > 1 and dst.dtype == src.dtype and dst.shape == src.shape
+        if (staging_threads > 1 and dst.dtype == src.dtype and dst.shape == src.shape
                 and dst.flags.c_contiguous and src.flags.c_contiguous):
             from .._validation import _usable_cores
             from . import _staging
 
             _staging.copy_bytes(dst.reshape(-1).view(np.uint8), src.reshape(-1).view(np.uint8),
-                                min(UPLOAD_STAGING_THREADS, _usable_cores()))
+                                min(staging_threads, _usable_cores()))
             return
         np.copyto(dst, src)
         return
