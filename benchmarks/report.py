@@ -1019,6 +1019,10 @@ def small_fixed_costs(out):
 
     upload_ab("ab_staging_threads_80b423e", "numpy's copy", "OpenMP threads' copy",
               "staging_threads.rst")
+    upload_ab("ab_staging_845ad3f", "numpy's copy", "OpenMP threads' copy, team ended",
+              "staging_threads_released.rst")
+    upload_ab("ab_one_block_a972289", "X32's halves, OpenMP threads", "one block, one thread",
+              "one_block_upload.rst")
 
     pool = data["ab_pool_c0ed7bc"]["rounds"]
     rows = []
