@@ -559,3 +559,48 @@ def test_the_placing_kernel_scales_back_with_the_hosts_bits(low, high):
     assert np.array_equal(out[both].view(np.int64), expected[both].view(np.int64))
     if finite:
         np.testing.assert_array_equal(out, _scaled_back(_placed(coef, order, p), exponents, None))
+
+
+def test_a_failed_basis_route_warns_once_and_the_host_computes_the_weights(fake_route,
+                                                                           monkeypatch):
+    # the route raises inside _basis_weights: one RuntimeWarning, and the
+    # weights' fallback (the minimum-norm rows after the host's factor) does
+    # not ask the same route again; the matrix is the CPU backend's
+    from paralingam import _gpu
+    from paralingam.adjacency import _adaptive_lasso
+
+    drv, cusolver, kernels = fake_route
+    monkeypatch.setattr(_gpu, "unavailable_reason", lambda: None)
+    Xs, order, hint, std, gram, _ = lasso_weights_case(43)
+    n, p = Xs.shape
+    copy = FakeCopy(drv.device, Xs, ld=n + 2)
+    calls = []
+
+    def broken(*args):
+        calls.append(args)
+        raise ValueError("a stand-in fault")
+
+    monkeypatch.setattr(_cuda_low_rank, "weights_of_copy", broken)
+    with pytest.warns(RuntimeWarning, match="a stand-in fault"):
+        got = _adaptive_lasso._basis_weights(copy, order, hint, std, gram)
+    assert got is _adaptive_lasso._ROUTE_FAILED
+    calls.clear()
+    # the LARS paths on the host (the stand-in GPU does not run them)
+    monkeypatch.setattr(_adaptive_lasso, "CUDA_LASSO_MIN_FEATURES", 2)
+    monkeypatch.setattr(_adaptive_lasso, "_adaptive_lasso_rows_cuda",
+                        lambda gram, scatter, targets, given, *rest:
+                        (np.zeros((p, p)), np.zeros(len(targets), dtype=bool)))
+    first = min(int(np.flatnonzero(order == v)[0]) for v in hint)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = _adaptive_lasso._adaptive_lasso_adjacency(
+            Xs, order, backend="cuda", first_explained=first, device_copy=copy, explained=hint)
+        want = _adaptive_lasso._adaptive_lasso_adjacency(Xs, order, backend="cpu")
+    failed = [w for w in caught if "the adaptive lasso's weights on the GPU failed" in
+              str(w.message)]
+    assert len(calls) == 1 and len(failed) == 1, [str(w.message) for w in caught]
+    assert "a stand-in fault" in str(failed[0].message)
+    from test_rank_deficient import explained_targets
+
+    exact = explained_targets(Xs, np.asarray(order))
+    np.testing.assert_allclose(got[~exact], want[~exact], rtol=0, atol=1e-8)

@@ -200,6 +200,8 @@ def _adaptive_lasso_rows_all(X, order, prior_knowledge, gamma, n_threads, engine
         # ones): no factor on the host
         weights = _basis_weights(device_copy, order, explained, std, gram_ord) if on_gpu \
             else None
+        if weights is _ROUTE_FAILED:  # (warned once: the rows below do not ask the route again)
+            weights, explained = None, ()
         if weights is not None:
             ols_coef, ols_rss, solved = weights
         elif on_gpu:
@@ -451,14 +453,20 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n
 WEIGHTS_FROM_BASIS = True
 
 
+# What _basis_weights returns where the device's route raised (and warned).
+_ROUTE_FAILED = "failed"
+
+
 def _basis_weights(device_copy, order, explained, std, gram):
-    """``(coef, rss, solved)`` of every row from :func:`._cuda_low_rank.weights_of_copy`, or None.
+    """``(coef, rss, solved)`` of every row from :func:`._cuda_low_rank.weights_of_copy`, None,
+    or ``_ROUTE_FAILED``.
 
     The least squares of each variable on all before it (standardised
     scale), rows from position 0 on, where the route takes the search's hint
     and every row and residual sum of squares is finite; ``rss`` is ``yy -
     g.b`` in ``gram``'s scale, as :func:`_min_norm_weights` computes it for
     the rows it fills. None: the caller's factor and rows, as without a hint.
+    ``_ROUTE_FAILED``: the route raised, and a RuntimeWarning said so.
     """
     from . import _cuda_low_rank
 
@@ -466,8 +474,9 @@ def _basis_weights(device_copy, order, explained, std, gram):
         return None
     p = gram.shape[0]
     coef = np.empty((p, p))
-    if not _low_rank_weights(device_copy, order, explained, std[order], 0, coef):
-        return None
+    written = _low_rank_weights(device_copy, order, explained, std[order], 0, coef)
+    if not written:
+        return _ROUTE_FAILED if written is None else None
     rss = _residual_sums(gram, coef)
     if not np.isfinite(rss).all():
         return None
@@ -475,14 +484,18 @@ def _basis_weights(device_copy, order, explained, std, gram):
 
 
 def _low_rank_weights(device_copy, order, explained, divisor, m, out):
-    """Whether :func:`._cuda_low_rank.weights_of_copy` wrote the rows from ``m`` on into ``out``."""
+    """Whether :func:`._cuda_low_rank.weights_of_copy` wrote the rows from ``m`` on into ``out``.
+
+    True: written; False: the route declined (or there is no hint); None:
+    it raised, and a RuntimeWarning said so (:func:`._least_squares._on_gpu`).
+    """
     if device_copy is None or not explained:
         return False
     from . import _cuda_low_rank
 
     return _on_gpu(lambda: _cuda_low_rank.weights_of_copy(device_copy, order, explained, divisor,
-                                                          m, out),
-                   "the adaptive lasso's weights", "them") is not None
+                                                          m, out) is not None,
+                   "the adaptive lasso's weights", "them")
 
 
 def _compiled_lasso():
