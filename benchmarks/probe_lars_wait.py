@@ -194,7 +194,7 @@ def main():
         row.update(kernel_and_wait(inputs, args.repeats))
         row.update(host_passes(inputs[0], inputs[5], args.repeats))
         cases[name] = row
-        print(name, {k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()},
+        print(name, {k: float(f"{v:.3g}") if isinstance(v, float) else v for k, v in row.items()},
               flush=True)
     _common.write_result(args, {"repeats": args.repeats, "cases": cases})
 

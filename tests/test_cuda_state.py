@@ -512,6 +512,7 @@ class _FakeUploadDriver:
 
     def __init__(self):
         self.sent = []
+        self.allocated = []
 
     class Stream:
         def synchronize(self):
@@ -534,15 +535,31 @@ class _FakeUploadDriver:
         self.sent.append((dev, host.copy()))  # (the host buffer is reused for a later block)
 
     def mem_alloc(self, size):
-        return 1 << 40  # (an address no buffer of the stand-in workspace has)
+        # (addresses no buffer of the stand-in workspace has)
+        buf = _FakeDeviceBuffer((1 << 40) + (len(self.allocated) << 30), size)
+        self.allocated.append(buf)
+        return buf
 
 
-def _upload_on_stand_ins(monkeypatch, X, staging_threads):
-    """``_cuda.upload`` of ``X`` on stand-ins of the driver and kernels.
+class _FakeDeviceBuffer:
+    """A stand-in of a pycuda ``DeviceAllocation``: its address and size, and whether freed."""
+
+    def __init__(self, address, size):
+        self.address, self.size, self.freed = address, size, False
+
+    def __int__(self):
+        return self.address
+
+    def free(self):
+        self.freed = True
+
+
+def _upload_on_stand_ins(monkeypatch, X, staging_threads, uploads=1):
+    """``_cuda.upload`` of ``X``, ``uploads`` times, on stand-ins of the driver and kernels.
 
     Returns the ``(device address, bytes)`` of each block sent, the
-    ``"copy"`` and ``"release"`` calls of ``_staging`` in order, and the
-    stand-in workspace.
+    ``"copy"`` and ``"release"`` calls of ``_staging`` in order, the
+    stand-in workspace and the driver.
     """
     import sys
     import types
@@ -565,9 +582,10 @@ def _upload_on_stand_ins(monkeypatch, X, staging_threads):
     monkeypatch.setattr(_staging, "release_team", lambda: events.append("release") or release())
     n, p = X.shape
     ws = types.SimpleNamespace(p=p, ld=_cuda.row_stride(n), dev={"X64": 0, "X32": 1 << 20},
-                               upload_buf=None, keep=[])
-    _cuda.upload(ws, X)
-    return drv.sent, events, ws
+                               upload_buf=None, upload_buf_half=0, keep=[])
+    for _ in range(uploads):
+        _cuda.upload(ws, X)
+    return drv.sent, events, ws, drv
 
 
 @pytest.mark.parametrize("staging_threads", [4, 1])
@@ -581,7 +599,7 @@ def test_an_upload_sends_every_row_and_ends_its_copy_threads_team(monkeypatch, s
     X = np.random.default_rng(8).standard_normal((4000, 40))  # several blocks of 1000 rows
     monkeypatch.setattr(_cuda, "UPLOAD_BLOCK_BYTES", 1000 * 40 * 8)
     monkeypatch.setattr(_cuda, "UPLOAD_ONE_BLOCK_BYTES", 0)  # (1.3 MB: one block otherwise)
-    sent, events, ws = _upload_on_stand_ins(monkeypatch, X, staging_threads)
+    sent, events, ws, _ = _upload_on_stand_ins(monkeypatch, X, staging_threads)
     assert len(sent) == 4
     assert np.concatenate([block for _, block in sent]).tobytes() == X.tobytes()
     # through X32's two halves in turn
@@ -602,11 +620,18 @@ def test_a_small_upload_goes_in_one_block_without_a_team_of_threads(monkeypatch,
 
     X = np.random.default_rng(9).standard_normal((rows, 40))
     assert X.nbytes < _cuda.UPLOAD_ONE_BLOCK_BYTES
-    sent, events, ws = _upload_on_stand_ins(monkeypatch, X, 4)
-    assert [dev for dev, _ in sent] == [1 << 40]
-    assert sent[0][1].tobytes() == X.tobytes()
+    sent, events, ws, drv = _upload_on_stand_ins(monkeypatch, X, 4, uploads=2)
+    assert [dev for dev, _ in sent] == [1 << 40] * 2
+    assert sent[0][1].tobytes() == sent[1][1].tobytes() == X.tobytes()
     assert events == []
-    assert ws.keep == [ws.upload_buf] == [1 << 40]
+    buf, = drv.allocated  # (once, for both uploads)
+    assert ws.keep == [ws.upload_buf] == [buf] and buf.size == 2 * _cuda.UPLOAD_ONE_BLOCK_BYTES
+    # a larger setting later in the process: a buffer of its size, the old one freed
+    monkeypatch.setattr(_cuda, "UPLOAD_ONE_BLOCK_BYTES", 4 * _cuda.UPLOAD_ONE_BLOCK_BYTES)
+    _cuda.upload(ws, X)
+    old, new = drv.allocated
+    assert old.freed and not new.freed and ws.keep == [new] == [ws.upload_buf]
+    assert new.size == 2 * _cuda.UPLOAD_ONE_BLOCK_BYTES and sent[-1][0] == int(new)
 
 
 def test_copy_bytes_splits_among_threads_and_refuses_a_short_destination():

@@ -37,6 +37,8 @@ def _device_rows(data, block_bytes, monkeypatch, garbage=True, one_block=True):
         if garbage:  # NaN bit patterns: every entry must be written
             drv.memset_d32(ws.dev["X64"], 0xFFFFFFFF, p * ld * 2)
         _cuda.upload(ws, data)
+        # (the route taken: the one block's own buffer only for data under the threshold)
+        assert (ws.upload_buf is not None) == (data.nbytes < _cuda.UPLOAD_ONE_BLOCK_BYTES)
         rows = np.empty((p, ld))
         drv.memcpy_dtoh(rows, ws.dev["X64"])
     finally:

@@ -824,7 +824,9 @@ def test_the_estimator_on_the_gpu_skips_the_whole_factor_after_an_early_explaine
     assert hinted_calls == []  # the weights' leading block is small: the host's
     # every row from the device's basis (the hint's explained set, which the
     # patched first position does not hide): no factor at all; else the
-    # whole factor where the first explained position is not known
+    # whole factor where the first explained position is not known (with
+    # the basis both runs take one route: the comparison below is the old
+    # order's)
     assert whole_calls == ([] if from_basis else [400])
     assert hinted.causal_order_ == whole.causal_order_
     # (an exactly explained target's path compares rounding-sized residuals)

@@ -453,8 +453,9 @@ def _min_norm_weights(X, order, std, gram, coef, rss, solved, segmented=False, n
 WEIGHTS_FROM_BASIS = True
 
 
-# What _basis_weights returns where the device's route raised (and warned).
-_ROUTE_FAILED = "failed"
+# What _basis_weights returns where the device's route raised or the GPU is
+# unusable (either way a RuntimeWarning said so).
+_ROUTE_FAILED = object()
 
 
 def _basis_weights(device_copy, order, explained, std, gram):
@@ -466,7 +467,8 @@ def _basis_weights(device_copy, order, explained, std, gram):
     and every row and residual sum of squares is finite; ``rss`` is ``yy -
     g.b`` in ``gram``'s scale, as :func:`_min_norm_weights` computes it for
     the rows it fills. None: the caller's factor and rows, as without a hint.
-    ``_ROUTE_FAILED``: the route raised, and a RuntimeWarning said so.
+    ``_ROUTE_FAILED``: the route raised or the GPU is unusable, and a
+    RuntimeWarning said so.
     """
     from . import _cuda_low_rank
 
@@ -487,7 +489,8 @@ def _low_rank_weights(device_copy, order, explained, divisor, m, out):
     """Whether :func:`._cuda_low_rank.weights_of_copy` wrote the rows from ``m`` on into ``out``.
 
     True: written; False: the route declined (or there is no hint); None:
-    it raised, and a RuntimeWarning said so (:func:`._least_squares._on_gpu`).
+    it raised or the GPU is unusable, and a RuntimeWarning said so
+    (:func:`._least_squares._on_gpu`).
     """
     if device_copy is None or not explained:
         return False

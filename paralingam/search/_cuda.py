@@ -264,6 +264,7 @@ class _Workspace:
         self.copy_buf = None  # DeviceCopy's buffer, allocated on first use
         self.sums_buf = None  # _device_sums' output, allocated on first use
         self.upload_buf = None  # a small upload's one block (upload), allocated on first use
+        self.upload_buf_half = 0  # ... and the bytes of each of its two halves
         self.copies = 0       # bumped by every copy and when the buffers are freed
         for block in _cuda_state.allocations(p, ld, use_float, multi, replica):
             buf = drv.mem_alloc(block.nbytes)
@@ -745,7 +746,10 @@ def upload(ws, data, ctx_handle=None):
     transpose.
 
     The device-side blocks use the float rows (X32), which the search writes
-    only later, when it standardises X64: no extra device memory.
+    only later, when it standardises X64: no extra device memory. Data under
+    ``UPLOAD_ONE_BLOCK_BYTES`` go in one block instead, through a buffer of
+    the workspace's own (twice that size, kept with its buffers), copied by
+    the calling thread.
 
     ``data`` may be a :class:`paralingam._preparation.ScaledData` whose
     factors are powers of two (``factors`` not None): its source is sent as
@@ -782,8 +786,12 @@ def upload(ws, data, ctx_handle=None):
     one_block = data.nbytes < UPLOAD_ONE_BLOCK_BYTES
     if one_block:  # (two halves still, for an UPLOAD_BLOCK_BYTES set below the data's size)
         half = UPLOAD_ONE_BLOCK_BYTES
+        if ws.upload_buf is not None and ws.upload_buf_half < half:  # (the setting was raised)
+            ws.keep.remove(ws.upload_buf)
+            ws.upload_buf.free()
+            ws.upload_buf = None
         if ws.upload_buf is None:
-            ws.upload_buf = drv.mem_alloc(2 * half)
+            ws.upload_buf, ws.upload_buf_half = drv.mem_alloc(2 * half), half
             ws.keep.append(ws.upload_buf)
         device_blocks = int(ws.upload_buf)
     else:
