@@ -534,7 +534,14 @@ class _FakeUploadDriver:
     def memcpy_htod_async(self, dev, host, stream):
         self.sent.append((dev, host.copy()))  # (the host buffer is reused for a later block)
 
+    class MemoryError(Exception):
+        pass
+
+    full = False  # (True: mem_alloc raises MemoryError, as on a full device)
+
     def mem_alloc(self, size):
+        if self.full:
+            raise self.MemoryError("cuMemAlloc failed: out of memory")
         # (addresses no buffer of the stand-in workspace has)
         buf = _FakeDeviceBuffer((1 << 40) + (len(self.allocated) << 30), size)
         self.allocated.append(buf)
@@ -554,8 +561,9 @@ class _FakeDeviceBuffer:
         self.freed = True
 
 
-def _upload_on_stand_ins(monkeypatch, X, staging_threads, uploads=1):
-    """``_cuda.upload`` of ``X``, ``uploads`` times, on stand-ins of the driver and kernels.
+def _upload_on_stand_ins(monkeypatch, X, staging_threads, uploads=1, full=False):
+    """``_cuda.upload`` of ``X``, ``uploads`` times, on stand-ins of the driver and kernels
+    (``full``: a device without room for another buffer).
 
     Returns the ``(device address, bytes)`` of each block sent, the
     ``"copy"`` and ``"release"`` calls of ``_staging`` in order, the
@@ -567,6 +575,7 @@ def _upload_on_stand_ins(monkeypatch, X, staging_threads, uploads=1):
     from paralingam.search import _cuda, _staging
 
     drv = _FakeUploadDriver()
+    drv.full = full
     pycuda = types.ModuleType("pycuda")
     pycuda.driver = drv
     monkeypatch.setitem(sys.modules, "pycuda", pycuda)
@@ -718,3 +727,18 @@ def test_a_failed_upload_leaves_no_noise_thread_behind(monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         _cuda._upload_with_noise(X, upload_all)
     assert threading.active_count() == before
+
+
+def test_a_small_upload_on_a_full_device_goes_through_the_float_rows(monkeypatch):
+    # no room for the one block's buffer: the upload takes X32's halves
+    # (memory the workspace already holds), with the same bytes
+    from paralingam.search import _cuda
+
+    X = np.random.default_rng(10).standard_normal((4000, 40))
+    assert X.nbytes < _cuda.UPLOAD_ONE_BLOCK_BYTES
+    monkeypatch.setattr(_cuda, "UPLOAD_BLOCK_BYTES", 1000 * 40 * 8)
+    sent, events, ws, drv = _upload_on_stand_ins(monkeypatch, X, 1, full=True)
+    half = 40 * ws.ld * 2
+    assert [dev for dev, _ in sent] == [(1 << 20) + half * (k % 2) for k in range(4)]
+    assert np.concatenate([block for _, block in sent]).tobytes() == X.tobytes()
+    assert ws.upload_buf is None and ws.keep == [] and drv.allocated == []

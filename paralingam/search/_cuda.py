@@ -783,16 +783,9 @@ def upload(ws, data, ctx_handle=None):
     stream = drv.Stream()
     if ld > n:
         drv.memset_d32_async(ws.dev["X64"], 0, p * ld * 2, stream)
-    one_block = data.nbytes < UPLOAD_ONE_BLOCK_BYTES
+    one_block = data.nbytes < UPLOAD_ONE_BLOCK_BYTES and _one_block_buffer(ws)
     if one_block:  # (two halves still, for an UPLOAD_BLOCK_BYTES set below the data's size)
-        half = UPLOAD_ONE_BLOCK_BYTES
-        if ws.upload_buf is not None and ws.upload_buf_half < half:  # (the setting was raised)
-            ws.keep.remove(ws.upload_buf)
-            ws.upload_buf.free()
-            ws.upload_buf = None
-        if ws.upload_buf is None:
-            ws.upload_buf, ws.upload_buf_half = drv.mem_alloc(2 * half), half
-            ws.keep.append(ws.upload_buf)
+        half = ws.upload_buf_half
         device_blocks = int(ws.upload_buf)
     else:
         half = p * ld * 2  # bytes of each device block: half of X32's p * ld * 4
@@ -841,6 +834,27 @@ def upload(ws, data, ctx_handle=None):
         stream.synchronize()  # (the factors stay until the last block is scaled)
         if scale is not None:
             scale.free()
+
+
+def _one_block_buffer(ws):
+    """Whether ``ws`` holds a small upload's buffer (two halves of ``UPLOAD_ONE_BLOCK_BYTES``),
+    allocated here where it is missing or smaller; False where the device has no room for it
+    (the upload then goes through X32's halves, which need no memory of their own)."""
+    import pycuda.driver as drv
+
+    half = UPLOAD_ONE_BLOCK_BYTES
+    if ws.upload_buf is not None and ws.upload_buf_half < half:  # (the setting was raised)
+        ws.keep.remove(ws.upload_buf)
+        ws.upload_buf.free()
+        ws.upload_buf = None
+    if ws.upload_buf is None:
+        try:
+            ws.upload_buf = drv.mem_alloc(2 * half)
+        except drv.MemoryError:
+            return False
+        ws.upload_buf_half = half
+        ws.keep.append(ws.upload_buf)
+    return True
 
 
 def _upload_with_noise(data, upload_all, device_sums=None):
