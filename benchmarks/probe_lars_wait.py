@@ -66,26 +66,9 @@ def _launch(fns, bufs, args, blocks, m, ordered):
     from paralingam.adjacency import _cuda_adjacency as ca
 
     gram, scatter, targets, coef, rss, n, gamma, tol = args
-    p = gram.shape[0]
     drv.memcpy_htod(bufs["targets"], ordered)
-    drv.memset_d32(bufs["next"], 0, 1)
-    drv.memset_d32(bufs["refit_next"], 0, 1)
-    drv.memset_d8(bufs["kept"], 0, p * p)
-    drv.memset_d32(bufs["rows"], 0, 2 * p * p)
-    drv.memset_d32(bufs["status"], 1, len(ordered))
     events = [drv.Event() for _ in range(3)]
-    grid, block = (int(blocks), 1, 1), (ca.THREADS, 1, 1)
-    events[0].record()
-    fns["lars_paths"].prepared_call(
-        grid, block, bufs["gram"], np.int32(p), bufs["targets"], np.int32(len(ordered)),
-        bufs["coef"], bufs["rss"], np.float64(n), np.float64(gamma), np.int32(m), bufs["work"],
-        bufs["iwork"], bufs["next"], bufs["kept"], bufs["status"])
-    events[1].record()
-    fns["refit_rows"].prepared_call(
-        grid, block, bufs["scatter"], np.int32(p), bufs["targets"], np.int32(len(ordered)),
-        bufs["kept"], np.float64(tol), bufs["work"], np.int64(ca._buffer_sizes(p, 1, m)[0] // 8),
-        bufs["refit_next"], bufs["rows"], bufs["status"])
-    events[2].record()
+    ca._queue_kernels(fns, bufs, gram.shape[0], len(ordered), n, gamma, tol, m, blocks, events)
     return events
 
 

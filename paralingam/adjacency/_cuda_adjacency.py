@@ -49,8 +49,8 @@ def _kernels(ctx_handle):
     (src, options), = kernel_jobs()
     mod = drv.module_from_buffer(_gpu.cubin(src, options, _gpu.arch()))
     fns = {"module": mod}
-    for name, sig in (("lars_paths", "PiPiPPddiPPPPP"), ("refit_rows", "PiPiPdPqPPP"), ("chol_panel", "PiiPdP"),
-                      ("chol_trailing", "PiiP"), ("ols_rows", "PiPPPPP"),
+    for name, sig in (("lars_paths", "PiPiPPddiPPPPP"), ("refit_rows", "PiPiPdPqPPP"),
+                      ("chol_panel", "PiiPdP"), ("chol_trailing", "PiiP"), ("ols_rows", "PiPPPPP"),
                       ("gather_centred", "PqiPPd"), ("upper_columns", "PqiPPP"),
                       ("sums_of_squares", "PqPPP"), ("min_norm_rows", "PqiiPPPP"),
                       ("placed_scaled", "PiPPPP"), ("divided_columns", "PqiP")):
@@ -352,6 +352,38 @@ def lars_rows(gram, scatter, targets, ols_coef, ols_rss, n_samples, gamma, tol, 
         _release_arrays(key)  # (after a fault none are kept: their memory went with the context)
 
 
+def _queue_kernels(fns, bufs, p, n_targets, n_samples, gamma, tol, m, blocks, events=None):
+    """Reset the counters, kept sets, rows and statuses in ``bufs``, then queue ``lars_paths``
+    and ``refit_rows`` after it over the ``n_targets`` targets in ``bufs["targets"]``.
+
+    ``events``: three pycuda Events, recorded before the paths, between the
+    kernels and after the refits (``benchmarks/probe_lars_wait.py``).
+    """
+    import pycuda.driver as drv
+
+    drv.memset_d32(bufs["next"], 0, 1)
+    drv.memset_d32(bufs["refit_next"], 0, 1)
+    drv.memset_d8(bufs["kept"], 0, p * p)
+    drv.memset_d32(bufs["rows"], 0, 2 * p * p)
+    drv.memset_d32(bufs["status"], 1, n_targets)
+    grid, block = (int(blocks), 1, 1), (THREADS, 1, 1)
+    if events is not None:
+        events[0].record()
+    fns["lars_paths"].prepared_call(
+        grid, block, bufs["gram"], np.int32(p), bufs["targets"], np.int32(n_targets),
+        bufs["coef"], bufs["rss"], np.float64(n_samples), np.float64(gamma), np.int32(m),
+        bufs["work"], bufs["iwork"], bufs["next"], bufs["kept"], bufs["status"])
+    if events is not None:
+        events[1].record()
+    # (queued after the paths; each block's factor in the paths' workspace)
+    fns["refit_rows"].prepared_call(
+        grid, block, bufs["scatter"], np.int32(p), bufs["targets"], np.int32(n_targets),
+        bufs["kept"], np.float64(tol), bufs["work"], np.int64(_buffer_sizes(p, 1, m)[0] // 8),
+        bufs["refit_next"], bufs["rows"], bufs["status"])
+    if events is not None:
+        events[2].record()
+
+
 def _launch(fns, gram, scatter, targets, ols_coef, ols_rss, n_samples, gamma, tol, m, blocks,
             bufs, progress, B, ok):
     """Upload into ``bufs``, run ``lars_paths`` over all targets and ``refit_rows`` after
@@ -367,22 +399,8 @@ def _launch(fns, gram, scatter, targets, ols_coef, ols_rss, n_samples, gamma, to
     drv.memcpy_htod(bufs["targets"], np.ascontiguousarray(targets[order]))
     drv.memcpy_htod(bufs["coef"], np.ascontiguousarray(ols_coef, dtype=np.float64))
     drv.memcpy_htod(bufs["rss"], np.ascontiguousarray(ols_rss, dtype=np.float64))
-    drv.memset_d32(bufs["next"], 0, 1)
-    drv.memset_d32(bufs["refit_next"], 0, 1)
-    drv.memset_d8(bufs["kept"], 0, p * p)
-    drv.memset_d32(bufs["rows"], 0, 2 * p * p)
-    drv.memset_d32(bufs["status"], 1, n_targets)
+    _queue_kernels(fns, bufs, p, n_targets, n_samples, gamma, tol, m, blocks)
     d_next, d_status = bufs["next"], bufs["status"]
-    grid, block = (int(blocks), 1, 1), (THREADS, 1, 1)
-    fns["lars_paths"].prepared_call(
-        grid, block, bufs["gram"], np.int32(p), bufs["targets"], np.int32(n_targets),
-        bufs["coef"], bufs["rss"], np.float64(n_samples), np.float64(gamma), np.int32(m),
-        bufs["work"], bufs["iwork"], d_next, bufs["kept"], d_status)
-    # (queued after the paths; each block's factor in the paths' workspace)
-    fns["refit_rows"].prepared_call(
-        grid, block, bufs["scatter"], np.int32(p), bufs["targets"], np.int32(n_targets),
-        bufs["kept"], np.float64(tol), bufs["work"], np.int64(_buffer_sizes(p, 1, m)[0] // 8),
-        bufs["refit_next"], bufs["rows"], d_status)
     status = np.empty(n_targets, dtype=np.int32)
 
     def finished(drawn):
