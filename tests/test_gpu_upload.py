@@ -37,8 +37,10 @@ def _device_rows(data, block_bytes, monkeypatch, garbage=True, one_block=True):
         if garbage:  # NaN bit patterns: every entry must be written
             drv.memset_d32(ws.dev["X64"], 0xFFFFFFFF, p * ld * 2)
         _cuda.upload(ws, data)
-        # (the route taken: the one block's own buffer only for data under the threshold)
-        assert (ws.upload_buf is not None) == (data.nbytes < _cuda.UPLOAD_ONE_BLOCK_BYTES)
+        # (the route taken: the one block's own buffer only for data whose bytes sent are
+        # under the threshold: a ScaledData sends its source, float32 at half its nbytes)
+        sent = getattr(data, "source", data).nbytes
+        assert (ws.upload_buf is not None) == (sent < _cuda.UPLOAD_ONE_BLOCK_BYTES)
         rows = np.empty((p, ld))
         drv.memcpy_dtoh(rows, ws.dev["X64"])
     finally:
