@@ -17,6 +17,11 @@ thread's OpenMP team, later ones). A pass is counted as stalled where it
 took over ``STALL_FACTOR`` times that pass's fastest call in the same
 child. Then the first two passes alone, ``--alone`` times, at the case's
 p. Linux only (``/proc``). Writes JSON.
+
+The fits' walls hold the probe's own reads of ``/proc`` around each pass
+(about 1 ms a pass with some 100 threads), so the estimator's walls and its
+ratio to ``fit`` read higher here than in ``bench_pipeline.py``; the passes'
+times are their own.
 """
 
 import argparse
@@ -176,6 +181,8 @@ def main():
     args = ap.parse_args()
     if args.child:
         return child(args)
+    import bench_pipeline  # noqa: F401  (the repository on sys.path: the provenance's version)
+
     settings = {}
     for policy in args.policies:
         env = dict(os.environ)

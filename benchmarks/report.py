@@ -1036,6 +1036,42 @@ def small_fixed_costs(out):
                                                                 "ab_pool_c0ed7bc"))
 
 
+def pass_stalls(out):
+    """The adjacency step's threaded passes stalling, by OpenMP wait policy (session 35, H200)."""
+    name = "probe_pass_stalls_h200.json"
+    data = _load(name)
+    short = {"_scatter_matrix": "scatter", "_permuted_gram": "permuted Gram",
+             "_placed": "placed", "_scaled_back": "scaled back"}
+    rows, sources = [], []
+    for section in (None, "cuda_rank_deficient_300", "cpu_rank_deficient_300"):
+        part = data if section is None else data[section]
+        for policy, setting in part["settings"].items():
+            s = setting["summary"]
+            passes = s["passes"].values()
+            rows.append([f"{part['case']}, {part['backend']}", policy,
+                         f"{sum(r['stalled'] for r in passes)} of {sum(r['calls'] for r in passes)}",
+                         f"{max(r['max_ms'] for r in passes):.2f} ms",
+                         ", ".join(f"{short[k]} {r['median_ms']:.2f}" for k, r in s["passes"].items()),
+                         f"{s['alone']['median_ms']:.3f} ms", f"{s['fit_ms']:.1f} ms",
+                         f"{s['estimator_ms']:.1f} ms"])
+        sources.append(_source(name, part, section))
+    text = _table(["case, backend", "OpenMP wait", "passes stalled", "longest pass",
+                   "each pass's median (ms)", "two passes alone", "fit", "estimator"], rows)
+    (out / "pass_stalls.rst").write_text(text + "\n" + "\n".join(sources))
+
+    first = data["first_form_238db8e"]
+    rows = []
+    for run in first["runs"].values():
+        stalled = sum(r["over_3_ms"] for r in run["passes"].values())
+        calls = sum(r["calls"] for r in run["passes"].values())
+        rows.append([run["how"], f"{run['fit']['median_ms']:.1f} ms",
+                     f"{run['estimator']['median_ms']:.1f} ms ({run['estimator_over_fit']:.2f}x)",
+                     f"{run['estimator']['max_ms']:.1f} ms", f"{stalled} of {calls}"])
+    text = _table(["run (rank_deficient_1000, CUDA)", "fit", "estimator", "estimator's longest",
+                   "passes over 3 ms"], rows, widths=[50, 10, 16, 12, 12])
+    (out / "pass_stalls_runs.rst").write_text(text + "\n" + _source(name, first, "first_form_238db8e"))
+
+
 def estimator_refits(out):
     """The adaptive lasso's refits on the GPU and its weights from the basis (session 33, H200)."""
     name = "probe_small_phases_h200.json"
@@ -1231,6 +1267,7 @@ def render(out):
     gpu_qr_ahead(out)
     small_fixed_costs(out)
     estimator_refits(out)
+    pass_stalls(out)
     goals(out)
 
 
