@@ -3,14 +3,15 @@
     python benchmarks/probe_pass_stalls.py --case rank_deficient_1000 --rounds 15
 
 The adjacency step's four passes over p x p matrices (``_api._scatter_matrix``,
-``_adaptive_lasso._permuted_gram``, ``_adaptive_lasso._placed``,
-``_api._scaled_back``; OpenMP, :mod:`paralingam.adjacency._permute`) take
+``_adaptive_lasso._permuted_gram``, ``_placed`` as the adaptive lasso and
+least squares call it, ``_api._scaled_back``; OpenMP,
+:mod:`paralingam.adjacency._permute`) take
 about 0.3 ms each at p=1000 on 32 cores, and some calls take 4-9 ms. This
 runs ``paralingam.fit`` and ``DirectLiNGAM().fit`` alternated (``--rounds``
 each, after two warm-ups each) in one child process per setting of
-``--policies`` (``default``: OMP_WAIT_POLICY as the environment has it;
-``passive``: set to passive before the child starts, as OpenMP reads it
-only then), and records per fit its wall time and phases, and per pass
+``--policies`` (``default``: OMP_WAIT_POLICY unset, whatever the
+caller's environment holds; ``passive``: set to passive before the child
+starts, as OpenMP reads it only then), and records per fit its wall time and phases, and per pass
 its time and the threads that ran during it (``/proc/self/task/*/schedstat``,
 grouped by when they appeared: numpy's and scipy's BLAS workers, the main
 thread's OpenMP team, later ones). A pass is counted as stalled where it
@@ -19,9 +20,11 @@ child. Then the first two passes alone, ``--alone`` times, at the case's
 p. Linux only (``/proc``). Writes JSON.
 
 The fits' walls hold the probe's own reads of ``/proc`` around each pass
-(about 1 ms a pass with some 100 threads), so the estimator's walls and its
-ratio to ``fit`` read higher here than in ``bench_pipeline.py``; the passes'
-times are their own.
+(1-2 ms a pass with some 100 threads), so compare the policies with each
+other here, and the estimator with ``fit`` in ``bench_pipeline.py``. The
+passes' times are their own, but the reads also lengthen the time between
+the passes, in which an OpenMP team spins under the default policy: the
+probe can change how often what it measures happens.
 """
 
 import argparse
@@ -39,6 +42,7 @@ import _common  # (benchmarks/ is on sys.path when run as a script)
 PASSES = [("paralingam._api", "_scatter_matrix"),
           ("paralingam.adjacency._adaptive_lasso", "_permuted_gram"),
           ("paralingam.adjacency._adaptive_lasso", "_placed"),
+          ("paralingam.adjacency._least_squares", "_placed"),
           ("paralingam._api", "_scaled_back")]
 STALL_FACTOR = 4.0
 POLICIES = {"default": None, "passive": "passive"}
@@ -74,7 +78,7 @@ def child(args):
     from paralingam.lingam.estimator import DirectLiNGAM
 
     _lapack.flapack()  # (scipy's BLAS, as the adjacency step loads it)
-    groups["scipy"] = _threads() - set().union(*groups.values())
+    groups["scipy_and_imports"] = _threads() - set().union(*groups.values())
     threads = _validation.default_threads()
     (p, n), _, _, _ = bench_pipeline.CASES[args.case]
     rng = np.random.default_rng(0)
@@ -145,7 +149,7 @@ def summary(record):
     fit = statistics.median(record["fit"]["walls_ms"])
     est = statistics.median(record["estimator"]["walls_ms"])
     passes = {}
-    for _, name in PASSES:
+    for name in dict.fromkeys(name for _, name in PASSES):  # (_placed: two callers, one pass)
         times = [c["ms"] for c in record["calls"] if c["pass"] == name]
         if not times:
             continue
@@ -192,8 +196,10 @@ def main():
         command = [sys.executable, __file__, "--child", "--case", args.case,
                    "--backend", args.backend, "--rounds", str(args.rounds),
                    "--alone", str(args.alone), "--data-dir", str(args.data_dir)]
-        out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
-        record = json.loads(out.stdout.strip().splitlines()[-1])
+        out = subprocess.run(command, env=env, capture_output=True, text=True)
+        if out.returncode:
+            sys.exit(f"the {policy} child failed (exit {out.returncode}):\n{out.stderr}")
+        record = json.loads(out.stdout.strip().splitlines()[-1])  # (its last line)
         settings[policy] = {"summary": summary(record), "record": record}
         s = settings[policy]["summary"]
         print(f"{args.case} {args.backend} {policy:8s} fit {s['fit_ms']:8.2f} ms  "
