@@ -938,21 +938,28 @@ def estimator_weights(out):
     (out / "estimator_weights.rst").write_text(text + "\n" + _source(name, ab, section))
 
 
+def _trees_rows(rounds, cases_from, modes, phases, digits):
+    """Rows of a two-tree A/B in two rounds (``rounds[f"{tree}_{mode}_{r}"][case]``, trees
+    ``old`` and ``new``, r = 1, 2): per case and mode, each tree's adjacency phase, then its
+    phases' sum, each as the two rounds' values. ``cases_from``: the round whose cases give
+    the rows; ``modes``: (mode, label) pairs; ``phases``: a case's record to its phases (ms)."""
+    def each(tree, mode, case, whole):
+        values = [phases(rounds[f"{tree}_{mode}_{r}"][case]) for r in (1, 2)]
+        return ", ".join(format(sum(v.values()) if whole else v["adjacency"], digits)
+                         for v in values)
+
+    return [[case, label, each("old", mode, case, False), each("new", mode, case, False),
+             each("old", mode, case, True), each("new", mode, case, True)]
+            for case in rounds[cases_from] for mode, label in modes]
+
+
 def estimator_fixed_costs(out):
     """The estimator's fixed costs on rank-deficient data: trees, scaling back, the LARS wait; H200."""
     name = "probe_small_phases_h200.json"
     data = _load(name)
     ab = data["ab_estimator_f66616b"]
-    rounds = ab["rounds"]
-
-    def each(tree, mode, case, whole=False):
-        values = [rounds[f"{tree}_{mode}_{r}"][case] for r in (1, 2)]
-        return ", ".join(f"{sum(v.values()) if whole else v['adjacency']:.1f}" for v in values)
-
-    rows = [[case, label, each("old", mode, case), each("new", mode, case),
-             each("old", mode, case, True), each("new", mode, case, True)]
-            for case in rounds["old_fit_1"] for mode, label in (("fit", "fit"),
-                                                                ("est", "DirectLiNGAM"))]
+    rows = _trees_rows(ab["rounds"], "old_fit_1", (("fit", "fit"), ("est", "DirectLiNGAM")),
+                       lambda c: c, ".1f")
     text = _table(["case", "fit of", "adjacency, 022d630 (ms)", "adjacency, f66616b (ms)",
                    "all phases, 022d630 (ms)", "all phases, f66616b (ms)"], rows)
     text += "\n" + _source(name, ab, "ab_estimator_f66616b")
@@ -1077,17 +1084,8 @@ def estimator_refits(out):
     name = "probe_small_phases_h200.json"
     data = _load(name)
     trees = data["ab_trees_4d6097a"]
-    rounds = trees["rounds"]
-
-    def each(tree, mode, case, key):
-        return ", ".join(f"{key(rounds[f'{tree}_{mode}_{r}'][case]):.2f}" for r in (1, 2))
-
-    step = lambda c: c["phases_ms"]["adjacency"]  # noqa: E731
-    whole = lambda c: sum(c["phases_ms"].values())  # noqa: E731
-    rows = [[case, label, each("old", mode, case, step), each("new", mode, case, step),
-             each("old", mode, case, whole), each("new", mode, case, whole)]
-            for case in rounds["old_est_1"] for mode, label in (("est", "DirectLiNGAM"),
-                                                                ("fit", "fit"))]
+    rows = _trees_rows(trees["rounds"], "old_est_1", (("est", "DirectLiNGAM"), ("fit", "fit")),
+                       lambda c: c["phases_ms"], ".2f")
     text = _table(["case", "fit of", "adjacency, 5aefb94 (ms)", "adjacency, 4d6097a (ms)",
                    "all phases, 5aefb94 (ms)", "all phases, 4d6097a (ms)"], rows)
     text += "\n" + _source(name, trees, "ab_trees_4d6097a")
