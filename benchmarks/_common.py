@@ -154,23 +154,25 @@ def provenance(args):
     }
 
 
-def write_result(args, payload):
+def write_result(args, payload, section=None):
     """Write ``payload`` with its provenance to the result file; return the path.
 
     A section is a top-level entry of the file with its own ``provenance``
     (another mode's result, or a tool's such as ``tools/ab_cpu_builds.sh``'s
     ``builds``). With ``--mode`` other than the script's first mode, the
     payload replaces only the section named after the mode (``-`` read as
-    ``_``) of an existing file; the first mode replaces everything but the
-    sections.
+    ``_``) of an existing file, and with ``section`` the section of that
+    name; otherwise it replaces everything but the sections.
     """
     path = Path(args.json or f"{args._benchmark}_{machine_label(args)}.json")
     record = {"provenance": provenance(args), **payload}
     old = json.loads(path.read_text()) if path.exists() else {}
     sections = {k: v for k, v in old.items() if isinstance(v, dict) and "provenance" in v}
     modes = getattr(args, "_modes", None)
-    if modes and args.mode != modes[0]:
-        record = {**old, args.mode.replace("-", "_"): record}
+    if section is None and modes and args.mode != modes[0]:
+        section = args.mode.replace("-", "_")
+    if section is not None:
+        record = {**old, section: record}
     else:
         record = {**record, **{k: v for k, v in sections.items() if k not in record}}
     path.write_text(json.dumps(record, indent=1) + "\n")

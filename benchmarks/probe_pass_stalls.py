@@ -213,15 +213,7 @@ def main():
               f"stalled {a['stalled']}/{a['calls']}")
     payload = {"case": args.case, "backend": args.backend, "rounds": args.rounds,
                "stall_factor": STALL_FACTOR, "settings": settings}
-    if args.section:  # (a section of an existing result file, with its own provenance)
-        path = args.json or f"probe_pass_stalls_{_common.machine_label(args)}.json"
-        old = json.load(open(path)) if os.path.exists(path) else {}
-        old[args.section] = {"provenance": _common.provenance(args), **payload}
-        with open(path, "w") as f:
-            f.write(json.dumps(old, indent=1) + "\n")
-        print(f"wrote {path} [{args.section}]")
-    else:
-        _common.write_result(args, payload)
+    _common.write_result(args, payload, section=args.section)
 
 
 if __name__ == "__main__":

@@ -159,3 +159,24 @@ def test_ab_alternates_the_constants_and_restores_them_after_an_error(probe, mon
         probe.parse_setting("paralingam.adjacency._common:THREADED_ENTRY=7")
     with pytest.raises(SystemExit, match="--ab: 'THREADED_ENTRIES=seven' needs a Python literal"):
         probe.parse_setting("paralingam.adjacency._common:THREADED_ENTRIES=seven")
+
+
+def test_write_result_puts_a_named_section_beside_the_main_result(common, tmp_path, monkeypatch):
+    import argparse
+    import json
+
+    monkeypatch.setenv("PARALINGAM_COMMIT", "abc1234")
+    path = tmp_path / "result.json"
+    args = argparse.Namespace(json=str(path), machine="box", _benchmark="probe", _gpu=False)
+    common.write_result(args, {"value": 1})
+    common.write_result(args, {"value": 2}, section="other")
+    data = json.loads(path.read_text())
+    assert data["value"] == 1 and data["other"]["value"] == 2
+    assert data["other"]["provenance"]["commit"] == "abc1234"
+    common.write_result(args, {"value": 3})  # the main result again: the section stays
+    data = json.loads(path.read_text())
+    assert data["value"] == 3 and data["other"]["value"] == 2
+    # a mode other than the script's first writes the mode's section, as before
+    moded = argparse.Namespace(**vars(args), _modes=["main", "busy-cores"], mode="busy-cores")
+    common.write_result(moded, {"value": 4})
+    assert json.loads(path.read_text())["busy_cores"]["value"] == 4
